@@ -1,0 +1,31 @@
+/* chat.h — conversations rendered with the model's chat template (tokenizer.chat_template),
+ * recognized by family: ChatML, Llama 3/3.1, Llama 2, Mistral, Gemma. */
+#ifndef MEMRA_CHAT_H
+#define MEMRA_CHAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/base/err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct memra_chat_msg {
+  const char *role; /* "system", "user", "assistant" */
+  const char *content;
+} memra_chat_msg;
+
+/* Renders msgs with template tmpl (the Jinja text from the GGUF; its family is
+ * recognized, not interpreted). bos/eos are the vocabulary's texts for those tokens.
+ * add_generation_prompt opens the assistant turn. *out from memra_malloc. An unknown
+ * template is MEMRA_E_UNSUPPORTED with a message naming the families known. */
+memra_status memra_chat_render(const char *tmpl, const memra_chat_msg *msgs, size_t n_msgs,
+                               bool add_generation_prompt, const char *bos, const char *eos,
+                               char **out, memra_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

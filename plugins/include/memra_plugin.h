@@ -1,0 +1,228 @@
+/* memra_plugin.h — the plugin ABI: the one header a backend shares with the core.
+ *
+ * A plugin is a shared object exporting two C symbols:
+ *
+ *   const memra_plugin_info *memra_plugin_probe(void);
+ *       Says whether the plugin can run on this machine (score 0 = cannot) and why.
+ *       Must not run architecture-specific code, must not crash without a driver or
+ *       GPU, and must be cheap: the loader calls it on every plugin it finds.
+ *
+ *   const memra_backend_vt *memra_plugin_open(const memra_open_params *params,
+ *                                             memra_backend **out,
+ *                                             char *err, size_t err_size);
+ *       Opens the backend (a device plus a stream); NULL with a one-line message in
+ *       err on failure.
+ *
+ * The first field of memra_plugin_info and of memra_backend_vt is abi_major, at offset 0
+ * in every version: the core reads it before anything else and refuses another major.
+ * Minor versions only append fields; struct_size tells the core which are present.
+ *
+ * Two rules shape every op (DESIGN.md):
+ *  - Ops are batch-native: each takes rows (tokens); attention takes a memra_batch
+ *    descriptor. Decode of one sequence is a batch of one row.
+ *  - Step state lives in device memory: positions, block tables and token ids are device
+ *    tensors read through pointers, so a captured graph replays step after step. Host
+ *    integers in a call (n_rows, kv_bucket) are shape facts a graph is captured per. */
+#ifndef MEMRA_PLUGIN_H
+#define MEMRA_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memra_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MEMRA_ABI_MAJOR 1u
+#define MEMRA_ABI_MINOR 0u
+
+typedef enum memra_status {
+  MEMRA_OK = 0,
+  MEMRA_E_INVALID = 1,     /* a bad argument, flag or request */
+  MEMRA_E_OOM = 2,         /* host or device memory exhausted */
+  MEMRA_E_IO = 3,          /* a file could not be opened, read or written */
+  MEMRA_E_FORMAT = 4,      /* a file's contents are malformed */
+  MEMRA_E_UNSUPPORTED = 5, /* this plugin has no kernel for this op/type/shape */
+  MEMRA_E_DEVICE = 6,      /* the driver or runtime failed */
+  MEMRA_E_ABI = 7,         /* plugin of another ABI version, or missing symbols */
+  MEMRA_E_NOT_FOUND = 8,   /* a named thing (key, tensor, plugin) does not exist */
+} memra_status;
+
+typedef struct memra_backend memra_backend; /* plugin-defined: a device and a stream */
+typedef struct memra_buf memra_buf;         /* plugin-defined: one device allocation */
+typedef struct memra_graph memra_graph;     /* plugin-defined: a captured op sequence */
+
+/* A 2-D view into a buffer: ne1 rows of ne0 elements, rows nb1 bytes apart.
+ * Activations are F32 with nb1 = 4 * ne0 unless a view says otherwise; weights keep
+ * their GGUF type and block layout (a row is ne0 / block elements, packed).
+ * A tensor whose buf is NULL means "absent" for optional arguments. */
+typedef struct memra_tensor {
+  memra_buf *buf;
+  uint64_t offset; /* bytes from the start of buf */
+  int32_t type;    /* memra_type */
+  int32_t pad_;
+  int64_t ne0; /* elements per row */
+  int64_t ne1; /* rows */
+  uint64_t nb1; /* bytes between rows */
+} memra_tensor;
+
+/* One forward step's rows. Row r is a token of sequence seq[r] at position pos[r]; it is
+ * stored at KV slot block_table[seq[r]][pos[r] / block_size] * block_size + pos[r] %
+ * block_size and attends to positions [max(0, pos[r] - window + 1), pos[r]] of its own
+ * sequence (window 0: all). Prefill is many rows of one sequence; serving mixes rows of
+ * many. kv_bucket is a host bound on pos[r] + 1 over all rows: the plugin may choose the
+ * split count of split-KV decode from it, so a graph is captured once per bucket. */
+typedef struct memra_batch {
+  int32_t n_rows;
+  int32_t n_seqs;             /* rows of block_table in use */
+  int32_t block_size;         /* KV positions per page */
+  int32_t max_blocks;         /* columns of block_table */
+  int32_t kv_bucket;          /* host upper bound on pos + 1 of every row */
+  int32_t pad_;
+  memra_tensor pos;           /* I32 [n_rows] */
+  memra_tensor seq;           /* I32 [n_rows], values in [0, n_seqs) */
+  memra_tensor block_table;   /* I32 [n_seqs, max_blocks] page ids */
+} memra_batch;
+
+typedef enum memra_rope_mode {
+  MEMRA_ROPE_NORM = 0, /* rotate adjacent pairs (x[2i], x[2i+1]): llama */
+  MEMRA_ROPE_NEOX = 2, /* rotate halves (x[i], x[i + n_rot/2]): qwen, gpt-neox */
+} memra_rope_mode;
+
+typedef struct memra_rope_params {
+  int32_t n_head;     /* heads in each row; row width = n_head * head_dim */
+  int32_t head_dim;
+  int32_t n_rot;      /* leading dims of each head that rotate (<= head_dim, even) */
+  int32_t mode;       /* memra_rope_mode */
+  float freq_base;    /* theta */
+  float freq_scale;   /* linear position scale (1 = none) */
+  memra_tensor freq_factors; /* optional F32 [n_rot / 2]: theta_i is divided by it */
+} memra_rope_params;
+
+typedef struct memra_attn_params {
+  int32_t n_head;
+  int32_t n_kv_head;  /* n_head % n_kv_head == 0: grouped-query attention */
+  int32_t head_dim;
+  int32_t window;     /* sliding window in positions, 0 = none */
+  float scale;        /* usually 1/sqrt(head_dim) */
+  float softcap;      /* tanh soft-capping of scores, 0 = none */
+} memra_attn_params;
+
+typedef enum memra_act {
+  MEMRA_ACT_SILU = 0,      /* SwiGLU */
+  MEMRA_ACT_GELU_TANH = 1, /* GeGLU, tanh approximation (Gemma) */
+} memra_act;
+
+typedef struct memra_device_info {
+  char name[128];          /* "NVIDIA H200", "CPU (2 threads)" */
+  uint64_t mem_total;      /* bytes */
+  uint64_t mem_free;
+  int32_t n_sms;           /* multiprocessors or threads */
+  int32_t cc_major, cc_minor; /* compute capability; 0 on the CPU */
+} memra_device_info;
+
+typedef struct memra_open_params {
+  uint32_t struct_size; /* sizeof(memra_open_params) of the caller */
+  int32_t n_threads;    /* CPU plugin: worker threads (0 = all cores) */
+  int32_t device;       /* GPU plugins: device ordinal */
+} memra_open_params;
+
+typedef struct memra_plugin_info {
+  uint32_t abi_major; /* offset 0 in every version */
+  uint32_t abi_minor;
+  uint32_t struct_size;
+  int32_t score;      /* 0 = cannot run here; auto picks the highest */
+  const char *name;   /* "cpu", "sm90a", "sm120a" */
+  const char *why;    /* one line: what was found, or why the plugin declined */
+} memra_plugin_info;
+
+typedef struct memra_backend_vt {
+  uint32_t abi_major; /* offset 0 in every version */
+  uint32_t abi_minor;
+  uint32_t struct_size;
+  uint32_t pad_;
+  const char *name;
+
+  void (*close)(memra_backend *be);
+  /* One line describing the last failure of any call on be (never NULL). */
+  const char *(*last_error)(memra_backend *be);
+  memra_status (*device_info)(memra_backend *be, memra_device_info *out);
+
+  /* --- buffers: device memory, zero-initialized is NOT promised --- */
+  memra_status (*buf_alloc)(memra_backend *be, uint64_t nbytes, memra_buf **out);
+  void (*buf_free)(memra_backend *be, memra_buf *buf);
+  memra_status (*buf_upload)(memra_backend *be, memra_buf *dst, uint64_t off, const void *src,
+                             uint64_t nbytes);
+  memra_status (*buf_download)(memra_backend *be, const memra_buf *src, uint64_t off, void *dst,
+                               uint64_t nbytes);
+  memra_status (*buf_copy)(memra_backend *be, memra_buf *dst, uint64_t dst_off,
+                           const memra_buf *src, uint64_t src_off, uint64_t nbytes);
+  memra_status (*synchronize)(memra_backend *be); /* waits for all queued work */
+
+  /* --- ops; every activation is F32 unless stated --- */
+  /* y[r] = dequant(table row ids[r]). y [n, ne0], ids I32 [n], table any type. */
+  memra_status (*get_rows)(memra_backend *be, const memra_tensor *y, const memra_tensor *table,
+                           const memra_tensor *ids);
+  /* If res is present: x += res (x is written back). Then, per row of width w.ne0,
+   * y = x / sqrt(mean(x^2) + eps) * w. x may have more rows than the token count: a
+   * per-head norm views [tokens, n_head * d] as [tokens * n_head, d]. */
+  memra_status (*rmsnorm)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                          const memra_tensor *res, const memra_tensor *w, float eps);
+  /* y [M, N] = x [M, K] . w [N, K]^T (+ bias [N] if present); w in its GGUF layout. */
+  memra_status (*matmul)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                         const memra_tensor *w, const memra_tensor *bias);
+  /* In place on x [n_rows, n_head * head_dim], row r at position pos[r]. */
+  memra_status (*rope)(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
+                       const memra_rope_params *p);
+  /* Writes k, v [n_rows, n_kv_head * head_dim] into the paged caches (F32 or F16, one row
+   * per slot) at each row's slot (see memra_batch). */
+  memra_status (*kv_store)(memra_backend *be, const memra_tensor *k_cache,
+                           const memra_tensor *v_cache, const memra_tensor *k,
+                           const memra_tensor *v, const memra_batch *batch);
+  /* out, q [n_rows, n_head * head_dim]: softmax(scale * q k^T) v over each row's window. */
+  memra_status (*attention)(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                            const memra_tensor *k_cache, const memra_tensor *v_cache,
+                            const memra_batch *batch, const memra_attn_params *p);
+  /* y = act(gate) * up, all [n, ff]. */
+  memra_status (*glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *gate,
+                      const memra_tensor *up, int32_t act);
+  /* y = a + b (same shapes; y may alias a or b). */
+  memra_status (*add)(memra_backend *be, const memra_tensor *y, const memra_tensor *a,
+                      const memra_tensor *b);
+  /* y = s * x (y may alias x). */
+  memra_status (*scale)(memra_backend *be, const memra_tensor *y, const memra_tensor *x, float s);
+  /* ids[r] = argmax over logits row r (lowest index wins ties). ids I32 [n_rows]. */
+  memra_status (*argmax)(memra_backend *be, const memra_tensor *ids, const memra_tensor *logits);
+  /* v[i] += delta for I32 v: the graph advances positions by itself. */
+  memra_status (*add_i32)(memra_backend *be, const memra_tensor *v, int32_t delta);
+
+  /* --- graph capture (optional: all NULL = eager only) --- */
+  memra_status (*graph_begin)(memra_backend *be);
+  memra_status (*graph_end)(memra_backend *be, memra_graph **out);
+  memra_status (*graph_launch)(memra_backend *be, memra_graph *g);
+  void (*graph_free)(memra_backend *be, memra_graph *g);
+
+  /* Named extras (optional): NULL when unknown. */
+  void *(*get_proc)(memra_backend *be, const char *name);
+} memra_backend_vt;
+
+typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);
+typedef const memra_backend_vt *(*memra_plugin_open_fn)(const memra_open_params *params,
+                                                        memra_backend **out, char *err,
+                                                        size_t err_size);
+
+#define MEMRA_PLUGIN_PROBE_SYMBOL "memra_plugin_probe"
+#define MEMRA_PLUGIN_OPEN_SYMBOL "memra_plugin_open"
+
+#if defined(_WIN32)
+#define MEMRA_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define MEMRA_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MEMRA_PLUGIN_H */
