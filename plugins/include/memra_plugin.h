@@ -167,7 +167,7 @@ typedef struct memra_backend_vt {
                            const memra_tensor *ids);
   /* If res is present: x += res (x is written back). Then, per row of width w.ne0,
    * y = x / sqrt(mean(x^2) + eps) * w. x may have more rows than the token count: a
-   * per-head norm views [tokens, n_head * d] as [tokens * n_head, d]. */
+   * per-head norm views [tokens, n_head * d] as [tokens * n_head, d]. y may alias x. */
   memra_status (*rmsnorm)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                           const memra_tensor *res, const memra_tensor *w, float eps);
   /* y [M, N] = x [M, K] . w [N, K]^T (+ bias [N] if present); w in its GGUF layout. */
@@ -185,7 +185,7 @@ typedef struct memra_backend_vt {
   memra_status (*attention)(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
                             const memra_tensor *k_cache, const memra_tensor *v_cache,
                             const memra_batch *batch, const memra_attn_params *p);
-  /* y = act(gate) * up, all [n, ff]. */
+  /* y = act(gate) * up, all [n, ff]; y may alias gate or up. */
   memra_status (*glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *gate,
                       const memra_tensor *up, int32_t act);
   /* y = a + b (same shapes; y may alias a or b). */

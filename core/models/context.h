@@ -1,0 +1,67 @@
+/* context.h — the run state of a model: paged KV cache, activations and the device
+ * copies of the step state (token ids, positions, sequences, block tables). */
+#ifndef MEMRA_CONTEXT_H
+#define MEMRA_CONTEXT_H
+
+#include "core/models/model.h"
+#include "core/sched/kv_pages.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct memra_ctx_params {
+  int32_t n_ctx;      /* positions per sequence */
+  int32_t n_seq_max;  /* sequences held at once */
+  int32_t n_ubatch;   /* rows per forward call */
+  int32_t block_size; /* KV positions per page */
+  int32_t kv_type;    /* MEMRA_TYPE_F16 (default) or MEMRA_TYPE_F32 */
+} memra_ctx_params;
+
+memra_ctx_params memra_ctx_defaults(void);
+
+typedef struct memra_ctx {
+  memra_model *m;
+  memra_ctx_params p;
+  memra_kv_pages pages;
+  memra_buf *kv_buf;
+  memra_tensor *k_cache, *v_cache; /* [n_layer], each [n_pages * block_size, n_kv * d] */
+  memra_buf *act_buf;
+  /* activations, n_ubatch rows each */
+  memra_tensor x, xn, q, k, v, attn, proj, gate, up;
+  memra_tensor sel;    /* xn rows whose logits are wanted [n_ubatch, n_embd] */
+  memra_tensor logits; /* [n_ubatch, n_vocab] */
+  /* step state in device memory (I32) */
+  memra_tensor ids, pos, seq, out_rows, block_table, next_ids;
+  memra_batch batch;   /* the descriptor of the current step */
+  int32_t n_rows, n_out;
+} memra_ctx;
+
+memra_status memra_ctx_new(memra_model *m, const memra_ctx_params *p, memra_ctx **out,
+                           memra_err *err);
+void memra_ctx_free(memra_ctx *c);
+
+/* Uploads one step's rows: tokens, positions and sequences (host arrays of n), and the
+ * n_out row indices whose logits are wanted. Pages must be reserved already. */
+memra_status memra_ctx_set_rows(memra_ctx *c, int32_t n, const int32_t *tokens,
+                                const int32_t *pos, const int32_t *seq, int32_t n_out,
+                                const int32_t *out_rows, memra_err *err);
+/* Runs the model over the rows last set: a fixed sequence of vtable calls that reads
+ * only device state, so it can be captured as a graph. Logits land in c->logits. */
+memra_status memra_ctx_forward(memra_ctx *c, memra_err *err);
+memra_status memra_ctx_get_logits(memra_ctx *c, float *dst, memra_err *err); /* [n_out, n_vocab] */
+memra_status memra_ctx_argmax(memra_ctx *c, int32_t *dst, memra_err *err);  /* [n_out] */
+
+/* Runs tokens of one sequence from position pos0 in chunks of n_ubatch. If all_logits,
+ * logits of every position are written to logits_out [n, n_vocab]; else the last
+ * position's only [n_vocab] (logits_out may be NULL when not wanted). */
+memra_status memra_ctx_eval(memra_ctx *c, int32_t seq, const int32_t *tokens, int32_t n,
+                            int32_t pos0, bool all_logits, float *logits_out, memra_err *err);
+
+/* The backend's last error, for messages. */
+memra_status memra_ctx_fail(memra_ctx *c, memra_status st, const char *what, memra_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

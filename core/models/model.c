@@ -1,0 +1,152 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "core/base/alloc.h"
+#include "core/models/model.h"
+
+enum { WEIGHT_ALIGN = 256 }; /* every tensor starts 256-byte aligned on the device */
+
+typedef struct weight_ref {
+  memra_tensor *dst;
+  const memra_gguf_tensor *src;
+} weight_ref;
+
+typedef struct loader {
+  const memra_gguf *g;
+  weight_ref *refs;
+  size_t n_refs, cap;
+  uint64_t total;
+  memra_err *err;
+} loader;
+
+/* Finds name, checks its shape is [ne0, ne1] (ne1 = 1 for vectors) and records it.
+ * An optional tensor that is absent leaves dst absent (buf NULL). */
+static memra_status want(loader *L, memra_tensor *dst, const char *name, int64_t ne0, int64_t ne1,
+                         bool optional) {
+  memset(dst, 0, sizeof *dst);
+  const memra_gguf_tensor *t = memra_gguf_tensor_find(L->g, name);
+  if (!t) {
+    if (optional) return MEMRA_OK;
+    return memra_errf(L->err, MEMRA_E_FORMAT, "missing tensor '%s'", name);
+  }
+  int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
+  if (t->ne[0] != ne0 || rows != ne1)
+    return memra_errf(L->err, MEMRA_E_FORMAT,
+                      "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name,
+                      (long long)t->ne[0], (long long)rows, (long long)ne0, (long long)ne1);
+  if (ne1 == 1 && ne0 > 0 && t->type != MEMRA_TYPE_F32)
+    return memra_errf(L->err, MEMRA_E_UNSUPPORTED, "tensor '%s' is %s, expected F32", name,
+                      memra_type_info(t->type).name ? memra_type_info(t->type).name : "?");
+  if (L->n_refs == L->cap) {
+    size_t cap = L->cap ? 2 * L->cap : 64;
+    weight_ref *r = memra_realloc(L->refs, cap * sizeof *r);
+    if (!r) return memra_errf(L->err, MEMRA_E_OOM, "out of memory listing tensors");
+    L->refs = r;
+    L->cap = cap;
+  }
+  dst->type = t->type;
+  dst->ne0 = t->ne[0];
+  dst->ne1 = rows;
+  dst->nb1 = memra_type_row_bytes(t->type, t->ne[0]);
+  dst->offset = L->total;
+  L->total += (t->nbytes + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
+  L->refs[L->n_refs++] = (weight_ref){dst, t};
+  return MEMRA_OK;
+}
+
+static memra_status want_layer(loader *L, const memra_hparams *hp, int il, memra_layer *l) {
+  char n[96];
+  const int64_t E = hp->n_embd, QD = (int64_t)hp->n_head * hp->head_dim,
+                KD = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
+  const bool qwen2 = hp->arch == MEMRA_ARCH_QWEN2, qwen3 = hp->arch == MEMRA_ARCH_QWEN3;
+  memra_status st;
+#define W(field, suffix, ne0, ne1, opt)                                                        \
+  snprintf(n, sizeof n, "blk.%d." suffix, il);                                                 \
+  if ((st = want(L, &l->field, n, ne0, ne1, opt))) return st;
+  W(attn_norm, "attn_norm.weight", E, 1, false)
+  W(wq, "attn_q.weight", E, QD, false)
+  W(wk, "attn_k.weight", E, KD, false)
+  W(wv, "attn_v.weight", E, KD, false)
+  W(wo, "attn_output.weight", QD, E, false)
+  W(bq, "attn_q.bias", QD, 1, !qwen2)
+  W(bk, "attn_k.bias", KD, 1, !qwen2)
+  W(bv, "attn_v.bias", KD, 1, !qwen2)
+  W(q_norm, "attn_q_norm.weight", hp->head_dim, 1, !qwen3)
+  W(k_norm, "attn_k_norm.weight", hp->head_dim, 1, !qwen3)
+  W(ffn_norm, "ffn_norm.weight", E, 1, false)
+  W(w_gate, "ffn_gate.weight", E, F, false)
+  W(w_up, "ffn_up.weight", E, F, false)
+  W(w_down, "ffn_down.weight", F, E, false)
+#undef W
+  return MEMRA_OK;
+}
+
+static memra_status plan(loader *L, memra_model *m) {
+  memra_hparams *hp = &m->hp;
+  const memra_gguf_tensor *emb = memra_gguf_tensor_find(L->g, "token_embd.weight");
+  if (!emb) return memra_errf(L->err, MEMRA_E_FORMAT, "missing tensor 'token_embd.weight'");
+  if (emb->ne[1] < 1 || emb->ne[1] > (1 << 24))
+    return memra_errf(L->err, MEMRA_E_FORMAT, "token_embd.weight has %lld rows",
+                      (long long)emb->ne[1]);
+  hp->n_vocab = (int32_t)emb->ne[1];
+  memra_status st;
+  if ((st = want(L, &m->tok_embd, "token_embd.weight", hp->n_embd, hp->n_vocab, false))) return st;
+  if ((st = want(L, &m->output_norm, "output_norm.weight", hp->n_embd, 1, false))) return st;
+  if ((st = want(L, &m->output, "output.weight", hp->n_embd, hp->n_vocab, true))) return st;
+  if ((st = want(L, &m->rope_freqs, "rope_freqs.weight", hp->n_rot / 2, 1, true))) return st;
+  for (int il = 0; il < hp->n_layer; ++il)
+    if ((st = want_layer(L, hp, il, &m->layers[il]))) return st;
+  return MEMRA_OK;
+}
+
+memra_status memra_model_load(const memra_gguf *g, const memra_backend_vt *vt, memra_backend *be,
+                              memra_progress_fn progress, void *user, memra_model **out,
+                              memra_err *err) {
+  *out = NULL;
+  memra_model *m = memra_calloc(1, sizeof *m);
+  if (!m) return memra_errf(err, MEMRA_E_OOM, "out of memory");
+  m->vt = vt;
+  m->be = be;
+  loader L = {.g = g, .err = err};
+  memra_status st = memra_hparams_read(g, &m->hp, err);
+  if (st) goto fail;
+  m->layers = memra_calloc((size_t)m->hp.n_layer, sizeof *m->layers);
+  if (!m->layers) {
+    st = memra_errf(err, MEMRA_E_OOM, "out of memory");
+    goto fail;
+  }
+  if ((st = plan(&L, m))) goto fail;
+  if ((st = vt->buf_alloc(be, L.total, &m->weights))) {
+    memra_errf(err, st, "cannot allocate %.1f MiB for weights on %s: %s", L.total / 1048576.0,
+               vt->name, vt->last_error(be));
+    goto fail;
+  }
+  m->weights_bytes = L.total;
+  uint64_t done = 0;
+  for (size_t i = 0; i < L.n_refs; ++i) {
+    weight_ref *r = &L.refs[i];
+    r->dst->buf = m->weights;
+    if ((st = vt->buf_upload(be, m->weights, r->dst->offset, r->src->data, r->src->nbytes))) {
+      memra_errf(err, st, "uploading '%.*s': %s", (int)r->src->name.len, r->src->name.ptr,
+                 vt->last_error(be));
+      goto fail;
+    }
+    done += r->src->nbytes;
+    if (progress) progress(user, done, L.total);
+  }
+  if (!m->output.buf) m->output = m->tok_embd; /* tied embeddings */
+  memra_free(L.refs);
+  *out = m;
+  return MEMRA_OK;
+fail:
+  memra_free(L.refs);
+  memra_model_free(m);
+  return st;
+}
+
+void memra_model_free(memra_model *m) {
+  if (!m) return;
+  if (m->weights) m->vt->buf_free(m->be, m->weights);
+  memra_free(m->layers);
+  memra_free(m);
+}

@@ -1,0 +1,83 @@
+/* model.h — a model loaded onto a backend: hyperparameters and weights.
+ *
+ * Families supported by this file set: llama (Llama 2/3/3.1 with rope_freqs, Mistral,
+ * SmolLM), qwen2 (q/k/v bias) and qwen3 (per-head q/k RMSNorm). They share one forward
+ * pass (llama.c); what differs is read from the file as flags. */
+#ifndef MEMRA_MODEL_H
+#define MEMRA_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/base/err.h"
+#include "core/gguf/gguf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum memra_arch {
+  MEMRA_ARCH_LLAMA = 0,
+  MEMRA_ARCH_QWEN2 = 1,
+  MEMRA_ARCH_QWEN3 = 2,
+} memra_arch;
+
+#define MEMRA_SUPPORTED_ARCHS "llama, qwen2, qwen3"
+
+typedef struct memra_hparams {
+  memra_arch arch;
+  char arch_name[32];
+  int32_t n_vocab;
+  int32_t n_ctx_train;
+  int32_t n_embd;
+  int32_t n_layer;
+  int32_t n_head;
+  int32_t n_head_kv;
+  int32_t head_dim;
+  int32_t n_ff;
+  int32_t n_rot;     /* rotated dims per head */
+  int32_t rope_mode; /* memra_rope_mode */
+  float rope_base;
+  float rope_scale;  /* linear position scale: 1 / scaling.factor */
+  float eps;
+} memra_hparams;
+
+/* Reads and checks the hyperparameters of general.architecture. */
+memra_status memra_hparams_read(const memra_gguf *g, memra_hparams *hp, memra_err *err);
+
+typedef struct memra_layer {
+  memra_tensor attn_norm;      /* F32 [n_embd] */
+  memra_tensor wq, wk, wv, wo; /* wq [n_embd -> n_head*head_dim], GGUF block layout */
+  memra_tensor bq, bk, bv;     /* qwen2: F32 biases; absent (buf NULL) otherwise */
+  memra_tensor q_norm, k_norm; /* qwen3: F32 [head_dim]; absent otherwise */
+  memra_tensor ffn_norm;       /* F32 [n_embd] */
+  memra_tensor w_gate, w_up;   /* [n_embd -> n_ff] */
+  memra_tensor w_down;         /* [n_ff -> n_embd] */
+} memra_layer;
+
+typedef struct memra_model {
+  memra_hparams hp;
+  const memra_backend_vt *vt; /* the backend the weights live on (not owned) */
+  memra_backend *be;
+  memra_buf *weights;          /* one allocation holding every tensor */
+  uint64_t weights_bytes;
+  memra_tensor tok_embd;       /* [n_vocab rows of n_embd] */
+  memra_tensor output_norm;    /* F32 [n_embd] */
+  memra_tensor output;         /* [n_vocab rows of n_embd]; tok_embd when tied */
+  memra_tensor rope_freqs;     /* F32 [n_rot/2] (Llama 3.1); absent otherwise */
+  memra_layer *layers;         /* [n_layer] */
+} memra_model;
+
+/* Called while weights upload: done and total bytes. */
+typedef void (*memra_progress_fn)(void *user, uint64_t done, uint64_t total);
+
+/* Builds the model from an open GGUF and uploads its weights to the backend. */
+memra_status memra_model_load(const memra_gguf *g, const memra_backend_vt *vt, memra_backend *be,
+                              memra_progress_fn progress, void *user, memra_model **out,
+                              memra_err *err);
+void memra_model_free(memra_model *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
