@@ -99,7 +99,8 @@ memra_status memra_gguf_get_arr(const memra_gguf *g, const char *key, int32_t el
                                 uint64_t *n, const memra_gguf_kv **kv, memra_err *err);
 /* Element i of a STRING array (O(1): the reader indexes string arrays at open). */
 memra_str memra_gguf_arr_str(const memra_gguf *g, const memra_gguf_kv *kv, uint64_t i);
-/* Element i of a numeric array, widened. */
+/* Element i of a numeric array, widened (bool as 0/1, floats truncated toward zero for
+ * i64). Out of range or a STRING array: NaN (f64), 0 (i64); arr_str gives {"", 0}. */
 double memra_gguf_arr_f64(const memra_gguf_kv *kv, uint64_t i);
 int64_t memra_gguf_arr_i64(const memra_gguf_kv *kv, uint64_t i);
 
@@ -109,10 +110,17 @@ const memra_gguf_tensor *memra_gguf_tensor_find(const memra_gguf *g, const char 
 
 bool memra_str_eq(memra_str s, const char *cstr);
 
+/* Additions: "u32", "string", ... ("unknown" for ids outside the enum); the name the
+ * handle was opened with (used in its messages). get_arr takes elem_type < 0 as "any". */
+const char *memra_gguf_vtype_name(int32_t t);
+const char *memra_gguf_name(const memra_gguf *g);
+
 /* --- writer: builds a file in memory order, writes it atomically (tmp + rename) --- */
 typedef struct memra_gguf_writer memra_gguf_writer;
 
-memra_gguf_writer *memra_gguf_writer_new(uint32_t alignment); /* 0: default 32 */
+/* 0: default 32. Another alignment must be a power of two and is recorded as the first
+ * kv, `general.alignment` (u32). NULL when out of memory or alignment is not a power of 2. */
+memra_gguf_writer *memra_gguf_writer_new(uint32_t alignment);
 void memra_gguf_writer_free(memra_gguf_writer *w);
 memra_status memra_gguf_writer_set_u32(memra_gguf_writer *w, const char *key, uint32_t v);
 memra_status memra_gguf_writer_set_i32(memra_gguf_writer *w, const char *key, int32_t v);
@@ -120,7 +128,8 @@ memra_status memra_gguf_writer_set_u64(memra_gguf_writer *w, const char *key, ui
 memra_status memra_gguf_writer_set_f32(memra_gguf_writer *w, const char *key, float v);
 memra_status memra_gguf_writer_set_bool(memra_gguf_writer *w, const char *key, bool v);
 memra_status memra_gguf_writer_set_str(memra_gguf_writer *w, const char *key, const char *v);
-/* A raw typed value or array, for every other type (elem_type for arrays). */
+/* An array of n elements of elem_type packed at data (any type but ARRAY; for STRING, data
+ * is a `const char *const *` as in set_arr_str). */
 memra_status memra_gguf_writer_set_arr(memra_gguf_writer *w, const char *key, int32_t elem_type,
                                        const void *data, uint64_t n);
 memra_status memra_gguf_writer_set_arr_str(memra_gguf_writer *w, const char *key,
@@ -133,6 +142,17 @@ memra_status memra_gguf_writer_write(memra_gguf_writer *w, const char *path, mem
 /* The file as bytes (tests): *out from memra_malloc, caller frees with memra_free. */
 memra_status memra_gguf_writer_to_memory(memra_gguf_writer *w, uint8_t **out, uint64_t *size,
                                          memra_err *err);
+/* Additions. A scalar of any non-STRING, non-ARRAY type, its bytes at *v (native layout). */
+memra_status memra_gguf_writer_set_val(memra_gguf_writer *w, const char *key, int32_t type,
+                                       const void *v);
+/* A string of len bytes (may hold NUL or any byte). */
+memra_status memra_gguf_writer_set_strn(memra_gguf_writer *w, const char *key, const char *v,
+                                        uint64_t len);
+/* File version to write: 3 (default) or 2 (same layout). */
+memra_status memra_gguf_writer_set_version(memra_gguf_writer *w, uint32_t version);
+/* The one-line reason the last writer_set_* / add_tensor call failed ("" if none):
+ * duplicate key or tensor name, bad type, shape, size. */
+const char *memra_gguf_writer_error(const memra_gguf_writer *w);
 
 #ifdef __cplusplus
 }
