@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian machine lacks to build and test memra (run as root).
+set -euo pipefail
+pkgs="bazel-bootstrap bazel-rules-java libinih-dev libgtest-dev libpcre2-dev libcjson-dev
+      libmicrohttpd-dev clang libclang-rt-14-dev python3 python3-pip unzip ca-certificates"
+missing=""
+for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+fi

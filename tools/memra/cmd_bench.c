@@ -1,0 +1,135 @@
+/* memra bench — prompt processing (pp) and generation (tg) speed, llama-bench style:
+ * each test repeated, the median reported beside min and max, as markdown or JSON. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/alloc.h"
+#include "tools/memra/commands.h"
+#include "tools/memra/generate.h"
+
+enum { MAX_LIST = 16 };
+
+static memra_status parse_list(const char *flag, const char *s, int32_t *out, int *n, int32_t lo,
+                               memra_err *err) {
+  *n = 0;
+  const char *p = s;
+  while (*p) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < lo || v > (1 << 24) || *n == MAX_LIST)
+      return memra_errf(err, MEMRA_E_INVALID, "--%s '%s': expected up to %d numbers >= %d, "
+                        "comma-separated", flag, s, MAX_LIST, lo);
+    out[(*n)++] = (int32_t)v;
+    p = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',')
+      return memra_errf(err, MEMRA_E_INVALID, "--%s '%s': unexpected '%c'", flag, s, *end);
+  }
+  return MEMRA_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* One timed run: pp (n_prompt tokens in one eval) or tg (n_gen single-token steps after
+ * depth tokens of context). Returns tokens per second. */
+static memra_status run_once(memra_session *s, int32_t depth, int32_t n_prompt, int32_t n_gen,
+                             int32_t *ids, double *tps, memra_err *err) {
+  memra_ctx *c = s->ctx;
+  memra_kv_pages_release(&c->pages, 0);
+  memra_status st = MEMRA_OK;
+  if (depth > 0 && (st = memra_ctx_eval(c, 0, ids, depth, 0, false, NULL, err))) return st;
+  const memra_backend_vt *vt = s->m->vt;
+  if ((st = vt->synchronize(s->m->be))) return memra_ctx_fail(c, st, "synchronize", err);
+  double t0 = memra_now_s();
+  if (n_prompt > 0) st = memra_ctx_eval(c, 0, ids + depth, n_prompt, depth, false, NULL, err);
+  int32_t tok = ids[depth];
+  for (int32_t i = 0; i < n_gen && !st; ++i) {
+    st = memra_ctx_eval(c, 0, &tok, 1, depth + i, false, NULL, err);
+    if (!st) st = memra_ctx_argmax(c, &tok, err); /* the 4 bytes a real decode reads back */
+  }
+  if (!st && (st = vt->synchronize(s->m->be))) return memra_ctx_fail(c, st, "synchronize", err);
+  *tps = (n_prompt + n_gen) / (memra_now_s() - t0);
+  return st;
+}
+
+int memra_cmd_bench(int argc, char **argv, int first) {
+  memra_opts o;
+  memra_opts_defaults(&o);
+  memra_err err = {{0}};
+  const char *pos[1];
+  int n_pos;
+  int32_t ps[MAX_LIST], ns[MAX_LIST], ds[MAX_LIST];
+  int n_p, n_n, n_d;
+  if (memra_opts_parse(&o, argc, argv, first, pos, 0, &n_pos, &err) ||
+      parse_list("bench-p", o.bench_p, ps, &n_p, 0, &err) ||
+      parse_list("bench-n", o.bench_n, ns, &n_n, 0, &err) ||
+      parse_list("bench-d", o.bench_d, ds, &n_d, 0, &err) ||
+      (strcmp(o.bench_output, "md") && strcmp(o.bench_output, "json") &&
+       memra_errf(&err, MEMRA_E_INVALID, "--output '%s': expected md or json", o.bench_output))) {
+    fprintf(stderr, "memra bench: %s\n", err.msg);
+    return 2;
+  }
+  int32_t need = 1;
+  for (int i = 0; i < n_p; ++i) need = ps[i] + 1 > need ? ps[i] + 1 : need;
+  for (int i = 0; i < n_n; ++i)
+    for (int j = 0; j < n_d; ++j) need = ns[i] + ds[j] + 1 > need ? ns[i] + ds[j] + 1 : need;
+  if (o.n_ctx < need) o.n_ctx = need;
+  memra_session s;
+  if (memra_session_open(&s, &o, 1, &err)) {
+    fprintf(stderr, "memra: %s\n", err.msg);
+    return 1;
+  }
+  int32_t *ids = memra_malloc(sizeof(int32_t) * (size_t)need);
+  double *t = memra_malloc(sizeof(double) * (size_t)o.bench_reps);
+  srand((unsigned)o.seed);
+  for (int32_t i = 0; ids && i < need; ++i) ids[i] = rand() % s.m->hp.n_vocab;
+  const char *base = strrchr(s.model_path, '/');
+  base = base ? base + 1 : s.model_path;
+  bool json = !strcmp(o.bench_output, "json");
+  if (json) printf("[\n");
+  else {
+    printf("| model | size | backend | test | t/s (median) | min | max |\n");
+    printf("| --- | ---: | --- | --- | ---: | ---: | ---: |\n");
+  }
+  memra_status st = ids && t ? MEMRA_OK : memra_errf(&err, MEMRA_E_OOM, "out of memory");
+  int n_rows = 0;
+  for (int kind = 0; kind < 2 && !st; ++kind) {
+    int n_tests = kind == 0 ? n_p : n_n * n_d;
+    for (int ti = 0; ti < n_tests && !st; ++ti) {
+      int32_t np = kind == 0 ? ps[ti] : 0, ng = kind == 1 ? ns[ti / n_d] : 0,
+              d = kind == 1 ? ds[ti % n_d] : 0;
+      if (np + ng == 0) continue;
+      double warm;
+      st = run_once(&s, d, np, ng ? 1 : 0, ids, &warm, &err); /* warm-up */
+      for (int r = 0; r < o.bench_reps && !st; ++r) st = run_once(&s, d, np, ng, ids, &t[r], &err);
+      if (st) break;
+      qsort(t, (size_t)o.bench_reps, sizeof *t, cmp_double);
+      double med = o.bench_reps % 2 ? t[o.bench_reps / 2]
+                                    : 0.5 * (t[o.bench_reps / 2 - 1] + t[o.bench_reps / 2]);
+      char test[64];
+      if (kind == 0) snprintf(test, sizeof test, "pp%d", np);
+      else if (d) snprintf(test, sizeof test, "tg%d @ d%d", ng, d);
+      else snprintf(test, sizeof test, "tg%d", ng);
+      if (json)
+        printf("%s  {\"model\": \"%s\", \"size_bytes\": %llu, \"backend\": \"%s\", \"test\": "
+               "\"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"depth\": %d, \"reps\": %d, "
+               "\"tps_median\": %.3f, \"tps_min\": %.3f, \"tps_max\": %.3f}",
+               n_rows ? ",\n" : "", base, (unsigned long long)s.m->weights_bytes, s.bh.name, test,
+               np, ng, d, o.bench_reps, med, t[0], t[o.bench_reps - 1]);
+      else
+        printf("| %s | %.1f MiB | %s | %s | %.2f | %.2f | %.2f |\n", base,
+               s.m->weights_bytes / 1048576.0, s.bh.name, test, med, t[0], t[o.bench_reps - 1]);
+      fflush(stdout);
+      n_rows++;
+    }
+  }
+  if (json) printf("\n]\n");
+  if (st) fprintf(stderr, "memra bench: %s\n", err.msg);
+  memra_free(ids);
+  memra_free(t);
+  memra_session_close(&s);
+  return st ? 1 : 0;
+}

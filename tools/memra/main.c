@@ -1,0 +1,38 @@
+/* memra — the command line: run (default), chat, tokenize, backends, info, bench. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/cli/cmd_tokenize.h"
+#include "tools/memra/commands.h"
+#include "tools/memra/options.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: memra [run] [options]       generate text (prompt from -p or stdin)\n"
+          "       memra backends [--plugin-dir DIR]   list plugins and their scores here\n"
+          "       memra info [--full] FILE.gguf       metadata and tensor table\n"
+          "       memra bench [options]       pp/tg tokens per second, median of -r runs\n"
+          "       memra tokenize [options]    text to token ids\n"
+          "options:\n");
+  memra_opts_usage(f);
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+                    !strcmp(argv[1], "help"))) {
+    usage(stdout);
+    return 0;
+  }
+  if (argc >= 2 && argv[1][0] != '-') {
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "run")) return memra_cmd_run(argc, argv, 2);
+    if (!strcmp(cmd, "backends")) return memra_cmd_backends(argc, argv, 2);
+    if (!strcmp(cmd, "info")) return memra_cmd_info(argc, argv, 2);
+    if (!strcmp(cmd, "bench")) return memra_cmd_bench(argc, argv, 2);
+    if (!strcmp(cmd, "tokenize")) return memra_cmd_tokenize(argc - 1, argv + 1);
+    fprintf(stderr, "memra: unknown command '%s' (expected run, backends, info, bench, "
+            "tokenize; see memra --help)\n", cmd);
+    return 2;
+  }
+  return memra_cmd_run(argc, argv, 1);
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# README command 2: the whole test suite — plain and sanitizer (ASan+UBSan) builds, the
+# bounded GGUF fuzz run and the end-to-end tests on the default model.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/install_deps.sh
+MEMRA_MODEL=$(bash tools/fetch_default_model.sh)
+export MEMRA_MODEL
+skip=""
+if [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "test: nvcc not found: the GPU plugin builds and their tests are skipped" >&2
+  skip="-//backends/... -//tests/gpu_plugins/..."
+fi
+env_flags="--test_env=MEMRA_MODEL=$MEMRA_MODEL"
+status=0
+bazel test $env_flags -- //... $skip || status=1
+bazel test --config=san $env_flags -- //tests/... $skip || status=1
+if [ -x tools/fuzz/run_gguf_fuzz.sh ]; then
+  bash tools/fuzz/run_gguf_fuzz.sh "${MEMRA_FUZZ_SECONDS:-60}" || status=1
+fi
+bazel shutdown >/dev/null 2>&1 || true
+if [ $status -ne 0 ]; then echo "test: FAILED" >&2; else echo "test: all passed"; fi
+exit $status
