@@ -45,19 +45,19 @@ extern "C" {
 #define MEMRA_K_SCALE_SIZE 12 /* packed 6-bit scales and mins of Q4_K / Q5_K */
 
 typedef struct memra_block_q4_0 {
-  uint16_t d;                    /* fp16 scale */
-  uint8_t qs[MEMRA_QK4_0 / 2];   /* nibbles: element j low, element j + 16 high */
+  uint16_t d;                  /* fp16 scale */
+  uint8_t qs[MEMRA_QK4_0 / 2]; /* nibbles: element j low, element j + 16 high */
 } memra_block_q4_0;
 
 typedef struct memra_block_q4_1 {
-  uint16_t d;                    /* fp16 scale */
-  uint16_t m;                    /* fp16 offset (the block minimum) */
+  uint16_t d; /* fp16 scale */
+  uint16_t m; /* fp16 offset (the block minimum) */
   uint8_t qs[MEMRA_QK4_1 / 2];
 } memra_block_q4_1;
 
 typedef struct memra_block_q5_0 {
   uint16_t d;
-  uint8_t qh[4];                 /* 5th bit of each element, little-endian uint32 */
+  uint8_t qh[4]; /* 5th bit of each element, little-endian uint32 */
   uint8_t qs[MEMRA_QK5_0 / 2];
 } memra_block_q5_0;
 
@@ -74,8 +74,8 @@ typedef struct memra_block_q8_0 {
 } memra_block_q8_0;
 
 typedef struct memra_block_q8_1 {
-  uint16_t d;                    /* fp16 scale */
-  uint16_t s;                    /* fp16 of d * sum(qs) */
+  uint16_t d; /* fp16 scale */
+  uint16_t s; /* fp16 of d * sum(qs) */
   int8_t qs[MEMRA_QK8_1];
 } memra_block_q8_1;
 
@@ -87,10 +87,10 @@ typedef struct memra_block_q2_K {
 } memra_block_q2_K;
 
 typedef struct memra_block_q3_K {
-  uint8_t hmask[MEMRA_QK_K / 8];   /* high bit of each quant */
-  uint8_t qs[MEMRA_QK_K / 4];      /* low 2 bits */
-  uint8_t scales[12];              /* 16 scales of 6 bits, packed */
-  uint16_t d;                      /* fp16 super-scale */
+  uint8_t hmask[MEMRA_QK_K / 8]; /* high bit of each quant */
+  uint8_t qs[MEMRA_QK_K / 4];    /* low 2 bits */
+  uint8_t scales[12];            /* 16 scales of 6 bits, packed */
+  uint16_t d;                    /* fp16 super-scale */
 } memra_block_q3_K;
 
 typedef struct memra_block_q4_K {
@@ -109,16 +109,16 @@ typedef struct memra_block_q5_K {
 } memra_block_q5_K;
 
 typedef struct memra_block_q6_K {
-  uint8_t ql[MEMRA_QK_K / 2];      /* low 4 bits */
-  uint8_t qh[MEMRA_QK_K / 4];      /* high 2 bits */
-  int8_t scales[MEMRA_QK_K / 16];  /* 8-bit signed sub-block scales */
+  uint8_t ql[MEMRA_QK_K / 2];     /* low 4 bits */
+  uint8_t qh[MEMRA_QK_K / 4];     /* high 2 bits */
+  int8_t scales[MEMRA_QK_K / 16]; /* 8-bit signed sub-block scales */
   uint16_t d;
 } memra_block_q6_K;
 
 typedef struct memra_block_q8_K {
-  float d;                         /* a float, not fp16 (used for activations) */
+  float d; /* a float, not fp16 (used for activations) */
   int8_t qs[MEMRA_QK_K];
-  int16_t bsums[MEMRA_QK_K / 16];  /* sums of qs per group of 16 */
+  int16_t bsums[MEMRA_QK_K / 16]; /* sums of qs per group of 16 */
 } memra_block_q8_K;
 
 /* Scale and min j (0..7) of a Q4_K/Q5_K block, 6 bits each. Bytes 0-3 hold scales 0-3

@@ -8,21 +8,29 @@
 
 bool memra_quant_supported(int32_t type) {
   switch (type) {
-  case MEMRA_TYPE_F32: case MEMRA_TYPE_F16: case MEMRA_TYPE_BF16:
-  case MEMRA_TYPE_Q4_0: case MEMRA_TYPE_Q4_1: case MEMRA_TYPE_Q5_0: case MEMRA_TYPE_Q5_1:
-  case MEMRA_TYPE_Q8_0: case MEMRA_TYPE_Q2_K: case MEMRA_TYPE_Q3_K: case MEMRA_TYPE_Q4_K:
-  case MEMRA_TYPE_Q5_K: case MEMRA_TYPE_Q6_K:
-    return true;
-  default:
-    return false;
+  case MEMRA_TYPE_F32:
+  case MEMRA_TYPE_F16:
+  case MEMRA_TYPE_BF16:
+  case MEMRA_TYPE_Q4_0:
+  case MEMRA_TYPE_Q4_1:
+  case MEMRA_TYPE_Q5_0:
+  case MEMRA_TYPE_Q5_1:
+  case MEMRA_TYPE_Q8_0:
+  case MEMRA_TYPE_Q2_K:
+  case MEMRA_TYPE_Q3_K:
+  case MEMRA_TYPE_Q4_K:
+  case MEMRA_TYPE_Q5_K:
+  case MEMRA_TYPE_Q6_K: return true;
+  default: return false;
   }
 }
 
 /* One loop per type so the switch runs once per row, not per block. */
-#define MEMRA_DQ_ROW(btype, fn, qk)                                                     \
-  do {                                                                                  \
-    const btype *b = (const btype *)src;                                                \
-    for (int64_t i = 0; i < n / (qk); ++i) fn(b + i, dst + i * (qk));                   \
+#define MEMRA_DQ_ROW(btype, fn, qk)                                                                \
+  do {                                                                                             \
+    const btype *b = (const btype *)src;                                                           \
+    for (int64_t i = 0; i < n / (qk); ++i)                                                         \
+      fn(b + i, dst + i * (qk));                                                                   \
   } while (0)
 
 void memra_dequant_row(int32_t type, const void *src, float *dst, int64_t n) {
@@ -33,12 +41,14 @@ void memra_dequant_row(int32_t type, const void *src, float *dst, int64_t n) {
   case MEMRA_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); return;
   case MEMRA_TYPE_F16: {
     const uint16_t *h = (const uint16_t *)src;
-    for (int64_t i = 0; i < n; ++i) dst[i] = memra_half_to_f32(h[i]);
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = memra_half_to_f32(h[i]);
     return;
   }
   case MEMRA_TYPE_BF16: {
     const uint16_t *h = (const uint16_t *)src;
-    for (int64_t i = 0; i < n; ++i) dst[i] = memra_bf16_bits_to_f32(h[i]);
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = memra_bf16_bits_to_f32(h[i]);
     return;
   }
   case MEMRA_TYPE_Q4_0: MEMRA_DQ_ROW(memra_block_q4_0, memra_dq_q4_0, MEMRA_QK4_0); return;
@@ -53,7 +63,8 @@ void memra_dequant_row(int32_t type, const void *src, float *dst, int64_t n) {
   case MEMRA_TYPE_Q6_K: MEMRA_DQ_ROW(memra_block_q6_K, memra_dq_q6_K, MEMRA_QK_K); return;
   default:
     /* Unsupported: NaN, so a caller that skipped memra_quant_supported sees it at once. */
-    for (int64_t i = 0; i < n; ++i) dst[i] = NAN;
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = NAN;
     return;
   }
 }

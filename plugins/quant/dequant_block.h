@@ -14,7 +14,7 @@
 #include "plugins/quant/blocks.h"
 #include "plugins/quant/half.h"
 
-static inline void memra_dq_q4_0(const memra_block_q4_0 *b, float *y) {
+static inline void memra_dq_q4_0(const memra_block_q4_0 *restrict b, float *restrict y) {
   const float d = memra_half_to_f32(b->d);
   for (int j = 0; j < 16; ++j) {
     y[j] = (float)((b->qs[j] & 0xF) - 8) * d;
@@ -22,7 +22,7 @@ static inline void memra_dq_q4_0(const memra_block_q4_0 *b, float *y) {
   }
 }
 
-static inline void memra_dq_q4_1(const memra_block_q4_1 *b, float *y) {
+static inline void memra_dq_q4_1(const memra_block_q4_1 *restrict b, float *restrict y) {
   const float d = memra_half_to_f32(b->d), m = memra_half_to_f32(b->m);
   for (int j = 0; j < 16; ++j) {
     y[j] = (float)(b->qs[j] & 0xF) * d + m;
@@ -30,39 +30,49 @@ static inline void memra_dq_q4_1(const memra_block_q4_1 *b, float *y) {
   }
 }
 
-/* The 5th bits, as ggml stores them: bit j of a little-endian uint32. */
-static inline uint32_t memra_dq_qh32(const uint8_t qh[4]) {
-  return (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+/* The 5th bits, as ggml stores them: bit j of a little-endian uint32, spread to 0 or 16
+ * per element. A mask per element (not a variable shift) keeps the loop vectorizable. */
+static inline void memra_dq_qh32(const uint8_t qh[4], int32_t h[32]) {
+  static const uint32_t bit[32] = {
+      1u << 0,  1u << 1,  1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,  1u << 7,
+      1u << 8,  1u << 9,  1u << 10, 1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15,
+      1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21, 1u << 22, 1u << 23,
+      1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30, 1u << 31};
+  const uint32_t v =
+      (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+  for (int j = 0; j < 32; ++j)
+    h[j] = (v & bit[j]) ? 16 : 0;
 }
 
-static inline void memra_dq_q5_0(const memra_block_q5_0 *b, float *y) {
+static inline void memra_dq_q5_0(const memra_block_q5_0 *restrict b, float *restrict y) {
   const float d = memra_half_to_f32(b->d);
-  const uint32_t qh = memra_dq_qh32(b->qh);
+  int32_t h[32];
+  memra_dq_qh32(b->qh, h);
   for (int j = 0; j < 16; ++j) {
-    int h0 = (int)((qh >> j) << 4 & 0x10), h1 = (int)((qh >> (j + 12)) & 0x10);
-    y[j] = (float)(((b->qs[j] & 0xF) | h0) - 16) * d;
-    y[j + 16] = (float)(((b->qs[j] >> 4) | h1) - 16) * d;
+    y[j] = (float)(((b->qs[j] & 0xF) | h[j]) - 16) * d;
+    y[j + 16] = (float)(((b->qs[j] >> 4) | h[j + 16]) - 16) * d;
   }
 }
 
-static inline void memra_dq_q5_1(const memra_block_q5_1 *b, float *y) {
+static inline void memra_dq_q5_1(const memra_block_q5_1 *restrict b, float *restrict y) {
   const float d = memra_half_to_f32(b->d), m = memra_half_to_f32(b->m);
-  const uint32_t qh = memra_dq_qh32(b->qh);
+  int32_t h[32];
+  memra_dq_qh32(b->qh, h);
   for (int j = 0; j < 16; ++j) {
-    int h0 = (int)((qh >> j) << 4 & 0x10), h1 = (int)((qh >> (j + 12)) & 0x10);
-    y[j] = (float)((b->qs[j] & 0xF) | h0) * d + m;
-    y[j + 16] = (float)((b->qs[j] >> 4) | h1) * d + m;
+    y[j] = (float)((b->qs[j] & 0xF) | h[j]) * d + m;
+    y[j + 16] = (float)((b->qs[j] >> 4) | h[j + 16]) * d + m;
   }
 }
 
-static inline void memra_dq_q8_0(const memra_block_q8_0 *b, float *y) {
+static inline void memra_dq_q8_0(const memra_block_q8_0 *restrict b, float *restrict y) {
   const float d = memra_half_to_f32(b->d);
-  for (int j = 0; j < 32; ++j) y[j] = (float)b->qs[j] * d;
+  for (int j = 0; j < 32; ++j)
+    y[j] = (float)b->qs[j] * d;
 }
 
 /* Q2_K: two halves of 128; in each, byte l of qs[32*half..] holds elements l, l+32,
  * l+64, l+96 in bit pairs 0-1, 2-3, 4-5, 6-7. Sub-block s = element / 16. */
-static inline void memra_dq_q2_K(const memra_block_q2_K *b, float *y) {
+static inline void memra_dq_q2_K(const memra_block_q2_K *restrict b, float *restrict y) {
   const float d = memra_half_to_f32(b->d), dmin = memra_half_to_f32(b->dmin);
   for (int half = 0; half < 2; ++half) {
     const uint8_t *q = b->qs + 32 * half;
@@ -71,7 +81,8 @@ static inline void memra_dq_q2_K(const memra_block_q2_K *b, float *y) {
         const uint8_t sc = b->scales[half * 8 + k * 2 + g];
         const float dl = d * (float)(sc & 0xF), ml = dmin * (float)(sc >> 4);
         float *yo = y + half * 128 + k * 32 + g * 16;
-        for (int l = 0; l < 16; ++l) yo[l] = dl * (float)((q[g * 16 + l] >> (2 * k)) & 3) - ml;
+        for (int l = 0; l < 16; ++l)
+          yo[l] = dl * (float)((q[g * 16 + l] >> (2 * k)) & 3) - ml;
       }
     }
   }
@@ -89,7 +100,7 @@ static inline void memra_dq_q3_K_scales(const uint8_t p[12], int8_t sc[16]) {
 
 /* Q3_K: quants as Q2_K's bit pairs; hmask bit (element / 32) of byte element % 32 set
  * means "no -4 offset". */
-static inline void memra_dq_q3_K(const memra_block_q3_K *b, float *y) {
+static inline void memra_dq_q3_K(const memra_block_q3_K *restrict b, float *restrict y) {
   const float d = memra_half_to_f32(b->d);
   int8_t sc[16];
   memra_dq_q3_K_scales(b->scales, sc);
@@ -112,7 +123,7 @@ static inline void memra_dq_q3_K(const memra_block_q3_K *b, float *y) {
 
 /* Q4_K: four chunks of 64; byte l of chunk c's 32 bytes holds element 64c+l (low nibble)
  * and 64c+32+l (high nibble); sub-blocks 2c and 2c+1. */
-static inline void memra_dq_q4_K(const memra_block_q4_K *b, float *y) {
+static inline void memra_dq_q4_K(const memra_block_q4_K *restrict b, float *restrict y) {
   const float d = memra_half_to_f32(b->d), dmin = memra_half_to_f32(b->dmin);
   for (int c = 0; c < 4; ++c) {
     uint8_t sc0, m0, sc1, m1;
@@ -130,7 +141,7 @@ static inline void memra_dq_q4_K(const memra_block_q4_K *b, float *y) {
 }
 
 /* Q5_K: Q4_K plus a 5th bit: bit 2c (low nibble) / 2c+1 (high) of qh[l]. */
-static inline void memra_dq_q5_K(const memra_block_q5_K *b, float *y) {
+static inline void memra_dq_q5_K(const memra_block_q5_K *restrict b, float *restrict y) {
   const float d = memra_half_to_f32(b->d), dmin = memra_half_to_f32(b->dmin);
   for (int c = 0; c < 4; ++c) {
     uint8_t sc0, m0, sc1, m1;
@@ -151,7 +162,7 @@ static inline void memra_dq_q5_K(const memra_block_q5_K *b, float *y) {
 /* Q6_K: two halves of 128. In half h, ql[64h + l] low/high nibbles are elements l / l+64
  * and ql[64h + 32 + l] elements l+32 / l+96; qh[32h + l] bit pairs 0,2,4,6 are the top
  * bits of elements l, l+32, l+64, l+96. Sub-block = element / 16; value (d*sc)*(q-32). */
-static inline void memra_dq_q6_K(const memra_block_q6_K *b, float *y) {
+static inline void memra_dq_q6_K(const memra_block_q6_K *restrict b, float *restrict y) {
   const float d = memra_half_to_f32(b->d);
   for (int h = 0; h < 2; ++h) {
     const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;

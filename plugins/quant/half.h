@@ -26,8 +26,10 @@ static inline uint32_t memra_f32_bits(float f) {
  * all-ones exponent and their payload. */
 static inline float memra_half_to_f32(uint16_t h) {
   uint32_t mag = (uint32_t)(h & 0x7fffu) << 13;
-  uint32_t r = memra_f32_bits(memra_bits_f32(mag) * 0x1p112f);
-  if ((h & 0x7c00u) == 0x7c00u) r = mag | 0x7f800000u;
+  uint32_t fin = memra_f32_bits(memra_bits_f32(mag) * 0x1p112f);
+  /* A mask, not a branch or ?:, so that loops over this still vectorize. */
+  uint32_t special = (uint32_t) - (int32_t)((h & 0x7c00u) == 0x7c00u);
+  uint32_t r = (fin & ~special) | ((mag | 0x7f800000u) & special);
   return memra_bits_f32(r | ((uint32_t)(h & 0x8000u) << 16));
 }
 

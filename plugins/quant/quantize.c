@@ -33,7 +33,8 @@ static float signed_absmax(const float *x, int n) {
 
 static void min_max(const float *x, int n, float *mn, float *mx) {
   *mn = x[0], *mx = x[0];
-  for (int i = 1; i < n; ++i) *mn = fminf(*mn, x[i]), *mx = fmaxf(*mx, x[i]);
+  for (int i = 1; i < n; ++i)
+    *mn = fminf(*mn, x[i]), *mx = fmaxf(*mx, x[i]);
 }
 
 /* Stores d as fp16 and returns the value it decodes to. */
@@ -47,14 +48,16 @@ static float put_half(uint16_t *dst, float d) {
 static void q_q8_0(const float *x, memra_block_q8_0 *b) {
   float amax = fabsf(signed_absmax(x, 32));
   float id = inv_or_zero(put_half(&b->d, amax / 127.0f));
-  for (int j = 0; j < 32; ++j) b->qs[j] = (int8_t)nearest(x[j] * id, -128, 127);
+  for (int j = 0; j < 32; ++j)
+    b->qs[j] = (int8_t)nearest(x[j] * id, -128, 127);
 }
 
 /* Q4_0 / Q5_0: d = max / -(levels / 2), q = round(x / d) + levels / 2. */
 static void q_sym32(const float *x, uint16_t *dh, int bits, uint8_t u[32]) {
   const int half = 1 << (bits - 1);
   float id = inv_or_zero(put_half(dh, signed_absmax(x, 32) / (float)-half));
-  for (int j = 0; j < 32; ++j) u[j] = (uint8_t)(nearest(x[j] * id, -half, half - 1) + half);
+  for (int j = 0; j < 32; ++j)
+    u[j] = (uint8_t)(nearest(x[j] * id, -half, half - 1) + half);
 }
 
 /* Q4_1 / Q5_1: m = min, d = (max - min) / (levels - 1), q = round((x - m) / d). */
@@ -64,17 +67,21 @@ static void q_asym32(const float *x, uint16_t *dh, uint16_t *mh, int bits, uint8
   min_max(x, 32, &mn, &mx);
   float id = inv_or_zero(put_half(dh, (mx - mn) / (float)top));
   float m = put_half(mh, mn);
-  for (int j = 0; j < 32; ++j) u[j] = (uint8_t)nearest((x[j] - m) * id, 0, top);
+  for (int j = 0; j < 32; ++j)
+    u[j] = (uint8_t)nearest((x[j] - m) * id, 0, top);
 }
 
 static void pack_nibbles32(const uint8_t u[32], uint8_t qs[16]) {
-  for (int j = 0; j < 16; ++j) qs[j] = (uint8_t)((u[j] & 0xF) | (u[j + 16] & 0xF) << 4);
+  for (int j = 0; j < 16; ++j)
+    qs[j] = (uint8_t)((u[j] & 0xF) | (u[j + 16] & 0xF) << 4);
 }
 
 static void pack_qh32(const uint8_t u[32], uint8_t qh[4]) {
   uint32_t h = 0;
-  for (int j = 0; j < 32; ++j) h |= (uint32_t)(u[j] >> 4 & 1) << j;
-  for (int k = 0; k < 4; ++k) qh[k] = (uint8_t)(h >> (8 * k));
+  for (int j = 0; j < 32; ++j)
+    h |= (uint32_t)(u[j] >> 4 & 1) << j;
+  for (int k = 0; k < 4; ++k)
+    qh[k] = (uint8_t)(h >> (8 * k));
 }
 
 static void q_q4_0(const float *x, memra_block_q4_0 *b) {
@@ -160,7 +167,8 @@ static void pack_2bit(const uint8_t *u, uint8_t qs[64]) {
 static void q_q2_K(const float *x, memra_block_q2_K *b) {
   uint8_t ls[16], lm[16], u[MEMRA_QK_K];
   q_k_asym(x, 16, 3, 15, &b->d, &b->dmin, ls, lm, u);
-  for (int s = 0; s < 16; ++s) b->scales[s] = (uint8_t)(ls[s] | lm[s] << 4);
+  for (int s = 0; s < 16; ++s)
+    b->scales[s] = (uint8_t)(ls[s] | lm[s] << 4);
   pack_2bit(u, b->qs);
 }
 
@@ -176,7 +184,8 @@ static void q_q3_K(const float *x, memra_block_q3_K *b) {
   }
   pack_2bit(u, b->qs);
   memset(b->hmask, 0, sizeof b->hmask);
-  for (int e = 0; e < MEMRA_QK_K; ++e) b->hmask[e % 32] |= (uint8_t)((u[e] >> 2) << (e / 32));
+  for (int e = 0; e < MEMRA_QK_K; ++e)
+    b->hmask[e % 32] |= (uint8_t)((u[e] >> 2) << (e / 32));
 }
 
 /* Inverse of memra_k4_scale. */
@@ -208,14 +217,16 @@ static void q_q5_K(const float *x, memra_block_q5_K *b) {
   pack_k4_scales(ls, lm, b->scales);
   pack_k4_nibbles(u, b->qs);
   memset(b->qh, 0, sizeof b->qh); /* 5th bit of element e: bit e / 32 of qh[e % 32] */
-  for (int e = 0; e < MEMRA_QK_K; ++e) b->qh[e % 32] |= (uint8_t)((u[e] >> 4) << (e / 32));
+  for (int e = 0; e < MEMRA_QK_K; ++e)
+    b->qh[e % 32] |= (uint8_t)((u[e] >> 4) << (e / 32));
 }
 
 static void q_q6_K(const float *x, memra_block_q6_K *b) {
   int ls[16];
   uint8_t u[MEMRA_QK_K];
   q_k_sym16(x, 32, 128, &b->d, ls, u);
-  for (int s = 0; s < 16; ++s) b->scales[s] = (int8_t)ls[s];
+  for (int s = 0; s < 16; ++s)
+    b->scales[s] = (int8_t)ls[s];
   memset(b->ql, 0, sizeof b->ql);
   memset(b->qh, 0, sizeof b->qh);
   /* Element 128h + 32k + l: low nibble in ql[64h + 32(k & 1) + l] (high nibble if k >= 2),
@@ -229,10 +240,11 @@ static void q_q6_K(const float *x, memra_block_q6_K *b) {
 
 /* ---- rows ----------------------------------------------------------------------------- */
 
-#define MEMRA_Q_ROW(btype, fn, qk)                                                      \
-  do {                                                                                  \
-    btype *b = (btype *)dst;                                                            \
-    for (int64_t i = 0; i < n / (qk); ++i) fn(src + i * (qk), b + i);                   \
+#define MEMRA_Q_ROW(btype, fn, qk)                                                                 \
+  do {                                                                                             \
+    btype *b = (btype *)dst;                                                                       \
+    for (int64_t i = 0; i < n / (qk); ++i)                                                         \
+      fn(src + i * (qk), b + i);                                                                   \
   } while (0)
 
 bool memra_quantize_row(int32_t type, const float *src, void *dst, int64_t n) {
@@ -241,10 +253,12 @@ bool memra_quantize_row(int32_t type, const float *src, void *dst, int64_t n) {
   switch (type) {
   case MEMRA_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
   case MEMRA_TYPE_F16:
-    for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = memra_f32_to_half(src[i]);
+    for (int64_t i = 0; i < n; ++i)
+      ((uint16_t *)dst)[i] = memra_f32_to_half(src[i]);
     break;
   case MEMRA_TYPE_BF16:
-    for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = memra_f32_to_bf16_bits(src[i]);
+    for (int64_t i = 0; i < n; ++i)
+      ((uint16_t *)dst)[i] = memra_f32_to_bf16_bits(src[i]);
     break;
   case MEMRA_TYPE_Q4_0: MEMRA_Q_ROW(memra_block_q4_0, q_q4_0, MEMRA_QK4_0); break;
   case MEMRA_TYPE_Q4_1: MEMRA_Q_ROW(memra_block_q4_1, q_q4_1, MEMRA_QK4_1); break;

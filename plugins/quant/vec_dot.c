@@ -13,33 +13,39 @@
 
 enum { LANES = 16 };
 
-typedef struct lanes { float v[LANES]; } lanes;
+typedef struct lanes {
+  float v[LANES];
+} lanes;
 
 /* acc[k] += w[i + k] * x[i + k], for n a multiple of LANES. */
-static inline void lanes_fma(lanes *acc, const float *w, const float *x, int64_t n) {
+static inline void lanes_fma(lanes *restrict acc, const float *restrict w, const float *restrict x,
+                             int64_t n) {
   for (int64_t i = 0; i < n; i += LANES)
-    for (int k = 0; k < LANES; ++k) acc->v[k] += w[i + k] * x[i + k];
+    for (int k = 0; k < LANES; ++k)
+      acc->v[k] += w[i + k] * x[i + k];
 }
 
 static inline float lanes_sum(const lanes *acc) {
   float t[LANES];
-  for (int k = 0; k < LANES; ++k) t[k] = acc->v[k];
+  for (int k = 0; k < LANES; ++k)
+    t[k] = acc->v[k];
   for (int w = LANES / 2; w > 0; w /= 2)
-    for (int k = 0; k < w; ++k) t[k] += t[k + w];
+    for (int k = 0; k < w; ++k)
+      t[k] += t[k + w];
   return t[0];
 }
 
 /* Whole blocks through a stack buffer; the dequantizer is inlined per type. */
-#define MEMRA_DOT_BLOCKS(btype, fn, qk)                                                 \
-  static float dot_##btype(const void *w, const float *x, int64_t n) {                  \
-    const btype *b = (const btype *)w;                                                  \
-    lanes acc = {{0}};                                                                  \
-    float buf[qk];                                                                      \
-    for (int64_t i = 0; i < n / (qk); ++i) {                                            \
-      fn(b + i, buf);                                                                   \
-      lanes_fma(&acc, buf, x + i * (qk), (qk));                                         \
-    }                                                                                   \
-    return lanes_sum(&acc);                                                             \
+#define MEMRA_DOT_BLOCKS(btype, fn, qk)                                                            \
+  static float dot_##btype(const void *w, const float *x, int64_t n) {                             \
+    const btype *b = (const btype *)w;                                                             \
+    lanes acc = {{0}};                                                                             \
+    float buf[qk];                                                                                 \
+    for (int64_t i = 0; i < n / (qk); ++i) {                                                       \
+      fn(b + i, buf);                                                                              \
+      lanes_fma(&acc, buf, x + i * (qk), (qk));                                                    \
+    }                                                                                              \
+    return lanes_sum(&acc);                                                                        \
   }
 
 MEMRA_DOT_BLOCKS(memra_block_q4_0, memra_dq_q4_0, MEMRA_QK4_0)
@@ -59,7 +65,8 @@ static float dot_f32(const float *w, const float *x, int64_t n) {
   lanes acc = {{0}};
   int64_t m = n - n % LANES;
   lanes_fma(&acc, w, x, m);
-  for (int64_t i = m; i < n; ++i) acc.v[i - m] += w[i] * x[i];
+  for (int64_t i = m; i < n; ++i)
+    acc.v[i - m] += w[i] * x[i];
   return lanes_sum(&acc);
 }
 
@@ -69,9 +76,11 @@ static float dot_f16(const uint16_t *w, const float *x, int64_t n, int bf16) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     if (bf16)
-      for (int k = 0; k < 32; ++k) buf[k] = memra_bf16_bits_to_f32(w[i + k]);
+      for (int k = 0; k < 32; ++k)
+        buf[k] = memra_bf16_bits_to_f32(w[i + k]);
     else
-      for (int k = 0; k < 32; ++k) buf[k] = memra_half_to_f32(w[i + k]);
+      for (int k = 0; k < 32; ++k)
+        buf[k] = memra_half_to_f32(w[i + k]);
     lanes_fma(&acc, buf, x + i, 32);
   }
   for (int64_t k = i; k < n; ++k) {

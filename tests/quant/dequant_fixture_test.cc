@@ -32,9 +32,11 @@ TEST(QuantBlocks, SizesMatchTypeTable) {
 
 TEST(QuantBlocks, SupportedSet) {
   int n = 0;
-  for (int32_t t = 0; t < MEMRA_TYPE_COUNT; ++t) n += memra_quant_supported(t);
+  for (int32_t t = 0; t < MEMRA_TYPE_COUNT; ++t)
+    n += memra_quant_supported(t);
   EXPECT_EQ(13, n);
-  for (const auto &q : all_types()) EXPECT_TRUE(memra_quant_supported(q.type)) << q.type;
+  for (const auto &q : all_types())
+    EXPECT_TRUE(memra_quant_supported(q.type)) << q.type;
   EXPECT_FALSE(memra_quant_supported(MEMRA_TYPE_Q8_1));
   EXPECT_FALSE(memra_quant_supported(MEMRA_TYPE_Q8_K));
   EXPECT_FALSE(memra_quant_supported(-1));
@@ -71,7 +73,8 @@ TEST(QuantDequant, BitExactWithGgufPackage) {
     }
     // The fixture is not degenerate: it has both signs and more than a few distinct values.
     int pos = 0, neg = 0;
-    for (int64_t i = 0; i < n; ++i) pos += out[(size_t)i] > 0, neg += out[(size_t)i] < 0;
+    for (int64_t i = 0; i < n; ++i)
+      pos += out[(size_t)i] > 0, neg += out[(size_t)i] < 0;
     EXPECT_GT(pos, n / 8) << name;
     EXPECT_GT(neg, n / 8) << name;
   }
@@ -99,6 +102,7 @@ TEST(QuantDequant, UnsupportedTypeGivesNaN) {
   uint8_t junk[64] = {1, 2, 3};
   float out[4] = {0, 0, 0, 0};
   memra_dequant_row(MEMRA_TYPE_I32, junk, out, 4);
-  for (float v : out) EXPECT_TRUE(std::isnan(v));
+  for (float v : out)
+    EXPECT_TRUE(std::isnan(v));
   EXPECT_TRUE(std::isnan(memra_vec_dot(MEMRA_TYPE_I32, junk, out, 4)));
 }

@@ -26,10 +26,10 @@ struct QType {
 
 inline const std::vector<QType> &all_types() {
   static const std::vector<QType> t = {
-      {MEMRA_TYPE_F32, {}},         {MEMRA_TYPE_F16, {}},         {MEMRA_TYPE_BF16, {}},
-      {MEMRA_TYPE_Q8_0, {0}},       {MEMRA_TYPE_Q4_0, {0}},       {MEMRA_TYPE_Q4_1, {0, 2}},
-      {MEMRA_TYPE_Q5_0, {0}},       {MEMRA_TYPE_Q5_1, {0, 2}},    {MEMRA_TYPE_Q2_K, {80, 82}},
-      {MEMRA_TYPE_Q3_K, {108}},     {MEMRA_TYPE_Q4_K, {0, 2}},    {MEMRA_TYPE_Q5_K, {0, 2}},
+      {MEMRA_TYPE_F32, {}},     {MEMRA_TYPE_F16, {}},      {MEMRA_TYPE_BF16, {}},
+      {MEMRA_TYPE_Q8_0, {0}},   {MEMRA_TYPE_Q4_0, {0}},    {MEMRA_TYPE_Q4_1, {0, 2}},
+      {MEMRA_TYPE_Q5_0, {0}},   {MEMRA_TYPE_Q5_1, {0, 2}}, {MEMRA_TYPE_Q2_K, {80, 82}},
+      {MEMRA_TYPE_Q3_K, {108}}, {MEMRA_TYPE_Q4_K, {0, 2}}, {MEMRA_TYPE_Q5_K, {0, 2}},
       {MEMRA_TYPE_Q6_K, {208}},
   };
   return t;
@@ -51,7 +51,8 @@ inline std::vector<uint8_t> random_blocks(const QType &q, int64_t nblocks, std::
   const memra_type_traits tr = memra_type_info(q.type);
   std::vector<uint8_t> b((size_t)(nblocks * tr.size));
   std::uniform_int_distribution<int> byte(0, 255);
-  for (auto &v : b) v = (uint8_t)byte(rng);
+  for (auto &v : b)
+    v = (uint8_t)byte(rng);
   for (int64_t i = 0; i < nblocks; ++i)
     for (int off : q.half_offsets) {
       uint16_t h = random_half(rng, -10, -1);
@@ -68,10 +69,11 @@ inline std::vector<uint8_t> read_file(const std::string &path) {
 inline std::vector<float> normal_floats(size_t n, std::mt19937 &rng) {
   std::normal_distribution<float> g(0.0f, 1.0f);
   std::vector<float> x(n);
-  for (auto &v : x) v = g(rng);
+  for (auto &v : x)
+    v = g(rng);
   return x;
 }
 
-}  // namespace memra_test
+} // namespace memra_test
 
 #endif

@@ -22,10 +22,10 @@ struct Bound {
 };
 
 const Bound kBounds[] = {
-    {MEMRA_TYPE_F32, 0.0},   {MEMRA_TYPE_F16, 2.6e-4}, {MEMRA_TYPE_BF16, 2.1e-3},
+    {MEMRA_TYPE_F32, 0.0},     {MEMRA_TYPE_F16, 2.6e-4}, {MEMRA_TYPE_BF16, 2.1e-3},
     {MEMRA_TYPE_Q8_0, 0.0065}, {MEMRA_TYPE_Q6_K, 0.022}, {MEMRA_TYPE_Q5_K, 0.047},
-    {MEMRA_TYPE_Q5_1, 0.046}, {MEMRA_TYPE_Q5_0, 0.051},  {MEMRA_TYPE_Q4_K, 0.094},
-    {MEMRA_TYPE_Q4_1, 0.096}, {MEMRA_TYPE_Q4_0, 0.104},  {MEMRA_TYPE_Q3_K, 0.19},
+    {MEMRA_TYPE_Q5_1, 0.046},  {MEMRA_TYPE_Q5_0, 0.051}, {MEMRA_TYPE_Q4_K, 0.094},
+    {MEMRA_TYPE_Q4_1, 0.096},  {MEMRA_TYPE_Q4_0, 0.104}, {MEMRA_TYPE_Q3_K, 0.19},
     {MEMRA_TYPE_Q2_K, 0.40},
 };
 
@@ -35,7 +35,8 @@ std::vector<float> round_trip(int32_t type, const std::vector<float> &x) {
   const size_t bytes = (size_t)memra_type_row_bytes(type, n);
   std::vector<uint8_t> q(bytes + 16, 0xA5);
   EXPECT_TRUE(memra_quantize_row(type, x.data(), q.data(), n)) << type_name(type);
-  for (size_t i = bytes; i < q.size(); ++i) EXPECT_EQ(0xA5, q[i]) << type_name(type) << ": wrote past row";
+  for (size_t i = bytes; i < q.size(); ++i)
+    EXPECT_EQ(0xA5, q[i]) << type_name(type) << ": wrote past row";
   std::vector<float> y((size_t)n);
   memra_dequant_row(type, q.data(), y.data(), n);
   return y;
@@ -43,11 +44,12 @@ std::vector<float> round_trip(int32_t type, const std::vector<float> &x) {
 
 double rel_rms(const std::vector<float> &x, const std::vector<float> &y) {
   double e = 0, s = 0;
-  for (size_t i = 0; i < x.size(); ++i) e += (double)(y[i] - x[i]) * (y[i] - x[i]), s += (double)x[i] * x[i];
+  for (size_t i = 0; i < x.size(); ++i)
+    e += (double)(y[i] - x[i]) * (y[i] - x[i]), s += (double)x[i] * x[i];
   return std::sqrt(e / s);
 }
 
-}  // namespace
+} // namespace
 
 TEST(QuantQuantize, GaussianRoundTripWithinBounds) {
   std::mt19937 rng(2026);
@@ -56,9 +58,10 @@ TEST(QuantQuantize, GaussianRoundTripWithinBounds) {
     const double err = rel_rms(x, round_trip(b.type, x));
     EXPECT_LE(err, b.rel_rms) << type_name(b.type);
     if (b.type != MEMRA_TYPE_F32) {
-      EXPECT_GT(err, 0.0) << type_name(b.type);  // really lossy, so the bound means something
+      EXPECT_GT(err, 0.0) << type_name(b.type); // really lossy, so the bound means something
     }
-    std::printf("%-5s rel RMS error %.3g (bound %.3g)\n", type_name(b.type).c_str(), err, b.rel_rms);
+    std::printf("%-5s rel RMS error %.3g (bound %.3g)\n", type_name(b.type).c_str(), err,
+                b.rel_rms);
   }
 }
 
@@ -72,11 +75,13 @@ TEST(QuantQuantize, OffsetAndScaledData) {
   for (const Bound &b : kBounds) {
     for (int c = 0; c < 3; ++c) {
       std::vector<float> x = memra_test::normal_floats(3 * 256, rng);
-      for (float &v : x) v = v * scales[c] + offsets[c];
+      for (float &v : x)
+        v = v * scales[c] + offsets[c];
       std::vector<float> y = round_trip(b.type, x);
       double e = 0, s = 0;
       for (size_t i = 0; i < x.size(); ++i)
-        e += (double)(y[i] - x[i]) * (y[i] - x[i]), s += (double)(x[i] - offsets[c]) * (x[i] - offsets[c]);
+        e += (double)(y[i] - x[i]) * (y[i] - x[i]),
+            s += (double)(x[i] - offsets[c]) * (x[i] - offsets[c]);
       // Asymmetric data costs symmetric formats (Q4_0, Q3_K, ...) range; allow |offset|.
       const double allow = 1.5 * b.rel_rms * (1.0 + std::fabs(offsets[c]));
       EXPECT_LE(std::sqrt(e / s), allow) << type_name(b.type) << " case " << c;
@@ -88,7 +93,8 @@ TEST(QuantQuantize, ZerosStayZeros) {
   std::vector<float> x(512, 0.0f);
   for (const Bound &b : kBounds) {
     std::vector<float> y = round_trip(b.type, x);
-    for (float v : y) ASSERT_EQ(0.0f, v) << type_name(b.type);
+    for (float v : y)
+      ASSERT_EQ(0.0f, v) << type_name(b.type);
   }
 }
 
@@ -101,7 +107,8 @@ TEST(QuantQuantize, OutlierKeepsItsValue) {
     x[77] = 50.0f;
     std::vector<float> y = round_trip(b.type, x);
     EXPECT_NEAR(50.0f, y[77], 50.0 * std::max(b.rel_rms, 0.01)) << type_name(b.type);
-    for (float v : y) ASSERT_TRUE(std::isfinite(v)) << type_name(b.type);
+    for (float v : y)
+      ASSERT_TRUE(std::isfinite(v)) << type_name(b.type);
   }
 }
 
@@ -115,7 +122,8 @@ TEST(QuantQuantize, RefusesWhatItCannotEncode) {
   EXPECT_FALSE(memra_quantize_row(MEMRA_TYPE_Q4_K, x.data(), out.data(), 255));
   EXPECT_FALSE(memra_quantize_row(MEMRA_TYPE_Q4_0, x.data(), out.data(), 33));
   EXPECT_FALSE(memra_quantize_row(MEMRA_TYPE_F16, x.data(), out.data(), -1));
-  for (uint8_t v : out) ASSERT_EQ(0, v);  // nothing written
+  for (uint8_t v : out)
+    ASSERT_EQ(0, v); // nothing written
 }
 
 // Non-finite input is garbage in, but must not crash or trip the sanitizers.

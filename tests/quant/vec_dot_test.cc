@@ -30,12 +30,12 @@ void check_dot(int32_t type, const void *w, const float *x, int64_t n, const std
       << what << ": got " << got << " want " << ref << " (sum|wx| " << mag << ")";
 }
 
-}  // namespace
+} // namespace
 
 TEST(QuantVecDot, QuantizedRowsOddBlockCounts) {
   std::mt19937 rng(12345);
   for (const auto &q : all_types()) {
-    if (memra_type_info(q.type).blck == 1) continue;  // element types: below
+    if (memra_type_info(q.type).blck == 1) continue; // element types: below
     const memra_type_traits tr = memra_type_info(q.type);
     for (int64_t nb : {1, 3, 17}) {
       for (int rep = 0; rep < 4; ++rep) {
@@ -74,11 +74,12 @@ TEST(QuantVecDot, Reproducible) {
     const memra_type_traits tr = memra_type_info(q.type);
     const int64_t nb = q.type == MEMRA_TYPE_F32 || tr.blck == 1 ? 300 : 9;
     std::vector<uint8_t> w = memra_test::random_blocks(q, nb, rng);
-    if (tr.blck == 1) {  // element types: make the bytes finite values
+    if (tr.blck == 1) { // element types: make the bytes finite values
       std::vector<float> v = memra_test::normal_floats((size_t)nb, rng);
       for (int64_t i = 0; i < nb; ++i) {
         if (q.type == MEMRA_TYPE_F32) std::memcpy(&w[(size_t)i * 4], &v[(size_t)i], 4);
-        uint16_t hv = q.type == MEMRA_TYPE_F16 ? memra_f32_to_fp16(v[(size_t)i]) : memra_f32_to_bf16(v[(size_t)i]);
+        uint16_t hv = q.type == MEMRA_TYPE_F16 ? memra_f32_to_fp16(v[(size_t)i])
+                                               : memra_f32_to_bf16(v[(size_t)i]);
         if (q.type != MEMRA_TYPE_F32) std::memcpy(&w[(size_t)i * 2], &hv, 2);
       }
     }
