@@ -324,7 +324,7 @@ static int span_cmp(const void *a, const void *b) {
   const span *x = a, *y = b;
   if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
   if (x->end != y->end) return x->end < y->end ? -1 : 1;
-  return 0;
+  return x->ix < y->ix ? -1 : x->ix > y->ix; /* file order: the message is deterministic */
 }
 
 /* Offsets aligned, data inside the file, no two tensors sharing a byte. */
@@ -383,9 +383,11 @@ static memra_status parse(memra_gguf *g, memra_err *err) {
                       g->name, g->size, HEADER_BYTES);
   if (memcmp(g->base, "GGUF", 4) != 0) {
     char m[4 * 4 + 1];
+    int k = 0;
     for (int i = 0; i < 4; ++i) {
       unsigned ch = g->base[i];
-      snprintf(m + 4 * i, 5, (ch >= 0x20 && ch < 0x7f && ch != '\\') ? "%c" : "\\x%02x", ch);
+      k += snprintf(m + k, sizeof m - (size_t)k,
+                    (ch >= 0x20 && ch < 0x7f && ch != '\\') ? "%c" : "\\x%02x", ch);
     }
     return memra_errf(err, MEMRA_E_FORMAT, "%s: not a GGUF file (magic '%s', expected 'GGUF')",
                       g->name, m);
