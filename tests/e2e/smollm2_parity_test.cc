@@ -1,0 +1,90 @@
+// The default model (SmolLM2-135M-Instruct Q4_1) against HF transformers loading the same
+// GGUF in float32 (fixtures by tools/gen_e2e_fixtures.py): prompt tokenization, last-
+// position logits and 32 greedy tokens for each fixed prompt.
+#include "tests/e2e/engine_fixture.h"
+
+extern "C" {
+#include "core/text/tokenizer.h"
+}
+
+#include <cstdlib>
+
+static std::string model_path() {
+  const char *p = getenv("MEMRA_MODEL");
+  return p ? p : "";
+}
+
+static std::string unescape(const std::string &s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == 'n') out += '\n', ++i;
+    else if (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == '\\') out += '\\', ++i;
+    else out += s[i];
+  }
+  return out;
+}
+
+static std::string prompt_text(const std::string &path) {
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("prompt_text ", 0) == 0) return unescape(line.substr(12));
+  return "";
+}
+
+class SmolLM2 : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(model_path().empty())
+        << "MEMRA_MODEL is not set: run through tools/test.sh, which fetches the default model";
+  }
+  std::string fixture() { return "tests/e2e/fixtures/smollm2_case" + std::to_string(GetParam()); }
+};
+
+TEST_P(SmolLM2, LogitsAndGreedyTokensMatchTransformers) {
+  for (int32_t kv : {MEMRA_TYPE_F32, MEMRA_TYPE_F16}) {
+    Engine e;
+    ASSERT_TRUE(e.open(model_path(), kv, 128)) << e.err.msg;
+    std::vector<int32_t> prompt = read_ids(fixture() + ".txt", "prompt");
+    std::vector<int32_t> want = read_ids(fixture() + ".txt", "greedy_hf");
+    std::vector<float> ref = read_f32(fixture() + ".logits.f32");
+    const size_t nv = (size_t)e.m->hp.n_vocab;
+    ASSERT_EQ(nv, ref.size());
+    ASSERT_EQ(32u, want.size());
+    std::vector<float> lg(nv);
+    ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, prompt.data(), (int32_t)prompt.size(), 0, false,
+                                       lg.data(), &e.err))
+        << e.err.msg;
+    EXPECT_LT(rel_l2(lg.data(), ref.data(), nv), 1e-3) << "kv " << kv;
+    std::vector<int32_t> got;
+    int32_t pos = (int32_t)prompt.size();
+    for (int i = 0; i < 32; ++i) {
+      int32_t id;
+      ASSERT_EQ(MEMRA_OK, memra_ctx_argmax(e.c, &id, &e.err)) << e.err.msg;
+      got.push_back(id);
+      ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, &id, 1, pos++, false, nullptr, &e.err));
+    }
+    EXPECT_EQ(want, got) << "greedy ids differ from transformers, kv "
+                         << (kv == MEMRA_TYPE_F32 ? "f32" : "f16");
+  }
+}
+
+TEST_P(SmolLM2, PromptTokenizationMatchesTransformers) {
+  memra_gguf *g = nullptr;
+  memra_err err = {};
+  ASSERT_EQ(MEMRA_OK, memra_gguf_open(model_path().c_str(), &g, &err)) << err.msg;
+  memra_tokenizer *t = nullptr;
+  ASSERT_EQ(MEMRA_OK, memra_tokenizer_from_gguf(g, &t, &err)) << err.msg;
+  std::string text = prompt_text(fixture() + ".txt");
+  ASSERT_FALSE(text.empty());
+  int32_t *ids = nullptr;
+  size_t n = 0;
+  ASSERT_EQ(MEMRA_OK, memra_tokenize(t, text.data(), text.size(), true, false, &ids, &n, &err));
+  std::vector<int32_t> got(ids, ids + n);
+  EXPECT_EQ(read_ids(fixture() + ".txt", "prompt"), got);
+  memra_free(ids);
+  memra_tokenizer_free(t);
+  memra_gguf_close(g);
+}
+
+INSTANTIATE_TEST_SUITE_P(Prompts, SmolLM2, ::testing::Values(0, 1, 2));
