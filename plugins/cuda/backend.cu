@@ -1,0 +1,242 @@
+/* backend.cu — memra_plugin_open and the backend's lifetime: device, stream, error line,
+ * workspace, tensor checks, and the vtable that names every op file's entry point. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugins/cuda/buffer.h"
+#include "plugins/cuda/cuda_common.h"
+
+memra_status memra_cu_errf(memra_backend *be, memra_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(be->err, sizeof be->err, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+memra_status memra_cu_fail(memra_backend *be, cudaError_t e, const char *what, const char *file,
+                           int line) {
+  const char *base = strrchr(file, '/');
+  return memra_cu_errf(be, MEMRA_E_DEVICE, "%s:%d: %s: %s (%s)", base ? base + 1 : file, line,
+                       what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+memra_status memra_cu_check_tensor(memra_backend *be, const memra_tensor *t, const char *what,
+                                   int32_t type) {
+  if (!t || !t->buf) return memra_cu_errf(be, MEMRA_E_INVALID, "%s: tensor is absent", what);
+  memra_type_traits tr = memra_type_info(t->type);
+  if (tr.blck <= 0) return memra_cu_errf(be, MEMRA_E_INVALID, "%s: unknown type %d", what, t->type);
+  if (type >= 0 && t->type != type)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: type %s, expected %s", what, tr.name,
+                         memra_type_info(type).name);
+  if (t->ne0 <= 0 || t->ne1 < 0)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: shape [%lld, %lld] is not positive", what,
+                         (long long)t->ne1, (long long)t->ne0);
+  uint64_t row = memra_type_row_bytes(t->type, t->ne0);
+  if (row == 0)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %lld elements are not whole %s blocks of %d",
+                         what, (long long)t->ne0, tr.name, tr.blck);
+  if (t->ne1 > 1 && t->nb1 < row)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: row stride %llu below the row's %llu bytes",
+                         what, (unsigned long long)t->nb1, (unsigned long long)row);
+  uint64_t size = t->buf->size;
+  uint64_t rows = (uint64_t)t->ne1;
+  if (t->offset > size)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: offset %llu past the buffer's %llu bytes",
+                         what, (unsigned long long)t->offset, (unsigned long long)size);
+  if (rows > 0) {
+    uint64_t avail = size - t->offset;
+    /* (rows - 1) * nb1 + row <= avail, without overflow */
+    if (row > avail || (rows > 1 && (t->nb1 == 0 || (rows - 1) > (avail - row) / t->nb1)))
+      return memra_cu_errf(be, MEMRA_E_INVALID,
+                           "%s: %llu rows of %llu bytes, %llu apart, overrun the buffer (%llu "
+                           "bytes from offset %llu)",
+                           what, (unsigned long long)rows, (unsigned long long)row,
+                           (unsigned long long)t->nb1, (unsigned long long)avail,
+                           (unsigned long long)t->offset);
+  }
+  return MEMRA_OK;
+}
+
+memra_status memra_cu_check_same_shape(memra_backend *be, const memra_tensor *a,
+                                       const memra_tensor *b, const char *what) {
+  if (a->ne0 != b->ne0 || a->ne1 != b->ne1)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: shapes [%lld, %lld] and [%lld, %lld] differ",
+                         what, (long long)a->ne1, (long long)a->ne0, (long long)b->ne1,
+                         (long long)b->ne0);
+  return MEMRA_OK;
+}
+
+memra_status memra_cu_check_i32_vec(memra_backend *be, const memra_tensor *t, int64_t n,
+                                    const char *what, const int32_t **out) {
+  memra_status st = memra_cu_check_tensor(be, t, what, MEMRA_TYPE_I32);
+  if (st != MEMRA_OK) return st;
+  int64_t have = t->ne1 <= 1 ? (t->ne1 == 1 ? t->ne0 : 0) : (t->ne0 == 1 && t->nb1 == 4 ? t->ne1 : -1);
+  if (have < 0)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: [%lld, %lld] is not a contiguous vector", what,
+                         (long long)t->ne1, (long long)t->ne0);
+  if (have < n)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %lld elements, expected at least %lld", what,
+                         (long long)have, (long long)n);
+  *out = (const int32_t *)memra_cu_ptr(t);
+  if ((uintptr_t)*out % 4)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: not 4-byte aligned", what);
+  return MEMRA_OK;
+}
+
+memra_status memra_cu_workspace(memra_backend *be, uint64_t nbytes, void **out) {
+  if (nbytes <= be->ws_size) {
+    *out = be->ws;
+    return MEMRA_OK;
+  }
+  uint64_t want = nbytes + nbytes / 2; /* grow geometrically: few retired copies */
+  void *p = NULL;
+  cudaError_t e = cudaMalloc(&p, want);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return memra_cu_errf(be, MEMRA_E_OOM, "workspace: cudaMalloc of %llu bytes failed: %s",
+                         (unsigned long long)want, cudaGetErrorString(e));
+  }
+  if (be->ws) {
+    /* A captured graph may still point at the old workspace: keep it until close. */
+    memra_cu_retired *r = (memra_cu_retired *)malloc(sizeof *r);
+    if (!r) {
+      cudaFree(p);
+      return memra_cu_errf(be, MEMRA_E_OOM, "workspace: out of host memory");
+    }
+    r->ptr = be->ws;
+    r->next = be->retired;
+    be->retired = r;
+  }
+  be->ws = p;
+  be->ws_size = want;
+  *out = p;
+  return MEMRA_OK;
+}
+
+static const char *cu_last_error(memra_backend *be) { return be->err; }
+
+static memra_status cu_device_info(memra_backend *be, memra_device_info *out) {
+  if (!out) return memra_cu_errf(be, MEMRA_E_INVALID, "device_info: out is NULL");
+  memset(out, 0, sizeof *out);
+  snprintf(out->name, sizeof out->name, "%.127s", be->prop.name);
+  size_t free_b = 0, total_b = 0;
+  MEMRA_CU(cudaMemGetInfo(&free_b, &total_b));
+  out->mem_total = total_b;
+  out->mem_free = free_b;
+  out->n_sms = be->n_sms;
+  out->cc_major = be->prop.major;
+  out->cc_minor = be->prop.minor;
+  return MEMRA_OK;
+}
+
+static void cu_close(memra_backend *be) {
+  if (!be) return;
+  if (be->stream) {
+    cudaStreamSynchronize(be->stream);
+    cudaStreamDestroy(be->stream);
+  }
+  cudaFree(be->ws);
+  while (be->retired) {
+    memra_cu_retired *r = be->retired;
+    be->retired = r->next;
+    cudaFree(r->ptr);
+    free(r);
+  }
+  free(be);
+}
+
+static void *cu_get_proc(memra_backend *be, const char *name) {
+  (void)be;
+  (void)name;
+  return NULL;
+}
+
+static const memra_backend_vt g_vt = {
+    MEMRA_ABI_MAJOR,
+    MEMRA_ABI_MINOR,
+    (uint32_t)sizeof(memra_backend_vt),
+    0,
+    MEMRA_CUDA_NAME,
+    cu_close,
+    cu_last_error,
+    cu_device_info,
+    memra_cu_buf_alloc,
+    memra_cu_buf_free,
+    memra_cu_buf_upload,
+    memra_cu_buf_download,
+    memra_cu_buf_copy,
+    memra_cu_synchronize,
+    memra_cu_get_rows,
+    memra_cu_rmsnorm,
+    memra_cu_matmul,
+    memra_cu_rope,
+    memra_cu_kv_store,
+    memra_cu_attention,
+    memra_cu_glu,
+    memra_cu_add,
+    memra_cu_scale,
+    memra_cu_argmax,
+    memra_cu_add_i32,
+    memra_cu_graph_begin,
+    memra_cu_graph_end,
+    memra_cu_graph_launch,
+    memra_cu_graph_free,
+    cu_get_proc,
+};
+
+static const memra_backend_vt *open_fail(char *err, size_t err_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static const memra_backend_vt *open_fail(char *err, size_t err_size, const char *fmt, ...) {
+  if (err && err_size) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_size, fmt, ap);
+    va_end(ap);
+  }
+  return NULL;
+}
+
+extern "C" MEMRA_PLUGIN_EXPORT const memra_backend_vt *memra_plugin_open(
+    const memra_open_params *params, memra_backend **out, char *err, size_t err_size) {
+  if (!out) return open_fail(err, err_size, MEMRA_CUDA_NAME ": out is NULL");
+  *out = NULL;
+  int device = 0;
+  if (params && params->struct_size >= offsetof(memra_open_params, device) + sizeof(int32_t))
+    device = params->device;
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess)
+    return open_fail(err, err_size, MEMRA_CUDA_NAME ": no usable CUDA device: %s",
+                     cudaGetErrorString(e));
+  if (device < 0 || device >= count)
+    return open_fail(err, err_size, MEMRA_CUDA_NAME ": device %d requested, %d present", device,
+                     count);
+  memra_backend *be = (memra_backend *)calloc(1, sizeof *be);
+  if (!be) return open_fail(err, err_size, MEMRA_CUDA_NAME ": out of host memory");
+  be->device = device;
+  if ((e = cudaGetDeviceProperties(&be->prop, device)) != cudaSuccess) {
+    free(be);
+    return open_fail(err, err_size, MEMRA_CUDA_NAME ": device %d: %s", device,
+                     cudaGetErrorString(e));
+  }
+  if (be->prop.major != MEMRA_CUDA_CC_MAJOR || be->prop.minor != MEMRA_CUDA_CC_MINOR) {
+    open_fail(err, err_size, MEMRA_CUDA_NAME ": device %d is sm_%d%d (%s), this plugin needs sm_%d%d",
+              device, be->prop.major, be->prop.minor, be->prop.name, MEMRA_CUDA_CC_MAJOR,
+              MEMRA_CUDA_CC_MINOR);
+    free(be);
+    return NULL;
+  }
+  be->n_sms = be->prop.multiProcessorCount;
+  if ((e = cudaSetDevice(device)) != cudaSuccess ||
+      (e = cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+    free(be);
+    return open_fail(err, err_size, MEMRA_CUDA_NAME ": device %d: %s", device,
+                     cudaGetErrorString(e));
+  }
+  *out = be;
+  return &g_vt;
+}

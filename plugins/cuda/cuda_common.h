@@ -1,0 +1,130 @@
+/* cuda_common.h — what every CUDA op file of the GPU plugins shares: the backend and
+ * buffer structs, the MEMRA_CU check macro and the host-side tensor checks.
+ *
+ * Errors never exit: a failing CUDA call or launch returns MEMRA_E_DEVICE and leaves one
+ * line in be->err, which the vtable's last_error returns. */
+#ifndef MEMRA_CUDA_COMMON_H
+#define MEMRA_CUDA_COMMON_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "plugins/include/memra_plugin.h"
+
+struct memra_buf {
+  void *ptr;
+  uint64_t size;
+};
+
+struct memra_graph {
+  cudaGraphExec_t exec;
+};
+
+/* Device scratch that captured graphs may point at: never freed while the backend lives
+ * (a grown workspace retires the old one to this list instead). */
+typedef struct memra_cu_retired {
+  void *ptr;
+  struct memra_cu_retired *next;
+} memra_cu_retired;
+
+struct memra_backend {
+  int device;
+  int n_sms;
+  int capturing; /* between graph_begin and graph_end */
+  cudaStream_t stream;
+  cudaDeviceProp prop;
+  void *ws;          /* attention split-KV partials */
+  uint64_t ws_size;
+  memra_cu_retired *retired;
+  char err[512];
+};
+
+/* Records "file:line: call: cuda message" in be->err and returns MEMRA_E_DEVICE. */
+memra_status memra_cu_fail(memra_backend *be, cudaError_t e, const char *what, const char *file,
+                           int line);
+/* Records a one-line message in be->err and returns st. */
+memra_status memra_cu_errf(memra_backend *be, memra_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define MEMRA_CU(call)                                                                        \
+  do {                                                                                        \
+    cudaError_t e_ = (call);                                                                  \
+    if (e_ != cudaSuccess) return memra_cu_fail(be, e_, #call, __FILE__, __LINE__);           \
+  } while (0)
+
+/* After every launch: launch-configuration errors appear here, not at the <<<>>>. */
+#define MEMRA_CU_LAUNCHED() MEMRA_CU(cudaGetLastError())
+
+/* Checks that t names a buffer, has a type the caller accepts (type < 0: any known type)
+ * and that its ne1 rows of ne0 elements, nb1 bytes apart, lie inside the buffer.
+ * what names the argument in the message ("matmul: y"). */
+memra_status memra_cu_check_tensor(memra_backend *be, const memra_tensor *t, const char *what,
+                                   int32_t type);
+/* Same rows and elements per row (types may differ). */
+memra_status memra_cu_check_same_shape(memra_backend *be, const memra_tensor *a,
+                                       const memra_tensor *b, const char *what);
+/* Checks an I32 tensor holding at least n contiguous elements (a row [n] or a column
+ * [n, 1] of 4-byte rows) and returns their device address in *out. */
+memra_status memra_cu_check_i32_vec(memra_backend *be, const memra_tensor *t, int64_t n,
+                                    const char *what, const int32_t **out);
+/* Checks the batch descriptor's shape facts (kv_store.cu) and returns its device vectors;
+ * bt_ld is the block table's row stride in elements. */
+memra_status memra_cu_check_batch(memra_backend *be, const memra_batch *b, const char *what,
+                                  const int32_t **pos, const int32_t **seq, const int32_t **bt,
+                                  int64_t *bt_ld);
+/* True when the optional tensor t is present (non-NULL with a buffer). */
+static inline int memra_cu_present(const memra_tensor *t) { return t && t->buf; }
+
+/* Device address of row 0 of t (checked tensors only). */
+static inline char *memra_cu_ptr(const memra_tensor *t) {
+  return (char *)t->buf->ptr + t->offset;
+}
+
+/* Bytes of alignment the plain (non-vector) loads of a type's rows need. */
+static inline uint64_t memra_cu_type_align(int32_t t) {
+  switch (t) {
+  case MEMRA_TYPE_F32: case MEMRA_TYPE_Q4_1: case MEMRA_TYPE_Q5_1: return 4;
+  default: return 2;
+  }
+}
+
+/* Largest power of two dividing both the address and the stride (capped at 256). */
+static inline uint64_t memra_cu_align_of(const void *p, uint64_t stride) {
+  uint64_t v = (uint64_t)(uintptr_t)p | stride | 256u;
+  return v & (~v + 1);
+}
+
+/* Grows the backend's workspace to at least nbytes (kept 256-byte aligned). */
+memra_status memra_cu_workspace(memra_backend *be, uint64_t nbytes, void **out);
+
+/* The vtable ops, one family per .cu file. */
+memra_status memra_cu_get_rows(memra_backend *be, const memra_tensor *y, const memra_tensor *table,
+                               const memra_tensor *ids);
+memra_status memra_cu_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                              const memra_tensor *res, const memra_tensor *w, float eps);
+memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                             const memra_tensor *w, const memra_tensor *bias);
+memra_status memra_cu_rope(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
+                           const memra_rope_params *p);
+memra_status memra_cu_kv_store(memra_backend *be, const memra_tensor *k_cache,
+                               const memra_tensor *v_cache, const memra_tensor *k,
+                               const memra_tensor *v, const memra_batch *batch);
+memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                                const memra_tensor *k_cache, const memra_tensor *v_cache,
+                                const memra_batch *batch, const memra_attn_params *p);
+memra_status memra_cu_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *gate,
+                          const memra_tensor *up, int32_t act);
+memra_status memra_cu_add(memra_backend *be, const memra_tensor *y, const memra_tensor *a,
+                          const memra_tensor *b);
+memra_status memra_cu_scale(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                            float s);
+memra_status memra_cu_argmax(memra_backend *be, const memra_tensor *ids,
+                             const memra_tensor *logits);
+memra_status memra_cu_add_i32(memra_backend *be, const memra_tensor *v, int32_t delta);
+
+memra_status memra_cu_graph_begin(memra_backend *be);
+memra_status memra_cu_graph_end(memra_backend *be, memra_graph **out);
+memra_status memra_cu_graph_launch(memra_backend *be, memra_graph *g);
+void memra_cu_graph_free(memra_backend *be, memra_graph *g);
+
+#endif /* MEMRA_CUDA_COMMON_H */

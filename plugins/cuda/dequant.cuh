@@ -1,0 +1,208 @@
+/* dequant.cuh — ggml block formats on the device, 32 elements ("a unit") at a time.
+ *
+ * Oracle: plugins/quant (memra_dequant_row), itself bit-exact with ggml's dequantizers.
+ * A unit is one block of the 32-element formats, or one eighth of a 256-element K-quant
+ * block (the K-quants' sub-block, which shares one scale and min). Every format is read
+ * with loads no wider than its block's natural alignment, except the float formats and
+ * the 16-byte-aligned K-quant blocks (Q4_K 144 B, Q5_K 176 B) when VEC says their rows
+ * are 16-byte aligned. Byte offsets are ggml's block_* structs (plugins/quant/blocks.h). */
+#ifndef MEMRA_CUDA_DEQUANT_CUH
+#define MEMRA_CUDA_DEQUANT_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "plugins/include/memra_types.h"
+
+/* True for the types the CUDA kernels decode. */
+static inline bool memra_cu_type_supported(int32_t t) {
+  switch (t) {
+  case MEMRA_TYPE_F32: case MEMRA_TYPE_F16: case MEMRA_TYPE_BF16: case MEMRA_TYPE_Q4_0:
+  case MEMRA_TYPE_Q4_1: case MEMRA_TYPE_Q5_0: case MEMRA_TYPE_Q5_1: case MEMRA_TYPE_Q8_0:
+  case MEMRA_TYPE_Q4_K: case MEMRA_TYPE_Q5_K: case MEMRA_TYPE_Q6_K: return true;
+  default: return false;
+  }
+}
+
+__device__ __forceinline__ float memra_h2f(const uint8_t *p) {
+  return __half2float(__ushort_as_half(*(const uint16_t *)p));
+}
+__device__ __forceinline__ float memra_bf2f(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
+
+/* Byte k (0..11) of the 12 scale bytes held in three words: register selects, so a
+ * run-time k never sends the array to local memory. */
+__device__ __forceinline__ int memra_k4_byte(uint32_t w0, uint32_t w1, uint32_t w2, int k) {
+  const uint32_t w = k < 4 ? w0 : k < 8 ? w1 : w2;
+  return (int)((w >> (8 * (k & 3))) & 0xFF);
+}
+
+/* 6-bit scale and min of K-quant sub-block j (ggml's get_scale_min_k4). */
+__device__ __forceinline__ void memra_k4_scale_min(int j, uint32_t w0, uint32_t w1, uint32_t w2,
+                                                   int *sc, int *m) {
+  if (j < 4) {
+    *sc = memra_k4_byte(w0, w1, w2, j) & 63;
+    *m = memra_k4_byte(w0, w1, w2, j + 4) & 63;
+  } else {
+    const int a = memra_k4_byte(w0, w1, w2, j + 4);
+    *sc = (a & 0xF) | ((memra_k4_byte(w0, w1, w2, j - 4) >> 6) << 4);
+    *m = (a >> 4) | ((memra_k4_byte(w0, w1, w2, j) >> 6) << 4);
+  }
+}
+
+/* Copies 32 bytes from p (aligned to A bytes) into b. */
+template <int A>
+__device__ __forceinline__ void memra_load32(const uint8_t *p, uint8_t b[32]) {
+  if (A >= 16) {
+    uint4 v0 = *(const uint4 *)p, v1 = *(const uint4 *)(p + 16);
+    *(uint4 *)b = v0;
+    *(uint4 *)(b + 16) = v1;
+  } else if (A >= 4) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ((uint32_t *)b)[i] = ((const uint32_t *)p)[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) ((uint16_t *)b)[i] = ((const uint16_t *)p)[i];
+  }
+}
+
+/* w[0..32) = elements [32u, 32u + 32) of the row at `row`. VEC: float rows are 16-byte
+ * aligned. The caller guarantees the unit lies inside the row. */
+template <int T, bool VEC>
+__device__ __forceinline__ void memra_deq32(const uint8_t *__restrict__ row, int64_t u, float w[32]) {
+  if (T == MEMRA_TYPE_F32) {
+    const float *p = (const float *)row + 32 * u;
+    if (VEC) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        float4 v = __ldg((const float4 *)p + i);
+        w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) w[i] = __ldg(p + i);
+    }
+  } else if (T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
+    const uint8_t *p = row + 64 * u;
+    alignas(16) uint16_t h[32];
+    if (VEC) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ((uint4 *)h)[i] = __ldg((const uint4 *)p + i);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) h[i] = ((const uint16_t *)p)[i];
+    }
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+      w[i] = T == MEMRA_TYPE_F16 ? __half2float(__ushort_as_half(h[i])) : memra_bf2f(h[i]);
+  } else if (T == MEMRA_TYPE_Q8_0) { /* d f16, qs[32] int8: 34 B */
+    const uint8_t *b = row + 34 * u;
+    float d = memra_h2f(b);
+    alignas(16) uint8_t q[32];
+    memra_load32<2>(b + 2, q);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) w[i] = d * (float)(int8_t)q[i];
+  } else if (T == MEMRA_TYPE_Q4_0) { /* d f16, qs[16]: 18 B */
+    const uint8_t *b = row + 18 * u;
+    float d = memra_h2f(b);
+    alignas(16) uint16_t q2[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q2[i] = ((const uint16_t *)(b + 2))[i];
+    const uint8_t *q = (const uint8_t *)q2;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      w[i] = d * (float)((q[i] & 0xF) - 8);
+      w[i + 16] = d * (float)((q[i] >> 4) - 8);
+    }
+  } else if (T == MEMRA_TYPE_Q4_1) { /* d, m f16, qs[16]: 20 B */
+    const uint8_t *b = row + 20 * u;
+    float d = memra_h2f(b), m = memra_h2f(b + 2);
+    alignas(16) uint32_t q4[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) q4[i] = ((const uint32_t *)(b + 4))[i];
+    const uint8_t *q = (const uint8_t *)q4;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      w[i] = d * (float)(q[i] & 0xF) + m;
+      w[i + 16] = d * (float)(q[i] >> 4) + m;
+    }
+  } else if (T == MEMRA_TYPE_Q5_0 || T == MEMRA_TYPE_Q5_1) {
+    /* Q5_0: d, qh[4], qs[16] (22 B); Q5_1: d, m, qh[4], qs[16] (24 B) */
+    const int bytes = T == MEMRA_TYPE_Q5_0 ? 22 : 24, hoff = T == MEMRA_TYPE_Q5_0 ? 2 : 4;
+    const uint8_t *b = row + (int64_t)bytes * u;
+    float d = memra_h2f(b), m = T == MEMRA_TYPE_Q5_1 ? memra_h2f(b + 2) : 0.f;
+    uint32_t qh = (uint32_t)((const uint16_t *)(b + hoff))[0] |
+                  ((uint32_t)((const uint16_t *)(b + hoff))[1] << 16);
+    alignas(16) uint16_t q2[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q2[i] = ((const uint16_t *)(b + hoff + 4))[i];
+    const uint8_t *q = (const uint8_t *)q2;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      int x0 = (q[i] & 0xF) | (((qh >> i) << 4) & 0x10);
+      int x1 = (q[i] >> 4) | ((qh >> (i + 12)) & 0x10);
+      if (T == MEMRA_TYPE_Q5_0) {
+        w[i] = d * (float)(x0 - 16);
+        w[i + 16] = d * (float)(x1 - 16);
+      } else {
+        w[i] = d * (float)x0 + m;
+        w[i + 16] = d * (float)x1 + m;
+      }
+    }
+  } else if (T == MEMRA_TYPE_Q4_K || T == MEMRA_TYPE_Q5_K) {
+    /* Q4_K: d, dmin, scales[12], qs[128] (144 B)
+     * Q5_K: d, dmin, scales[12], qh[32], qs[128] (176 B). Sub-block j: nibble j&1 of
+     * qs[32 (j/2) ..], 5th bit j of qh[l]. Both sizes are multiples of 16. */
+    const int bytes = T == MEMRA_TYPE_Q4_K ? 144 : 176, qoff = T == MEMRA_TYPE_Q4_K ? 16 : 48;
+    const int j = (int)(u & 7);
+    const uint8_t *b = row + (int64_t)bytes * (u >> 3);
+    uint4 hd; /* d, dmin (x), then the 12 scale bytes (y, z, w) */
+    if (VEC) {
+      hd = __ldg((const uint4 *)b);
+    } else {
+      const uint16_t *h = (const uint16_t *)b;
+      hd.x = h[0] | ((uint32_t)h[1] << 16);
+      hd.y = h[2] | ((uint32_t)h[3] << 16);
+      hd.z = h[4] | ((uint32_t)h[5] << 16);
+      hd.w = h[6] | ((uint32_t)h[7] << 16);
+    }
+    float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xFFFF)));
+    float dmin = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
+    int sc, mn;
+    memra_k4_scale_min(j, hd.y, hd.z, hd.w, &sc, &mn);
+    float d1 = d * (float)sc, m1 = dmin * (float)mn;
+    alignas(16) uint8_t q[32];
+    if (VEC) memra_load32<16>(b + qoff + 32 * (j >> 1), q);
+    else memra_load32<2>(b + qoff + 32 * (j >> 1), q);
+    const int shift = 4 * (j & 1);
+    if (T == MEMRA_TYPE_Q4_K) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) w[i] = d1 * (float)((q[i] >> shift) & 0xF) - m1;
+    } else {
+      alignas(16) uint8_t qh[32];
+      if (VEC) memra_load32<16>(b + 16, qh);
+      else memra_load32<2>(b + 16, qh);
+#pragma unroll
+      for (int i = 0; i < 32; ++i)
+        w[i] = d1 * (float)(((q[i] >> shift) & 0xF) | (((qh[i] >> j) & 1) << 4)) - m1;
+    }
+  } else if (T == MEMRA_TYPE_Q6_K) {
+    /* ql[128], qh[64], scales[16] int8, d f16: 210 B. Unit j = half n = j/4, quarter k. */
+    const int j = (int)(u & 7), n = j >> 2, k = j & 3;
+    const uint8_t *b = row + 210 * (u >> 3);
+    alignas(16) uint8_t ql[32], qh[32];
+    memra_load32<2>(b + 64 * n + 32 * (k & 1), ql);
+    memra_load32<2>(b + 128 + 32 * n, qh);
+    uint16_t sc2 = *(const uint16_t *)(b + 192 + 8 * n + 2 * k);
+    float d = memra_h2f(b + 208);
+    float s0 = d * (float)(int8_t)(sc2 & 0xFF), s1 = d * (float)(int8_t)(sc2 >> 8);
+    const int lsh = 4 * (k >> 1), hsh = 2 * k;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      int q = (((ql[i] >> lsh) & 0xF) | (((qh[i] >> hsh) & 3) << 4)) - 32;
+      w[i] = (i < 16 ? s0 : s1) * (float)q;
+    }
+  }
+}
+
+#endif /* MEMRA_CUDA_DEQUANT_CUH */

@@ -1,0 +1,116 @@
+/* kv_store.cu — writes k, v rows into the paged caches (F16 or F32) at each row's slot:
+ * block_table[seq][pos / block_size] * block_size + pos % block_size.
+ * Oracle: plugins/cpu kv_store. Positions, sequences and page ids are device data the
+ * host cannot check without a sync: a row whose slot falls outside the cache is skipped
+ * (never written out of bounds). ver 1: one block per row.  <- in the vtable */
+#include <cuda_fp16.h>
+#include <stdio.h>
+
+#include "plugins/cuda/cuda_common.h"
+
+/* Slot of row r, or -1 when its seq, position or page is out of range. */
+__device__ __forceinline__ int64_t memra_kv_slot(int64_t r, const int32_t *pos, const int32_t *seq,
+                                                 const int32_t *bt, int64_t bt_ld, int n_seqs,
+                                                 int block_size, int max_blocks, int64_t slots) {
+  const int32_t p = pos[r], s = seq[r];
+  if (p < 0 || s < 0 || s >= n_seqs || p / block_size >= max_blocks) return -1;
+  const int32_t page = bt[(int64_t)s * bt_ld + p / block_size];
+  if (page < 0) return -1;
+  const int64_t slot = (int64_t)page * block_size + p % block_size;
+  return slot < slots ? slot : -1;
+}
+
+template <typename TK, typename TV>
+__global__ void kv_store_v1_kernel(char *kc, uint64_t k_nb1, char *vc, uint64_t v_nb1,
+                                   const float *k, int64_t k_ld, const float *v, int64_t v_ld,
+                                   int64_t width, const int32_t *pos, const int32_t *seq,
+                                   const int32_t *bt, int64_t bt_ld, int n_seqs, int block_size,
+                                   int max_blocks, int64_t k_slots, int64_t v_slots) {
+  const int64_t r = blockIdx.x;
+  const int64_t ks = memra_kv_slot(r, pos, seq, bt, bt_ld, n_seqs, block_size, max_blocks, k_slots);
+  const int64_t vs = memra_kv_slot(r, pos, seq, bt, bt_ld, n_seqs, block_size, max_blocks, v_slots);
+  TK *kd = (TK *)(kc + (uint64_t)(ks < 0 ? 0 : ks) * k_nb1);
+  TV *vd = (TV *)(vc + (uint64_t)(vs < 0 ? 0 : vs) * v_nb1);
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    if (ks >= 0) kd[i] = (TK)k[r * k_ld + i];
+    if (vs >= 0) vd[i] = (TV)v[r * v_ld + i];
+  }
+}
+
+memra_status memra_cu_check_batch(memra_backend *be, const memra_batch *b, const char *what,
+                                  const int32_t **pos, const int32_t **seq, const int32_t **bt,
+                                  int64_t *bt_ld) {
+  if (!b) return memra_cu_errf(be, MEMRA_E_INVALID, "%s: batch is NULL", what);
+  if (b->n_rows < 0 || b->n_seqs <= 0 || b->block_size <= 0 || b->max_blocks <= 0 ||
+      b->kv_bucket <= 0)
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "%s: batch n_rows %d, n_seqs %d, block_size %d, max_blocks %d, "
+                         "kv_bucket %d: expected positive values",
+                         what, b->n_rows, b->n_seqs, b->block_size, b->max_blocks, b->kv_bucket);
+  memra_status st;
+  char name[96];
+  snprintf(name, sizeof name, "%s: batch pos", what);
+  if ((st = memra_cu_check_i32_vec(be, &b->pos, b->n_rows, name, pos)) != MEMRA_OK) return st;
+  snprintf(name, sizeof name, "%s: batch seq", what);
+  if ((st = memra_cu_check_i32_vec(be, &b->seq, b->n_rows, name, seq)) != MEMRA_OK) return st;
+  snprintf(name, sizeof name, "%s: batch block_table", what);
+  if ((st = memra_cu_check_tensor(be, &b->block_table, name, MEMRA_TYPE_I32)) != MEMRA_OK)
+    return st;
+  if (b->block_table.ne0 < b->max_blocks || b->block_table.ne1 < b->n_seqs ||
+      b->block_table.nb1 % 4)
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "%s: block_table [%lld, %lld] smaller than [n_seqs %d, max_blocks %d]",
+                         what, (long long)b->block_table.ne1, (long long)b->block_table.ne0,
+                         b->n_seqs, b->max_blocks);
+  *bt = (const int32_t *)memra_cu_ptr(&b->block_table);
+  *bt_ld = b->block_table.ne1 > 1 ? (int64_t)(b->block_table.nb1 / 4) : b->max_blocks;
+  return MEMRA_OK;
+}
+
+memra_status memra_cu_kv_store(memra_backend *be, const memra_tensor *k_cache,
+                               const memra_tensor *v_cache, const memra_tensor *k,
+                               const memra_tensor *v, const memra_batch *batch) {
+  memra_status st;
+  const int32_t *pos = NULL, *seq = NULL, *bt = NULL;
+  int64_t bt_ld = 0;
+  if ((st = memra_cu_check_batch(be, batch, "kv_store", &pos, &seq, &bt, &bt_ld)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, k, "kv_store: k", MEMRA_TYPE_F32)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, v, "kv_store: v", MEMRA_TYPE_F32)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, k_cache, "kv_store: k_cache", -1)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, v_cache, "kv_store: v_cache", -1)) != MEMRA_OK ||
+      (st = memra_cu_check_same_shape(be, k, v, "kv_store: k and v")) != MEMRA_OK)
+    return st;
+  if (k->ne1 < batch->n_rows)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "kv_store: k has %lld rows, batch %d",
+                         (long long)k->ne1, batch->n_rows);
+  for (int i = 0; i < 2; ++i) {
+    const memra_tensor *c = i ? v_cache : k_cache;
+    if (c->type != MEMRA_TYPE_F16 && c->type != MEMRA_TYPE_F32)
+      return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "kv_store: %s cache is %s, expected F16 or F32",
+                           i ? "v" : "k", memra_type_info(c->type).name);
+    if (c->ne0 != k->ne0)
+      return memra_cu_errf(be, MEMRA_E_INVALID, "kv_store: %s cache rows have %lld elements, k %lld",
+                           i ? "v" : "k", (long long)c->ne0, (long long)k->ne0);
+    if (memra_cu_align_of(memra_cu_ptr(c), c->nb1) < (uint64_t)memra_type_info(c->type).size)
+      return memra_cu_errf(be, MEMRA_E_INVALID, "kv_store: %s cache misaligned", i ? "v" : "k");
+  }
+  if (k->nb1 % 4 || v->nb1 % 4)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "kv_store: k or v stride not whole floats");
+  if (batch->n_rows == 0) return MEMRA_OK;
+  const int threads = 256;
+  const unsigned grid = (unsigned)batch->n_rows;
+#define KV_LAUNCH(TK, TV)                                                                        \
+  kv_store_v1_kernel<TK, TV><<<grid, threads, 0, be->stream>>>(                                  \
+      memra_cu_ptr(k_cache), k_cache->nb1, memra_cu_ptr(v_cache), v_cache->nb1,                  \
+      (const float *)memra_cu_ptr(k), (int64_t)(k->nb1 / 4), (const float *)memra_cu_ptr(v),      \
+      (int64_t)(v->nb1 / 4), k->ne0, pos, seq, bt, bt_ld, batch->n_seqs, batch->block_size,      \
+      batch->max_blocks, k_cache->ne1, v_cache->ne1)
+  const bool kh = k_cache->type == MEMRA_TYPE_F16, vh = v_cache->type == MEMRA_TYPE_F16;
+  if (kh && vh) KV_LAUNCH(__half, __half);
+  else if (kh) KV_LAUNCH(__half, float);
+  else if (vh) KV_LAUNCH(float, __half);
+  else KV_LAUNCH(float, float);
+#undef KV_LAUNCH
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}

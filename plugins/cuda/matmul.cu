@@ -1,0 +1,171 @@
+/* matmul.cu — y [M, N] = x [M, K] . w [N, K]^T (+ bias), w in its GGUF block layout.
+ * Oracle: plugins/cpu matmul (dequantize, accumulate in F32).
+ *
+ * ver  idea                                                         where
+ *  1   one warp per output column n; each lane dequantizes 32-element units of w's row
+ *      n (lane, lane + 32, ...) once and applies them to up to 8 rows of x held in the
+ *      same pass; fp32 accumulation; butterfly warp sum.          <- in the vtable
+ * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read
+ * once per 8 rows (from L2 when they fit), but every row is reduced in exactly the order a
+ * lone row is, so a row's result never depends on the batch around it (batch invariance).
+ * A tensor-core path for prefill is later work. Timings: docs/PERF.md. */
+#include "plugins/cuda/cuda_common.h"
+#include "plugins/cuda/dequant.cuh"
+#include "plugins/cuda/device_util.cuh"
+
+enum { MM_WARPS = 4, MM_MAX_M = 8 };
+
+template <int T, int M, bool VEC>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    matmul_v1_kernel(float *__restrict__ y, int64_t y_ld, const float *__restrict__ x,
+                     int64_t x_ld, const uint8_t *__restrict__ w, uint64_t w_nb1,
+                     const float *__restrict__ bias, int64_t N, int64_t K, int64_t rows) {
+  const int lane = threadIdx.x & 31;
+  const int64_t n = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
+  if (n >= N) return;
+  const int64_t m0 = (int64_t)blockIdx.y * M;
+  const int64_t mrows = rows - m0 < M ? rows - m0 : M;
+  const uint8_t *wr = w + (uint64_t)n * w_nb1;
+  const float *xr[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) xr[m] = x + (m0 + (m < mrows ? m : 0)) * x_ld;
+  float acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = 0.f;
+
+  const int64_t units = K / 32;
+  for (int64_t u = lane; u < units; u += 32) {
+    float wv[32];
+    memra_deq32<T, VEC>(wr, u, wv);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      if (m >= mrows) break;
+      const float *xp = xr[m] + 32 * u;
+      float xv[32];
+      if (VEC) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          float4 v = __ldg((const float4 *)xp + i);
+          xv[4 * i] = v.x; xv[4 * i + 1] = v.y; xv[4 * i + 2] = v.z; xv[4 * i + 3] = v.w;
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) xv[i] = __ldg(xp + i);
+      }
+      float a = acc[m];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) a = fmaf(wv[i], xv[i], a);
+      acc[m] = a;
+    }
+  }
+  /* Float formats only: the K % 32 tail, one element per lane. */
+  if (T == MEMRA_TYPE_F32 || T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
+    for (int64_t k = units * 32 + lane; k < K; k += 32) {
+      float wk = T == MEMRA_TYPE_F32   ? ((const float *)wr)[k]
+                 : T == MEMRA_TYPE_F16 ? __half2float(__ushort_as_half(((const uint16_t *)wr)[k]))
+                                       : memra_bf2f(((const uint16_t *)wr)[k]);
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+        if (m < mrows) acc[m] = fmaf(wk, __ldg(xr[m] + k), acc[m]);
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float s = memra_warp_sum(acc[m]);
+    if (lane == 0 && m < mrows) y[(m0 + m) * y_ld + n] = bias ? s + bias[n] : s;
+  }
+}
+
+template <int T, int M, bool VEC>
+static void launch_m(dim3 grid, cudaStream_t st, float *y, int64_t y_ld, const float *x,
+                     int64_t x_ld, const uint8_t *w, uint64_t w_nb1, const float *bias, int64_t N,
+                     int64_t K, int64_t rows) {
+  matmul_v1_kernel<T, M, VEC><<<grid, MM_WARPS * 32, 0, st>>>(y, y_ld, x, x_ld, w, w_nb1, bias, N,
+                                                             K, rows);
+}
+
+template <int T, bool VEC>
+static void launch_t(int mt, dim3 grid, cudaStream_t st, float *y, int64_t y_ld, const float *x,
+                     int64_t x_ld, const uint8_t *w, uint64_t w_nb1, const float *bias, int64_t N,
+                     int64_t K, int64_t rows) {
+  switch (mt) {
+  case 1: launch_m<T, 1, VEC>(grid, st, y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows); break;
+  case 2: launch_m<T, 2, VEC>(grid, st, y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows); break;
+  case 4: launch_m<T, 4, VEC>(grid, st, y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows); break;
+  default: launch_m<T, 8, VEC>(grid, st, y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows); break;
+  }
+}
+
+#define MM_TYPE_CASE(TY)                                                                    \
+  case TY:                                                                                  \
+    if (vec) launch_t<TY, true>(mt, grid, be->stream, yp, y_ld, xp, x_ld, wp, w->nb1, bp,    \
+                                N, K, M);                                                   \
+    else launch_t<TY, false>(mt, grid, be->stream, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N,   \
+                             K, M);                                                         \
+    break;
+
+memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                             const memra_tensor *w, const memra_tensor *bias) {
+  memra_status st;
+  if ((st = memra_cu_check_tensor(be, y, "matmul: y", MEMRA_TYPE_F32)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, x, "matmul: x", MEMRA_TYPE_F32)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, w, "matmul: w", -1)) != MEMRA_OK)
+    return st;
+  if (!memra_cu_type_supported(w->type))
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: no CUDA kernel for %s weights",
+                         memra_type_info(w->type).name);
+  const int64_t M = x->ne1, K = x->ne0, N = w->ne1;
+  if (w->ne0 != K || y->ne1 != M || y->ne0 != N)
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "matmul: y [%lld, %lld] = x [%lld, %lld] . w [%lld, %lld]^T: shapes "
+                         "disagree",
+                         (long long)y->ne1, (long long)y->ne0, (long long)M, (long long)K,
+                         (long long)N, (long long)w->ne0);
+  const float *bp = NULL;
+  if (memra_cu_present(bias)) {
+    if ((st = memra_cu_check_tensor(be, bias, "matmul: bias", MEMRA_TYPE_F32)) != MEMRA_OK)
+      return st;
+    if (bias->ne0 != N)
+      return memra_cu_errf(be, MEMRA_E_INVALID, "matmul: bias has %lld elements, expected %lld",
+                           (long long)bias->ne0, (long long)N);
+    bp = (const float *)memra_cu_ptr(bias);
+  }
+  if (x->nb1 % 4 || y->nb1 % 4)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "matmul: x or y row stride is not whole floats");
+  float *yp = (float *)memra_cu_ptr(y);
+  const float *xp = (const float *)memra_cu_ptr(x);
+  const uint8_t *wp = (const uint8_t *)memra_cu_ptr(w);
+  if (M == 0) return MEMRA_OK;
+  uint64_t walign = memra_cu_align_of(wp, w->nb1 * (N > 1));
+  if (walign < memra_cu_type_align(w->type))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "matmul: %s weights must be %llu-byte aligned",
+                         memra_type_info(w->type).name,
+                         (unsigned long long)memra_cu_type_align(w->type));
+  if ((uintptr_t)xp % 4 || (uintptr_t)yp % 4)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "matmul: x and y must be 4-byte aligned");
+  const int64_t x_ld = (int64_t)(x->nb1 / 4), y_ld = (int64_t)(y->nb1 / 4);
+  /* Vector loads when K is whole units and x (and w's rows) are 16-byte aligned. */
+  const bool vec = K % 32 == 0 && memra_cu_align_of(xp, x->nb1 * (M > 1)) >= 16 && walign >= 16;
+  const int mt = M >= 8 ? 8 : M > 2 ? 4 : (int)M;
+  const int64_t gx = (N + MM_WARPS - 1) / MM_WARPS, gy = (M + MM_MAX_M - 1) / MM_MAX_M;
+  if (gx > 0x7fffffff || gy > 65535)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: %lld x %lld output too large",
+                         (long long)M, (long long)N);
+  dim3 grid((unsigned)gx, (unsigned)gy);
+  switch (w->type) {
+    MM_TYPE_CASE(MEMRA_TYPE_F32)
+    MM_TYPE_CASE(MEMRA_TYPE_F16)
+    MM_TYPE_CASE(MEMRA_TYPE_BF16)
+    MM_TYPE_CASE(MEMRA_TYPE_Q8_0)
+    MM_TYPE_CASE(MEMRA_TYPE_Q4_0)
+    MM_TYPE_CASE(MEMRA_TYPE_Q4_1)
+    MM_TYPE_CASE(MEMRA_TYPE_Q5_0)
+    MM_TYPE_CASE(MEMRA_TYPE_Q5_1)
+    MM_TYPE_CASE(MEMRA_TYPE_Q4_K)
+    MM_TYPE_CASE(MEMRA_TYPE_Q5_K)
+    MM_TYPE_CASE(MEMRA_TYPE_Q6_K)
+  default: break;
+  }
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}
