@@ -1,0 +1,144 @@
+/* cpu_backend.h — private to the CPU reference plugin: the backend and buffer structs,
+ * the thread pool, tensor validation helpers and one declaration per op (one op family
+ * per .c file). Everything here is float32 and unfused: this plugin is the oracle. */
+#ifndef MEMRA_CPU_BACKEND_H
+#define MEMRA_CPU_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plugins/include/memra_plugin.h"
+
+#define CPU_BUF_MAGIC 0x6d656d72u /* "memr": catches a buffer from another backend */
+#define CPU_ALIGN 64
+#define CPU_MAX_THREADS 256
+
+/* --- thread pool (threadpool.c) ---------------------------------------------------- */
+
+/* Work item: handles items [begin, end) on worker tid (0 = the calling thread). */
+typedef void (*cpu_task_fn)(void *ctx, int64_t begin, int64_t end, int tid);
+
+typedef struct cpu_pool cpu_pool;
+
+/* n_threads >= 1 (the caller counts as one). NULL on failure. */
+cpu_pool *cpu_pool_create(int n_threads);
+void cpu_pool_destroy(cpu_pool *p);
+int cpu_pool_size(const cpu_pool *p);
+/* Splits [0, n) into at most size() contiguous chunks, runs them and waits. Which
+ * thread runs which chunk never changes a result: every op computes each output
+ * element entirely inside one task, in an order fixed by the element alone. */
+void cpu_pool_run(cpu_pool *p, int64_t n, cpu_task_fn fn, void *ctx);
+
+/* Below this many scalar operations a parallel region costs more than it saves. */
+#define CPU_PAR_MIN_WORK 32768
+
+/* --- backend ------------------------------------------------------------------------ */
+
+struct memra_buf {
+  uint32_t magic;
+  uint64_t size;
+  uint8_t *data;
+};
+
+struct memra_backend {
+  int n_threads;
+  cpu_pool *pool;
+  /* Per-thread scratch (dequantized weight rows, attention scores), grown on demand
+   * by the calling thread before a parallel region; never shrunk. */
+  float *scratch[CPU_MAX_THREADS];
+  size_t scratch_len; /* floats in each scratch[i] */
+  char err[512];
+};
+
+/* Formats the one-line message of the last failure and returns st. */
+memra_status cpu_fail(memra_backend *be, memra_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Makes every scratch[i] hold at least n floats. */
+memra_status cpu_scratch_reserve(memra_backend *be, const char *op, size_t n);
+
+/* --- tensor validation (tensor.c) ----------------------------------------------------- */
+
+/* Checks that t is present, of one of the types in mask (bit = 1ull << type; 0 = any
+ * type memra_quant_supported knows), ne0 >= 1, ne1 >= 0, rows fit nb1, the view lies
+ * inside its buffer and is aligned for its element. name is "y", "x", ... for messages. */
+memra_status cpu_check(memra_backend *be, const char *op, const char *name,
+                       const memra_tensor *t, uint64_t type_mask);
+/* cpu_check plus exact shape (ne0, ne1); a negative value means "any". */
+memra_status cpu_check_shape(memra_backend *be, const char *op, const char *name,
+                             const memra_tensor *t, uint64_t type_mask, int64_t ne0,
+                             int64_t ne1);
+static inline bool cpu_present(const memra_tensor *t) { return t != NULL && t->buf != NULL; }
+
+#define CPU_T(type) (1ull << (type))
+#define CPU_F32 CPU_T(MEMRA_TYPE_F32)
+#define CPU_I32 CPU_T(MEMRA_TYPE_I32)
+#define CPU_KV (CPU_T(MEMRA_TYPE_F32) | CPU_T(MEMRA_TYPE_F16))
+
+/* Address of row r of a validated view. */
+static inline uint8_t *cpu_row(const memra_tensor *t, int64_t r) {
+  return t->buf->data + t->offset + (uint64_t)r * t->nb1;
+}
+static inline float *cpu_row_f32(const memra_tensor *t, int64_t r) {
+  return (float *)(void *)cpu_row(t, r);
+}
+
+/* Checks a batch: its counts, its I32 tensors, and each row's sequence and position
+ * (0 <= pos < kv_bucket, pos / block_size < max_blocks). Page ids are checked by the
+ * op that knows the cache size. */
+memra_status cpu_batch_check(memra_backend *be, const char *op, const memra_batch *b);
+/* KV slot of (seq, pos) in a checked batch: page * block_size + pos % block_size. */
+int64_t cpu_batch_slot(const memra_batch *b, int32_t seq, int32_t pos);
+static inline int32_t cpu_i32_at(const memra_tensor *t, int64_t i) {
+  int32_t v;
+  __builtin_memcpy(&v, cpu_row(t, 0) + 4 * i, 4);
+  return v;
+}
+
+/* Float32 dot product with a fixed summation order (16 lanes, then a fixed tree):
+ * the same inputs give the same bits whichever thread or batch computes them. */
+float cpu_dot_f32(const float *a, const float *b, int64_t n);
+
+/* Runs fn over [0, n) on the pool, or inline when n * work_per_item is small. */
+static inline void cpu_run(memra_backend *be, int64_t n, int64_t work_per_item, cpu_task_fn fn,
+                           void *ctx) {
+  if (n <= 0) return;
+  if (n * work_per_item < CPU_PAR_MIN_WORK || be->n_threads == 1) fn(ctx, 0, n, 0);
+  else cpu_pool_run(be->pool, n, fn, ctx);
+}
+
+/* --- ops, one file each ------------------------------------------------------------- */
+
+memra_status cpu_buf_alloc(memra_backend *be, uint64_t nbytes, memra_buf **out);
+void cpu_buf_free(memra_backend *be, memra_buf *buf);
+memra_status cpu_buf_upload(memra_backend *be, memra_buf *dst, uint64_t off, const void *src,
+                            uint64_t nbytes);
+memra_status cpu_buf_download(memra_backend *be, const memra_buf *src, uint64_t off, void *dst,
+                              uint64_t nbytes);
+memra_status cpu_buf_copy(memra_backend *be, memra_buf *dst, uint64_t dst_off,
+                          const memra_buf *src, uint64_t src_off, uint64_t nbytes);
+
+memra_status cpu_get_rows(memra_backend *be, const memra_tensor *y, const memra_tensor *table,
+                          const memra_tensor *ids);
+memra_status cpu_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                         const memra_tensor *res, const memra_tensor *w, float eps);
+memra_status cpu_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                        const memra_tensor *w, const memra_tensor *bias);
+memra_status cpu_rope(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
+                      const memra_rope_params *p);
+memra_status cpu_kv_store(memra_backend *be, const memra_tensor *k_cache,
+                          const memra_tensor *v_cache, const memra_tensor *k,
+                          const memra_tensor *v, const memra_batch *batch);
+memra_status cpu_attention(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                           const memra_tensor *k_cache, const memra_tensor *v_cache,
+                           const memra_batch *batch, const memra_attn_params *p);
+memra_status cpu_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *gate,
+                     const memra_tensor *up, int32_t act);
+memra_status cpu_add(memra_backend *be, const memra_tensor *y, const memra_tensor *a,
+                     const memra_tensor *b);
+memra_status cpu_scale(memra_backend *be, const memra_tensor *y, const memra_tensor *x, float s);
+memra_status cpu_argmax(memra_backend *be, const memra_tensor *ids, const memra_tensor *logits);
+memra_status cpu_add_i32(memra_backend *be, const memra_tensor *v, int32_t delta);
+
+#endif /* MEMRA_CPU_BACKEND_H */

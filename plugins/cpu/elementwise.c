@@ -1,0 +1,108 @@
+/* elementwise.c — glu, add, scale and add_i32: one output element from the same-index
+ * inputs, row by row. Outputs may alias inputs (same view), since element i is read
+ * before it is written. */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "plugins/cpu/cpu_backend.h"
+
+typedef struct ew_ctx {
+  const memra_tensor *y, *a, *b;
+  float s;
+  int32_t act;
+} ew_ctx;
+
+/* act(g) * u. SiLU in float32: g / (1 + e^-g); GELU with ggml's tanh approximation. */
+static inline float silu(float g) { return g / (1.0f + expf(-g)); }
+static inline float gelu_tanh(float g) {
+  const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
+  return 0.5f * g * (1.0f + tanhf(k * g * (1.0f + 0.044715f * g * g)));
+}
+
+static void glu_rows(void *p, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const ew_ctx *c = p;
+  int64_t n = c->y->ne0;
+  for (int64_t r = begin; r < end; ++r) {
+    const float *g = cpu_row_f32(c->a, r), *u = cpu_row_f32(c->b, r);
+    float *y = cpu_row_f32(c->y, r);
+    if (c->act == MEMRA_ACT_SILU)
+      for (int64_t i = 0; i < n; ++i) y[i] = silu(g[i]) * u[i];
+    else
+      for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(g[i]) * u[i];
+  }
+}
+
+static void add_rows(void *p, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const ew_ctx *c = p;
+  int64_t n = c->y->ne0;
+  for (int64_t r = begin; r < end; ++r) {
+    const float *a = cpu_row_f32(c->a, r), *b = cpu_row_f32(c->b, r);
+    float *y = cpu_row_f32(c->y, r);
+    for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+  }
+}
+
+static void scale_rows(void *p, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const ew_ctx *c = p;
+  int64_t n = c->y->ne0;
+  for (int64_t r = begin; r < end; ++r) {
+    const float *x = cpu_row_f32(c->a, r);
+    float *y = cpu_row_f32(c->y, r);
+    for (int64_t i = 0; i < n; ++i) y[i] = c->s * x[i];
+  }
+}
+
+memra_status cpu_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *gate,
+                     const memra_tensor *up, int32_t act) {
+  memra_status st;
+  if (act != MEMRA_ACT_SILU && act != MEMRA_ACT_GELU_TANH)
+    return cpu_fail(be, MEMRA_E_UNSUPPORTED, "glu: unknown activation %d", (int)act);
+  if ((st = cpu_check(be, "glu", "gate", gate, CPU_F32)) ||
+      (st = cpu_check_shape(be, "glu", "up", up, CPU_F32, gate->ne0, gate->ne1)) ||
+      (st = cpu_check_shape(be, "glu", "y", y, CPU_F32, gate->ne0, gate->ne1)))
+    return st;
+  ew_ctx c = {y, gate, up, 0.0f, act};
+  cpu_run(be, y->ne1, 16 * y->ne0, glu_rows, &c);
+  return MEMRA_OK;
+}
+
+memra_status cpu_add(memra_backend *be, const memra_tensor *y, const memra_tensor *a,
+                     const memra_tensor *b) {
+  memra_status st;
+  if ((st = cpu_check(be, "add", "a", a, CPU_F32)) ||
+      (st = cpu_check_shape(be, "add", "b", b, CPU_F32, a->ne0, a->ne1)) ||
+      (st = cpu_check_shape(be, "add", "y", y, CPU_F32, a->ne0, a->ne1)))
+    return st;
+  ew_ctx c = {y, a, b, 0.0f, 0};
+  cpu_run(be, y->ne1, y->ne0, add_rows, &c);
+  return MEMRA_OK;
+}
+
+memra_status cpu_scale(memra_backend *be, const memra_tensor *y, const memra_tensor *x, float s) {
+  memra_status st;
+  if ((st = cpu_check(be, "scale", "x", x, CPU_F32)) ||
+      (st = cpu_check_shape(be, "scale", "y", y, CPU_F32, x->ne0, x->ne1)))
+    return st;
+  ew_ctx c = {y, x, NULL, s, 0};
+  cpu_run(be, y->ne1, y->ne0, scale_rows, &c);
+  return MEMRA_OK;
+}
+
+memra_status cpu_add_i32(memra_backend *be, const memra_tensor *v, int32_t delta) {
+  memra_status st = cpu_check(be, "add_i32", "v", v, CPU_I32);
+  if (st != MEMRA_OK) return st;
+  for (int64_t r = 0; r < v->ne1; ++r) {
+    uint8_t *row = cpu_row(v, r);
+    for (int64_t i = 0; i < v->ne0; ++i) {
+      uint32_t x;
+      memcpy(&x, row + 4 * i, 4);
+      x += (uint32_t)delta; /* two's-complement wrap, no signed-overflow UB */
+      memcpy(row + 4 * i, &x, 4);
+    }
+  }
+  return MEMRA_OK;
+}

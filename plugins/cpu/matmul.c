@@ -1,0 +1,94 @@
+/* matmul.c — y [M, N] = x [M, K] . w [N, K]^T (+ bias [N]); w keeps its GGUF type.
+ *
+ * M = 1 (decode): each output is memra_vec_dot of a weight row with x, which
+ * dequantizes block by block inside the dot. M > 1 (prefill, batches): a tile of
+ * weight rows is dequantized once into per-thread scratch and dotted with every input
+ * row through memra_vec_dot(F32, ...). The quant library guarantees both paths sum in
+ * the same order (16 lanes indexed by element, fixed tree), so a row's outputs are
+ * bit-identical whatever M is and whoever else is in the batch.
+ * Threads split the N output columns (the M rows when N is smaller than the pool);
+ * every output element is computed whole by one thread. */
+#include <inttypes.h>
+
+#include "plugins/cpu/cpu_backend.h"
+#include "plugins/quant/quant.h"
+
+enum { MM_TILE_N = 8 }; /* weight rows dequantized together: x rows stay hot in L1 */
+
+typedef struct mm_ctx {
+  memra_backend *be;
+  const memra_tensor *y, *x, *w;
+  const float *bias; /* NULL: none */
+  bool split_m;      /* tasks index rows of x instead of rows of w */
+} mm_ctx;
+
+/* Outputs y[m0..m1) x [n0..n1). */
+static void mm_block(const mm_ctx *c, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                     int tid) {
+  int64_t k = c->x->ne0;
+  int32_t type = c->w->type;
+  if (m1 - m0 == 1) {
+    const float *x = cpu_row_f32(c->x, m0);
+    float *y = cpu_row_f32(c->y, m0);
+    for (int64_t n = n0; n < n1; ++n) {
+      float v = memra_vec_dot(type, cpu_row(c->w, n), x, k);
+      y[n] = c->bias ? v + c->bias[n] : v;
+    }
+    return;
+  }
+  float *deq = c->be->scratch[tid];
+  for (int64_t nt = n0; nt < n1; nt += MM_TILE_N) {
+    int64_t tn = n1 - nt < MM_TILE_N ? n1 - nt : MM_TILE_N;
+    for (int64_t j = 0; j < tn; ++j) memra_dequant_row(type, cpu_row(c->w, nt + j), deq + j * k, k);
+    for (int64_t m = m0; m < m1; ++m) {
+      const float *x = cpu_row_f32(c->x, m);
+      float *y = cpu_row_f32(c->y, m);
+      for (int64_t j = 0; j < tn; ++j) {
+        float v = memra_vec_dot(MEMRA_TYPE_F32, deq + j * k, x, k);
+        y[nt + j] = c->bias ? v + c->bias[nt + j] : v;
+      }
+    }
+  }
+}
+
+static void mm_task(void *p, int64_t begin, int64_t end, int tid) {
+  const mm_ctx *c = p;
+  if (c->split_m) mm_block(c, begin, end, 0, c->w->ne1, tid);
+  else mm_block(c, 0, c->x->ne1, begin, end, tid);
+}
+
+/* True when the byte ranges of two validated views share a byte. */
+static bool overlaps(const memra_tensor *a, const memra_tensor *b) {
+  if (a->buf != b->buf || a->ne1 == 0 || b->ne1 == 0) return false;
+  uint64_t a1 = a->offset + (uint64_t)(a->ne1 - 1) * a->nb1 + memra_type_row_bytes(a->type, a->ne0);
+  uint64_t b1 = b->offset + (uint64_t)(b->ne1 - 1) * b->nb1 + memra_type_row_bytes(b->type, b->ne0);
+  return a->offset < b1 && b->offset < a1;
+}
+
+memra_status cpu_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                        const memra_tensor *w, const memra_tensor *bias) {
+  memra_status st;
+  if ((st = cpu_check(be, "matmul", "w", w, 0))) return st;
+  if (!memra_quant_supported(w->type))
+    return cpu_fail(be, MEMRA_E_UNSUPPORTED, "matmul: weight type %s has no CPU dot product",
+                    memra_type_info(w->type).name);
+  if ((st = cpu_check_shape(be, "matmul", "x", x, CPU_F32, w->ne0, -1)) ||
+      (st = cpu_check_shape(be, "matmul", "y", y, CPU_F32, w->ne1, x->ne1)))
+    return st;
+  if (cpu_present(bias) && (st = cpu_check_shape(be, "matmul", "bias", bias, CPU_F32, w->ne1, 1)))
+    return st;
+  if (overlaps(y, x) || overlaps(y, w))
+    return cpu_fail(be, MEMRA_E_INVALID, "matmul: y overlaps an input (x or w); it cannot be "
+                    "computed in place");
+  int64_t m = x->ne1, n = w->ne1, k = w->ne0;
+  if (m == 0) return MEMRA_OK;
+  mm_ctx c = {be, y, x, w, cpu_present(bias) ? cpu_row_f32(bias, 0) : NULL, false};
+  if (m > 1) {
+    if ((uint64_t)k > SIZE_MAX / MM_TILE_N / sizeof(float))
+      return cpu_fail(be, MEMRA_E_OOM, "matmul: K %" PRId64 " is too large", k);
+    if ((st = cpu_scratch_reserve(be, "matmul", (size_t)MM_TILE_N * (size_t)k))) return st;
+    c.split_m = n < be->n_threads && m > n;
+  }
+  cpu_run(be, c.split_m ? m : n, (c.split_m ? n : m) * k * 2, mm_task, &c);
+  return MEMRA_OK;
+}

@@ -1,0 +1,43 @@
+/* rmsnorm.c — y = x / sqrt(mean(x^2) + eps) * w per row of width w.ne0, after the
+ * optional residual add x += res (written back to x, as the vtable says). */
+#include <math.h>
+
+#include "plugins/cpu/cpu_backend.h"
+
+typedef struct rmsnorm_ctx {
+  const memra_tensor *y, *x, *res, *w;
+  float eps;
+} rmsnorm_ctx;
+
+static void rmsnorm_rows(void *p, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const rmsnorm_ctx *c = p;
+  int64_t d = c->x->ne0;
+  const float *w = cpu_row_f32(c->w, 0);
+  for (int64_t r = begin; r < end; ++r) {
+    float *x = cpu_row_f32(c->x, r);
+    if (c->res) {
+      const float *res = cpu_row_f32(c->res, r);
+      for (int64_t i = 0; i < d; ++i) x[i] += res[i];
+    }
+    float mean = cpu_dot_f32(x, x, d) / (float)d;
+    float s = 1.0f / sqrtf(mean + c->eps);
+    float *y = cpu_row_f32(c->y, r); /* may alias x: x[i] is read before y[i] is written */
+    for (int64_t i = 0; i < d; ++i) y[i] = (x[i] * s) * w[i];
+  }
+}
+
+memra_status cpu_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                         const memra_tensor *res, const memra_tensor *w, float eps) {
+  memra_status st;
+  if ((st = cpu_check_shape(be, "rmsnorm", "w", w, CPU_F32, -1, 1))) return st;
+  if ((st = cpu_check_shape(be, "rmsnorm", "x", x, CPU_F32, w->ne0, -1))) return st;
+  if ((st = cpu_check_shape(be, "rmsnorm", "y", y, CPU_F32, w->ne0, x->ne1))) return st;
+  if (cpu_present(res) && (st = cpu_check_shape(be, "rmsnorm", "res", res, CPU_F32, w->ne0, x->ne1)))
+    return st;
+  if (!(eps >= 0.0f) || isinf(eps))
+    return cpu_fail(be, MEMRA_E_INVALID, "rmsnorm: eps %g is not a finite value >= 0", eps);
+  rmsnorm_ctx c = {y, x, cpu_present(res) ? res : NULL, w, eps};
+  cpu_run(be, x->ne1, 3 * x->ne0, rmsnorm_rows, &c);
+  return MEMRA_OK;
+}

@@ -1,0 +1,137 @@
+// matmul_test.cc — y = x w^T (+ bias) for every weight type against a double dot over
+// memra_dequant_row's floats; batch invariance; overlap and shape errors.
+// Tolerance: relative L2 error <= 2e-6 (float32 accumulation over K <= 1536 terms;
+// seen ~1e-7 in practice).
+#include "tests/cpu/cpu_test_util.h"
+
+using namespace cputest;
+
+namespace {
+
+const int32_t kTypes[] = {MEMRA_TYPE_F32,  MEMRA_TYPE_F16,  MEMRA_TYPE_BF16, MEMRA_TYPE_Q4_0,
+                          MEMRA_TYPE_Q4_1, MEMRA_TYPE_Q5_0, MEMRA_TYPE_Q5_1, MEMRA_TYPE_Q8_0,
+                          MEMRA_TYPE_Q2_K, MEMRA_TYPE_Q3_K, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q5_K,
+                          MEMRA_TYPE_Q6_K};
+
+struct Weights {
+  std::vector<uint8_t> bytes;  // [n, row bytes]
+  std::vector<float> deq;      // [n, k], what the reference multiplies
+};
+
+Weights make_weights(std::mt19937 &g, int32_t type, int64_t n, int64_t k) {
+  Weights w;
+  uint64_t rb = memra_type_row_bytes(type, k);
+  w.bytes.resize(n * rb);
+  w.deq.resize(n * k);
+  auto src = randf(g, n * k, -1, 1);
+  for (int64_t r = 0; r < n; ++r) {
+    EXPECT_TRUE(memra_quantize_row(type, &src[r * k], &w.bytes[r * rb], k));
+    memra_dequant_row(type, &w.bytes[r * rb], &w.deq[r * k], k);
+  }
+  return w;
+}
+
+std::vector<double> ref_matmul(const std::vector<float> &x, const std::vector<float> &w,
+                               const std::vector<float> *bias, int64_t m, int64_t n, int64_t k) {
+  std::vector<double> y(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = bias ? (*bias)[j] : 0.0;
+      for (int64_t l = 0; l < k; ++l) s += (double)x[i * k + l] * w[j * k + l];
+      y[i * n + j] = s;
+    }
+  return y;
+}
+
+}  // namespace
+
+TEST(CpuMatmul, EveryTypeMatchesDoubleDotOverDequantizedRows) {
+  Cpu c;
+  std::mt19937 g(31);
+  for (int32_t type : kTypes) {
+    int blck = memra_type_info(type).blck;
+    std::vector<int64_t> ks = blck == 1 ? std::vector<int64_t>{31, 576}
+                              : blck == 32 ? std::vector<int64_t>{32, 96, 576}
+                                           : std::vector<int64_t>{256, 1536};
+    for (int64_t k : ks) {
+      for (int64_t m : {1, 31, 97}) {
+        for (int64_t n : {1, 31, 97}) {
+          bool with_bias = (m + n) % 2 == 0;
+          SCOPED_TRACE(testing::Message() << memra_type_info(type).name << " M=" << m << " N=" << n
+                                          << " K=" << k << " bias=" << with_bias);
+          Weights w = make_weights(g, type, n, k);
+          auto x = randf(g, m * k), bias = randf(g, n);
+          Dev dw(c, type, k, n), dx(c, MEMRA_TYPE_F32, k, m, 8), db(c, MEMRA_TYPE_F32, n, 1),
+              dy(c, MEMRA_TYPE_F32, n, m, 4);
+          dw.put_bytes(w.bytes.data());
+          dx.put(x);
+          db.put(bias);
+          ASSERT_EQ(MEMRA_OK, c.vt->matmul(c.be, &dy.t, &dx.t, &dw.t, with_bias ? &db.t : nullptr))
+              << c.err();
+          EXPECT_LE(rel_l2(dy.get<float>(), ref_matmul(x, w.deq, with_bias ? &bias : nullptr, m, n, k)),
+                    2e-6);
+          EXPECT_TRUE(dy.guards_ok());
+        }
+      }
+    }
+  }
+}
+
+// A row's outputs do not depend on the other rows of x: decode (M = 1) and any batch
+// give the same bits (DESIGN.md: batch invariance).
+TEST(CpuMatmul, BatchInvariantBits) {
+  Cpu c(3);
+  std::mt19937 g(32);
+  for (int32_t type : {MEMRA_TYPE_Q4_1, MEMRA_TYPE_Q6_K, MEMRA_TYPE_F16, MEMRA_TYPE_F32}) {
+    SCOPED_TRACE(memra_type_info(type).name);
+    const int64_t k = 512, n = 97, m = 13;
+    Weights w = make_weights(g, type, n, k);
+    auto x = randf(g, m * k);
+    Dev dw(c, type, k, n), dx(c, MEMRA_TYPE_F32, k, m), dy(c, MEMRA_TYPE_F32, n, m);
+    dw.put_bytes(w.bytes.data());
+    dx.put(x);
+    ASSERT_EQ(MEMRA_OK, c.vt->matmul(c.be, &dy.t, &dx.t, &dw.t, nullptr)) << c.err();
+    std::vector<float> all = dy.get<float>();
+    for (int64_t r : {0, 6, 12}) {
+      memra_tensor x1 = dx.t, y1 = dy.t;
+      x1.offset += r * x1.nb1;
+      x1.ne1 = 1;
+      Dev d1(c, MEMRA_TYPE_F32, n, 1);
+      ASSERT_EQ(MEMRA_OK, c.vt->matmul(c.be, &d1.t, &x1, &dw.t, nullptr)) << c.err();
+      std::vector<float> one = d1.get<float>();
+      std::vector<float> in_batch(all.begin() + r * n, all.begin() + (r + 1) * n);
+      EXPECT_TRUE(bits_equal(one, in_batch)) << "row " << r;
+      (void)y1;
+    }
+  }
+}
+
+TEST(CpuMatmul, ErrorsNameTheOp) {
+  Cpu c;
+  Dev w(c, MEMRA_TYPE_Q4_1, 64, 8), x(c, MEMRA_TYPE_F32, 64, 3), y(c, MEMRA_TYPE_F32, 8, 3),
+      x65(c, MEMRA_TYPE_F32, 65, 3), y9(c, MEMRA_TYPE_F32, 9, 3), b7(c, MEMRA_TYPE_F32, 7, 1),
+      q8k(c, MEMRA_TYPE_Q8_K, 256, 2), xi(c, MEMRA_TYPE_I32, 64, 3);
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul(c.be, &y.t, &x65.t, &w.t, nullptr));
+  EXPECT_EQ(0u, c.err().find("matmul: x has shape [3, 65], expected [*, 64]")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul(c.be, &y9.t, &x.t, &w.t, nullptr));
+  EXPECT_EQ(0u, c.err().find("matmul: y has shape [3, 9], expected [3, 8]")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul(c.be, &y.t, &x.t, &w.t, &b7.t));
+  EXPECT_EQ(0u, c.err().find("matmul: bias")) << c.err();
+  EXPECT_EQ(MEMRA_E_UNSUPPORTED, c.vt->matmul(c.be, &y.t, &x.t, &q8k.t, nullptr));
+  EXPECT_EQ(0u, c.err().find("matmul: weight type Q8_K")) << c.err();
+  EXPECT_EQ(MEMRA_E_UNSUPPORTED, c.vt->matmul(c.be, &y.t, &xi.t, &w.t, nullptr));
+  EXPECT_EQ(0u, c.err().find("matmul: x has type I32, expected F32")) << c.err();
+  // A weight row that is not a whole number of blocks.
+  memra_tensor odd = w.t;
+  odd.ne0 = 48;
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul(c.be, &y.t, &x.t, &odd, nullptr));
+  EXPECT_EQ(0u, c.err().find("matmul: w row of 48 elements is not a whole number of Q4_1 blocks"))
+      << c.err();
+  // y on top of x: refused, not silently wrong.
+  memra_tensor alias = x.t;
+  alias.ne0 = 8;
+  alias.nb1 = 8 * 4;
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul(c.be, &alias, &x.t, &w.t, nullptr));
+  EXPECT_EQ(0u, c.err().find("matmul: y overlaps")) << c.err();
+  EXPECT_TRUE(y.guards_ok());
+}

@@ -1,0 +1,114 @@
+// rmsnorm_test.cc — rmsnorm (with and without the residual add) against a double
+// reference; per-head views; strided rows; shape errors.
+// Tolerance: relative L2 error <= 1e-6 (float32 sum of squares over <= 1000 terms).
+#include "tests/cpu/cpu_test_util.h"
+
+using namespace cputest;
+
+namespace {
+
+// y = x / sqrt(mean(x^2) + eps) * w, rows of width d, in double.
+std::vector<double> ref_rmsnorm(const std::vector<double> &x, const std::vector<float> &w,
+                                int64_t rows, int64_t d, double eps) {
+  std::vector<double> y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < d; ++i) ss += x[r * d + i] * x[r * d + i];
+    double s = 1.0 / std::sqrt(ss / d + eps);
+    for (int64_t i = 0; i < d; ++i) y[r * d + i] = x[r * d + i] * s * w[i];
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST(CpuRmsnorm, MatchesDoubleReference) {
+  Cpu c;
+  std::mt19937 g(11);
+  for (int64_t rows : {1, 31, 97}) {
+    for (int64_t d : {1, 31, 97, 576}) {
+      for (bool with_res : {false, true}) {
+        SCOPED_TRACE(testing::Message() << rows << "x" << d << " res=" << with_res);
+        auto x = randf(g, rows * d, -3, 3), res = randf(g, rows * d), w = randf(g, d, 0.5f, 1.5f);
+        Dev dx(c, MEMRA_TYPE_F32, d, rows), dres(c, MEMRA_TYPE_F32, d, rows),
+            dw(c, MEMRA_TYPE_F32, d, 1), dy(c, MEMRA_TYPE_F32, d, rows, 12);  // strided y
+        dx.put(x);
+        dres.put(res);
+        dw.put(w);
+        const float eps = 1e-5f;
+        ASSERT_EQ(MEMRA_OK,
+                  c.vt->rmsnorm(c.be, &dy.t, &dx.t, with_res ? &dres.t : nullptr, &dw.t, eps))
+            << c.err();
+        std::vector<double> xs(x.size());
+        for (size_t i = 0; i < x.size(); ++i) xs[i] = with_res ? (double)(x[i] + res[i]) : x[i];
+        EXPECT_LE(rel_l2(dy.get<float>(), ref_rmsnorm(xs, w, rows, d, eps)), 1e-6);
+        EXPECT_TRUE(dy.guards_ok());
+        // With res, x is written back as x + res (float sums, exactly).
+        std::vector<float> xw = dx.get<float>();
+        for (size_t i = 0; i < x.size(); ++i)
+          ASSERT_EQ(with_res ? x[i] + res[i] : x[i], xw[i]) << i;
+        EXPECT_TRUE(dx.guards_ok());
+      }
+    }
+  }
+}
+
+TEST(CpuRmsnorm, PerHeadViewAndInPlace) {
+  // q [tokens, n_head * d] viewed as [tokens * n_head, d], normalized in place.
+  Cpu c;
+  std::mt19937 g(12);
+  const int64_t tokens = 7, n_head = 9, d = 64;
+  auto x = randf(g, tokens * n_head * d, -2, 2), w = randf(g, d, 0.5f, 1.5f);
+  Dev dx(c, MEMRA_TYPE_F32, n_head * d, tokens), dw(c, MEMRA_TYPE_F32, d, 1);
+  dx.put(x);
+  dw.put(w);
+  memra_tensor view = dx.t;
+  view.ne0 = d;
+  view.ne1 = tokens * n_head;
+  view.nb1 = d * 4;
+  ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm(c.be, &view, &view, nullptr, &dw.t, 1e-6f)) << c.err();
+  std::vector<double> xs(x.begin(), x.end());
+  EXPECT_LE(rel_l2(dx.get<float>(), ref_rmsnorm(xs, w, tokens * n_head, d, 1e-6)), 1e-6);
+  EXPECT_TRUE(dx.guards_ok());
+}
+
+TEST(CpuRmsnorm, BadShapesAreInvalidAndNamed) {
+  Cpu c;
+  Dev x(c, MEMRA_TYPE_F32, 31, 4), y(c, MEMRA_TYPE_F32, 31, 4), w(c, MEMRA_TYPE_F32, 30, 1),
+      w31(c, MEMRA_TYPE_F32, 31, 1), y3(c, MEMRA_TYPE_F32, 31, 3), wh(c, MEMRA_TYPE_F16, 32, 1);
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm(c.be, &y.t, &x.t, nullptr, &w.t, 1e-5f));
+  EXPECT_EQ(0u, c.err().find("rmsnorm: x has shape [4, 31], expected [*, 30]")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm(c.be, &y3.t, &x.t, nullptr, &w31.t, 1e-5f));
+  EXPECT_EQ(0u, c.err().find("rmsnorm: y has shape")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm(c.be, &y.t, &x.t, &y3.t, &w31.t, 1e-5f));
+  EXPECT_EQ(0u, c.err().find("rmsnorm: res")) << c.err();
+  EXPECT_EQ(MEMRA_E_UNSUPPORTED, c.vt->rmsnorm(c.be, &y.t, &x.t, nullptr, &wh.t, 1e-5f));
+  EXPECT_EQ(0u, c.err().find("rmsnorm: w has type F16")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm(c.be, &y.t, &x.t, nullptr, &w31.t, -1.0f));
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm(c.be, &y.t, nullptr, nullptr, &w31.t, 1e-5f));
+  EXPECT_EQ(0u, c.err().find("rmsnorm: tensor x is absent")) << c.err();
+  // A view running past its buffer.
+  memra_tensor big = x.t;
+  big.ne1 = 7;  // past the 192 guard bytes too
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm(c.be, &y.t, &big, nullptr, &w31.t, 1e-5f));
+  EXPECT_EQ(0u, c.err().find("rmsnorm: x needs bytes")) << c.err();
+  memra_tensor wrap = x.t;
+  wrap.offset = UINT64_MAX - 8;
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm(c.be, &y.t, &wrap, nullptr, &w31.t, 1e-5f));
+  memra_tensor mis = x.t;
+  mis.offset += 2;
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm(c.be, &y.t, &mis, nullptr, &w31.t, 1e-5f));
+  EXPECT_EQ(0u, c.err().find("rmsnorm: x offset")) << c.err();
+  memra_tensor stride = x.t;
+  stride.nb1 = 4;
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm(c.be, &y.t, &stride, nullptr, &w31.t, 1e-5f));
+  EXPECT_EQ(0u, c.err().find("rmsnorm: x row stride 4 is below its row size 124")) << c.err();
+  memra_tensor huge = x.t;
+  huge.ne1 = INT64_MAX;
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm(c.be, &y.t, &huge, nullptr, &w31.t, 1e-5f));
+  memra_tensor badtype = x.t;
+  badtype.type = 77;
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm(c.be, &y.t, &badtype, nullptr, &w31.t, 1e-5f));
+  EXPECT_EQ(0u, c.err().find("rmsnorm: x has unknown type id 77, expected F32")) << c.err();
+  EXPECT_TRUE(y.guards_ok());
+}
