@@ -25,12 +25,13 @@ static inline uint32_t memra_f32_bits(float f) {
  * (fp16 subnormals); multiplying by 2^112 is exact in both cases. Inf/NaN keep an
  * all-ones exponent and their payload. */
 static inline float memra_half_to_f32(uint16_t h) {
-  uint32_t mag = (uint32_t)(h & 0x7fffu) << 13;
-  uint32_t fin = memra_f32_bits(memra_bits_f32(mag) * 0x1p112f);
+  const uint32_t hw = h; /* all arithmetic in 32 bits: SIMD-friendly, no 16-bit lanes */
+  const int32_t mag = (int32_t)((hw & 0x7fffu) << 13);
+  const uint32_t fin = memra_f32_bits(memra_bits_f32((uint32_t)mag) * 0x1p112f);
   /* A mask, not a branch or ?:, so that loops over this still vectorize. */
-  uint32_t special = (uint32_t) - (int32_t)((h & 0x7c00u) == 0x7c00u);
-  uint32_t r = (fin & ~special) | ((mag | 0x7f800000u) & special);
-  return memra_bits_f32(r | ((uint32_t)(h & 0x8000u) << 16));
+  const uint32_t special = (uint32_t) - (int32_t)(mag >= 0x0f800000); /* exponent all ones */
+  const uint32_t r = (fin & ~special) | (((uint32_t)mag | 0x7f800000u) & special);
+  return memra_bits_f32(r | ((hw & 0x8000u) << 16));
 }
 
 /* f32 -> fp16, round to nearest, ties to even; overflow gives Inf, NaN stays a quiet NaN

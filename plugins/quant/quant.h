@@ -22,7 +22,12 @@ bool memra_quant_supported(int32_t type);
 /* dst[0..n) = values of the row src; n a multiple of the type's block. */
 void memra_dequant_row(int32_t type, const void *src, float *dst, int64_t n);
 
-/* sum_i dequant(w)[i] * x[i] over n elements, accumulated in F32 block by block. */
+/* sum_i dequant(w)[i] * x[i] over n elements, accumulated in F32 block by block.
+ * The summation order depends only on n (element i goes to F32 lane i % 16, in order;
+ * the 16 lanes are summed in a fixed tree), so for every type
+ *   memra_vec_dot(type, w, x, n) == memra_vec_dot(MEMRA_TYPE_F32, dequant(w), x, n)
+ * bit for bit: a caller may dequantize a weight row once and reuse it for many x
+ * (prefill) and still get the same bits as the fused path (decode). */
 float memra_vec_dot(int32_t type, const void *w, const float *x, int64_t n);
 
 /* Encodes n floats as one row of type; false if the type has no quantizer. */

@@ -37,7 +37,7 @@ static inline float lanes_sum(const lanes *acc) {
 
 /* Whole blocks through a stack buffer; the dequantizer is inlined per type. */
 #define MEMRA_DOT_BLOCKS(btype, fn, qk)                                                            \
-  static float dot_##btype(const void *w, const float *x, int64_t n) {                             \
+  __attribute__((noinline)) static float dot_##btype(const void *w, const float *x, int64_t n) {   \
     const btype *b = (const btype *)w;                                                             \
     lanes acc = {{0}};                                                                             \
     float buf[qk];                                                                                 \
@@ -70,25 +70,24 @@ static float dot_f32(const float *w, const float *x, int64_t n) {
   return lanes_sum(&acc);
 }
 
-static float dot_f16(const uint16_t *w, const float *x, int64_t n, int bf16) {
-  lanes acc = {{0}};
-  float buf[32];
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    if (bf16)
-      for (int k = 0; k < 32; ++k)
-        buf[k] = memra_bf16_bits_to_f32(w[i + k]);
-    else
-      for (int k = 0; k < 32; ++k)
-        buf[k] = memra_half_to_f32(w[i + k]);
-    lanes_fma(&acc, buf, x + i, 32);
+/* F16 and BF16 rows: 32 values converted at a time, then the same lanes. */
+#define MEMRA_DOT_HALVES(name, cvt)                                                                \
+  __attribute__((noinline)) static float name(const uint16_t *w, const float *x, int64_t n) {      \
+    lanes acc = {{0}};                                                                             \
+    float buf[32];                                                                                 \
+    int64_t i = 0;                                                                                 \
+    for (; i + 32 <= n; i += 32) {                                                                 \
+      for (int k = 0; k < 32; ++k)                                                                 \
+        buf[k] = cvt(w[i + k]);                                                                    \
+      lanes_fma(&acc, buf, x + i, 32);                                                             \
+    }                                                                                              \
+    for (int64_t k = i; k < n; ++k)                                                                \
+      acc.v[(k - i) % LANES] += cvt(w[k]) * x[k];                                                  \
+    return lanes_sum(&acc);                                                                        \
   }
-  for (int64_t k = i; k < n; ++k) {
-    float v = bf16 ? memra_bf16_bits_to_f32(w[k]) : memra_half_to_f32(w[k]);
-    acc.v[(k - i) % LANES] += v * x[k];
-  }
-  return lanes_sum(&acc);
-}
+
+MEMRA_DOT_HALVES(dot_f16, memra_half_to_f32)
+MEMRA_DOT_HALVES(dot_bf16, memra_bf16_bits_to_f32)
 
 float memra_vec_dot(int32_t type, const void *w, const float *x, int64_t n) {
   const memra_type_traits tr = memra_type_info(type); /* callers pass whole blocks */
@@ -96,8 +95,8 @@ float memra_vec_dot(int32_t type, const void *w, const float *x, int64_t n) {
   (void)tr;
   switch (type) {
   case MEMRA_TYPE_F32: return dot_f32((const float *)w, x, n);
-  case MEMRA_TYPE_F16: return dot_f16((const uint16_t *)w, x, n, 0);
-  case MEMRA_TYPE_BF16: return dot_f16((const uint16_t *)w, x, n, 1);
+  case MEMRA_TYPE_F16: return dot_f16((const uint16_t *)w, x, n);
+  case MEMRA_TYPE_BF16: return dot_bf16((const uint16_t *)w, x, n);
   case MEMRA_TYPE_Q4_0: return dot_memra_block_q4_0(w, x, n);
   case MEMRA_TYPE_Q4_1: return dot_memra_block_q4_1(w, x, n);
   case MEMRA_TYPE_Q5_0: return dot_memra_block_q5_0(w, x, n);

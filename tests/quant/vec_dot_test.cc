@@ -92,3 +92,39 @@ TEST(QuantVecDot, Reproducible) {
     EXPECT_TRUE(std::isfinite(a)) << type_name(q.type);
   }
 }
+
+// quant.h's promise: the fused dot equals the F32 dot of the dequantized row, bit for bit,
+// so dequantize-once (prefill) and fused (decode) paths agree exactly.
+TEST(QuantVecDot, FusedEqualsDequantThenF32Dot) {
+  std::mt19937 rng(2468);
+  for (const auto &q : all_types()) {
+    const memra_type_traits tr = memra_type_info(q.type);
+    if (tr.blck == 1) continue;
+    for (int64_t nb : {1, 2, 7}) {
+      const int64_t n = nb * tr.blck;
+      std::vector<uint8_t> w = memra_test::random_blocks(q, nb, rng);
+      std::vector<float> x = memra_test::normal_floats((size_t)n, rng), wf((size_t)n);
+      memra_dequant_row(q.type, w.data(), wf.data(), n);
+      const float fused = memra_vec_dot(q.type, w.data(), x.data(), n);
+      const float twostep = memra_vec_dot(MEMRA_TYPE_F32, wf.data(), x.data(), n);
+      EXPECT_EQ(0, std::memcmp(&fused, &twostep, 4))
+          << type_name(q.type) << " nb=" << nb << ": " << fused << " vs " << twostep;
+    }
+  }
+  for (int64_t n : {1, 17, 33, 100}) { // F16/BF16, tails included
+    std::vector<float> v = memra_test::normal_floats((size_t)n, rng);
+    std::vector<float> x = memra_test::normal_floats((size_t)n, rng), wf((size_t)n);
+    std::vector<uint16_t> h((size_t)n), bf((size_t)n);
+    for (int64_t i = 0; i < n; ++i) {
+      h[(size_t)i] = memra_f32_to_fp16(v[(size_t)i]);
+      bf[(size_t)i] = memra_f32_to_bf16(v[(size_t)i]);
+    }
+    for (auto [type, p] : {std::pair<int32_t, const void *>{MEMRA_TYPE_F16, h.data()},
+                           std::pair<int32_t, const void *>{MEMRA_TYPE_BF16, bf.data()}}) {
+      memra_dequant_row(type, p, wf.data(), n);
+      const float a = memra_vec_dot(type, p, x.data(), n);
+      const float b = memra_vec_dot(MEMRA_TYPE_F32, wf.data(), x.data(), n);
+      EXPECT_EQ(0, std::memcmp(&a, &b, 4)) << type_name(type) << " n=" << n;
+    }
+  }
+}
