@@ -19,7 +19,9 @@ extern "C" {
 /* True for the types below: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K..Q6_K. */
 bool memra_quant_supported(int32_t type);
 
-/* dst[0..n) = values of the row src; n a multiple of the type's block. */
+/* dst[0..n) = values of the row src; n a multiple of the type's block, src 2-byte aligned
+ * (GGUF data is). An unsupported type fills dst with NaN (and vec_dot returns NaN), so a
+ * caller that skipped memra_quant_supported finds out at once. */
 void memra_dequant_row(int32_t type, const void *src, float *dst, int64_t n);
 
 /* sum_i dequant(w)[i] * x[i] over n elements, accumulated in F32 block by block.
