@@ -66,9 +66,17 @@ __device__ __forceinline__ void memra_load32(const uint8_t *p, uint8_t b[32]) {
   }
 }
 
+/* a * b + c, rounded twice when EXACT (bit-exact with ggml's dequantizers, which the CPU
+ * oracle reproduces with -ffp-contract=off), else one fused multiply-add (matmul, whose
+ * sum order differs from the oracle's anyway). */
+template <bool EXACT>
+__device__ __forceinline__ float memra_madd(float a, float b, float c) {
+  return EXACT ? __fadd_rn(__fmul_rn(a, b), c) : fmaf(a, b, c);
+}
+
 /* w[0..32) = elements [32u, 32u + 32) of the row at `row`. VEC: float rows are 16-byte
  * aligned. The caller guarantees the unit lies inside the row. */
-template <int T, bool VEC>
+template <int T, bool VEC, bool EXACT = false>
 __device__ __forceinline__ void memra_deq32(const uint8_t *__restrict__ row, int64_t u, float w[32]) {
   if (T == MEMRA_TYPE_F32) {
     const float *p = (const float *)row + 32 * u;
@@ -123,8 +131,8 @@ __device__ __forceinline__ void memra_deq32(const uint8_t *__restrict__ row, int
     const uint8_t *q = (const uint8_t *)q4;
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      w[i] = d * (float)(q[i] & 0xF) + m;
-      w[i + 16] = d * (float)(q[i] >> 4) + m;
+      w[i] = memra_madd<EXACT>(d, (float)(q[i] & 0xF), m);
+      w[i + 16] = memra_madd<EXACT>(d, (float)(q[i] >> 4), m);
     }
   } else if (T == MEMRA_TYPE_Q5_0 || T == MEMRA_TYPE_Q5_1) {
     /* Q5_0: d, qh[4], qs[16] (22 B); Q5_1: d, m, qh[4], qs[16] (24 B) */
@@ -145,8 +153,8 @@ __device__ __forceinline__ void memra_deq32(const uint8_t *__restrict__ row, int
         w[i] = d * (float)(x0 - 16);
         w[i + 16] = d * (float)(x1 - 16);
       } else {
-        w[i] = d * (float)x0 + m;
-        w[i + 16] = d * (float)x1 + m;
+        w[i] = memra_madd<EXACT>(d, (float)x0, m);
+        w[i + 16] = memra_madd<EXACT>(d, (float)x1, m);
       }
     }
   } else if (T == MEMRA_TYPE_Q4_K || T == MEMRA_TYPE_Q5_K) {
@@ -177,14 +185,14 @@ __device__ __forceinline__ void memra_deq32(const uint8_t *__restrict__ row, int
     const int shift = 4 * (j & 1);
     if (T == MEMRA_TYPE_Q4_K) {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) w[i] = d1 * (float)((q[i] >> shift) & 0xF) - m1;
+      for (int i = 0; i < 32; ++i) w[i] = memra_madd<EXACT>(d1, (float)((q[i] >> shift) & 0xF), -m1);
     } else {
       alignas(16) uint8_t qh[32];
       if (VEC) memra_load32<16>(b + 16, qh);
       else memra_load32<2>(b + 16, qh);
 #pragma unroll
       for (int i = 0; i < 32; ++i)
-        w[i] = d1 * (float)(((q[i] >> shift) & 0xF) | (((qh[i] >> j) & 1) << 4)) - m1;
+        w[i] = memra_madd<EXACT>(d1, (float)(((q[i] >> shift) & 0xF) | (((qh[i] >> j) & 1) << 4)), -m1);
     }
   } else if (T == MEMRA_TYPE_Q6_K) {
     /* ql[128], qh[64], scales[16] int8, d f16: 210 B. Unit j = half n = j/4, quarter k. */

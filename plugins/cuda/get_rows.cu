@@ -1,5 +1,5 @@
 /* get_rows.cu — y[r] = dequant(table row ids[r]): the embedding lookup.
- * Oracle: plugins/cpu get_rows. An id outside the table writes NaN to its row (the
+ * Oracle: plugins/cpu get_rows, bit-exact (the EXACT dequantizers). An id outside the table writes NaN to its row (the
  * host cannot see device ids without a sync; NaN makes the fault visible downstream). */
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/dequant.cuh"
@@ -19,7 +19,7 @@ __global__ void get_rows_v1_kernel(float *y, int64_t y_ld, const uint8_t *table,
 #pragma unroll
       for (int i = 0; i < 32; ++i) w[i] = __int_as_float(0x7fc00000);
     } else {
-      memra_deq32<T, false>(table + (uint64_t)id * t_nb1, u, w);
+      memra_deq32<T, false, true>(table + (uint64_t)id * t_nb1, u, w);
     }
 #pragma unroll
     for (int i = 0; i < 32; ++i) yr[32 * u + i] = w[i];

@@ -1,0 +1,168 @@
+/* gemv_bench.c — decode matmul (M = 1 row) timings of a GPU plugin on the
+ * Llama-3.1-8B projection shapes, per weight type, against the device-to-device copy
+ * bandwidth measured in the same run.
+ *
+ *   gemv_bench PLUGIN.so
+ *
+ * Weights are rotated over enough copies that the working set is far larger than L2
+ * (60 MB on an H200), and each timed unit is a captured graph of many matmuls, so launch
+ * gaps and host timing add little. Bytes counted: the weight matrix, x and y, once each.
+ * GB/s is 1e9 bytes per second; the copy figure counts bytes read plus bytes written. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "plugins/quant/quant.h"
+#include "tools/device/plugpair.h"
+
+static memra_plug G;
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+
+static uint64_t rnd(void) {
+  g_rng ^= g_rng >> 12;
+  g_rng ^= g_rng << 25;
+  g_rng ^= g_rng >> 27;
+  return g_rng * 2685821657736338717ull;
+}
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+#define MUST(call, what) memra_plug_must(&G, (call), what)
+
+/* Median seconds of one run of fn over `reps` timed batches of `inner` runs. */
+static double median_time(void (*fn)(void *), void *ctx, int inner, int reps) {
+  double t[32];
+  for (int w = 0; w < 3; ++w) fn(ctx);
+  MUST(G.vt->synchronize(G.be), "synchronize");
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now();
+    for (int i = 0; i < inner; ++i) fn(ctx);
+    MUST(G.vt->synchronize(G.be), "synchronize");
+    t[r] = (now() - t0) / inner;
+  }
+  qsort(t, (size_t)reps, sizeof t[0], cmp_d);
+  return t[reps / 2];
+}
+
+typedef struct copy_ctx {
+  memra_buf *a, *b;
+  uint64_t n;
+} copy_ctx;
+static void run_copy(void *p) {
+  copy_ctx *c = p;
+  MUST(G.vt->buf_copy(G.be, c->b, 0, c->a, 0, c->n), "buf_copy");
+}
+
+typedef struct graph_ctx {
+  memra_graph *g;
+} graph_ctx;
+static void run_graph(void *p) { MUST(G.vt->graph_launch(G.be, ((graph_ctx *)p)->g), "graph_launch"); }
+
+static void fill_random(int32_t type, uint8_t *p, uint64_t bytes) {
+  for (uint64_t i = 0; i < bytes; ++i) p[i] = (uint8_t)(rnd() >> 56);
+  memra_type_traits tr = memra_type_info(type);
+  if (tr.blck == 1) { /* float formats: keep values finite and moderate */
+    for (uint64_t i = 0; i + 1 < bytes; i += 2) {
+      uint16_t h = type == MEMRA_TYPE_BF16 ? memra_f32_to_bf16((float)((int)(rnd() % 2001) - 1000) * 1e-3f)
+                                           : memra_f32_to_fp16((float)((int)(rnd() % 2001) - 1000) * 1e-3f);
+      memcpy(p + i, &h, 2);
+    }
+  }
+  /* Quantized formats: random scale bytes are valid blocks; timing does not depend on
+   * their values (no data-dependent branches in the kernels). */
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: gemv_bench PLUGIN.so\n");
+    return 2;
+  }
+  if (memra_plug_open(&G, argv[1])) return 2;
+  memra_device_info di;
+  MUST(G.vt->device_info(G.be, &di), "device_info");
+
+  /* 1. copy bandwidth: 2 GiB device to device */
+  copy_ctx cc = {NULL, NULL, 2ull << 30};
+  MUST(G.vt->buf_alloc(G.be, cc.n, &cc.a), "buf_alloc");
+  MUST(G.vt->buf_alloc(G.be, cc.n, &cc.b), "buf_alloc");
+  {
+    uint8_t *tmp = malloc(64 << 20);
+    for (uint64_t i = 0; i < (64u << 20); ++i) tmp[i] = (uint8_t)(rnd() >> 56);
+    for (uint64_t o = 0; o < cc.n; o += 64u << 20) MUST(G.vt->buf_upload(G.be, cc.a, o, tmp, 64u << 20), "upload");
+    free(tmp);
+  }
+  double tc = median_time(run_copy, &cc, 10, 7);
+  double copy_gbs = 2.0 * cc.n / tc / 1e9;
+  G.vt->buf_free(G.be, cc.a);
+  G.vt->buf_free(G.be, cc.b);
+  printf("device: %s, %d SMs; copy %.0f MiB d2d: %.1f us, %.0f GB/s (read+write)\n", di.name,
+         di.n_sms, cc.n / 1048576.0, tc * 1e6, copy_gbs);
+
+  static const struct { const char *name; int64_t n, k; } shapes[] = {
+      {"attn_q/out 4096x4096", 4096, 4096},
+      {"ffn_gate/up 14336x4096", 14336, 4096},
+      {"ffn_down 4096x14336", 4096, 14336},
+      {"output 128256x4096", 128256, 4096},
+  };
+  static const int32_t types[] = {MEMRA_TYPE_F16,  MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0,
+                                  MEMRA_TYPE_Q4_1, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q6_K};
+  char table[64][160];
+  int nt = 0;
+  for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ++ti) {
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; ++si) {
+      const int32_t type = types[ti];
+      const int64_t N = shapes[si].n, K = shapes[si].k;
+      const uint64_t wbytes = memra_type_row_bytes(type, K) * (uint64_t)N;
+      int copies = (int)((512ull << 20) / wbytes) + 1;
+      if (copies < 2) copies = 2;
+      const int per_graph = copies < 24 ? 24 : copies; /* matmuls per graph */
+      memra_buf *w = NULL, *x = NULL, *y = NULL;
+      MUST(G.vt->buf_alloc(G.be, wbytes * copies, &w), "buf_alloc w");
+      MUST(G.vt->buf_alloc(G.be, (uint64_t)K * 4, &x), "buf_alloc x");
+      MUST(G.vt->buf_alloc(G.be, (uint64_t)N * 4, &y), "buf_alloc y");
+      uint8_t *host = malloc(wbytes);
+      fill_random(type, host, wbytes);
+      for (int c = 0; c < copies; ++c) MUST(G.vt->buf_upload(G.be, w, wbytes * c, host, wbytes), "upload w");
+      free(host);
+      float *xh = malloc((size_t)K * 4);
+      for (int64_t i = 0; i < K; ++i) xh[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+      MUST(G.vt->buf_upload(G.be, x, 0, xh, (uint64_t)K * 4), "upload x");
+      free(xh);
+      memra_tensor tx = {x, 0, MEMRA_TYPE_F32, 0, K, 1, (uint64_t)K * 4};
+      memra_tensor ty = {y, 0, MEMRA_TYPE_F32, 0, N, 1, (uint64_t)N * 4};
+      graph_ctx gc = {NULL};
+      MUST(G.vt->synchronize(G.be), "synchronize");
+      MUST(G.vt->graph_begin(G.be), "graph_begin");
+      for (int i = 0; i < per_graph; ++i) {
+        memra_tensor tw = {w, wbytes * (uint64_t)(i % copies), type, 0, K, N, memra_type_row_bytes(type, K)};
+        MUST(G.vt->matmul(G.be, &ty, &tx, &tw, NULL), "matmul");
+      }
+      MUST(G.vt->graph_end(G.be, &gc.g), "graph_end");
+      double t = median_time(run_graph, &gc, 5, 7) / per_graph;
+      G.vt->graph_free(G.be, gc.g);
+      const double bytes = (double)wbytes + K * 4.0 + N * 4.0;
+      const double gbs = bytes / t / 1e9;
+      snprintf(table[nt++], sizeof table[0], "%-5s %-24s %9.1f %8.0f %6.1f%%  (%.1f MB, %d copies)",
+               memra_type_info(type).name, shapes[si].name, t * 1e6, gbs, 100.0 * gbs / copy_gbs,
+               wbytes / 1e6, copies);
+      fprintf(stderr, "%s\n", table[nt - 1]);
+      G.vt->buf_free(G.be, w);
+      G.vt->buf_free(G.be, x);
+      G.vt->buf_free(G.be, y);
+    }
+  }
+  printf("\nGEMV v1 (M=1) on %s; copy bandwidth %.0f GB/s\n", di.name, copy_gbs);
+  printf("%-5s %-24s %9s %8s %7s\n", "type", "shape (N x K)", "us", "GB/s", "%copy");
+  for (int i = 0; i < nt; ++i) printf("%s\n", table[i]);
+  memra_plug_close(&G);
+  return 0;
+}

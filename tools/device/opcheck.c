@@ -1,0 +1,710 @@
+/* opcheck.c — every op of a plugin under test against a reference plugin (the CPU
+ * oracle), on the same seeded random inputs with odd sizes.
+ *
+ *   opcheck [--quick] [--seed N] REF.so TEST.so
+ *
+ * For each case both plugins get identical input bytes; outputs are poisoned (0xFF: NaN
+ * floats, -1 ints) before the op and followed by guard bytes checked after it. Outputs
+ * are compared for NaN/Inf agreement first, then by relative L2 error against a per-op
+ * tolerance. The plugin under test is also checked against itself: a row computed alone
+ * must be bit-identical to the same row inside a batch (batch invariance), and a
+ * captured graph must replay bit-identically to eager execution. A table is printed
+ * last; the exit status is non-zero when any case fails. --quick: a short subset (for
+ * compute-sanitizer). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugins/quant/quant.h"
+#include "tools/device/plugpair.h"
+
+enum { GUARD = 256 };
+
+static memra_plug P[2]; /* 0: reference, 1: under test */
+static int g_quick;
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+
+/* --- random data ------------------------------------------------------------------- */
+
+static uint64_t rnd(void) { /* xorshift64* */
+  g_rng ^= g_rng >> 12;
+  g_rng ^= g_rng << 25;
+  g_rng ^= g_rng >> 27;
+  return g_rng * 2685821657736338717ull;
+}
+static float frand(float lo, float hi) {
+  return lo + (hi - lo) * (float)((rnd() >> 40) * (1.0 / 16777216.0));
+}
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    fprintf(stderr, "out of host memory (%zu bytes)\n", n);
+    exit(3);
+  }
+  return p;
+}
+static float *frand_vec(int64_t n, float lo, float hi) {
+  float *v = xmalloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; ++i) v[i] = frand(lo, hi);
+  return v;
+}
+
+/* Random rows of a type: random bytes, then the f16 scale fields set to sane positive
+ * values (random bytes there would be NaN/Inf/huge). Any such block is a valid block. */
+static void *rand_rows(int32_t type, int64_t ne0, int64_t rows, uint64_t *nbytes) {
+  uint64_t rb = memra_type_row_bytes(type, ne0);
+  uint8_t *p = xmalloc(rb * rows);
+  *nbytes = rb * rows;
+  if (type == MEMRA_TYPE_F32) {
+    for (int64_t i = 0; i < ne0 * rows; ++i) ((float *)p)[i] = frand(-1, 1);
+    return p;
+  }
+  if (type == MEMRA_TYPE_F16 || type == MEMRA_TYPE_BF16) {
+    for (int64_t i = 0; i < ne0 * rows; ++i)
+      ((uint16_t *)p)[i] = type == MEMRA_TYPE_F16 ? memra_f32_to_fp16(frand(-1, 1))
+                                                  : memra_f32_to_bf16(frand(-1, 1));
+    return p;
+  }
+  for (uint64_t i = 0; i < rb * rows; ++i) p[i] = (uint8_t)(rnd() >> 56);
+  memra_type_traits tr = memra_type_info(type);
+  int offs[2] = {-1, -1};
+  switch (type) {
+  case MEMRA_TYPE_Q4_0: case MEMRA_TYPE_Q5_0: case MEMRA_TYPE_Q8_0: offs[0] = 0; break;
+  case MEMRA_TYPE_Q4_1: case MEMRA_TYPE_Q5_1: case MEMRA_TYPE_Q4_K: case MEMRA_TYPE_Q5_K:
+    offs[0] = 0; offs[1] = 2; break;
+  case MEMRA_TYPE_Q6_K: offs[0] = 208; break;
+  default: break;
+  }
+  for (uint64_t b = 0; b < rb * rows / (uint64_t)tr.size; ++b)
+    for (int k = 0; k < 2; ++k)
+      if (offs[k] >= 0) {
+        uint16_t h = memra_f32_to_fp16(frand(0.001f, 0.02f));
+        memcpy(p + b * (uint64_t)tr.size + offs[k], &h, 2);
+      }
+  return p;
+}
+
+/* --- device buffers holding the same bytes on both plugins --------------------------- */
+
+typedef struct dbuf {
+  memra_buf *b[2];
+  uint64_t size; /* payload; GUARD bytes of 0xA5 follow */
+} dbuf;
+
+/* init NULL: poisoned with 0xFF (NaN floats, -1 ints). */
+static dbuf dnew(uint64_t size, const void *init) {
+  dbuf d = {{NULL, NULL}, size};
+  uint8_t *tmp = xmalloc(size + GUARD);
+  if (init) memcpy(tmp, init, size);
+  else memset(tmp, 0xFF, size);
+  memset(tmp + size, 0xA5, GUARD);
+  for (int i = 0; i < 2; ++i) {
+    memra_plug_must(&P[i], P[i].vt->buf_alloc(P[i].be, size + GUARD, &d.b[i]), "buf_alloc");
+    memra_plug_must(&P[i], P[i].vt->buf_upload(P[i].be, d.b[i], 0, tmp, size + GUARD), "upload");
+  }
+  free(tmp);
+  return d;
+}
+static void dfree(dbuf *d) {
+  for (int i = 0; i < 2; ++i) P[i].vt->buf_free(P[i].be, d->b[i]);
+}
+static void dpoison(dbuf *d) {
+  uint8_t *tmp = xmalloc(d->size);
+  memset(tmp, 0xFF, d->size);
+  for (int i = 0; i < 2; ++i)
+    memra_plug_must(&P[i], P[i].vt->buf_upload(P[i].be, d->b[i], 0, tmp, d->size), "upload");
+  free(tmp);
+}
+/* Downloads plugin i's payload (caller frees). */
+static void *dget(const dbuf *d, int i) {
+  void *p = xmalloc(d->size);
+  memra_plug_must(&P[i], P[i].vt->buf_download(P[i].be, d->b[i], 0, p, d->size), "download");
+  return p;
+}
+static int dguard_ok(const dbuf *d) {
+  uint8_t g[GUARD];
+  for (int i = 0; i < 2; ++i) {
+    memra_plug_must(&P[i], P[i].vt->buf_download(P[i].be, d->b[i], d->size, g, GUARD), "download");
+    for (int k = 0; k < GUARD; ++k)
+      if (g[k] != 0xA5) return 0;
+  }
+  return 1;
+}
+static memra_tensor T(const dbuf *d, int i, int32_t type, int64_t ne0, int64_t ne1) {
+  memra_tensor t;
+  memset(&t, 0, sizeof t);
+  t.buf = d->b[i];
+  t.type = type;
+  t.ne0 = ne0;
+  t.ne1 = ne1;
+  t.nb1 = memra_type_row_bytes(type, ne0);
+  return t;
+}
+/* T by pointer, from a ring: enough for the arguments of one call. */
+static memra_tensor *TP(const dbuf *d, int i, int32_t type, int64_t ne0, int64_t ne1) {
+  static memra_tensor ring[64];
+  static int next;
+  memra_tensor *t = &ring[next++ % 64];
+  *t = T(d, i, type, ne0, ne1);
+  return t;
+}
+static memra_tensor NONE(void) {
+  memra_tensor t;
+  memset(&t, 0, sizeof t);
+  return t;
+}
+
+/* --- results ------------------------------------------------------------------------ */
+
+typedef struct result {
+  char op[16], what[96];
+  double err, tol;
+  int pass;
+  char note[96];
+} result;
+static result g_res[512];
+static int g_nres, g_nfail;
+
+static void record(const char *op, const char *what, double err, double tol, int pass,
+                   const char *note) {
+  if (g_nres < (int)(sizeof g_res / sizeof g_res[0])) {
+    result *r = &g_res[g_nres++];
+    snprintf(r->op, sizeof r->op, "%s", op);
+    snprintf(r->what, sizeof r->what, "%s", what);
+    r->err = err;
+    r->tol = tol;
+    r->pass = pass;
+    snprintf(r->note, sizeof r->note, "%s", note ? note : "");
+  }
+  if (!pass) ++g_nfail;
+  fprintf(stderr, "%-4s %-10s %-64s err %.3e tol %.1e %s\n", pass ? "ok" : "FAIL", op, what, err,
+          tol, note ? note : "");
+}
+
+/* Compares n floats of d (reference vs test): NaN/Inf agreement, then relative L2. */
+static void compare_f32(const char *op, const char *what, const dbuf *d, int64_t n, double tol) {
+  float *a = dget(d, 0), *b = dget(d, 1);
+  int64_t bad = -1;
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int fa = isfinite(a[i]), fb = isfinite(b[i]);
+    if (fa != fb || (!fa && !(isnan(a[i]) && isnan(b[i])) && a[i] != b[i])) {
+      if (bad < 0) bad = i;
+      continue;
+    }
+    if (!fa) continue;
+    double e = (double)a[i] - (double)b[i];
+    num += e * e;
+    den += (double)a[i] * a[i];
+  }
+  double err = den > 0 ? sqrt(num / den) : sqrt(num);
+  char note[96] = "";
+  int pass = err <= tol && bad < 0 && dguard_ok(d);
+  if (bad >= 0) snprintf(note, sizeof note, "nonfinite mismatch at %" PRId64 " (%g vs %g)", bad, a[bad], b[bad]);
+  else if (!dguard_ok(d)) snprintf(note, sizeof note, "guard bytes overwritten");
+  record(op, what, err, tol, pass, note);
+  free(a);
+  free(b);
+}
+static void compare_i32(const char *op, const char *what, const dbuf *d, int64_t n) {
+  int32_t *a = dget(d, 0), *b = dget(d, 1);
+  int64_t bad = -1;
+  for (int64_t i = 0; i < n && bad < 0; ++i)
+    if (a[i] != b[i]) bad = i;
+  char note[96] = "";
+  if (bad >= 0) snprintf(note, sizeof note, "at %" PRId64 ": %d vs %d", bad, a[bad], b[bad]);
+  record(op, what, bad >= 0 ? 1 : 0, 0, bad < 0 && dguard_ok(d), note);
+  free(a);
+  free(b);
+}
+/* Runs status st of both plugins: both OK, or a shared refusal (a skip). 1 = compare. */
+static int both_ok(const char *op, const char *what, memra_status s0, memra_status s1) {
+  if (s0 == MEMRA_OK && s1 == MEMRA_OK) return 1;
+  char note[96];
+  if (s0 == MEMRA_E_UNSUPPORTED && s1 == MEMRA_E_UNSUPPORTED) {
+    record(op, what, 0, 0, 1, "unsupported by both (skipped)");
+    return 0;
+  }
+  snprintf(note, sizeof note, "status ref %d test %d", (int)s0, (int)s1);
+  fprintf(stderr, "  ref: %s\n  test: %s\n", P[0].vt->last_error(P[0].be),
+          P[1].vt->last_error(P[1].be));
+  record(op, what, 1, 0, 0, note);
+  return 0;
+}
+#define BOTH(op, what, call)                                                             \
+  do {                                                                                   \
+    memra_status s_[2];                                                                  \
+    for (int i = 0; i < 2; ++i) {                                                        \
+      s_[i] = (call);                                                                    \
+      if (s_[i] == MEMRA_OK) s_[i] = P[i].vt->synchronize(P[i].be);                      \
+    }                                                                                    \
+    ok_ = both_ok(op, what, s_[0], s_[1]);                                               \
+  } while (0)
+
+/* --- the cases ----------------------------------------------------------------------- */
+
+static const int32_t k_types[] = {MEMRA_TYPE_F32,  MEMRA_TYPE_F16,  MEMRA_TYPE_BF16,
+                                  MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_1,
+                                  MEMRA_TYPE_Q5_0, MEMRA_TYPE_Q5_1, MEMRA_TYPE_Q4_K,
+                                  MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q6_K};
+enum { N_TYPES = sizeof k_types / sizeof k_types[0] };
+
+static int64_t odd_k(int32_t type, int wide) {
+  int blck = memra_type_info(type).blck;
+  if (blck == 1) return wide ? 4097 : 4096; /* 4096: vector path; 4097: tail */
+  return blck == 32 ? 32 * (wide ? 129 : 37) : 256 * (wide ? 17 : 5);
+}
+
+static void check_get_rows(void) {
+  for (int t = 0; t < N_TYPES; ++t) {
+    const int32_t type = k_types[t];
+    const int64_t ne0 = odd_k(type, 1), rows = 61, n = 7;
+    uint64_t nb;
+    void *tab = rand_rows(type, ne0, rows, &nb);
+    int32_t ids[7];
+    for (int i = 0; i < n; ++i) ids[i] = (int32_t)(rnd() % rows);
+    ids[3] = (int32_t)rows - 1;
+    dbuf dt = dnew(nb, tab), di = dnew(sizeof ids, ids), dy = dnew((uint64_t)n * ne0 * 4, NULL);
+    char what[96];
+    snprintf(what, sizeof what, "%s [%" PRId64 " of %" PRId64 " x %" PRId64 "]",
+             memra_type_info(type).name, n, rows, ne0);
+    int ok_;
+    BOTH("get_rows", what,
+         (P[i].vt->get_rows(P[i].be, TP(&dy, i, 0, ne0, n),
+                            TP(&dt, i, type, ne0, rows),
+                            TP(&di, i, MEMRA_TYPE_I32, n, 1))));
+    if (ok_) compare_f32("get_rows", what, &dy, n * ne0, 1e-7);
+    dfree(&dt); dfree(&di); dfree(&dy);
+    free(tab);
+  }
+}
+
+static void check_matmul(void) {
+  static const int64_t ms[] = {1, 3, 8, 13};
+  for (int t = 0; t < N_TYPES; ++t) {
+    const int32_t type = k_types[t];
+    for (int wide = 0; wide < 2; ++wide) {
+      if (g_quick && wide) continue;
+      const int64_t K = odd_k(type, wide), N = wide ? 131 : 257;
+      uint64_t nb;
+      void *w = rand_rows(type, K, N, &nb);
+      float *bias = frand_vec(N, -1, 1);
+      dbuf dw = dnew(nb, w), db = dnew((uint64_t)N * 4, bias);
+      for (int mi = 0; mi < 4; ++mi) {
+        const int64_t M = ms[mi];
+        if (g_quick && M > 3) continue;
+        float *x = frand_vec(M * K, -1, 1);
+        dbuf dx = dnew((uint64_t)M * K * 4, x), dy = dnew((uint64_t)M * N * 4, NULL);
+        const int use_bias = (mi & 1);
+        char what[96];
+        snprintf(what, sizeof what, "%s M=%" PRId64 " N=%" PRId64 " K=%" PRId64 "%s",
+                 memra_type_info(type).name, M, N, K, use_bias ? " +bias" : "");
+        int ok_;
+        BOTH("matmul", what,
+             P[i].vt->matmul(P[i].be, TP(&dy, i, 0, N, M),
+                             TP(&dx, i, 0, K, M),
+                             TP(&dw, i, type, K, N),
+                             use_bias ? TP(&db, i, 0, N, 1) : NULL));
+        if (ok_) compare_f32("matmul", what, &dy, M * N, 1e-5);
+        if (ok_ && M > 1) { /* batch invariance on the plugin under test */
+          float *yb = dget(&dy, 1);
+          int64_t r = M / 2;
+          dbuf d1 = dnew((uint64_t)N * 4, NULL);
+          memra_tensor xr = T(&dx, 1, 0, K, 1);
+          xr.offset = (uint64_t)r * K * 4;
+          memra_plug_must(&P[1], P[1].vt->matmul(P[1].be, TP(&d1, 1, 0, N, 1), &xr,
+                                                 TP(&dw, 1, type, K, N),
+                                                 use_bias ? TP(&db, 1, 0, N, 1) : NULL),
+                          "matmul");
+          float *y1 = dget(&d1, 1);
+          int same = memcmp(y1, yb + r * N, (size_t)N * 4) == 0;
+          char w2[96];
+          snprintf(w2, sizeof w2, "%s row %" PRId64 " alone == in batch of %" PRId64,
+                   memra_type_info(type).name, r, M);
+          record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+          free(y1); free(yb);
+          dfree(&d1);
+        }
+        dfree(&dx); dfree(&dy);
+        free(x);
+      }
+      dfree(&dw); dfree(&db);
+      free(w); free(bias);
+    }
+  }
+}
+
+static void check_rmsnorm(void) {
+  struct { int64_t rows, ne0; int res; } cs[] = {{7, 4097, 1}, {7, 4097, 0}, {7 * 5, 128, 0}, {1, 31, 1}};
+  for (int c = 0; c < 4; ++c) {
+    const int64_t R = cs[c].rows, E = cs[c].ne0;
+    float *x = frand_vec(R * E, -2, 2), *res = frand_vec(R * E, -1, 1), *w = frand_vec(E, 0.5f, 1.5f);
+    dbuf dx = dnew((uint64_t)R * E * 4, x), dr = dnew((uint64_t)R * E * 4, res),
+         dw = dnew((uint64_t)E * 4, w), dy = dnew((uint64_t)R * E * 4, NULL);
+    char what[96];
+    snprintf(what, sizeof what, "[%" PRId64 " x %" PRId64 "]%s", R, E, cs[c].res ? " +res" : "");
+    int ok_;
+    BOTH("rmsnorm", what,
+         P[i].vt->rmsnorm(P[i].be, TP(&dy, i, 0, E, R), TP(&dx, i, 0, E, R),
+                          cs[c].res ? TP(&dr, i, 0, E, R) : NULL,
+                          TP(&dw, i, 0, E, 1), 1e-5f));
+    if (ok_) {
+      compare_f32("rmsnorm", what, &dy, R * E, 1e-5);
+      if (cs[c].res) compare_f32("rmsnorm", "  x written back (x + res)", &dx, R * E, 0);
+    }
+    dfree(&dx); dfree(&dr); dfree(&dw); dfree(&dy);
+    free(x); free(res); free(w);
+  }
+}
+
+static void check_rope(void) {
+  struct { int mode, n_head, hd, n_rot, ff; } cs[] = {
+      {MEMRA_ROPE_NORM, 5, 64, 64, 0}, {MEMRA_ROPE_NEOX, 5, 64, 64, 0},
+      {MEMRA_ROPE_NORM, 3, 128, 128, 1}, {MEMRA_ROPE_NEOX, 7, 80, 32, 1}};
+  for (int c = 0; c < 4; ++c) {
+    const int64_t R = 9, E = (int64_t)cs[c].n_head * cs[c].hd;
+    float *x = frand_vec(R * E, -1, 1), *ff = frand_vec(cs[c].n_rot / 2, 1, 8);
+    int32_t pos[9];
+    for (int i = 0; i < R; ++i) pos[i] = (int32_t)(rnd() % 5000);
+    pos[0] = 0;
+    dbuf dx = dnew((uint64_t)R * E * 4, x), dp = dnew(sizeof pos, pos),
+         df = dnew((uint64_t)cs[c].n_rot / 2 * 4, ff);
+    char what[96];
+    snprintf(what, sizeof what, "%s heads %d dim %d rot %d%s", cs[c].mode ? "NEOX" : "NORM",
+             cs[c].n_head, cs[c].hd, cs[c].n_rot, cs[c].ff ? " +freq_factors" : "");
+    int ok_;
+    BOTH("rope", what, ({
+           memra_rope_params p = {cs[c].n_head, cs[c].hd, cs[c].n_rot, cs[c].mode, 500000.f, 1.f,
+                                  cs[c].ff ? T(&df, i, 0, cs[c].n_rot / 2, 1) : NONE()};
+           P[i].vt->rope(P[i].be, TP(&dx, i, 0, E, R),
+                         TP(&dp, i, MEMRA_TYPE_I32, R, 1), &p);
+         }));
+    if (ok_) compare_f32("rope", what, &dx, R * E, 1e-6);
+    dfree(&dx); dfree(&dp); dfree(&df);
+    free(x); free(ff);
+  }
+}
+
+/* A paged-KV fixture: n_seqs sequences, pages shuffled over the cache. */
+typedef struct kvfix {
+  int n_seqs, block_size, max_blocks, n_pages;
+  int32_t *bt;
+  dbuf dbt, dpos, dseq;
+} kvfix;
+
+static kvfix kv_fixture(int n_seqs, int block_size, int max_blocks, const int32_t *pos,
+                        const int32_t *seq, int n_rows) {
+  kvfix f = {n_seqs, block_size, max_blocks, n_seqs * max_blocks, NULL, {{0}, 0}, {{0}, 0}, {{0}, 0}};
+  f.bt = xmalloc((size_t)f.n_pages * 4);
+  for (int i = 0; i < f.n_pages; ++i) f.bt[i] = i;
+  for (int i = f.n_pages - 1; i > 0; --i) {
+    int j = (int)(rnd() % (uint64_t)(i + 1));
+    int32_t t = f.bt[i]; f.bt[i] = f.bt[j]; f.bt[j] = t;
+  }
+  f.dbt = dnew((uint64_t)f.n_pages * 4, f.bt);
+  f.dpos = dnew((uint64_t)n_rows * 4, pos);
+  f.dseq = dnew((uint64_t)n_rows * 4, seq);
+  return f;
+}
+static memra_batch kv_batch(const kvfix *f, int i, int n_rows, int kv_bucket) {
+  memra_batch b;
+  memset(&b, 0, sizeof b);
+  b.n_rows = n_rows;
+  b.n_seqs = f->n_seqs;
+  b.block_size = f->block_size;
+  b.max_blocks = f->max_blocks;
+  b.kv_bucket = kv_bucket;
+  b.pos = T(&f->dpos, i, MEMRA_TYPE_I32, n_rows, 1);
+  b.seq = T(&f->dseq, i, MEMRA_TYPE_I32, n_rows, 1);
+  b.block_table = T(&f->dbt, i, MEMRA_TYPE_I32, f->max_blocks, f->n_seqs);
+  return b;
+}
+static void kv_free(kvfix *f) {
+  dfree(&f->dbt); dfree(&f->dpos); dfree(&f->dseq);
+  free(f->bt);
+}
+
+static void check_kv_store(void) {
+  for (int ct = 0; ct < 2; ++ct) {
+    const int32_t ctype = ct ? MEMRA_TYPE_F32 : MEMRA_TYPE_F16;
+    const int n_rows = 11, width = 3 * 64;
+    int32_t pos[11], seq[11];
+    for (int r = 0; r < n_rows; ++r) { /* distinct (seq, pos): no two rows share a slot */
+      seq[r] = r % 3;
+      pos[r] = r / 3 * 37 + (int32_t)(rnd() % 30);
+    }
+    kvfix f = kv_fixture(3, 16, 10, pos, seq, n_rows);
+    const int64_t slots = (int64_t)f.n_pages * f.block_size;
+    uint64_t cb;
+    void *kc = rand_rows(ctype, width, slots, &cb), *vc = rand_rows(ctype, width, slots, &cb);
+    float *k = frand_vec((int64_t)n_rows * width, -1, 1), *v = frand_vec((int64_t)n_rows * width, -1, 1);
+    dbuf dkc = dnew(cb, kc), dvc = dnew(cb, vc), dk = dnew((uint64_t)n_rows * width * 4, k),
+         dv = dnew((uint64_t)n_rows * width * 4, v);
+    char what[96];
+    snprintf(what, sizeof what, "%s caches, %d rows of %d, 3 seqs, pages shuffled",
+             memra_type_info(ctype).name, n_rows, width);
+    int ok_;
+    BOTH("kv_store", what, ({
+           memra_batch b = kv_batch(&f, i, n_rows, 400);
+           P[i].vt->kv_store(P[i].be, TP(&dkc, i, ctype, width, slots),
+                             TP(&dvc, i, ctype, width, slots),
+                             TP(&dk, i, 0, width, n_rows),
+                             TP(&dv, i, 0, width, n_rows), &b);
+         }));
+    if (ok_) { /* whole caches: the rows written and every row not written */
+      for (int c = 0; c < 2; ++c) {
+        const dbuf *d = c ? &dvc : &dkc;
+        uint8_t *a = dget(d, 0), *b = dget(d, 1);
+        int same = memcmp(a, b, cb) == 0 && dguard_ok(d);
+        record("kv_store", c ? "  v cache bytes identical" : "  k cache bytes identical", !same, 0,
+               same, NULL);
+        free(a); free(b);
+      }
+    }
+    dfree(&dkc); dfree(&dvc); dfree(&dk); dfree(&dv);
+    free(kc); free(vc); free(k); free(v);
+    kv_free(&f);
+  }
+}
+
+static void check_attention(void) {
+  struct { int32_t ctype; int n_head, n_kv, hd, window; float softcap; int rows, maxpos; } cs[] = {
+      {MEMRA_TYPE_F16, 8, 2, 64, 0, 0.f, 5, 700},
+      {MEMRA_TYPE_F32, 8, 2, 64, 0, 0.f, 5, 700},
+      {MEMRA_TYPE_F16, 9, 3, 80, 50, 0.f, 4, 300},
+      {MEMRA_TYPE_F16, 4, 1, 256, 0, 30.f, 3, 200},
+      {MEMRA_TYPE_F16, 32, 8, 128, 0, 0.f, 2, 4100},
+      {MEMRA_TYPE_F32, 6, 6, 96, 0, 0.f, 37, 40}, /* prefill-like: many rows of one seq */
+  };
+  const int n_cases = g_quick ? 2 : 6;
+  for (int c = 0; c < n_cases; ++c) {
+    const int n_rows = cs[c].rows, width = cs[c].n_kv * cs[c].hd, qw = cs[c].n_head * cs[c].hd;
+    int32_t pos[64], seq[64];
+    int maxp = 0;
+    for (int r = 0; r < n_rows; ++r) {
+      if (c == 5) { seq[r] = 0; pos[r] = 3 + r; }
+      else { seq[r] = r % 3; pos[r] = r == 0 ? 0 : (int32_t)(rnd() % (uint64_t)cs[c].maxpos); }
+      if (pos[r] > maxp) maxp = pos[r];
+    }
+    const int bs = 16, mb = (maxp + 1 + bs - 1) / bs + 1;
+    kvfix f = kv_fixture(3, bs, mb, pos, seq, n_rows);
+    const int64_t slots = (int64_t)f.n_pages * bs;
+    uint64_t cb;
+    void *kc = rand_rows(cs[c].ctype, width, slots, &cb), *vc = rand_rows(cs[c].ctype, width, slots, &cb);
+    float *q = frand_vec((int64_t)n_rows * qw, -1, 1);
+    dbuf dkc = dnew(cb, kc), dvc = dnew(cb, vc), dq = dnew((uint64_t)n_rows * qw * 4, q),
+         dout = dnew((uint64_t)n_rows * qw * 4, NULL);
+    memra_attn_params p = {cs[c].n_head, cs[c].n_kv, cs[c].hd, cs[c].window,
+                           1.0f / sqrtf((float)cs[c].hd), cs[c].softcap};
+    char what[96];
+    snprintf(what, sizeof what, "%s h%d/kv%d d%d win%d cap%g rows %d pos<=%d",
+             memra_type_info(cs[c].ctype).name, p.n_head, p.n_kv_head, p.head_dim, p.window,
+             p.softcap, n_rows, maxp);
+    int ok_;
+    BOTH("attention", what, ({
+           memra_batch b = kv_batch(&f, i, n_rows, maxp + 1);
+           P[i].vt->attention(P[i].be, TP(&dout, i, 0, qw, n_rows),
+                              TP(&dq, i, 0, qw, n_rows),
+                              TP(&dkc, i, cs[c].ctype, width, slots),
+                              TP(&dvc, i, cs[c].ctype, width, slots), &b, &p);
+         }));
+    if (ok_) compare_f32("attention", what, &dout, (int64_t)n_rows * qw, 2e-5);
+    if (ok_ && n_rows > 1) { /* the last row alone, with a smaller bucket: bit-identical */
+      const int r = n_rows - 1;
+      float *ob = dget(&dout, 1);
+      dbuf d1 = dnew((uint64_t)qw * 4, NULL);
+      memra_batch b = kv_batch(&f, 1, 1, pos[r] + 1);
+      b.pos.offset = (uint64_t)r * 4;
+      b.seq.offset = (uint64_t)r * 4;
+      memra_tensor qr = T(&dq, 1, 0, qw, 1);
+      qr.offset = (uint64_t)r * qw * 4;
+      memra_plug_must(&P[1], P[1].vt->attention(P[1].be, TP(&d1, 1, 0, qw, 1), &qr,
+                                                TP(&dkc, 1, cs[c].ctype, width, slots),
+                                                TP(&dvc, 1, cs[c].ctype, width, slots),
+                                                &b, &p),
+                      "attention");
+      float *o1 = dget(&d1, 1);
+      int same = memcmp(o1, ob + (int64_t)r * qw, (size_t)qw * 4) == 0;
+      char w2[96];
+      snprintf(w2, sizeof w2, "attention row %d alone (bucket %d) == in batch (bucket %d)", r,
+               pos[r] + 1, maxp + 1);
+      record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+      free(o1); free(ob);
+      dfree(&d1);
+    }
+    dfree(&dkc); dfree(&dvc); dfree(&dq); dfree(&dout);
+    free(kc); free(vc); free(q);
+    kv_free(&f);
+  }
+}
+
+static void check_elementwise(void) {
+  const int64_t R = 7, E = 4097;
+  float *a = frand_vec(R * E, -6, 6), *b = frand_vec(R * E, -2, 2);
+  dbuf da = dnew((uint64_t)R * E * 4, a), db = dnew((uint64_t)R * E * 4, b),
+       dy = dnew((uint64_t)R * E * 4, NULL);
+  int ok_;
+  for (int act = 0; act < 2; ++act) {
+    const char *what = act ? "GELU_TANH [7 x 4097]" : "SILU [7 x 4097]";
+    dpoison(&dy);
+    BOTH("glu", what,
+         P[i].vt->glu(P[i].be, TP(&dy, i, 0, E, R), TP(&da, i, 0, E, R),
+                      TP(&db, i, 0, E, R), act));
+    if (ok_) compare_f32("glu", what, &dy, R * E, 1e-6);
+  }
+  dpoison(&dy);
+  BOTH("add", "[7 x 4097]",
+       P[i].vt->add(P[i].be, TP(&dy, i, 0, E, R), TP(&da, i, 0, E, R),
+                    TP(&db, i, 0, E, R)));
+  if (ok_) compare_f32("add", "[7 x 4097]", &dy, R * E, 0);
+  dpoison(&dy);
+  BOTH("scale", "[7 x 4097] x 0.37",
+       P[i].vt->scale(P[i].be, TP(&dy, i, 0, E, R), TP(&da, i, 0, E, R),
+                      0.37f));
+  if (ok_) compare_f32("scale", "[7 x 4097] x 0.37", &dy, R * E, 0);
+  dfree(&da); dfree(&db); dfree(&dy);
+  free(a); free(b);
+
+  int32_t v[37];
+  for (int i = 0; i < 37; ++i) v[i] = (int32_t)(rnd() % 100000) - 50000;
+  dbuf dv = dnew(sizeof v, v);
+  BOTH("add_i32", "[37] += 3", P[i].vt->add_i32(P[i].be, TP(&dv, i, MEMRA_TYPE_I32, 37, 1), 3));
+  if (ok_) compare_i32("add_i32", "[37] += 3", &dv, 37);
+  dfree(&dv);
+}
+
+static void check_argmax(void) {
+  const int64_t R = 5, V = g_quick ? 1001 : 50001;
+  float *x = frand_vec(R * V, -10, 10);
+  x[0 * V + 17] = 50.f; x[0 * V + 9000 % V] = 50.f; /* tie: lowest index wins */
+  x[1 * V + V - 1] = 60.f;                          /* max at the end */
+  x[2 * V + 0] = 70.f;                              /* max at the start */
+  x[3 * V + 5] = NAN; x[3 * V + 6] = 80.f;          /* NaN never wins */
+  dbuf dx = dnew((uint64_t)R * V * 4, x), di = dnew((uint64_t)R * 4, NULL);
+  char what[96];
+  snprintf(what, sizeof what, "[%" PRId64 " x %" PRId64 "] ties, ends, NaN", R, V);
+  int ok_;
+  BOTH("argmax", what,
+       P[i].vt->argmax(P[i].be, TP(&di, i, MEMRA_TYPE_I32, R, 1),
+                       TP(&dx, i, 0, V, R)));
+  if (ok_) compare_i32("argmax", what, &di, R);
+  dfree(&dx); dfree(&di);
+  free(x);
+}
+
+/* Eager vs graph replay on the plugin under test: a little decode step (position
+ * advanced on the device, rope, matmul, argmax) run 3 times each way. */
+static void check_graph(void) {
+  const memra_backend_vt *vt = P[1].vt;
+  memra_backend *be = P[1].be;
+  if (!vt->graph_begin) {
+    record("graph", "capture", 0, 0, 1, "no graph slots (skipped)");
+    return;
+  }
+  const int64_t K = 1024, N = 333;
+  uint64_t nb;
+  void *w = rand_rows(MEMRA_TYPE_Q4_K, K, N, &nb);
+  float *x0 = frand_vec(K, -1, 1);
+  int32_t pos0 = 5;
+  dbuf dw = dnew(nb, w), dx = dnew((uint64_t)K * 4, x0), dp = dnew(4, &pos0),
+       dy = dnew((uint64_t)N * 4, NULL), did = dnew(12, NULL);
+  memra_tensor tw = T(&dw, 1, MEMRA_TYPE_Q4_K, K, N), tx = T(&dx, 1, 0, K, 1), tp = T(&dp, 1, MEMRA_TYPE_I32, 1, 1),
+               ty = T(&dy, 1, 0, N, 1);
+  memra_rope_params rp = {8, 128, 128, MEMRA_ROPE_NORM, 10000.f, 1.f, NONE()};
+  int32_t ids[2][3];
+  for (int mode = 0; mode < 2; ++mode) {
+    memra_plug_must(&P[1], vt->buf_upload(be, dx.b[1], 0, x0, (uint64_t)K * 4), "upload");
+    memra_plug_must(&P[1], vt->buf_upload(be, dp.b[1], 0, &pos0, 4), "upload");
+    memra_graph *g = NULL;
+    if (mode == 1) memra_plug_must(&P[1], vt->graph_begin(be), "graph_begin");
+    for (int step = 0; step < (mode ? 1 : 3); ++step) {
+      memra_tensor tid = T(&did, 1, MEMRA_TYPE_I32, 1, 1);
+      tid.offset = mode ? 0 : (uint64_t)step * 4;
+      memra_plug_must(&P[1], vt->add_i32(be, &tp, 1), "add_i32");
+      memra_plug_must(&P[1], vt->rope(be, &tx, &tp, &rp), "rope");
+      memra_plug_must(&P[1], vt->matmul(be, &ty, &tx, &tw, NULL), "matmul");
+      memra_plug_must(&P[1], vt->argmax(be, &tid, &ty), "argmax");
+    }
+    if (mode == 1) {
+      memra_plug_must(&P[1], vt->graph_end(be, &g), "graph_end");
+      for (int step = 0; step < 3; ++step) {
+        memra_plug_must(&P[1], vt->graph_launch(be, g), "graph_launch");
+        memra_plug_must(&P[1], vt->buf_download(be, did.b[1], 0, &ids[1][step], 4), "download");
+      }
+      vt->graph_free(be, g);
+    } else {
+      memra_plug_must(&P[1], vt->buf_download(be, did.b[1], 0, ids[0], 12), "download");
+    }
+  }
+  int same = memcmp(ids[0], ids[1], sizeof ids[0]) == 0;
+  char what[96];
+  snprintf(what, sizeof what, "3 steps eager %d,%d,%d vs replay %d,%d,%d", ids[0][0], ids[0][1],
+           ids[0][2], ids[1][0], ids[1][1], ids[1][2]);
+  record("graph", what, !same, 0, same, same ? "identical" : "differs");
+  dfree(&dw); dfree(&dx); dfree(&dp); dfree(&dy); dfree(&did);
+  free(w); free(x0);
+}
+
+/* Hostile arguments: a one-line error, never a crash. */
+static void check_errors(void) {
+  const memra_backend_vt *vt = P[1].vt;
+  memra_backend *be = P[1].be;
+  dbuf d = dnew(1024, NULL);
+  memra_tensor y = T(&d, 1, 0, 64, 8); /* 2048 bytes: overruns the 1024-byte buffer */
+  memra_tensor x = T(&d, 1, 0, 64, 2);
+  memra_status st = vt->scale(be, &y, &x, 2.f);
+  const char *msg = vt->last_error(be);
+  int ok = st == MEMRA_E_INVALID && strstr(msg, "overrun") && !strchr(msg, '\n');
+  record("errors", "scale: y overruns its buffer", !ok, 0, ok, NULL);
+  fprintf(stderr, "  -> %s\n", msg);
+  dbuf dw = dnew(1024, NULL), dx = dnew(1024, NULL), dy = dnew(1024, NULL);
+  memra_tensor w = T(&dw, 1, MEMRA_TYPE_Q2_K, 256, 1);
+  memra_tensor x1 = T(&dx, 1, 0, 256, 1), y1 = T(&dy, 1, 0, 1, 1);
+  st = vt->matmul(be, &y1, &x1, &w, NULL);
+  dfree(&dw); dfree(&dx); dfree(&dy);
+  ok = st == MEMRA_E_UNSUPPORTED || st == MEMRA_OK;
+  record("errors", "matmul: Q2_K weights", st != MEMRA_OK && !ok, 0, ok, vt->last_error(be));
+  memra_buf *huge = NULL;
+  st = vt->buf_alloc(be, 1ull << 50, &huge);
+  ok = st == MEMRA_E_OOM && huge == NULL;
+  record("errors", "buf_alloc of 1 PiB", !ok, 0, ok, NULL);
+  st = vt->synchronize(be);
+  record("errors", "synchronize after the refusals", st != MEMRA_OK, 0, st == MEMRA_OK, NULL);
+  dfree(&d);
+}
+
+int main(int argc, char **argv) {
+  const char *paths[2] = {NULL, NULL};
+  int np = 0;
+  for (int a = 1; a < argc; ++a) {
+    if (!strcmp(argv[a], "--quick")) g_quick = 1;
+    else if (!strcmp(argv[a], "--seed") && a + 1 < argc) g_rng = strtoull(argv[++a], NULL, 0) | 1;
+    else if (np < 2) paths[np++] = argv[a];
+    else np = 3;
+  }
+  if (np != 2) {
+    fprintf(stderr, "usage: opcheck [--quick] [--seed N] REF.so TEST.so\n");
+    return 2;
+  }
+  for (int i = 0; i < 2; ++i)
+    if (memra_plug_open(&P[i], paths[i])) return 2;
+  check_get_rows();
+  check_matmul();
+  check_rmsnorm();
+  check_rope();
+  check_kv_store();
+  check_attention();
+  check_elementwise();
+  check_argmax();
+  check_graph();
+  check_errors();
+  printf("\n%-10s %-64s %10s %8s %s\n", "op", "case", "rel err", "tol", "result");
+  for (int r = 0; r < g_nres; ++r)
+    printf("%-10s %-64s %10.2e %8.0e %s%s%s\n", g_res[r].op, g_res[r].what, g_res[r].err, g_res[r].tol,
+           g_res[r].pass ? "PASS" : "FAIL", g_res[r].note[0] ? "  " : "", g_res[r].note);
+  printf("opcheck %s vs %s: %d cases, %d failed\n", P[1].vt->name, P[0].vt->name, g_nres, g_nfail);
+  for (int i = 0; i < 2; ++i) memra_plug_close(&P[i]);
+  return g_nfail ? 1 : 0;
+}

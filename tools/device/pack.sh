@@ -1,0 +1,13 @@
+#!/bin/bash
+# pack.sh — build the device-check binaries here (Bazel) and copy them into dist/
+# (git-ignored), the folder run.sh expects on the GPU machine (which has no Bazel).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bazel build //backends/sm90a:libmemra_sm90a //backends/sm120a:libmemra_sm120a \
+  //plugins/cpu:libmemra_cpu.so //tools/device:opcheck //tools/device:gemv_bench
+mkdir -p dist
+for f in backends/sm90a/libmemra_sm90a.so backends/sm120a/libmemra_sm120a.so \
+  plugins/cpu/libmemra_cpu.so tools/device/opcheck tools/device/gemv_bench; do
+  install -m 0755 "bazel-bin/$f" dist/
+done
+ls -la dist
