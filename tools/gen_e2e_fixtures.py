@@ -39,10 +39,15 @@ def smollm(model_path):
     lc = llama_cpp.Llama(model_path=model_path, n_ctx=512, verbose=False, n_threads=2)
     for i, p in enumerate(PROMPTS):
         ids = tok(p, return_tensors="pt").input_ids
+        # Plain greedy over the full sequence each step: no generate() logits processors
+        # (EOS is a token like any other here).
+        seq = ids[0].tolist()
         with torch.no_grad():
             logits = m(ids).logits[0, -1].float().numpy()
-            out = m.generate(ids, max_new_tokens=N_GEN, do_sample=False, min_new_tokens=N_GEN)
-        gen = out[0, ids.shape[1]:].tolist()
+            for _ in range(N_GEN):
+                nxt = int(torch.argmax(m(torch.tensor([seq])).logits[0, -1]))
+                seq.append(nxt)
+        gen = seq[ids.shape[1]:]
         lc.reset()
         lc_gen = []
         for t in lc.generate(ids[0].tolist(), temp=0.0, top_k=1, reset=True):

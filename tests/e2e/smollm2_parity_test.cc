@@ -55,7 +55,11 @@ TEST_P(SmolLM2, LogitsAndGreedyTokensMatchTransformers) {
     ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, prompt.data(), (int32_t)prompt.size(), 0, false,
                                        lg.data(), &e.err))
         << e.err.msg;
-    EXPECT_LT(rel_l2(lg.data(), ref.data(), nv), 1e-3) << "kv " << kv;
+    const double err = rel_l2(lg.data(), ref.data(), nv);
+    printf("case %d kv %s: last-position logits rel L2 %.3g\n", GetParam(),
+           kv == MEMRA_TYPE_F32 ? "f32" : "f16", err);
+    // F32 cache: the same float32 math as the reference; F16: the cache rounds k and v.
+    EXPECT_LT(err, kv == MEMRA_TYPE_F32 ? 1e-5 : 3e-3) << "kv " << kv;
     std::vector<int32_t> got;
     int32_t pos = (int32_t)prompt.size();
     for (int i = 0; i < 32; ++i) {
