@@ -32,6 +32,11 @@ void memra_dequant_row(int32_t type, const void *src, float *dst, int64_t n);
  * (prefill) and still get the same bits as the fused path (decode). */
 float memra_vec_dot(int32_t type, const void *w, const float *x, int64_t n);
 
+/* out[t] = memra_vec_dot(type, w, x + t * x_stride, n) for t in [0, nx), bit for bit, but
+ * each block of w is decoded once for all nx vectors (prefill: nx tokens per weight row). */
+void memra_vec_dot_n(int32_t type, const void *w, const float *x, int64_t x_stride, int64_t nx,
+                     int64_t n, float *out);
+
 /* Encodes n floats as one row of type; false if the type has no quantizer. */
 bool memra_quantize_row(int32_t type, const float *src, void *dst, int64_t n);
 

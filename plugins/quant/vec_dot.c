@@ -7,6 +7,7 @@
  * row's dot is reproducible (batch invariance). */
 #include <assert.h>
 #include <math.h>
+#include <string.h>
 
 #include "plugins/quant/dequant_block.h"
 #include "plugins/quant/quant.h"
@@ -59,6 +60,36 @@ MEMRA_DOT_BLOCKS(memra_block_q4_K, memra_dq_q4_K, MEMRA_QK_K)
 MEMRA_DOT_BLOCKS(memra_block_q5_K, memra_dq_q5_K, MEMRA_QK_K)
 MEMRA_DOT_BLOCKS(memra_block_q6_K, memra_dq_q6_K, MEMRA_QK_K)
 
+/* Several x per weight row: each block is decoded once into buf and fed to every x's own
+ * lanes, in the same order as the single dot, so the bits are the same. */
+enum { MULTI = 8 };
+#define MEMRA_DOT_BLOCKS_N(btype, fn, qk)                                                          \
+  __attribute__((noinline)) static void dotn_##btype(const void *w, const float *x, int64_t ldx,   \
+                                                     int nx, int64_t n, float *out) {              \
+    const btype *b = (const btype *)w;                                                             \
+    lanes acc[MULTI];                                                                              \
+    memset(acc, 0, sizeof acc);                                                                    \
+    float buf[qk];                                                                                 \
+    for (int64_t i = 0; i < n / (qk); ++i) {                                                       \
+      fn(b + i, buf);                                                                              \
+      for (int t = 0; t < nx; ++t)                                                                 \
+        lanes_fma(&acc[t], buf, x + t * ldx + i * (qk), (qk));                                     \
+    }                                                                                              \
+    for (int t = 0; t < nx; ++t)                                                                   \
+      out[t] = lanes_sum(&acc[t]);                                                                 \
+  }
+
+MEMRA_DOT_BLOCKS_N(memra_block_q4_0, memra_dq_q4_0, MEMRA_QK4_0)
+MEMRA_DOT_BLOCKS_N(memra_block_q4_1, memra_dq_q4_1, MEMRA_QK4_1)
+MEMRA_DOT_BLOCKS_N(memra_block_q5_0, memra_dq_q5_0, MEMRA_QK5_0)
+MEMRA_DOT_BLOCKS_N(memra_block_q5_1, memra_dq_q5_1, MEMRA_QK5_1)
+MEMRA_DOT_BLOCKS_N(memra_block_q8_0, memra_dq_q8_0, MEMRA_QK8_0)
+MEMRA_DOT_BLOCKS_N(memra_block_q2_K, memra_dq_q2_K, MEMRA_QK_K)
+MEMRA_DOT_BLOCKS_N(memra_block_q3_K, memra_dq_q3_K, MEMRA_QK_K)
+MEMRA_DOT_BLOCKS_N(memra_block_q4_K, memra_dq_q4_K, MEMRA_QK_K)
+MEMRA_DOT_BLOCKS_N(memra_block_q5_K, memra_dq_q5_K, MEMRA_QK_K)
+MEMRA_DOT_BLOCKS_N(memra_block_q6_K, memra_dq_q6_K, MEMRA_QK_K)
+
 /* Element types may have any length: whole lane groups (F16/BF16 converted 32 at a
  * time), then the tail spread over the lanes in order. */
 static float dot_f32(const float *w, const float *x, int64_t n) {
@@ -108,5 +139,29 @@ float memra_vec_dot(int32_t type, const void *w, const float *x, int64_t n) {
   case MEMRA_TYPE_Q5_K: return dot_memra_block_q5_K(w, x, n);
   case MEMRA_TYPE_Q6_K: return dot_memra_block_q6_K(w, x, n);
   default: return NAN; /* unsupported type: see memra_quant_supported */
+  }
+}
+
+void memra_vec_dot_n(int32_t type, const void *w, const float *x, int64_t x_stride, int64_t nx,
+                     int64_t n, float *out) {
+  for (int64_t t0 = 0; t0 < nx; t0 += MULTI) {
+    const int c = (int)(nx - t0 < MULTI ? nx - t0 : MULTI);
+    const float *xc = x + t0 * x_stride;
+    float *oc = out + t0;
+    switch (type) {
+    case MEMRA_TYPE_Q4_0: dotn_memra_block_q4_0(w, xc, x_stride, c, n, oc); break;
+    case MEMRA_TYPE_Q4_1: dotn_memra_block_q4_1(w, xc, x_stride, c, n, oc); break;
+    case MEMRA_TYPE_Q5_0: dotn_memra_block_q5_0(w, xc, x_stride, c, n, oc); break;
+    case MEMRA_TYPE_Q5_1: dotn_memra_block_q5_1(w, xc, x_stride, c, n, oc); break;
+    case MEMRA_TYPE_Q8_0: dotn_memra_block_q8_0(w, xc, x_stride, c, n, oc); break;
+    case MEMRA_TYPE_Q2_K: dotn_memra_block_q2_K(w, xc, x_stride, c, n, oc); break;
+    case MEMRA_TYPE_Q3_K: dotn_memra_block_q3_K(w, xc, x_stride, c, n, oc); break;
+    case MEMRA_TYPE_Q4_K: dotn_memra_block_q4_K(w, xc, x_stride, c, n, oc); break;
+    case MEMRA_TYPE_Q5_K: dotn_memra_block_q5_K(w, xc, x_stride, c, n, oc); break;
+    case MEMRA_TYPE_Q6_K: dotn_memra_block_q6_K(w, xc, x_stride, c, n, oc); break;
+    default: /* element types (nothing to share) and unsupported ones (NaN) */
+      for (int t = 0; t < c; ++t)
+        oc[t] = memra_vec_dot(type, w, xc + t * x_stride, n);
+    }
   }
 }

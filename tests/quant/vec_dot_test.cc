@@ -128,3 +128,40 @@ TEST(QuantVecDot, FusedEqualsDequantThenF32Dot) {
     }
   }
 }
+
+// memra_vec_dot_n gives each x exactly memra_vec_dot's bits, for counts below, at and
+// above its internal group of 8, with a padded x stride; nothing written past out[nx).
+TEST(QuantVecDot, ManyXEqualsSingleDots) {
+  std::mt19937 rng(1357);
+  for (const auto &q : all_types()) {
+    const memra_type_traits tr = memra_type_info(q.type);
+    const int64_t nb = tr.blck == 1 ? 0 : 3, n = tr.blck == 1 ? 37 : nb * tr.blck;
+    std::vector<uint8_t> w;
+    if (tr.blck == 1) { // finite element values
+      std::vector<float> v = memra_test::normal_floats((size_t)n, rng);
+      w.resize((size_t)(n * tr.size));
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h = q.type == MEMRA_TYPE_F16 ? memra_f32_to_fp16(v[(size_t)i])
+                                              : memra_f32_to_bf16(v[(size_t)i]);
+        if (q.type == MEMRA_TYPE_F32)
+          std::memcpy(&w[(size_t)i * 4], &v[(size_t)i], 4);
+        else
+          std::memcpy(&w[(size_t)i * 2], &h, 2);
+      }
+    } else {
+      w = memra_test::random_blocks(q, nb, rng);
+    }
+    for (int64_t nx : {1, 3, 8, 11}) {
+      const int64_t stride = n + 5;
+      std::vector<float> x = memra_test::normal_floats((size_t)(nx * stride), rng);
+      std::vector<float> out((size_t)nx + 1, 777.0f);
+      memra_vec_dot_n(q.type, w.data(), x.data(), stride, nx, n, out.data());
+      for (int64_t t = 0; t < nx; ++t) {
+        const float one = memra_vec_dot(q.type, w.data(), x.data() + t * stride, n);
+        EXPECT_EQ(0, std::memcmp(&one, &out[(size_t)t], 4))
+            << type_name(q.type) << " nx=" << nx << " t=" << t;
+      }
+      EXPECT_EQ(777.0f, out[(size_t)nx]) << type_name(q.type) << ": wrote past out";
+    }
+  }
+}
