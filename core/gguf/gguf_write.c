@@ -112,6 +112,17 @@ static memra_status add_kv(memra_gguf_writer *w, const char *key, int32_t type, 
       memra_free(val);
       return memra_errf(&w->last, MEMRA_E_INVALID, "gguf writer: duplicate key '%s'", key);
     }
+  uint32_t align = w->alignment;
+  if (strcmp(key, "general.alignment") == 0) { /* it decides the layout: keep them in step */
+    uint32_t a = 0;
+    if (type == MEMRA_GGUF_U32) memcpy(&a, val, 4);
+    if (type != MEMRA_GGUF_U32 || a == 0 || (a & (a - 1))) {
+      memra_free(val);
+      return memra_errf(&w->last, MEMRA_E_INVALID,
+                        "gguf writer: general.alignment must be a u32 power of two");
+    }
+    align = a;
+  }
   char *k = memra_strndup(key, kl);
   if (!k || !grow((void **)&w->kv, &w->cap_kv, w->n_kv, sizeof *w->kv)) {
     memra_free(k);
@@ -119,6 +130,7 @@ static memra_status add_kv(memra_gguf_writer *w, const char *key, int32_t type, 
     return memra_errf(&w->last, MEMRA_E_OOM, "gguf writer: out of memory adding key '%s'", key);
   }
   w->kv[w->n_kv++] = (wkv){k, kl, type, val, val_len};
+  w->alignment = align;
   w->last.msg[0] = 0;
   return MEMRA_OK;
 }
@@ -156,7 +168,9 @@ memra_status memra_gguf_writer_set_bool(memra_gguf_writer *w, const char *key, b
 
 memra_status memra_gguf_writer_set_strn(memra_gguf_writer *w, const char *key, const char *v,
                                         uint64_t len) {
-  if (!v && len) return memra_errf(&w->last, MEMRA_E_INVALID, "gguf writer: NULL string");
+  if ((!v && len) || len > SIZE_MAX - 8)
+    return memra_errf(&w->last, MEMRA_E_INVALID, "gguf writer: bad string for key '%s'",
+                      key ? key : "(null)");
   uint8_t *val = memra_malloc((size_t)(8 + len));
   if (!val) return memra_errf(&w->last, MEMRA_E_OOM, "gguf writer: out of memory");
   memcpy(val, &len, 8);

@@ -314,6 +314,27 @@ TEST(Writer, RejectsBadInputWithMessages) {
   memra_gguf_writer_free(w);
 }
 
+TEST(Writer, AlignmentKeyDrivesTheLayout) {
+  memra_gguf_writer *w = memra_gguf_writer_new(0);
+  EXPECT_EQ(MEMRA_E_INVALID, memra_gguf_writer_set_u32(w, "general.alignment", 48));
+  EXPECT_STREQ("gguf writer: general.alignment must be a u32 power of two",
+               memra_gguf_writer_error(w));
+  EXPECT_EQ(MEMRA_E_INVALID, memra_gguf_writer_set_u64(w, "general.alignment", 64));
+  ASSERT_EQ(MEMRA_OK, memra_gguf_writer_set_u32(w, "general.alignment", 256));
+  float f[3] = {1.5f, -2, 7};
+  int64_t ne[4] = {3, 1, 1, 1};
+  ASSERT_EQ(MEMRA_OK, memra_gguf_writer_add_tensor(w, "a", MEMRA_TYPE_F32, 1, ne, f, 12));
+  ASSERT_EQ(MEMRA_OK, memra_gguf_writer_add_tensor(w, "b", MEMRA_TYPE_F32, 1, ne, f, 12));
+  Owned o;
+  write_and_open(w, &o);
+  memra_gguf_writer_free(w);
+  ASSERT_NE(nullptr, o.g);
+  EXPECT_EQ(256u, memra_gguf_alignment(o.g));
+  EXPECT_EQ(256u, memra_gguf_data_offset(o.g));
+  EXPECT_EQ(256u, memra_gguf_tensor_find(o.g, "b")->offset);
+  EXPECT_EQ(256u + 256 + 12, o.size);
+}
+
 TEST(Getters, ConvertWhenValueFitsAndNameBothTypesOtherwise) {
   memra_gguf_writer *w = memra_gguf_writer_new(0);
   uint8_t u8 = 250;
