@@ -28,7 +28,8 @@ static const float *kv_head(const memra_tensor *c, int64_t slot, int g, int hd, 
   const uint8_t *row = cpu_row(c, slot);
   if (c->type == MEMRA_TYPE_F32) return (const float *)(const void *)row + (int64_t)g * hd;
   const uint16_t *h = (const uint16_t *)(const void *)row + (int64_t)g * hd;
-  for (int i = 0; i < hd; ++i) tmp[i] = memra_fp16_to_f32(h[i]);
+  for (int i = 0; i < hd; ++i)
+    tmp[i] = memra_fp16_to_f32(h[i]);
   return tmp;
 }
 
@@ -60,11 +61,13 @@ static void attn_tasks(void *arg, int64_t begin, int64_t end, int tid) {
     memset(acc, 0, (size_t)hd * sizeof(float));
     for (int32_t j = 0; j < n; ++j) {
       const float *v = kv_head(c->vc, cpu_batch_slot(c->b, seq, lo + j), g, hd, tmp);
-      for (int i = 0; i < hd; ++i) acc[i] += s[j] * v[i];
+      for (int i = 0; i < hd; ++i)
+        acc[i] += s[j] * v[i];
     }
     float inv = 1.0f / sum;
     float *o = cpu_row_f32(c->out, r) + (int64_t)h * hd; /* q is fully read: out may alias it */
-    for (int i = 0; i < hd; ++i) o[i] = acc[i] * inv;
+    for (int i = 0; i < hd; ++i)
+      o[i] = acc[i] * inv;
   }
 }
 
@@ -109,7 +112,7 @@ memra_status cpu_attention(memra_backend *be, const memra_tensor *out, const mem
   if ((st = cpu_scratch_reserve(be, "attention", 2 * (size_t)p->head_dim + (size_t)longest)))
     return st;
   attn_ctx c = {be, out, q, k_cache, v_cache, batch, p};
-  cpu_run(be, (int64_t)batch->n_rows * p->n_head, 4 * (int64_t)longest * p->head_dim,
-          attn_tasks, &c);
+  cpu_run(be, (int64_t)batch->n_rows * p->n_head, 4 * (int64_t)longest * p->head_dim, attn_tasks,
+          &c);
   return MEMRA_OK;
 }

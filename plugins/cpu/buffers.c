@@ -13,8 +13,8 @@ static memra_status check_range(memra_backend *be, const char *op, const char *n
     return cpu_fail(be, MEMRA_E_INVALID, "%s: %s is not a buffer of the CPU backend", op, name);
   if (off > b->size || n > b->size - off)
     return cpu_fail(be, MEMRA_E_INVALID,
-                    "%s: %s range [%" PRIu64 ", %" PRIu64 " + %" PRIu64
-                    ") is outside its %" PRIu64 " bytes",
+                    "%s: %s range [%" PRIu64 ", %" PRIu64 " + %" PRIu64 ") is outside its %" PRIu64
+                    " bytes",
                     op, name, off, off, n, b->size);
   return MEMRA_OK;
 }
@@ -65,8 +65,8 @@ memra_status cpu_buf_download(memra_backend *be, const memra_buf *src, uint64_t 
   return MEMRA_OK;
 }
 
-memra_status cpu_buf_copy(memra_backend *be, memra_buf *dst, uint64_t dst_off,
-                          const memra_buf *src, uint64_t src_off, uint64_t nbytes) {
+memra_status cpu_buf_copy(memra_backend *be, memra_buf *dst, uint64_t dst_off, const memra_buf *src,
+                          uint64_t src_off, uint64_t nbytes) {
   memra_status st = check_range(be, "buf_copy", "dst", dst, dst_off, nbytes);
   if (st == MEMRA_OK) st = check_range(be, "buf_copy", "src", src, src_off, nbytes);
   if (st != MEMRA_OK) return st;

@@ -63,12 +63,11 @@ memra_status cpu_scratch_reserve(memra_backend *be, const char *op, size_t n);
 /* Checks that t is present, of one of the types in mask (bit = 1ull << type; 0 = any
  * type memra_quant_supported knows), ne0 >= 1, ne1 >= 0, rows fit nb1, the view lies
  * inside its buffer and is aligned for its element. name is "y", "x", ... for messages. */
-memra_status cpu_check(memra_backend *be, const char *op, const char *name,
-                       const memra_tensor *t, uint64_t type_mask);
+memra_status cpu_check(memra_backend *be, const char *op, const char *name, const memra_tensor *t,
+                       uint64_t type_mask);
 /* cpu_check plus exact shape (ne0, ne1); a negative value means "any". */
 memra_status cpu_check_shape(memra_backend *be, const char *op, const char *name,
-                             const memra_tensor *t, uint64_t type_mask, int64_t ne0,
-                             int64_t ne1);
+                             const memra_tensor *t, uint64_t type_mask, int64_t ne0, int64_t ne1);
 static inline bool cpu_present(const memra_tensor *t) { return t != NULL && t->buf != NULL; }
 
 #define CPU_T(type) (1ull << (type))
@@ -104,8 +103,10 @@ float cpu_dot_f32(const float *a, const float *b, int64_t n);
 static inline void cpu_run(memra_backend *be, int64_t n, int64_t work_per_item, cpu_task_fn fn,
                            void *ctx) {
   if (n <= 0) return;
-  if (n * work_per_item < CPU_PAR_MIN_WORK || be->n_threads == 1) fn(ctx, 0, n, 0);
-  else cpu_pool_run(be->pool, n, fn, ctx);
+  if (n * work_per_item < CPU_PAR_MIN_WORK || be->n_threads == 1)
+    fn(ctx, 0, n, 0);
+  else
+    cpu_pool_run(be->pool, n, fn, ctx);
 }
 
 /* --- ops, one file each ------------------------------------------------------------- */
@@ -116,8 +117,8 @@ memra_status cpu_buf_upload(memra_backend *be, memra_buf *dst, uint64_t off, con
                             uint64_t nbytes);
 memra_status cpu_buf_download(memra_backend *be, const memra_buf *src, uint64_t off, void *dst,
                               uint64_t nbytes);
-memra_status cpu_buf_copy(memra_backend *be, memra_buf *dst, uint64_t dst_off,
-                          const memra_buf *src, uint64_t src_off, uint64_t nbytes);
+memra_status cpu_buf_copy(memra_backend *be, memra_buf *dst, uint64_t dst_off, const memra_buf *src,
+                          uint64_t src_off, uint64_t nbytes);
 
 memra_status cpu_get_rows(memra_backend *be, const memra_tensor *y, const memra_tensor *table,
                           const memra_tensor *ids);
@@ -128,8 +129,8 @@ memra_status cpu_matmul(memra_backend *be, const memra_tensor *y, const memra_te
 memra_status cpu_rope(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
                       const memra_rope_params *p);
 memra_status cpu_kv_store(memra_backend *be, const memra_tensor *k_cache,
-                          const memra_tensor *v_cache, const memra_tensor *k,
-                          const memra_tensor *v, const memra_batch *batch);
+                          const memra_tensor *v_cache, const memra_tensor *k, const memra_tensor *v,
+                          const memra_batch *batch);
 memra_status cpu_attention(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
                            const memra_tensor *k_cache, const memra_tensor *v_cache,
                            const memra_batch *batch, const memra_attn_params *p);

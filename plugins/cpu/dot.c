@@ -24,6 +24,7 @@ float cpu_dot_f32(const float *a, const float *b, int64_t n) {
   }
   cpu_v8 s = s0 + s1;
   float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-  for (; i < n; ++i) r += a[i] * b[i];
+  for (; i < n; ++i)
+    r += a[i] * b[i];
   return r;
 }

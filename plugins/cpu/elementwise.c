@@ -28,9 +28,11 @@ static void glu_rows(void *p, int64_t begin, int64_t end, int tid) {
     const float *g = cpu_row_f32(c->a, r), *u = cpu_row_f32(c->b, r);
     float *y = cpu_row_f32(c->y, r);
     if (c->act == MEMRA_ACT_SILU)
-      for (int64_t i = 0; i < n; ++i) y[i] = silu(g[i]) * u[i];
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = silu(g[i]) * u[i];
     else
-      for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(g[i]) * u[i];
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = gelu_tanh(g[i]) * u[i];
   }
 }
 
@@ -41,7 +43,8 @@ static void add_rows(void *p, int64_t begin, int64_t end, int tid) {
   for (int64_t r = begin; r < end; ++r) {
     const float *a = cpu_row_f32(c->a, r), *b = cpu_row_f32(c->b, r);
     float *y = cpu_row_f32(c->y, r);
-    for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = a[i] + b[i];
   }
 }
 
@@ -52,7 +55,8 @@ static void scale_rows(void *p, int64_t begin, int64_t end, int tid) {
   for (int64_t r = begin; r < end; ++r) {
     const float *x = cpu_row_f32(c->a, r);
     float *y = cpu_row_f32(c->y, r);
-    for (int64_t i = 0; i < n; ++i) y[i] = c->s * x[i];
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = c->s * x[i];
   }
 }
 

@@ -31,8 +31,8 @@ memra_status cpu_get_rows(memra_backend *be, const memra_tensor *y, const memra_
     int32_t id = cpu_i32_at(ids, r);
     if (id < 0 || id >= table->ne1)
       return cpu_fail(be, MEMRA_E_INVALID,
-                      "get_rows: ids[%" PRId64 "] = %d is outside the table's %" PRId64 " rows",
-                      r, id, table->ne1);
+                      "get_rows: ids[%" PRId64 "] = %d is outside the table's %" PRId64 " rows", r,
+                      id, table->ne1);
   }
   get_rows_ctx c = {y, table, ids};
   cpu_run(be, y->ne1, 4 * y->ne0, get_rows_rows, &c);

@@ -14,13 +14,14 @@ static void store_row(const memra_tensor *cache, int64_t slot, const float *src,
     memcpy(dst, src, (size_t)n * sizeof(float));
   } else {
     uint16_t *h = (uint16_t *)(void *)dst;
-    for (int64_t i = 0; i < n; ++i) h[i] = memra_f32_to_fp16(src[i]);
+    for (int64_t i = 0; i < n; ++i)
+      h[i] = memra_f32_to_fp16(src[i]);
   }
 }
 
 memra_status cpu_kv_store(memra_backend *be, const memra_tensor *k_cache,
-                          const memra_tensor *v_cache, const memra_tensor *k,
-                          const memra_tensor *v, const memra_batch *batch) {
+                          const memra_tensor *v_cache, const memra_tensor *k, const memra_tensor *v,
+                          const memra_batch *batch) {
   memra_status st;
   if ((st = cpu_batch_check(be, "kv_store", batch)) ||
       (st = cpu_check_shape(be, "kv_store", "k", k, CPU_F32, -1, batch->n_rows)) ||
@@ -40,8 +41,7 @@ memra_status cpu_kv_store(memra_backend *be, const memra_tensor *k_cache,
                       r, seq, pos, slot, slots);
   }
   for (int32_t r = 0; r < batch->n_rows; ++r) {
-    int64_t slot =
-        cpu_batch_slot(batch, cpu_i32_at(&batch->seq, r), cpu_i32_at(&batch->pos, r));
+    int64_t slot = cpu_batch_slot(batch, cpu_i32_at(&batch->seq, r), cpu_i32_at(&batch->pos, r));
     store_row(k_cache, slot, cpu_row_f32(k, r), k->ne0);
     store_row(v_cache, slot, cpu_row_f32(v, r), v->ne0);
   }

@@ -23,8 +23,7 @@ typedef struct mm_ctx {
 } mm_ctx;
 
 /* Outputs y[m0..m1) x [n0..n1). */
-static void mm_block(const mm_ctx *c, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
-                     int tid) {
+static void mm_block(const mm_ctx *c, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int tid) {
   int64_t k = c->x->ne0;
   int32_t type = c->w->type;
   if (m1 - m0 == 1) {
@@ -39,7 +38,8 @@ static void mm_block(const mm_ctx *c, int64_t m0, int64_t m1, int64_t n0, int64_
   float *deq = c->be->scratch[tid];
   for (int64_t nt = n0; nt < n1; nt += MM_TILE_N) {
     int64_t tn = n1 - nt < MM_TILE_N ? n1 - nt : MM_TILE_N;
-    for (int64_t j = 0; j < tn; ++j) memra_dequant_row(type, cpu_row(c->w, nt + j), deq + j * k, k);
+    for (int64_t j = 0; j < tn; ++j)
+      memra_dequant_row(type, cpu_row(c->w, nt + j), deq + j * k, k);
     for (int64_t m = m0; m < m1; ++m) {
       const float *x = cpu_row_f32(c->x, m);
       float *y = cpu_row_f32(c->y, m);
@@ -53,8 +53,10 @@ static void mm_block(const mm_ctx *c, int64_t m0, int64_t m1, int64_t n0, int64_
 
 static void mm_task(void *p, int64_t begin, int64_t end, int tid) {
   const mm_ctx *c = p;
-  if (c->split_m) mm_block(c, begin, end, 0, c->w->ne1, tid);
-  else mm_block(c, 0, c->x->ne1, begin, end, tid);
+  if (c->split_m)
+    mm_block(c, begin, end, 0, c->w->ne1, tid);
+  else
+    mm_block(c, 0, c->x->ne1, begin, end, tid);
 }
 
 /* True when the byte ranges of two validated views share a byte. */
@@ -78,7 +80,8 @@ memra_status cpu_matmul(memra_backend *be, const memra_tensor *y, const memra_te
   if (cpu_present(bias) && (st = cpu_check_shape(be, "matmul", "bias", bias, CPU_F32, w->ne1, 1)))
     return st;
   if (overlaps(y, x) || overlaps(y, w))
-    return cpu_fail(be, MEMRA_E_INVALID, "matmul: y overlaps an input (x or w); it cannot be "
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "matmul: y overlaps an input (x or w); it cannot be "
                     "computed in place");
   int64_t m = x->ne1, n = w->ne1, k = w->ne0;
   if (m == 0) return MEMRA_OK;

@@ -46,7 +46,8 @@ static int online_cores(void) {
 static void cpu_close(memra_backend *be) {
   if (!be) return;
   cpu_pool_destroy(be->pool);
-  for (int i = 0; i < CPU_MAX_THREADS; ++i) free(be->scratch[i]);
+  for (int i = 0; i < CPU_MAX_THREADS; ++i)
+    free(be->scratch[i]);
   free(be);
 }
 

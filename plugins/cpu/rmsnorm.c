@@ -18,12 +18,14 @@ static void rmsnorm_rows(void *p, int64_t begin, int64_t end, int tid) {
     float *x = cpu_row_f32(c->x, r);
     if (c->res) {
       const float *res = cpu_row_f32(c->res, r);
-      for (int64_t i = 0; i < d; ++i) x[i] += res[i];
+      for (int64_t i = 0; i < d; ++i)
+        x[i] += res[i];
     }
     float mean = cpu_dot_f32(x, x, d) / (float)d;
     float s = 1.0f / sqrtf(mean + c->eps);
     float *y = cpu_row_f32(c->y, r); /* may alias x: x[i] is read before y[i] is written */
-    for (int64_t i = 0; i < d; ++i) y[i] = (x[i] * s) * w[i];
+    for (int64_t i = 0; i < d; ++i)
+      y[i] = (x[i] * s) * w[i];
   }
 }
 
@@ -33,7 +35,8 @@ memra_status cpu_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_t
   if ((st = cpu_check_shape(be, "rmsnorm", "w", w, CPU_F32, -1, 1))) return st;
   if ((st = cpu_check_shape(be, "rmsnorm", "x", x, CPU_F32, w->ne0, -1))) return st;
   if ((st = cpu_check_shape(be, "rmsnorm", "y", y, CPU_F32, w->ne0, x->ne1))) return st;
-  if (cpu_present(res) && (st = cpu_check_shape(be, "rmsnorm", "res", res, CPU_F32, w->ne0, x->ne1)))
+  if (cpu_present(res) &&
+      (st = cpu_check_shape(be, "rmsnorm", "res", res, CPU_F32, w->ne0, x->ne1)))
     return st;
   if (!(eps >= 0.0f) || isinf(eps))
     return cpu_fail(be, MEMRA_E_INVALID, "rmsnorm: eps %g is not a finite value >= 0", eps);

@@ -65,14 +65,13 @@ memra_status cpu_rope(memra_backend *be, const memra_tensor *x, const memra_tens
       (st = cpu_check_shape(be, "rope", "pos", pos, CPU_I32, -1, 1)))
     return st;
   if (pos->ne0 < x->ne1)
-    return cpu_fail(be, MEMRA_E_INVALID, "rope: pos has %" PRId64 " entries, x has %" PRId64
-                    " rows", pos->ne0, x->ne1);
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "rope: pos has %" PRId64 " entries, x has %" PRId64 " rows", pos->ne0, x->ne1);
   const float *ff = NULL;
   if (cpu_present(&p->freq_factors)) {
-    if (p->n_rot == 0 ||
-        (st = cpu_check_shape(be, "rope", "freq_factors", &p->freq_factors, CPU_F32, p->n_rot / 2, 1)))
-      return p->n_rot == 0 ? cpu_fail(be, MEMRA_E_INVALID, "rope: freq_factors with n_rot 0")
-                           : st;
+    if (p->n_rot == 0 || (st = cpu_check_shape(be, "rope", "freq_factors", &p->freq_factors,
+                                               CPU_F32, p->n_rot / 2, 1)))
+      return p->n_rot == 0 ? cpu_fail(be, MEMRA_E_INVALID, "rope: freq_factors with n_rot 0") : st;
     ff = cpu_row_f32(&p->freq_factors, 0);
     for (int i = 0; i < p->n_rot / 2; ++i)
       if (!(ff[i] > 0.0f) || isinf(ff[i]))

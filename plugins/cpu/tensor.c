@@ -37,8 +37,8 @@ static void mask_names(uint64_t mask, char *out, size_t n) {
   }
 }
 
-memra_status cpu_check(memra_backend *be, const char *op, const char *name,
-                       const memra_tensor *t, uint64_t type_mask) {
+memra_status cpu_check(memra_backend *be, const char *op, const char *name, const memra_tensor *t,
+                       uint64_t type_mask) {
   if (!cpu_present(t)) return cpu_fail(be, MEMRA_E_INVALID, "%s: tensor %s is absent", op, name);
   if (t->buf->magic != CPU_BUF_MAGIC)
     return cpu_fail(be, MEMRA_E_INVALID, "%s: %s is not a buffer of the CPU backend", op, name);
@@ -86,8 +86,7 @@ memra_status cpu_check(memra_backend *be, const char *op, const char *name,
 }
 
 memra_status cpu_check_shape(memra_backend *be, const char *op, const char *name,
-                             const memra_tensor *t, uint64_t type_mask, int64_t ne0,
-                             int64_t ne1) {
+                             const memra_tensor *t, uint64_t type_mask, int64_t ne0, int64_t ne1) {
   memra_status st = cpu_check(be, op, name, t, type_mask);
   if (st != MEMRA_OK) return st;
   if ((ne0 >= 0 && t->ne0 != ne0) || (ne1 >= 0 && t->ne1 != ne1)) {
@@ -109,8 +108,7 @@ int64_t cpu_batch_slot(const memra_batch *b, int32_t seq, int32_t pos) {
 
 memra_status cpu_batch_check(memra_backend *be, const char *op, const memra_batch *b) {
   if (!b) return cpu_fail(be, MEMRA_E_INVALID, "%s: batch is absent", op);
-  if (b->n_rows < 0 || b->n_seqs < 1 || b->block_size < 1 || b->max_blocks < 1 ||
-      b->kv_bucket < 1)
+  if (b->n_rows < 0 || b->n_seqs < 1 || b->block_size < 1 || b->max_blocks < 1 || b->kv_bucket < 1)
     return cpu_fail(be, MEMRA_E_INVALID,
                     "%s: batch has n_rows %d, n_seqs %d, block_size %d, max_blocks %d, kv_bucket "
                     "%d (each must be >= 1, n_rows >= 0)",
@@ -122,20 +120,21 @@ memra_status cpu_batch_check(memra_backend *be, const char *op, const memra_batc
                             -1)))
     return st;
   if (b->pos.ne0 < b->n_rows || b->seq.ne0 < b->n_rows)
-    return cpu_fail(be, MEMRA_E_INVALID, "%s: batch.pos/seq hold %" PRId64 "/%" PRId64
-                    " entries, batch has %d rows", op, b->pos.ne0, b->seq.ne0, b->n_rows);
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "%s: batch.pos/seq hold %" PRId64 "/%" PRId64 " entries, batch has %d rows", op,
+                    b->pos.ne0, b->seq.ne0, b->n_rows);
   if (b->block_table.ne1 < b->n_seqs)
-    return cpu_fail(be, MEMRA_E_INVALID, "%s: batch.block_table has %" PRId64
-                    " rows, batch has %d sequences", op, b->block_table.ne1, b->n_seqs);
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "%s: batch.block_table has %" PRId64 " rows, batch has %d sequences", op,
+                    b->block_table.ne1, b->n_seqs);
   for (int32_t r = 0; r < b->n_rows; ++r) {
     int32_t pos = cpu_i32_at(&b->pos, r), seq = cpu_i32_at(&b->seq, r);
     if (seq < 0 || seq >= b->n_seqs)
       return cpu_fail(be, MEMRA_E_INVALID, "%s: row %d has sequence %d, batch has %d", op, r, seq,
                       b->n_seqs);
     if (pos < 0 || pos >= b->kv_bucket)
-      return cpu_fail(be, MEMRA_E_INVALID,
-                      "%s: row %d has position %d, outside [0, kv_bucket %d)", op, r, pos,
-                      b->kv_bucket);
+      return cpu_fail(be, MEMRA_E_INVALID, "%s: row %d has position %d, outside [0, kv_bucket %d)",
+                      op, r, pos, b->kv_bucket);
     if (pos / b->block_size >= b->max_blocks)
       return cpu_fail(be, MEMRA_E_INVALID,
                       "%s: row %d position %d needs block %d, block_table has %d columns", op, r,

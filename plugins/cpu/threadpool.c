@@ -45,7 +45,8 @@ static void *worker_main(void *p) {
   uint64_t seen = 0;
   pthread_mutex_lock(&pool->mu);
   for (;;) {
-    while (!pool->quit && pool->generation == seen) pthread_cond_wait(&pool->wake, &pool->mu);
+    while (!pool->quit && pool->generation == seen)
+      pthread_cond_wait(&pool->wake, &pool->mu);
     if (pool->quit) break;
     seen = pool->generation;
     cpu_task_fn fn = pool->fn;
@@ -103,7 +104,8 @@ void cpu_pool_destroy(cpu_pool *p) {
   p->quit = true;
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
-  for (int i = 1; i < p->n; ++i) pthread_join(p->threads[i], NULL);
+  for (int i = 1; i < p->n; ++i)
+    pthread_join(p->threads[i], NULL);
   free(p->threads);
   pthread_cond_destroy(&p->done);
   pthread_cond_destroy(&p->wake);
@@ -135,6 +137,7 @@ void cpu_pool_run(cpu_pool *p, int64_t n, cpu_task_fn fn, void *ctx) {
   fn(ctx, b, e, 0);
 
   pthread_mutex_lock(&p->mu);
-  while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
+  while (p->pending > 0)
+    pthread_cond_wait(&p->done, &p->mu);
   pthread_mutex_unlock(&p->mu);
 }

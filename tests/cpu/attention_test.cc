@@ -23,8 +23,8 @@ struct Case {
 struct Paged {
   int n_seqs, bs, max_blocks, n_pages;
   std::vector<int> len;
-  std::vector<int32_t> table;                 // [n_seqs, max_blocks]
-  std::vector<std::vector<float>> k, v;       // per sequence [len, kvw]
+  std::vector<int32_t> table;           // [n_seqs, max_blocks]
+  std::vector<std::vector<float>> k, v; // per sequence [len, kvw]
   int64_t slot(int s, int p) const { return (int64_t)table[s * max_blocks + p / bs] * bs + p % bs; }
 };
 
@@ -39,15 +39,17 @@ Paged make_paged(std::mt19937 &g, std::vector<int> len, int bs, int kvw) {
     pg.max_blocks = std::max(pg.max_blocks, (l + bs - 1) / bs);
     used += (l + bs - 1) / bs;
   }
-  pg.max_blocks += 1;       // a spare column, like a real table
-  pg.n_pages = used + 3;    // and pages nobody owns
+  pg.max_blocks += 1;    // a spare column, like a real table
+  pg.n_pages = used + 3; // and pages nobody owns
   std::vector<int32_t> ids(pg.n_pages);
-  for (int i = 0; i < pg.n_pages; ++i) ids[i] = i;
+  for (int i = 0; i < pg.n_pages; ++i)
+    ids[i] = i;
   std::shuffle(ids.begin(), ids.end(), g);
-  pg.table.assign(pg.n_seqs * pg.max_blocks, -1);  // unused entries are -1 on purpose
+  pg.table.assign(pg.n_seqs * pg.max_blocks, -1); // unused entries are -1 on purpose
   int next = 0;
   for (int s = 0; s < pg.n_seqs; ++s)
-    for (int b = 0; b < (len[s] + bs - 1) / bs; ++b) pg.table[s * pg.max_blocks + b] = ids[next++];
+    for (int b = 0; b < (len[s] + bs - 1) / bs; ++b)
+      pg.table[s * pg.max_blocks + b] = ids[next++];
   for (int s = 0; s < pg.n_seqs; ++s) {
     pg.k.push_back(randf(g, (size_t)len[s] * kvw));
     pg.v.push_back(randf(g, (size_t)len[s] * kvw));
@@ -90,17 +92,20 @@ void ref_attention(const Paged &pg, const Case &k, float scale, const float *q, 
     double mx = -INFINITY;
     for (int j = lo; j <= p; ++j) {
       double d = 0;
-      for (int i = 0; i < k.hd; ++i) d += (double)q[h * k.hd + i] * pg.k[s][(size_t)j * kvw + gh * k.hd + i];
+      for (int i = 0; i < k.hd; ++i)
+        d += (double)q[h * k.hd + i] * pg.k[s][(size_t)j * kvw + gh * k.hd + i];
       d *= scale;
       if (k.softcap > 0) d = k.softcap * std::tanh(d / k.softcap);
       sc.push_back(d);
       mx = std::max(mx, d);
     }
     double sum = 0;
-    for (double &x : sc) sum += (x = std::exp(x - mx));
+    for (double &x : sc)
+      sum += (x = std::exp(x - mx));
     for (int i = 0; i < k.hd; ++i) {
       double o = 0;
-      for (int j = lo; j <= p; ++j) o += sc[j - lo] * pg.v[s][(size_t)j * kvw + gh * k.hd + i];
+      for (int j = lo; j <= p; ++j)
+        o += sc[j - lo] * pg.v[s][(size_t)j * kvw + gh * k.hd + i];
       out[h * k.hd + i] = o / sum;
     }
   }
@@ -112,7 +117,8 @@ void store_all(Cpu &c, const Paged &pg, int kvw, Dev &kc, Dev &vc) {
   std::vector<float> k, v;
   std::vector<std::pair<int, int>> rows;
   for (int s = 0; s < pg.n_seqs; ++s)
-    for (int p = 0; p < pg.len[s]; ++p) rows.push_back({s, p});
+    for (int p = 0; p < pg.len[s]; ++p)
+      rows.push_back({s, p});
   std::mt19937 g(99);
   std::shuffle(rows.begin(), rows.end(), g);
   for (auto [s, p] : rows) {
@@ -123,27 +129,29 @@ void store_all(Cpu &c, const Paged &pg, int kvw, Dev &kc, Dev &vc) {
   }
   int bucket = *std::max_element(pg.len.begin(), pg.len.end());
   DevBatch db(c, pg, pos, seq, bucket);
-  Dev dk(c, MEMRA_TYPE_F32, kvw, (int64_t)rows.size()), dv(c, MEMRA_TYPE_F32, kvw, (int64_t)rows.size());
+  Dev dk(c, MEMRA_TYPE_F32, kvw, (int64_t)rows.size()),
+      dv(c, MEMRA_TYPE_F32, kvw, (int64_t)rows.size());
   dk.put(k);
   dv.put(v);
   ASSERT_EQ(MEMRA_OK, c.vt->kv_store(c.be, &kc.t, &vc.t, &dk.t, &dv.t, &db.b)) << c.err();
 }
 
 const Case kCases[] = {
-    {8, 2, 64, 16, 0, MEMRA_TYPE_F32, 0.0f},   // GQA 4:1
-    {3, 3, 80, 7, 0, MEMRA_TYPE_F16, 0.0f},    // 1:1, odd block size, F16 cache
-    {8, 2, 64, 7, 5, MEMRA_TYPE_F32, 2.0f},    // window inside a page, softcap
-    {4, 4, 80, 16, 17, MEMRA_TYPE_F16, 0.0f},  // window across pages
-    {4, 1, 64, 16, 0, MEMRA_TYPE_F16, 0.0f},   // MQA
+    {8, 2, 64, 16, 0, MEMRA_TYPE_F32, 0.0f},  // GQA 4:1
+    {3, 3, 80, 7, 0, MEMRA_TYPE_F16, 0.0f},   // 1:1, odd block size, F16 cache
+    {8, 2, 64, 7, 5, MEMRA_TYPE_F32, 2.0f},   // window inside a page, softcap
+    {4, 4, 80, 16, 17, MEMRA_TYPE_F16, 0.0f}, // window across pages
+    {4, 1, 64, 16, 0, MEMRA_TYPE_F16, 0.0f},  // MQA
 };
 
-}  // namespace
+} // namespace
 
 TEST(CpuKvStore, WritesEachRowToItsPagedSlotOnly) {
   Cpu c;
   std::mt19937 g(51);
   for (const Case &k : kCases) {
-    SCOPED_TRACE(testing::Message() << "bs=" << k.block_size << " kv=" << memra_type_info(k.kv_type).name);
+    SCOPED_TRACE(testing::Message()
+                 << "bs=" << k.block_size << " kv=" << memra_type_info(k.kv_type).name);
     int kvw = k.n_kv_head * k.hd;
     Paged pg = make_paged(g, {1, 37, 100}, k.block_size, kvw);
     int64_t slots = (int64_t)pg.n_pages * pg.bs;
@@ -169,9 +177,10 @@ TEST(CpuKvStore, WritesEachRowToItsPagedSlotOnly) {
           }
         }
       }
-    for (int64_t sl = 0; sl < slots; ++sl)  // slots of no (sequence, position) untouched
+    for (int64_t sl = 0; sl < slots; ++sl) // slots of no (sequence, position) untouched
       if (!written[sl]) {
-        for (size_t b = 0; b < kvw * es; ++b) ASSERT_EQ(kGuard, kb[kc.t.offset + sl * kc.t.nb1 + b]);
+        for (size_t b = 0; b < kvw * es; ++b)
+          ASSERT_EQ(kGuard, kb[kc.t.offset + sl * kc.t.nb1 + b]);
       }
     EXPECT_TRUE(kc.guards_ok());
     EXPECT_TRUE(vc.guards_ok());
@@ -193,7 +202,8 @@ TEST(CpuAttention, MixedBatchMatchesDouble) {
     // Rows: the last 9 positions of sequence 2 (a prefill chunk), sequence 1 decoding at
     // 36, sequence 0 at 0, sequence 3 at 7 (mid-sequence), shuffled together.
     std::vector<std::pair<int, int>> rows = {{1, 36}, {0, 0}, {3, 7}};
-    for (int p = 91; p < 100; ++p) rows.push_back({2, p});
+    for (int p = 91; p < 100; ++p)
+      rows.push_back({2, p});
     std::shuffle(rows.begin(), rows.end(), g);
     std::vector<int32_t> pos, seq;
     for (auto [s, p] : rows) {
@@ -209,7 +219,8 @@ TEST(CpuAttention, MixedBatchMatchesDouble) {
     memra_attn_params p = {k.n_head, k.n_kv_head, k.hd, k.window, scale, k.softcap};
     ASSERT_EQ(MEMRA_OK, c.vt->attention(c.be, &dout.t, &dq.t, &kc.t, &vc.t, &db.b, &p)) << c.err();
     std::vector<double> want((size_t)n * qw);
-    for (int r = 0; r < n; ++r) ref_attention(pg, k, scale, &q[(size_t)r * qw], seq[r], pos[r], &want[(size_t)r * qw]);
+    for (int r = 0; r < n; ++r)
+      ref_attention(pg, k, scale, &q[(size_t)r * qw], seq[r], pos[r], &want[(size_t)r * qw]);
     std::vector<float> got = dout.get<float>();
     EXPECT_LE(rel_l2(got, want), k.kv_type == MEMRA_TYPE_F32 ? 1e-5 : 2e-3);
     EXPECT_TRUE(dout.guards_ok());
@@ -223,7 +234,8 @@ TEST(CpuAttention, MixedBatchMatchesDouble) {
       Dev o1(c, MEMRA_TYPE_F32, qw, 1);
       ASSERT_EQ(MEMRA_OK, c.vt->attention(c.be, &o1.t, &q1, &kc.t, &vc.t, &one.b, &p)) << c.err();
       std::vector<float> alone = o1.get<float>();
-      EXPECT_TRUE(bits_equal(alone, std::vector<float>(got.begin() + (size_t)r * qw, got.begin() + (size_t)(r + 1) * qw)))
+      EXPECT_TRUE(bits_equal(alone, std::vector<float>(got.begin() + (size_t)r * qw,
+                                                       got.begin() + (size_t)(r + 1) * qw)))
           << "row " << r;
     }
   }
@@ -259,15 +271,17 @@ TEST(CpuAttention, HostileBatchesAreRefusedWithMessages) {
   }
   {
     Paged bad = pg;
-    bad.table[0 * bad.max_blocks + 1] = 1 << 20;  // a page far past the cache
+    bad.table[0 * bad.max_blocks + 1] = 1 << 20; // a page far past the cache
     DevBatch db(c, bad, {19, 4}, {0, 1}, 32);
     EXPECT_EQ(MEMRA_E_INVALID, c.vt->attention(c.be, &dout.t, &dq.t, &kc.t, &vc.t, &db.b, &p));
-    EXPECT_EQ(0u, c.err().find("attention: row 0 (sequence 0) position 16 maps to slot 16777216")) << c.err();
+    EXPECT_EQ(0u, c.err().find("attention: row 0 (sequence 0) position 16 maps to slot 16777216"))
+        << c.err();
     EXPECT_EQ(MEMRA_E_INVALID, c.vt->kv_store(c.be, &kc.t, &vc.t, &dk.t, &dk.t, &db.b));
-    EXPECT_EQ(0u, c.err().find("kv_store: row 0 (sequence 0, position 19) maps to slot")) << c.err();
+    EXPECT_EQ(0u, c.err().find("kv_store: row 0 (sequence 0, position 19) maps to slot"))
+        << c.err();
   }
   {
-    DevBatch db(c, pg, {100, 4}, {0, 1}, 200);  // needs block 6 of a 3-column table
+    DevBatch db(c, pg, {100, 4}, {0, 1}, 200); // needs block 6 of a 3-column table
     expect_err(db, "row 0 position 100 needs block 6");
   }
   DevBatch ok(c, pg, {19, 4}, {0, 1}, 32);

@@ -22,8 +22,8 @@ extern "C" {
 namespace cputest {
 
 constexpr uint8_t kGuard = 0xA5;
-constexpr uint64_t kFront = 64;  // bytes before each view, guarded
-constexpr uint64_t kBack = 192;  // bytes after each view, guarded
+constexpr uint64_t kFront = 64; // bytes before each view, guarded
+constexpr uint64_t kBack = 192; // bytes after each view, guarded
 
 // One opened backend.
 struct Cpu {
@@ -50,7 +50,7 @@ struct Dev {
   memra_buf *buf = nullptr;
   memra_tensor t{};
   uint64_t total = 0;
-  std::vector<uint8_t> shadow;  // what the guards and gaps must still hold
+  std::vector<uint8_t> shadow; // what the guards and gaps must still hold
 
   Dev(Cpu &c, int32_t type, int64_t ne0, int64_t ne1, uint64_t row_pad = 0) : cpu(&c) {
     uint64_t row = memra_type_row_bytes(type, ne0);
@@ -118,7 +118,8 @@ struct Dev {
 inline std::vector<float> randf(std::mt19937 &g, size_t n, float lo = -1.0f, float hi = 1.0f) {
   std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);
-  for (auto &x : v) x = d(g);
+  for (auto &x : v)
+    x = d(g);
   return v;
 }
 
@@ -139,6 +140,6 @@ inline bool bits_equal(const std::vector<float> &a, const std::vector<float> &b)
   return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-}  // namespace cputest
+} // namespace cputest
 
 #endif

@@ -14,16 +14,18 @@ TEST(CpuGlu, SiluAndGeluTanhMatchDouble) {
       for (int act : {MEMRA_ACT_SILU, MEMRA_ACT_GELU_TANH}) {
         SCOPED_TRACE(testing::Message() << n << "x" << ff << " act=" << act);
         auto gate = randf(g, n * ff, -6, 6), up = randf(g, n * ff, -2, 2);
-        Dev dg(c, MEMRA_TYPE_F32, ff, n), du(c, MEMRA_TYPE_F32, ff, n), dy(c, MEMRA_TYPE_F32, ff, n);
+        Dev dg(c, MEMRA_TYPE_F32, ff, n), du(c, MEMRA_TYPE_F32, ff, n),
+            dy(c, MEMRA_TYPE_F32, ff, n);
         dg.put(gate);
         du.put(up);
         ASSERT_EQ(MEMRA_OK, c.vt->glu(c.be, &dy.t, &dg.t, &du.t, act)) << c.err();
         std::vector<double> want(gate.size());
         for (size_t i = 0; i < gate.size(); ++i) {
           double x = gate[i];
-          double a = act == MEMRA_ACT_SILU
-                         ? x / (1 + std::exp(-x))
-                         : 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+          double a =
+              act == MEMRA_ACT_SILU
+                  ? x / (1 + std::exp(-x))
+                  : 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
           want[i] = a * up[i];
         }
         EXPECT_LE(rel_l2(dy.get<float>(), want), 1e-6);
@@ -52,15 +54,17 @@ TEST(CpuAddScale, MatchDoubleAndAlias) {
       db.put(b);
       ASSERT_EQ(MEMRA_OK, c.vt->add(c.be, &dy.t, &da.t, &db.t)) << c.err();
       std::vector<double> want(a.size());
-      for (size_t i = 0; i < a.size(); ++i) want[i] = (double)a[i] + b[i];
+      for (size_t i = 0; i < a.size(); ++i)
+        want[i] = (double)a[i] + b[i];
       EXPECT_LE(rel_l2(dy.get<float>(), want), 1e-7);
       EXPECT_TRUE(dy.guards_ok());
-      ASSERT_EQ(MEMRA_OK, c.vt->add(c.be, &da.t, &da.t, &db.t));  // y aliases a
+      ASSERT_EQ(MEMRA_OK, c.vt->add(c.be, &da.t, &da.t, &db.t)); // y aliases a
       EXPECT_TRUE(bits_equal(dy.get<float>(), da.get<float>()));
       ASSERT_EQ(MEMRA_OK, c.vt->scale(c.be, &dy.t, &db.t, -0.37f)) << c.err();
-      for (size_t i = 0; i < b.size(); ++i) want[i] = -0.37 * b[i];
+      for (size_t i = 0; i < b.size(); ++i)
+        want[i] = -0.37 * b[i];
       EXPECT_LE(rel_l2(dy.get<float>(), want), 1e-7);
-      ASSERT_EQ(MEMRA_OK, c.vt->scale(c.be, &db.t, &db.t, -0.37f));  // in place
+      ASSERT_EQ(MEMRA_OK, c.vt->scale(c.be, &db.t, &db.t, -0.37f)); // in place
       EXPECT_TRUE(bits_equal(dy.get<float>(), db.get<float>()));
       EXPECT_TRUE(db.guards_ok());
     }
@@ -97,11 +101,11 @@ TEST(CpuArgmax, LowestIndexWinsTies) {
   for (int64_t r = 0; r < rows; ++r) {
     float *row = &x[r * vocab];
     int64_t a = g() % vocab, b = g() % vocab;
-    if (r % 3 == 0) b = a;  // some rows: one maximum
-    row[a] = row[b] = 11.0f;  // the tie: the lower index must win
+    if (r % 3 == 0) b = a;   // some rows: one maximum
+    row[a] = row[b] = 11.0f; // the tie: the lower index must win
     want[r] = (int32_t)std::min(a, b);
   }
-  x[5 * vocab + 0] = NAN;  // NaN never wins
+  x[5 * vocab + 0] = NAN; // NaN never wins
   Dev dx(c, MEMRA_TYPE_F32, vocab, rows), ids(c, MEMRA_TYPE_I32, rows, 1);
   dx.put(x);
   ASSERT_EQ(MEMRA_OK, c.vt->argmax(c.be, &ids.t, &dx.t)) << c.err();
@@ -128,7 +132,8 @@ TEST(CpuGetRows, EveryTypeGivesDequantizedRows) {
     for (int64_t r = 0; r < vocab; ++r)
       ASSERT_TRUE(memra_quantize_row(type, &src[r * ne0], &table[r * rb], ne0));
     std::vector<int32_t> ids(n);
-    for (auto &i : ids) i = (int32_t)(g() % vocab);
+    for (auto &i : ids)
+      i = (int32_t)(g() % vocab);
     ids[0] = 0;
     ids[1] = vocab - 1;
     Dev dt(c, type, ne0, vocab), di(c, MEMRA_TYPE_I32, n, 1), dy(c, MEMRA_TYPE_F32, ne0, n);
@@ -136,10 +141,11 @@ TEST(CpuGetRows, EveryTypeGivesDequantizedRows) {
     di.put(ids);
     ASSERT_EQ(MEMRA_OK, c.vt->get_rows(c.be, &dy.t, &dt.t, &di.t)) << c.err();
     std::vector<float> want(n * ne0);
-    for (int64_t r = 0; r < n; ++r) memra_dequant_row(type, &table[ids[r] * rb], &want[r * ne0], ne0);
+    for (int64_t r = 0; r < n; ++r)
+      memra_dequant_row(type, &table[ids[r] * rb], &want[r * ne0], ne0);
     EXPECT_TRUE(bits_equal(want, dy.get<float>()));
     EXPECT_TRUE(dy.guards_ok());
-    ids[3] = vocab;  // one past the end
+    ids[3] = vocab; // one past the end
     di.put(ids);
     EXPECT_EQ(MEMRA_E_INVALID, c.vt->get_rows(c.be, &dy.t, &dt.t, &di.t));
     EXPECT_EQ(0u, c.err().find("get_rows: ids[3] = 97 is outside the table's 97 rows")) << c.err();

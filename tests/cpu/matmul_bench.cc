@@ -26,17 +26,24 @@ int main(int argc, char **argv) {
   }
   std::mt19937 g(1);
   std::uniform_real_distribution<float> d(-1, 1);
-  struct Shape { int64_t n, k, m; const char *what; } shapes[] = {
-      {1536, 576, 1, "ffn_up/gate  [1536 x 576]"}, {576, 1536, 1, "ffn_down     [576 x 1536]"},
-      {1536, 576, 32, "ffn_up/gate  [1536 x 576]"}, {576, 1536, 32, "ffn_down     [576 x 1536]"}};
+  struct Shape {
+    int64_t n, k, m;
+    const char *what;
+  } shapes[] = {{1536, 576, 1, "ffn_up/gate  [1536 x 576]"},
+                {576, 1536, 1, "ffn_down     [576 x 1536]"},
+                {1536, 576, 32, "ffn_up/gate  [1536 x 576]"},
+                {576, 1536, 32, "ffn_down     [576 x 1536]"}};
   printf("| weight (Q4_1) | M | threads | us/call | GFLOP/s |\n|---|---|---|---|---|\n");
   for (const Shape &s : shapes) {
     uint64_t rb = memra_type_row_bytes(MEMRA_TYPE_Q4_1, s.k);
     std::vector<float> src(s.n * s.k), x(s.m * s.k);
-    for (auto &v : src) v = d(g);
-    for (auto &v : x) v = d(g);
+    for (auto &v : src)
+      v = d(g);
+    for (auto &v : x)
+      v = d(g);
     std::vector<uint8_t> w(s.n * rb);
-    for (int64_t r = 0; r < s.n; ++r) memra_quantize_row(MEMRA_TYPE_Q4_1, &src[r * s.k], &w[r * rb], s.k);
+    for (int64_t r = 0; r < s.n; ++r)
+      memra_quantize_row(MEMRA_TYPE_Q4_1, &src[r * s.k], &w[r * rb], s.k);
     memra_buf *bw, *bx, *by;
     if (vt->buf_alloc(be, w.size(), &bw) || vt->buf_alloc(be, x.size() * 4, &bx) ||
         vt->buf_alloc(be, s.m * s.n * 4, &by)) {
@@ -48,7 +55,8 @@ int main(int argc, char **argv) {
     memra_tensor tw = {bw, 0, MEMRA_TYPE_Q4_1, 0, s.k, s.n, rb};
     memra_tensor tx = {bx, 0, MEMRA_TYPE_F32, 0, s.k, s.m, (uint64_t)s.k * 4};
     memra_tensor ty = {by, 0, MEMRA_TYPE_F32, 0, s.n, s.m, (uint64_t)s.n * 4};
-    for (int i = 0; i < 10; ++i) vt->matmul(be, &ty, &tx, &tw, nullptr);  // warm up
+    for (int i = 0; i < 10; ++i)
+      vt->matmul(be, &ty, &tx, &tw, nullptr); // warm up
     long iters = 0;
     auto t0 = std::chrono::steady_clock::now();
     double el = 0;

@@ -14,8 +14,8 @@ const int32_t kTypes[] = {MEMRA_TYPE_F32,  MEMRA_TYPE_F16,  MEMRA_TYPE_BF16, MEM
                           MEMRA_TYPE_Q6_K};
 
 struct Weights {
-  std::vector<uint8_t> bytes;  // [n, row bytes]
-  std::vector<float> deq;      // [n, k], what the reference multiplies
+  std::vector<uint8_t> bytes; // [n, row bytes]
+  std::vector<float> deq;     // [n, k], what the reference multiplies
 };
 
 Weights make_weights(std::mt19937 &g, int32_t type, int64_t n, int64_t k) {
@@ -37,20 +37,21 @@ std::vector<double> ref_matmul(const std::vector<float> &x, const std::vector<fl
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double s = bias ? (*bias)[j] : 0.0;
-      for (int64_t l = 0; l < k; ++l) s += (double)x[i * k + l] * w[j * k + l];
+      for (int64_t l = 0; l < k; ++l)
+        s += (double)x[i * k + l] * w[j * k + l];
       y[i * n + j] = s;
     }
   return y;
 }
 
-}  // namespace
+} // namespace
 
 TEST(CpuMatmul, EveryTypeMatchesDoubleDotOverDequantizedRows) {
   Cpu c;
   std::mt19937 g(31);
   for (int32_t type : kTypes) {
     int blck = memra_type_info(type).blck;
-    std::vector<int64_t> ks = blck == 1 ? std::vector<int64_t>{31, 576}
+    std::vector<int64_t> ks = blck == 1    ? std::vector<int64_t>{31, 576}
                               : blck == 32 ? std::vector<int64_t>{32, 96, 576}
                                            : std::vector<int64_t>{256, 1536};
     for (int64_t k : ks) {
@@ -68,8 +69,9 @@ TEST(CpuMatmul, EveryTypeMatchesDoubleDotOverDequantizedRows) {
           db.put(bias);
           ASSERT_EQ(MEMRA_OK, c.vt->matmul(c.be, &dy.t, &dx.t, &dw.t, with_bias ? &db.t : nullptr))
               << c.err();
-          EXPECT_LE(rel_l2(dy.get<float>(), ref_matmul(x, w.deq, with_bias ? &bias : nullptr, m, n, k)),
-                    2e-6);
+          EXPECT_LE(
+              rel_l2(dy.get<float>(), ref_matmul(x, w.deq, with_bias ? &bias : nullptr, m, n, k)),
+              2e-6);
           EXPECT_TRUE(dy.guards_ok());
         }
       }

@@ -14,7 +14,8 @@ TEST(CpuPlugin, ProbeScoresOneAndSaysThreads) {
   EXPECT_EQ(1, info->score);
   EXPECT_STREQ("cpu", info->name);
   long n = sysconf(_SC_NPROCESSORS_ONLN);
-  std::string want = "CPU reference plugin, " + std::to_string(n) + (n == 1 ? " thread" : " threads");
+  std::string want =
+      "CPU reference plugin, " + std::to_string(n) + (n == 1 ? " thread" : " threads");
   EXPECT_EQ(want, info->why);
 }
 
@@ -24,18 +25,16 @@ TEST(CpuPlugin, VtableIsCompleteAndEager) {
   EXPECT_EQ(MEMRA_ABI_MAJOR, c.vt->abi_major);
   EXPECT_EQ(sizeof(memra_backend_vt), c.vt->struct_size);
   EXPECT_STREQ("cpu", c.vt->name);
-  const void *slots[] = {(void *)c.vt->close,      (void *)c.vt->last_error,
-                         (void *)c.vt->device_info, (void *)c.vt->buf_alloc,
-                         (void *)c.vt->buf_free,    (void *)c.vt->buf_upload,
-                         (void *)c.vt->buf_download, (void *)c.vt->buf_copy,
-                         (void *)c.vt->synchronize, (void *)c.vt->get_rows,
-                         (void *)c.vt->rmsnorm,     (void *)c.vt->matmul,
-                         (void *)c.vt->rope,        (void *)c.vt->kv_store,
-                         (void *)c.vt->attention,   (void *)c.vt->glu,
-                         (void *)c.vt->add,         (void *)c.vt->scale,
-                         (void *)c.vt->argmax,      (void *)c.vt->add_i32,
-                         (void *)c.vt->get_proc};
-  for (const void *s : slots) EXPECT_NE(s, nullptr);
+  const void *slots[] = {
+      (void *)c.vt->close,        (void *)c.vt->last_error, (void *)c.vt->device_info,
+      (void *)c.vt->buf_alloc,    (void *)c.vt->buf_free,   (void *)c.vt->buf_upload,
+      (void *)c.vt->buf_download, (void *)c.vt->buf_copy,   (void *)c.vt->synchronize,
+      (void *)c.vt->get_rows,     (void *)c.vt->rmsnorm,    (void *)c.vt->matmul,
+      (void *)c.vt->rope,         (void *)c.vt->kv_store,   (void *)c.vt->attention,
+      (void *)c.vt->glu,          (void *)c.vt->add,        (void *)c.vt->scale,
+      (void *)c.vt->argmax,       (void *)c.vt->add_i32,    (void *)c.vt->get_proc};
+  for (const void *s : slots)
+    EXPECT_NE(s, nullptr);
   EXPECT_EQ(nullptr, c.vt->graph_begin);
   EXPECT_EQ(nullptr, c.vt->graph_end);
   EXPECT_EQ(nullptr, c.vt->graph_launch);
@@ -91,9 +90,10 @@ TEST(CpuPlugin, OpenRejectsBadThreadCountsWithOneLine) {
 TEST(CpuBuffers, RoundTripAndCopy) {
   Cpu c;
   std::mt19937 g(7);
-  const uint64_t n = 1031;  // odd, not a multiple of the 64-byte alignment
+  const uint64_t n = 1031; // odd, not a multiple of the 64-byte alignment
   std::vector<uint8_t> a(n), b(n, 0);
-  for (auto &x : a) x = (uint8_t)g();
+  for (auto &x : a)
+    x = (uint8_t)g();
   memra_buf *x = nullptr, *y = nullptr;
   ASSERT_EQ(MEMRA_OK, c.vt->buf_alloc(c.be, n, &x));
   ASSERT_EQ(MEMRA_OK, c.vt->buf_alloc(c.be, n, &y));
@@ -112,7 +112,7 @@ TEST(CpuBuffers, RoundTripAndCopy) {
   c.vt->buf_free(c.be, x);
   c.vt->buf_free(c.be, y);
   memra_buf *z = nullptr;
-  ASSERT_EQ(MEMRA_OK, c.vt->buf_alloc(c.be, 0, &z));  // an empty buffer is a buffer
+  ASSERT_EQ(MEMRA_OK, c.vt->buf_alloc(c.be, 0, &z)); // an empty buffer is a buffer
   EXPECT_EQ(MEMRA_E_INVALID, c.vt->buf_upload(c.be, z, 0, a.data(), 1));
   c.vt->buf_free(c.be, z);
   c.vt->buf_free(c.be, nullptr);
@@ -126,7 +126,7 @@ TEST(CpuBuffers, OutOfBoundsIsInvalidWithMessage) {
   EXPECT_EQ(MEMRA_E_INVALID, c.vt->buf_upload(c.be, x, 1, tmp, 100));
   EXPECT_NE(std::string::npos, c.err().find("buf_upload")) << c.err();
   EXPECT_NE(std::string::npos, c.err().find("100 bytes")) << c.err();
-  EXPECT_EQ(MEMRA_E_INVALID, c.vt->buf_download(c.be, x, UINT64_MAX, tmp, 2));  // wraps
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->buf_download(c.be, x, UINT64_MAX, tmp, 2)); // wraps
   EXPECT_NE(std::string::npos, c.err().find("buf_download")) << c.err();
   EXPECT_EQ(MEMRA_E_INVALID, c.vt->buf_download(c.be, x, 2, tmp, UINT64_MAX - 1));
   EXPECT_EQ(MEMRA_E_INVALID, c.vt->buf_copy(c.be, x, 0, x, 60, 41));

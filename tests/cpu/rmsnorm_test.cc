@@ -13,14 +13,16 @@ std::vector<double> ref_rmsnorm(const std::vector<double> &x, const std::vector<
   std::vector<double> y(x.size());
   for (int64_t r = 0; r < rows; ++r) {
     double ss = 0;
-    for (int64_t i = 0; i < d; ++i) ss += x[r * d + i] * x[r * d + i];
+    for (int64_t i = 0; i < d; ++i)
+      ss += x[r * d + i] * x[r * d + i];
     double s = 1.0 / std::sqrt(ss / d + eps);
-    for (int64_t i = 0; i < d; ++i) y[r * d + i] = x[r * d + i] * s * w[i];
+    for (int64_t i = 0; i < d; ++i)
+      y[r * d + i] = x[r * d + i] * s * w[i];
   }
   return y;
 }
 
-}  // namespace
+} // namespace
 
 TEST(CpuRmsnorm, MatchesDoubleReference) {
   Cpu c;
@@ -31,7 +33,7 @@ TEST(CpuRmsnorm, MatchesDoubleReference) {
         SCOPED_TRACE(testing::Message() << rows << "x" << d << " res=" << with_res);
         auto x = randf(g, rows * d, -3, 3), res = randf(g, rows * d), w = randf(g, d, 0.5f, 1.5f);
         Dev dx(c, MEMRA_TYPE_F32, d, rows), dres(c, MEMRA_TYPE_F32, d, rows),
-            dw(c, MEMRA_TYPE_F32, d, 1), dy(c, MEMRA_TYPE_F32, d, rows, 12);  // strided y
+            dw(c, MEMRA_TYPE_F32, d, 1), dy(c, MEMRA_TYPE_F32, d, rows, 12); // strided y
         dx.put(x);
         dres.put(res);
         dw.put(w);
@@ -40,7 +42,8 @@ TEST(CpuRmsnorm, MatchesDoubleReference) {
                   c.vt->rmsnorm(c.be, &dy.t, &dx.t, with_res ? &dres.t : nullptr, &dw.t, eps))
             << c.err();
         std::vector<double> xs(x.size());
-        for (size_t i = 0; i < x.size(); ++i) xs[i] = with_res ? (double)(x[i] + res[i]) : x[i];
+        for (size_t i = 0; i < x.size(); ++i)
+          xs[i] = with_res ? (double)(x[i] + res[i]) : x[i];
         EXPECT_LE(rel_l2(dy.get<float>(), ref_rmsnorm(xs, w, rows, d, eps)), 1e-6);
         EXPECT_TRUE(dy.guards_ok());
         // With res, x is written back as x + res (float sums, exactly).
@@ -89,7 +92,7 @@ TEST(CpuRmsnorm, BadShapesAreInvalidAndNamed) {
   EXPECT_EQ(0u, c.err().find("rmsnorm: tensor x is absent")) << c.err();
   // A view running past its buffer.
   memra_tensor big = x.t;
-  big.ne1 = 7;  // past the 192 guard bytes too
+  big.ne1 = 7; // past the 192 guard bytes too
   EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm(c.be, &y.t, &big, nullptr, &w31.t, 1e-5f));
   EXPECT_EQ(0u, c.err().find("rmsnorm: x needs bytes")) << c.err();
   memra_tensor wrap = x.t;

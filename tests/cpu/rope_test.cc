@@ -15,7 +15,8 @@ void ref_rope(std::vector<double> &x, const std::vector<int32_t> &pos, int n_hea
       for (int i = 0; i < n_rot / 2; ++i) {
         double theta = pos[r] * fscale * std::pow(base, -2.0 * i / n_rot);
         if (ff) theta /= (*ff)[i];
-        int a = mode == MEMRA_ROPE_NEOX ? i : 2 * i, b = mode == MEMRA_ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
+        int a = mode == MEMRA_ROPE_NEOX ? i : 2 * i,
+            b = mode == MEMRA_ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
         double x0 = v[a], x1 = v[b];
         v[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
         v[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
@@ -23,7 +24,7 @@ void ref_rope(std::vector<double> &x, const std::vector<int32_t> &pos, int n_hea
     }
 }
 
-}  // namespace
+} // namespace
 
 TEST(CpuRope, NormAndNeoxMatchDouble) {
   Cpu c;
@@ -33,18 +34,19 @@ TEST(CpuRope, NormAndNeoxMatchDouble) {
     float base, fscale;
   } cases[] = {{9, 64, 64, 10000.0f, 1.0f},
                {3, 80, 80, 1000000.0f, 1.0f},
-               {5, 80, 32, 10000.0f, 0.25f},  // partial rotation, linear scaling
+               {5, 80, 32, 10000.0f, 0.25f}, // partial rotation, linear scaling
                {1, 64, 64, 500000.0f, 1.0f}};
   for (const Case &k : cases)
     for (int mode : {MEMRA_ROPE_NORM, MEMRA_ROPE_NEOX})
       for (bool with_ff : {false, true})
         for (int64_t rows : {1, 31, 97}) {
-          SCOPED_TRACE(testing::Message() << "hd=" << k.hd << " n_rot=" << k.n_rot << " mode=" << mode
-                                          << " ff=" << with_ff << " rows=" << rows);
+          SCOPED_TRACE(testing::Message() << "hd=" << k.hd << " n_rot=" << k.n_rot << " mode="
+                                          << mode << " ff=" << with_ff << " rows=" << rows);
           int64_t w = (int64_t)k.n_head * k.hd;
           auto x = randf(g, rows * w);
           std::vector<int32_t> pos(rows);
-          for (auto &p : pos) p = (int32_t)(g() % 8192);
+          for (auto &p : pos)
+            p = (int32_t)(g() % 8192);
           pos[0] = rows > 1 ? 0 : 4097;
           auto ff = randf(g, k.n_rot / 2, 1.0f, 8.0f);
           Dev dx(c, MEMRA_TYPE_F32, w, rows, 20), dp(c, MEMRA_TYPE_I32, rows, 1),
@@ -56,10 +58,11 @@ TEST(CpuRope, NormAndNeoxMatchDouble) {
           if (with_ff) p.freq_factors = df.t;
           ASSERT_EQ(MEMRA_OK, c.vt->rope(c.be, &dx.t, &dp.t, &p)) << c.err();
           std::vector<double> want(x.begin(), x.end());
-          ref_rope(want, pos, k.n_head, k.hd, k.n_rot, mode, k.base, k.fscale, with_ff ? &ff : nullptr);
+          ref_rope(want, pos, k.n_head, k.hd, k.n_rot, mode, k.base, k.fscale,
+                   with_ff ? &ff : nullptr);
           EXPECT_LE(rel_l2(dx.get<float>(), want), 1e-6);
           EXPECT_TRUE(dx.guards_ok());
-          if (k.n_rot < k.hd) {  // dims past n_rot are untouched, bit for bit
+          if (k.n_rot < k.hd) { // dims past n_rot are untouched, bit for bit
             std::vector<float> got = dx.get<float>();
             for (int64_t r = 0; r < rows; ++r)
               for (int h = 0; h < k.n_head; ++h)

@@ -18,11 +18,12 @@ std::vector<std::vector<float>> run_all(int n_threads) {
 
   // matmul, decode and prefill, Q4_1 and Q6_K.
   for (int32_t type : {MEMRA_TYPE_Q4_1, MEMRA_TYPE_Q6_K}) {
-    int64_t kk = type == MEMRA_TYPE_Q6_K ? 768 : k;  // K-quants need whole 256 blocks
+    int64_t kk = type == MEMRA_TYPE_Q6_K ? 768 : k; // K-quants need whole 256 blocks
     uint64_t rb = memra_type_row_bytes(type, kk);
     std::vector<uint8_t> w(n * rb);
     auto src = randf(g, n * kk);
-    for (int64_t r = 0; r < n; ++r) memra_quantize_row(type, &src[r * kk], &w[r * rb], kk);
+    for (int64_t r = 0; r < n; ++r)
+      memra_quantize_row(type, &src[r * kk], &w[r * rb], kk);
     Dev dw(c, type, kk, n), dx(c, MEMRA_TYPE_F32, kk, m), dy(c, MEMRA_TYPE_F32, n, m),
         d1(c, MEMRA_TYPE_F32, n, 1);
     dw.put_bytes(w.data());
@@ -42,7 +43,8 @@ std::vector<std::vector<float>> run_all(int n_threads) {
   b.put(randf(g, m * w, -3, 3));
   nw.put(randf(g, w));
   std::vector<int32_t> pv(m);
-  for (auto &p : pv) p = (int32_t)(g() % 5000);
+  for (auto &p : pv)
+    p = (int32_t)(g() % 5000);
   pos.put(pv);
   EXPECT_EQ(MEMRA_OK, c.vt->rmsnorm(c.be, &y.t, &a.t, &b.t, &nw.t, 1e-5f));
   outs.push_back(y.get<float>());
@@ -58,15 +60,17 @@ std::vector<std::vector<float>> run_all(int n_threads) {
   // kv_store + attention: 2 sequences of 300 positions, pages of 16, GQA 3:1.
   const int hd = 64, nh = 9, nkv = 3, bs = 16, len = 300, blocks = (len + bs - 1) / bs;
   std::vector<int32_t> table(2 * blocks), kpos, kseq;
-  for (int i = 0; i < 2 * blocks; ++i) table[i] = (i * 7) % (2 * blocks);  // a permutation
+  for (int i = 0; i < 2 * blocks; ++i)
+    table[i] = (i * 7) % (2 * blocks); // a permutation
   for (int s = 0; s < 2; ++s)
     for (int p = 0; p < len; ++p) {
       kseq.push_back(s);
       kpos.push_back(p);
     }
-  Dev tb(c, MEMRA_TYPE_I32, blocks, 2), kp(c, MEMRA_TYPE_I32, 2 * len, 1), ks(c, MEMRA_TYPE_I32, 2 * len, 1),
-      kk(c, MEMRA_TYPE_F32, nkv * hd, 2 * len), vv(c, MEMRA_TYPE_F32, nkv * hd, 2 * len),
-      kc(c, MEMRA_TYPE_F16, nkv * hd, 2 * blocks * bs), vc(c, MEMRA_TYPE_F16, nkv * hd, 2 * blocks * bs);
+  Dev tb(c, MEMRA_TYPE_I32, blocks, 2), kp(c, MEMRA_TYPE_I32, 2 * len, 1),
+      ks(c, MEMRA_TYPE_I32, 2 * len, 1), kk(c, MEMRA_TYPE_F32, nkv * hd, 2 * len),
+      vv(c, MEMRA_TYPE_F32, nkv * hd, 2 * len), kc(c, MEMRA_TYPE_F16, nkv * hd, 2 * blocks * bs),
+      vc(c, MEMRA_TYPE_F16, nkv * hd, 2 * blocks * bs);
   tb.put(table);
   kp.put(kpos);
   ks.put(kseq);
@@ -87,7 +91,7 @@ std::vector<std::vector<float>> run_all(int n_threads) {
   return outs;
 }
 
-}  // namespace
+} // namespace
 
 TEST(CpuThreading, OneTwoThreeThreadsGiveIdenticalBits) {
   std::vector<std::vector<float>> one = run_all(1);
@@ -97,7 +101,8 @@ TEST(CpuThreading, OneTwoThreeThreadsGiveIdenticalBits) {
     for (size_t i = 0; i < one.size(); ++i) {
       EXPECT_TRUE(bits_equal(one[i], other[i])) << "output " << i << " with " << n << " threads";
       double nz = 0;
-      for (float v : one[i]) nz += std::fabs(v);
+      for (float v : one[i])
+        nz += std::fabs(v);
       EXPECT_GT(nz, 0.0) << "output " << i << " is all zeros: the test would prove nothing";
     }
   }
@@ -111,6 +116,7 @@ TEST(CpuThreading, ManySmallRegionsStayCorrect) {
   auto x = randf(g, rows * w);
   Dev a(c, MEMRA_TYPE_F32, w, rows);
   a.put(x);
-  for (int i = 0; i < 500; ++i) ASSERT_EQ(MEMRA_OK, c.vt->scale(c.be, &a.t, &a.t, i % 2 ? 2.0f : 0.5f));
-  EXPECT_TRUE(bits_equal(x, a.get<float>()));  // powers of two: exact round trip
+  for (int i = 0; i < 500; ++i)
+    ASSERT_EQ(MEMRA_OK, c.vt->scale(c.be, &a.t, &a.t, i % 2 ? 2.0f : 0.5f));
+  EXPECT_TRUE(bits_equal(x, a.get<float>())); // powers of two: exact round trip
 }
