@@ -18,9 +18,10 @@ typedef struct lanes {
   float v[LANES];
 } lanes;
 
-/* acc[k] += w[i + k] * x[i + k], for n a multiple of LANES. */
-static inline void lanes_fma(lanes *restrict acc, const float *restrict w, const float *restrict x,
-                             int64_t n) {
+/* acc[k] += w[i + k] * x[i + k], for n a multiple of LANES: a multiply then an add, two
+ * roundings (the package is built with -ffp-contract=off, so never a fused FMA). */
+static inline void lanes_muladd(lanes *restrict acc, const float *restrict w,
+                                const float *restrict x, int64_t n) {
   for (int64_t i = 0; i < n; i += LANES)
     for (int k = 0; k < LANES; ++k)
       acc->v[k] += w[i + k] * x[i + k];
@@ -44,7 +45,7 @@ static inline float lanes_sum(const lanes *acc) {
     float buf[qk];                                                                                 \
     for (int64_t i = 0; i < n / (qk); ++i) {                                                       \
       fn(b + i, buf);                                                                              \
-      lanes_fma(&acc, buf, x + i * (qk), (qk));                                                    \
+      lanes_muladd(&acc, buf, x + i * (qk), (qk));                                                 \
     }                                                                                              \
     return lanes_sum(&acc);                                                                        \
   }
@@ -73,7 +74,7 @@ enum { MULTI = 8 };
     for (int64_t i = 0; i < n / (qk); ++i) {                                                       \
       fn(b + i, buf);                                                                              \
       for (int t = 0; t < nx; ++t)                                                                 \
-        lanes_fma(&acc[t], buf, x + t * ldx + i * (qk), (qk));                                     \
+        lanes_muladd(&acc[t], buf, x + t * ldx + i * (qk), (qk));                                  \
     }                                                                                              \
     for (int t = 0; t < nx; ++t)                                                                   \
       out[t] = lanes_sum(&acc[t]);                                                                 \
@@ -95,7 +96,7 @@ MEMRA_DOT_BLOCKS_N(memra_block_q6_K, memra_dq_q6_K, MEMRA_QK_K)
 static float dot_f32(const float *w, const float *x, int64_t n) {
   lanes acc = {{0}};
   int64_t m = n - n % LANES;
-  lanes_fma(&acc, w, x, m);
+  lanes_muladd(&acc, w, x, m);
   for (int64_t i = m; i < n; ++i)
     acc.v[i - m] += w[i] * x[i];
   return lanes_sum(&acc);
@@ -110,7 +111,7 @@ static float dot_f32(const float *w, const float *x, int64_t n) {
     for (; i + 32 <= n; i += 32) {                                                                 \
       for (int k = 0; k < 32; ++k)                                                                 \
         buf[k] = cvt(w[i + k]);                                                                    \
-      lanes_fma(&acc, buf, x + i, 32);                                                             \
+      lanes_muladd(&acc, buf, x + i, 32);                                                          \
     }                                                                                              \
     for (int64_t k = i; k < n; ++k)                                                                \
       acc.v[(k - i) % LANES] += cvt(w[k]) * x[k];                                                  \
