@@ -38,6 +38,7 @@ TEST(FuzzRegressions, EveryStoredInputIsHandled) {
     if (st == MEMRA_OK) {
       ++opened;
       EXPECT_NE(0u, memra_gguf_fuzz_touch(g, devnull)) << n;
+      EXPECT_NE(0, memra_gguf_fuzz_rewrite(g)) << n << ": writer round trip differs";
       memra_gguf_close(g);
     } else {
       EXPECT_EQ(MEMRA_E_FORMAT, st) << n << ": " << err.msg;
@@ -57,5 +58,6 @@ TEST(FuzzRegressions, TouchReadsTheFixtureCompletely) {
   uint64_t a = memra_gguf_fuzz_touch(g, nullptr), b = memra_gguf_fuzz_touch(g, nullptr);
   EXPECT_NE(0u, a);
   EXPECT_EQ(a, b) << "deterministic";
+  EXPECT_EQ(1, memra_gguf_fuzz_rewrite(g)) << "the gguf-py file survives our writer intact";
   memra_gguf_close(g);
 }

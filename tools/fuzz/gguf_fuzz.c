@@ -1,5 +1,6 @@
 /* gguf_fuzz.c — libFuzzer target for the GGUF reader (run: tools/fuzz/run_gguf_fuzz.sh).
- * Any input must give MEMRA_OK (then every accessor is exercised) or MEMRA_E_FORMAT with a
+ * Any input must give MEMRA_OK (then every accessor is exercised, and a copy through the
+ * writer must reopen with the same contents) or MEMRA_E_FORMAT with a
  * one-line message, and leave no allocation behind. Anything else aborts: a finding. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (st == MEMRA_OK) {
     if (memra_gguf_fuzz_touch(g, devnull) == 0) {
       fprintf(stderr, "gguf_fuzz: an accessor disagreed with the tables\n");
+      abort();
+    }
+    if (memra_gguf_fuzz_rewrite(g) == 0) {
+      fprintf(stderr, "gguf_fuzz: writer round trip changed the file's contents\n");
       abort();
     }
     memra_gguf_close(g);

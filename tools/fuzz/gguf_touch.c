@@ -80,3 +80,120 @@ uint64_t memra_gguf_fuzz_touch(const memra_gguf *g, FILE *sink) {
   if (sink && memra_gguf_dump(g, sink, true) != MEMRA_OK) bad = 1;
   return bad ? 0 : (h | 1);
 }
+
+static bool has_nul(memra_str s) { return s.len && memchr(s.ptr, 0, (size_t)s.len); }
+
+static int elem_bytes(int32_t t) {
+  switch (t) {
+  case MEMRA_GGUF_U8: case MEMRA_GGUF_I8: case MEMRA_GGUF_BOOL: return 1;
+  case MEMRA_GGUF_U16: case MEMRA_GGUF_I16: return 2;
+  case MEMRA_GGUF_U32: case MEMRA_GGUF_I32: case MEMRA_GGUF_F32: return 4;
+  default: return 8;
+  }
+}
+
+/* Re-packs a widened scalar into its file type (the writer takes native bytes). */
+static void narrow(const memra_gguf_kv *kv, uint8_t out[8]) {
+  memset(out, 0, 8);
+  switch (kv->type) {
+  case MEMRA_GGUF_F32: { float f = (float)kv->v.f64; memcpy(out, &f, 4); } break;
+  case MEMRA_GGUF_F64: memcpy(out, &kv->v.f64, 8); break;
+  default: memcpy(out, &kv->v.u64, 8); break; /* little-endian: low bytes first */
+  }
+}
+
+static bool copy_kv(const memra_gguf *g, memra_gguf_writer *w, const memra_gguf_kv *kv,
+                    const char *key, int *skip) {
+  if (kv->type == MEMRA_GGUF_STRING) return memra_gguf_writer_set_strn(w, key, kv->v.str.ptr, kv->v.str.len) == MEMRA_OK;
+  if (kv->type != MEMRA_GGUF_ARRAY) {
+    uint8_t b[8];
+    narrow(kv, b);
+    return memra_gguf_writer_set_val(w, key, kv->type, b) == MEMRA_OK;
+  }
+  uint64_t n = kv->v.arr.n;
+  if (kv->v.arr.elem_type != MEMRA_GGUF_STRING) {
+    if (kv->v.arr.elem_type == MEMRA_GGUF_BOOL)
+      for (uint64_t j = 0; j < n; ++j)
+        if (kv->v.arr.data[j] > 1) return *skip = 1, true; /* the writer normalizes bools */
+    return memra_gguf_writer_set_arr(w, key, kv->v.arr.elem_type, kv->v.arr.data, n) == MEMRA_OK;
+  }
+  char **strs = memra_calloc((size_t)n, sizeof *strs);
+  bool ok = strs != NULL;
+  for (uint64_t j = 0; ok && j < n; ++j) {
+    memra_str s = memra_gguf_arr_str(g, kv, j);
+    if (has_nul(s)) *skip = 1, ok = false;
+    else ok = (strs[j] = memra_strndup(s.ptr, (size_t)s.len)) != NULL;
+  }
+  if (ok) ok = memra_gguf_writer_set_arr_str(w, key, (const char *const *)strs, n) == MEMRA_OK;
+  for (uint64_t j = 0; strs && j < n; ++j) memra_free(strs[j]);
+  memra_free(strs);
+  return ok || *skip;
+}
+
+static bool same_kv(const memra_gguf *a, const memra_gguf_kv *x, const memra_gguf *b,
+                    const memra_gguf_kv *y) {
+  if (x->key.len != y->key.len || memcmp(x->key.ptr, y->key.ptr, (size_t)x->key.len) ||
+      x->type != y->type)
+    return false;
+  if (x->type == MEMRA_GGUF_STRING)
+    return x->v.str.len == y->v.str.len && !memcmp(x->v.str.ptr, y->v.str.ptr, (size_t)x->v.str.len);
+  if (x->type != MEMRA_GGUF_ARRAY) return !memcmp(&x->v, &y->v, sizeof x->v);
+  if (x->v.arr.elem_type != y->v.arr.elem_type || x->v.arr.n != y->v.arr.n) return false;
+  if (x->v.arr.elem_type != MEMRA_GGUF_STRING)
+    return x->v.arr.n == 0 ||
+           !memcmp(x->v.arr.data, y->v.arr.data, (size_t)(x->v.arr.n * (uint64_t)elem_bytes(x->v.arr.elem_type)));
+  for (uint64_t j = 0; j < x->v.arr.n; ++j) {
+    memra_str s = memra_gguf_arr_str(a, x, j), t = memra_gguf_arr_str(b, y, j);
+    if (s.len != t.len || (s.len && memcmp(s.ptr, t.ptr, (size_t)s.len))) return false;
+  }
+  return true;
+}
+
+static bool same_tensor(const memra_gguf_tensor *x, const memra_gguf_tensor *y) {
+  return x->name.len == y->name.len && !memcmp(x->name.ptr, y->name.ptr, (size_t)x->name.len) &&
+         x->type == y->type && x->n_dims == y->n_dims && !memcmp(x->ne, y->ne, sizeof x->ne) &&
+         x->nbytes == y->nbytes && (x->nbytes == 0 || !memcmp(x->data, y->data, (size_t)x->nbytes));
+}
+
+int memra_gguf_fuzz_rewrite(const memra_gguf *g) {
+  memra_gguf_writer *w = memra_gguf_writer_new(0);
+  if (!w) return 0;
+  memra_gguf_writer_set_version(w, memra_gguf_version(g));
+  int skip = 0;
+  bool ok = true;
+  /* general.alignment first: it sets the layout (and must be a u32 for the writer). */
+  const memra_gguf_kv *al = memra_gguf_kv_find(g, "general.alignment");
+  if (al && al->type != MEMRA_GGUF_U32) skip = 1;
+  for (uint64_t i = 0; ok && !skip && i < memra_gguf_n_kv(g); ++i) {
+    const memra_gguf_kv *kv = memra_gguf_kv_at(g, i);
+    char *key = cstr(kv->key);
+    if (!key) skip = 1;
+    else ok = copy_kv(g, w, kv, key, &skip);
+    memra_free(key);
+  }
+  for (uint64_t i = 0; ok && !skip && i < memra_gguf_n_tensors(g); ++i) {
+    const memra_gguf_tensor *t = memra_gguf_tensor_at(g, i);
+    char *name = cstr(t->name);
+    if (!name) skip = 1;
+    else ok = memra_gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data, t->nbytes) == MEMRA_OK;
+    memra_free(name);
+  }
+  uint8_t *bytes = NULL;
+  uint64_t size = 0;
+  memra_gguf *h = NULL;
+  if (ok && !skip) ok = memra_gguf_writer_to_memory(w, &bytes, &size, NULL) == MEMRA_OK;
+  if (ok && !skip) ok = memra_gguf_open_memory(bytes, size, "rewrite", &h, NULL) == MEMRA_OK;
+  if (ok && !skip) {
+    ok = memra_gguf_n_kv(h) == memra_gguf_n_kv(g) && memra_gguf_n_tensors(h) == memra_gguf_n_tensors(g) &&
+         memra_gguf_alignment(h) == memra_gguf_alignment(g) && memra_gguf_version(h) == memra_gguf_version(g);
+    for (uint64_t i = 0; ok && i < memra_gguf_n_kv(g); ++i)
+      ok = same_kv(g, memra_gguf_kv_at(g, i), h, memra_gguf_kv_at(h, i));
+    for (uint64_t i = 0; ok && i < memra_gguf_n_tensors(g); ++i)
+      ok = same_tensor(memra_gguf_tensor_at(g, i), memra_gguf_tensor_at(h, i));
+  }
+  memra_gguf_close(h);
+  memra_free(bytes);
+  memra_gguf_writer_free(w);
+  if (!ok) return 0;
+  return skip ? 2 : 1;
+}

@@ -17,6 +17,11 @@ extern "C" {
  * (so nothing is optimized away); 0 if an accessor disagreed with the table (a bug). */
 uint64_t memra_gguf_fuzz_touch(const memra_gguf *g, FILE *sink);
 
+/* Copies g through the writer (every kv and tensor), reopens the bytes and compares:
+ * 1 equal, 0 a difference or a writer failure (a bug), 2 skipped (a key or string holds a
+ * NUL, which the writer's C-string API cannot express). */
+int memra_gguf_fuzz_rewrite(const memra_gguf *g);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,7 +15,7 @@ command -v clang >/dev/null || { echo "run_gguf_fuzz.sh: clang not found (apt-ge
 mkdir -p "$work/corpus" "$work/artifacts"
 
 srcs=(tools/fuzz/gguf_fuzz.c tools/fuzz/gguf_touch.c
-      core/gguf/gguf_read.c core/gguf/gguf_access.c core/gguf/gguf_dump.c
+      core/gguf/gguf_read.c core/gguf/gguf_access.c core/gguf/gguf_dump.c core/gguf/gguf_write.c
       core/base/alloc.c core/base/err.c)
 bin="$work/gguf_fuzz"
 # One clang process, -O1: light on a shared machine.
