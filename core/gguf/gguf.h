@@ -46,7 +46,7 @@ typedef struct memra_gguf_kv {
     double f64;   /* F32 and F64, widened */
     memra_str str;
     struct {
-      int32_t elem_type;  /* memra_gguf_vtype of the elements (never ARRAY) */
+      int32_t elem_type; /* memra_gguf_vtype of the elements (never ARRAY) */
       uint64_t n;
       const uint8_t *data; /* packed elements; strings as (u64 len, bytes) pairs */
     } arr;
@@ -55,12 +55,12 @@ typedef struct memra_gguf_kv {
 
 typedef struct memra_gguf_tensor {
   memra_str name;
-  int32_t type;      /* memra_type */
-  int32_t n_dims;    /* 1..4 */
-  int64_t ne[4];     /* ne[0] is the row length; unused dims are 1 */
-  uint64_t offset;   /* from the start of the data section */
+  int32_t type;    /* memra_type */
+  int32_t n_dims;  /* 1..4 */
+  int64_t ne[4];   /* ne[0] is the row length; unused dims are 1 */
+  uint64_t offset; /* from the start of the data section */
   uint64_t nbytes;
-  const void *data;  /* into the map */
+  const void *data; /* into the map */
 } memra_gguf_tensor;
 
 typedef struct memra_gguf memra_gguf;
@@ -86,12 +86,9 @@ const memra_gguf_kv *memra_gguf_kv_find(const memra_gguf *g, const char *key);
  * widths when the value fits. */
 memra_status memra_gguf_get_u32(const memra_gguf *g, const char *key, uint32_t *out,
                                 memra_err *err);
-memra_status memra_gguf_get_i64(const memra_gguf *g, const char *key, int64_t *out,
-                                memra_err *err);
-memra_status memra_gguf_get_f32(const memra_gguf *g, const char *key, float *out,
-                                memra_err *err);
-memra_status memra_gguf_get_bool(const memra_gguf *g, const char *key, bool *out,
-                                 memra_err *err);
+memra_status memra_gguf_get_i64(const memra_gguf *g, const char *key, int64_t *out, memra_err *err);
+memra_status memra_gguf_get_f32(const memra_gguf *g, const char *key, float *out, memra_err *err);
+memra_status memra_gguf_get_bool(const memra_gguf *g, const char *key, bool *out, memra_err *err);
 memra_status memra_gguf_get_str(const memra_gguf *g, const char *key, memra_str *out,
                                 memra_err *err);
 /* An array: its element type and count; elements through the accessors below. */

@@ -40,8 +40,10 @@ uint64_t memra_gguf_name_find(const memra_gguf_name_ix *sorted, uint64_t n, cons
     uint64_t mid = lo + (hi - lo) / 2;
     int c = memra_gguf_name_cmp(&sorted[mid], &key);
     if (c == 0) return mid;
-    if (c < 0) lo = mid + 1;
-    else hi = mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return UINT64_MAX;
 }
@@ -94,8 +96,8 @@ static memra_status find(const memra_gguf *g, const char *key, const memra_gguf_
 static memra_status mismatch(const memra_gguf *g, const memra_gguf_kv *kv, const char *key,
                              const char *want, memra_err *err) {
   if (kv->type == MEMRA_GGUF_ARRAY)
-    return memra_errf(err, MEMRA_E_FORMAT, "%s: key '%s' is an array of %s, expected %s",
-                      g->name, key, memra_gguf_vtype_name(kv->v.arr.elem_type), want);
+    return memra_errf(err, MEMRA_E_FORMAT, "%s: key '%s' is an array of %s, expected %s", g->name,
+                      key, memra_gguf_vtype_name(kv->v.arr.elem_type), want);
   return memra_errf(err, MEMRA_E_FORMAT, "%s: key '%s' has type %s, expected %s", g->name, key,
                     memra_gguf_vtype_name(kv->type), want);
 }
@@ -133,17 +135,15 @@ memra_status memra_gguf_get_i64(const memra_gguf *g, const char *key, int64_t *o
   }
   if (is_unsigned(kv->type)) {
     if (kv->v.u64 > (uint64_t)INT64_MAX)
-      return memra_errf(err, MEMRA_E_FORMAT,
-                        "%s: key '%s' (%s) is %" PRIu64 ", does not fit i64", g->name, key,
-                        memra_gguf_vtype_name(kv->type), kv->v.u64);
+      return memra_errf(err, MEMRA_E_FORMAT, "%s: key '%s' (%s) is %" PRIu64 ", does not fit i64",
+                        g->name, key, memra_gguf_vtype_name(kv->type), kv->v.u64);
     *out = (int64_t)kv->v.u64;
     return MEMRA_OK;
   }
   return mismatch(g, kv, key, "an integer", err);
 }
 
-memra_status memra_gguf_get_f32(const memra_gguf *g, const char *key, float *out,
-                                memra_err *err) {
+memra_status memra_gguf_get_f32(const memra_gguf *g, const char *key, float *out, memra_err *err) {
   const memra_gguf_kv *kv;
   memra_status st = find(g, key, &kv, err);
   if (st) return st;
@@ -153,8 +153,7 @@ memra_status memra_gguf_get_f32(const memra_gguf *g, const char *key, float *out
   return MEMRA_OK;
 }
 
-memra_status memra_gguf_get_bool(const memra_gguf *g, const char *key, bool *out,
-                                 memra_err *err) {
+memra_status memra_gguf_get_bool(const memra_gguf *g, const char *key, bool *out, memra_err *err) {
   const memra_gguf_kv *kv;
   memra_status st = find(g, key, &kv, err);
   if (st) return st;
@@ -222,7 +221,8 @@ static double as_f64(const memra_gguf_kv *kv, uint64_t i) {
 double memra_gguf_arr_f64(const memra_gguf_kv *kv, uint64_t i) {
   if (!kv || kv->type != MEMRA_GGUF_ARRAY || i >= kv->v.arr.n) return NAN;
   switch (kv->v.arr.elem_type) {
-  case MEMRA_GGUF_F32: case MEMRA_GGUF_F64: return as_f64(kv, i);
+  case MEMRA_GGUF_F32:
+  case MEMRA_GGUF_F64: return as_f64(kv, i);
   case MEMRA_GGUF_U64: return (double)raw(kv, i, 8);
   case MEMRA_GGUF_STRING: return NAN;
   default: return (double)memra_gguf_arr_i64(kv, i);
@@ -241,7 +241,8 @@ int64_t memra_gguf_arr_i64(const memra_gguf_kv *kv, uint64_t i) {
   case MEMRA_GGUF_I32: return (int32_t)(uint32_t)raw(kv, i, 4);
   case MEMRA_GGUF_U64: return (int64_t)raw(kv, i, 8); /* wraps above INT64_MAX */
   case MEMRA_GGUF_I64: return (int64_t)raw(kv, i, 8);
-  case MEMRA_GGUF_F32: case MEMRA_GGUF_F64: {
+  case MEMRA_GGUF_F32:
+  case MEMRA_GGUF_F64: {
     double d = as_f64(kv, i); /* truncates toward zero; NaN and out of range give 0 */
     return d > -9.2e18 && d < 9.2e18 ? (int64_t)d : 0;
   }

@@ -19,8 +19,10 @@ static void put_str(FILE *out, memra_str s) {
     case '"': fputs("\\\"", out); break;
     case '\\': fputs("\\\\", out); break;
     default:
-      if (ch < 0x20 || ch == 0x7f) fprintf(out, "\\x%02x", ch);
-      else fputc(ch, out); /* UTF-8 bytes pass through */
+      if (ch < 0x20 || ch == 0x7f)
+        fprintf(out, "\\x%02x", ch);
+      else
+        fputc(ch, out); /* UTF-8 bytes pass through */
     }
   }
   fputc('"', out);
@@ -28,12 +30,14 @@ static void put_str(FILE *out, memra_str s) {
 
 static void put_scalar(FILE *out, const memra_gguf_kv *kv) {
   switch (kv->type) {
-  case MEMRA_GGUF_U8: case MEMRA_GGUF_U16: case MEMRA_GGUF_U32: case MEMRA_GGUF_U64:
-    fprintf(out, "%" PRIu64, kv->v.u64);
-    break;
-  case MEMRA_GGUF_I8: case MEMRA_GGUF_I16: case MEMRA_GGUF_I32: case MEMRA_GGUF_I64:
-    fprintf(out, "%" PRId64, kv->v.i64);
-    break;
+  case MEMRA_GGUF_U8:
+  case MEMRA_GGUF_U16:
+  case MEMRA_GGUF_U32:
+  case MEMRA_GGUF_U64: fprintf(out, "%" PRIu64, kv->v.u64); break;
+  case MEMRA_GGUF_I8:
+  case MEMRA_GGUF_I16:
+  case MEMRA_GGUF_I32:
+  case MEMRA_GGUF_I64: fprintf(out, "%" PRId64, kv->v.i64); break;
   case MEMRA_GGUF_F32: fprintf(out, "%.9g", kv->v.f64); break;
   case MEMRA_GGUF_F64: fprintf(out, "%.17g", kv->v.f64); break;
   case MEMRA_GGUF_BOOL: fputs(kv->v.u64 ? "true" : "false", out); break;
@@ -55,14 +59,17 @@ static void put_elem(FILE *out, const memra_gguf *g, const memra_gguf_kv *kv, ui
 static void put_name(FILE *out, memra_str s) { /* keys and tensor names, unquoted */
   for (uint64_t i = 0; i < s.len; ++i) {
     unsigned char ch = (unsigned char)s.ptr[i];
-    if (ch < 0x20 || ch == 0x7f || ch == '\\') fprintf(out, "\\x%02x", ch);
-    else fputc(ch, out);
+    if (ch < 0x20 || ch == 0x7f || ch == '\\')
+      fprintf(out, "\\x%02x", ch);
+    else
+      fputc(ch, out);
   }
 }
 
 memra_status memra_gguf_dump(const memra_gguf *g, FILE *out, bool full_arrays) {
-  fprintf(out, "* GGUF version %" PRIu32 ", %" PRIu64 " bytes, alignment %" PRIu64
-               ", tensor data at byte %" PRIu64 "\n",
+  fprintf(out,
+          "* GGUF version %" PRIu32 ", %" PRIu64 " bytes, alignment %" PRIu64
+          ", tensor data at byte %" PRIu64 "\n",
           memra_gguf_version(g), memra_gguf_size(g), memra_gguf_alignment(g),
           memra_gguf_data_offset(g));
   uint64_t n_kv = memra_gguf_n_kv(g);
@@ -89,8 +96,10 @@ memra_status memra_gguf_dump(const memra_gguf *g, FILE *out, bool full_arrays) {
         if (j) fputs(", ", out);
         put_elem(out, g, kv, j);
       }
-      if (shown < n) fprintf(out, ", ...] (%" PRIu64 " items)", n);
-      else fputc(']', out);
+      if (shown < n)
+        fprintf(out, ", ...] (%" PRIu64 " items)", n);
+      else
+        fputc(']', out);
     }
     fputc('\n', out);
   }
@@ -107,8 +116,8 @@ memra_status memra_gguf_dump(const memra_gguf *g, FILE *out, bool full_arrays) {
       k += snprintf(shape + k, sizeof shape - (size_t)k, ", %" PRId64, t->ne[d]);
     if (k > 0 && (size_t)k < sizeof shape) snprintf(shape + k, sizeof shape - (size_t)k, "]");
     const char *tn = memra_type_info(t->type).name;
-    fprintf(out, "%7" PRIu64 "  %-6s %-28s %14" PRIu64 " %14" PRIu64 "  ", i, tn ? tn : "?",
-            shape, t->offset, t->nbytes);
+    fprintf(out, "%7" PRIu64 "  %-6s %-28s %14" PRIu64 " %14" PRIu64 "  ", i, tn ? tn : "?", shape,
+            t->offset, t->nbytes);
     put_name(out, t->name);
     fputc('\n', out);
   }

@@ -14,7 +14,7 @@ typedef struct memra_gguf_name_ix {
 struct memra_gguf {
   const uint8_t *base;
   uint64_t size;
-  void *map; /* non-NULL when we mmap'd the file and must munmap it */
+  void *map;  /* non-NULL when we mmap'd the file and must munmap it */
   char *name; /* file name for messages */
   uint32_t version;
   uint64_t alignment;

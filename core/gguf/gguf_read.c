@@ -24,10 +24,10 @@
 #endif
 
 enum {
-  HEADER_BYTES = 4 + 4 + 8 + 8,      /* magic, version, n_tensors, n_kv */
-  KV_MIN_BYTES = 8 + 4 + 1,          /* empty key, type, one-byte value */
-  TI_MIN_BYTES = 8 + 4 + 8 + 4 + 8,  /* empty name, n_dims, one dim, type, offset */
-  SHOWN_MAX = 64,                    /* longest name quoted in a message */
+  HEADER_BYTES = 4 + 4 + 8 + 8,     /* magic, version, n_tensors, n_kv */
+  KV_MIN_BYTES = 8 + 4 + 1,         /* empty key, type, one-byte value */
+  TI_MIN_BYTES = 8 + 4 + 8 + 4 + 8, /* empty name, n_dims, one dim, type, offset */
+  SHOWN_MAX = 64,                   /* longest name quoted in a message */
 };
 
 /* A read position in the file plus what error messages need. */
@@ -108,11 +108,19 @@ static memra_status read_str(cur *c, memra_str *out, const char *what) {
 /* Bytes of one scalar of type t; 0 for STRING/ARRAY; -1 for unknown types. */
 static int scalar_size(uint32_t t) {
   switch (t) {
-  case MEMRA_GGUF_U8: case MEMRA_GGUF_I8: case MEMRA_GGUF_BOOL: return 1;
-  case MEMRA_GGUF_U16: case MEMRA_GGUF_I16: return 2;
-  case MEMRA_GGUF_U32: case MEMRA_GGUF_I32: case MEMRA_GGUF_F32: return 4;
-  case MEMRA_GGUF_U64: case MEMRA_GGUF_I64: case MEMRA_GGUF_F64: return 8;
-  case MEMRA_GGUF_STRING: case MEMRA_GGUF_ARRAY: return 0;
+  case MEMRA_GGUF_U8:
+  case MEMRA_GGUF_I8:
+  case MEMRA_GGUF_BOOL: return 1;
+  case MEMRA_GGUF_U16:
+  case MEMRA_GGUF_I16: return 2;
+  case MEMRA_GGUF_U32:
+  case MEMRA_GGUF_I32:
+  case MEMRA_GGUF_F32: return 4;
+  case MEMRA_GGUF_U64:
+  case MEMRA_GGUF_I64:
+  case MEMRA_GGUF_F64: return 8;
+  case MEMRA_GGUF_STRING:
+  case MEMRA_GGUF_ARRAY: return 0;
   default: return -1;
   }
 }
@@ -123,11 +131,31 @@ static void widen(uint32_t t, const uint8_t *p, memra_gguf_kv *kv) {
   case MEMRA_GGUF_U8: kv->v.u64 = p[0]; break;
   case MEMRA_GGUF_BOOL: kv->v.u64 = p[0] != 0; break;
   case MEMRA_GGUF_I8: kv->v.i64 = (int8_t)p[0]; break;
-  case MEMRA_GGUF_U16: { uint16_t v; memcpy(&v, p, 2); kv->v.u64 = v; } break;
-  case MEMRA_GGUF_I16: { int16_t v; memcpy(&v, p, 2); kv->v.i64 = v; } break;
-  case MEMRA_GGUF_U32: { uint32_t v; memcpy(&v, p, 4); kv->v.u64 = v; } break;
-  case MEMRA_GGUF_I32: { int32_t v; memcpy(&v, p, 4); kv->v.i64 = v; } break;
-  case MEMRA_GGUF_F32: { float v; memcpy(&v, p, 4); kv->v.f64 = v; } break;
+  case MEMRA_GGUF_U16: {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    kv->v.u64 = v;
+  } break;
+  case MEMRA_GGUF_I16: {
+    int16_t v;
+    memcpy(&v, p, 2);
+    kv->v.i64 = v;
+  } break;
+  case MEMRA_GGUF_U32: {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    kv->v.u64 = v;
+  } break;
+  case MEMRA_GGUF_I32: {
+    int32_t v;
+    memcpy(&v, p, 4);
+    kv->v.i64 = v;
+  } break;
+  case MEMRA_GGUF_F32: {
+    float v;
+    memcpy(&v, p, 4);
+    kv->v.f64 = v;
+  } break;
   case MEMRA_GGUF_U64: memcpy(&kv->v.u64, p, 8); break;
   case MEMRA_GGUF_I64: memcpy(&kv->v.i64, p, 8); break;
   case MEMRA_GGUF_F64: memcpy(&kv->v.f64, p, 8); break;
@@ -146,8 +174,7 @@ static memra_status read_array(cur *c, memra_gguf_kv *kv, uint64_t *n_strs) {
   int esz = scalar_size(et);
   if (esz < 0)
     return memra_errf(c->err, MEMRA_E_FORMAT,
-                      "%s: key '%s' is an array of unknown value type %" PRIu32, c->name, k.s,
-                      et);
+                      "%s: key '%s' is an array of unknown value type %" PRIu32, c->name, k.s, et);
   kv->v.arr.elem_type = (int32_t)et;
   kv->v.arr.n = n;
   kv->v.arr.data = c->p + c->pos;
@@ -162,8 +189,8 @@ static memra_status read_array(cur *c, memra_gguf_kv *kv, uint64_t *n_strs) {
   }
   if (n > remain(c) / 8) /* every string has at least its 8-byte length */
     return memra_errf(c->err, MEMRA_E_FORMAT,
-                      "%s: key '%s' is an array of %" PRIu64
-                      " strings, needs at least %" PRIu64 " bytes, only %" PRIu64 " remain",
+                      "%s: key '%s' is an array of %" PRIu64 " strings, needs at least %" PRIu64
+                      " bytes, only %" PRIu64 " remain",
                       c->name, k.s, n, n > UINT64_MAX / 8 ? UINT64_MAX : n * 8, remain(c));
   for (uint64_t i = 0; i < n; ++i) { /* inline: a vocabulary has 10^5 of these */
     NEED(c, 8, "length of string %" PRIu64 " of array '%s'", i, k.s);
@@ -240,12 +267,14 @@ static memra_status read_alignment(memra_gguf *g, memra_err *err) {
   const memra_gguf_kv *kv = &g->kv[g->kv_sorted[i].ix];
   uint64_t a;
   switch (kv->type) {
-  case MEMRA_GGUF_U8: case MEMRA_GGUF_U16: case MEMRA_GGUF_U32: case MEMRA_GGUF_U64:
-    a = kv->v.u64;
-    break;
-  case MEMRA_GGUF_I8: case MEMRA_GGUF_I16: case MEMRA_GGUF_I32: case MEMRA_GGUF_I64:
-    a = kv->v.i64 < 0 ? 0 : (uint64_t)kv->v.i64;
-    break;
+  case MEMRA_GGUF_U8:
+  case MEMRA_GGUF_U16:
+  case MEMRA_GGUF_U32:
+  case MEMRA_GGUF_U64: a = kv->v.u64; break;
+  case MEMRA_GGUF_I8:
+  case MEMRA_GGUF_I16:
+  case MEMRA_GGUF_I32:
+  case MEMRA_GGUF_I64: a = kv->v.i64 < 0 ? 0 : (uint64_t)kv->v.i64; break;
   default:
     return memra_errf(err, MEMRA_E_FORMAT, "%s: key 'general.alignment' has type %s, expected u32",
                       g->name, memra_gguf_vtype_name(kv->type));
@@ -283,8 +312,8 @@ static memra_status read_tensor_info(cur *c, uint64_t i, memra_gguf_tensor *t) {
     uint64_t u = get_u64(c);
     if (u > (uint64_t)INT64_MAX)
       return memra_errf(c->err, MEMRA_E_FORMAT,
-                        "%s: tensor '%s' dimension %d is %" PRId64 ", expected >= 0", c->name,
-                        nm.s, d, (int64_t)u);
+                        "%s: tensor '%s' dimension %d is %" PRId64 ", expected >= 0", c->name, nm.s,
+                        d, (int64_t)u);
     t->ne[d] = (int64_t)u;
     if (__builtin_mul_overflow(elems, t->ne[d], &elems))
       return memra_errf(c->err, MEMRA_E_FORMAT,
@@ -296,8 +325,8 @@ static memra_status read_tensor_info(cur *c, uint64_t i, memra_gguf_tensor *t) {
   t->offset = get_u64(c);
   memra_type_traits tr = memra_type_info((int32_t)type);
   if (type >= MEMRA_TYPE_COUNT || tr.blck == 0)
-    return memra_errf(c->err, MEMRA_E_FORMAT, "%s: tensor '%s' has unknown type %" PRIu32,
-                      c->name, nm.s, type);
+    return memra_errf(c->err, MEMRA_E_FORMAT, "%s: tensor '%s' has unknown type %" PRIu32, c->name,
+                      nm.s, type);
   t->type = (int32_t)type;
   if (t->ne[0] % tr.blck != 0)
     return memra_errf(c->err, MEMRA_E_FORMAT,
@@ -310,8 +339,8 @@ static memra_status read_tensor_info(cur *c, uint64_t i, memra_gguf_tensor *t) {
   ovf = ovf || __builtin_mul_overflow(nb, (uint64_t)t->ne[2], &nb);
   ovf = ovf || __builtin_mul_overflow(nb, (uint64_t)t->ne[3], &nb);
   if (ovf)
-    return memra_errf(c->err, MEMRA_E_FORMAT, "%s: tensor '%s' needs more than 2^64 bytes",
-                      c->name, nm.s);
+    return memra_errf(c->err, MEMRA_E_FORMAT, "%s: tensor '%s' needs more than 2^64 bytes", c->name,
+                      nm.s);
   t->nbytes = nb;
   return MEMRA_OK;
 }
@@ -431,8 +460,8 @@ static memra_status parse(memra_gguf *g, memra_err *err) {
   if (st) return st;
   g->strs = memra_calloc((size_t)n_strs, sizeof *g->strs);
   if (!g->strs)
-    return memra_errf(err, MEMRA_E_OOM, "%s: out of memory indexing %" PRIu64 " strings",
-                      g->name, n_strs);
+    return memra_errf(err, MEMRA_E_OOM, "%s: out of memory indexing %" PRIu64 " strings", g->name,
+                      n_strs);
   g->n_strs = n_strs;
   index_strings(g);
   if ((st = read_alignment(g, err))) return st;

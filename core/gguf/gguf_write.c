@@ -42,10 +42,17 @@ struct memra_gguf_writer {
 
 static int value_size(int32_t t) { /* bytes of a scalar; 0 for STRING/ARRAY/unknown */
   switch (t) {
-  case MEMRA_GGUF_U8: case MEMRA_GGUF_I8: case MEMRA_GGUF_BOOL: return 1;
-  case MEMRA_GGUF_U16: case MEMRA_GGUF_I16: return 2;
-  case MEMRA_GGUF_U32: case MEMRA_GGUF_I32: case MEMRA_GGUF_F32: return 4;
-  case MEMRA_GGUF_U64: case MEMRA_GGUF_I64: case MEMRA_GGUF_F64: return 8;
+  case MEMRA_GGUF_U8:
+  case MEMRA_GGUF_I8:
+  case MEMRA_GGUF_BOOL: return 1;
+  case MEMRA_GGUF_U16:
+  case MEMRA_GGUF_I16: return 2;
+  case MEMRA_GGUF_U32:
+  case MEMRA_GGUF_I32:
+  case MEMRA_GGUF_F32: return 4;
+  case MEMRA_GGUF_U64:
+  case MEMRA_GGUF_I64:
+  case MEMRA_GGUF_F64: return 8;
   }
   return 0;
 }
@@ -68,8 +75,10 @@ memra_gguf_writer *memra_gguf_writer_new(uint32_t alignment) {
 
 void memra_gguf_writer_free(memra_gguf_writer *w) {
   if (!w) return;
-  for (uint64_t i = 0; i < w->n_kv; ++i) memra_free(w->kv[i].key), memra_free(w->kv[i].val);
-  for (uint64_t i = 0; i < w->n_t; ++i) memra_free(w->t[i].name), memra_free(w->t[i].data);
+  for (uint64_t i = 0; i < w->n_kv; ++i)
+    memra_free(w->kv[i].key), memra_free(w->kv[i].val);
+  for (uint64_t i = 0; i < w->n_t; ++i)
+    memra_free(w->t[i].name), memra_free(w->t[i].data);
   memra_free(w->kv);
   memra_free(w->t);
   memra_free(w);
@@ -79,8 +88,8 @@ const char *memra_gguf_writer_error(const memra_gguf_writer *w) { return w->last
 
 memra_status memra_gguf_writer_set_version(memra_gguf_writer *w, uint32_t version) {
   if (version != 2 && version != 3)
-    return memra_errf(&w->last, MEMRA_E_INVALID, "gguf writer: version %" PRIu32
-                      " cannot be written (2 or 3)", version);
+    return memra_errf(&w->last, MEMRA_E_INVALID,
+                      "gguf writer: version %" PRIu32 " cannot be written (2 or 3)", version);
   w->version = version;
   return MEMRA_OK;
 }
@@ -210,8 +219,8 @@ memra_status memra_gguf_writer_set_arr(memra_gguf_writer *w, const char *key, in
   int sz = value_size(elem_type);
   if (sz == 0)
     return memra_errf(&w->last, MEMRA_E_INVALID,
-                      "gguf writer: key '%s': arrays of %s cannot be written",
-                      key ? key : "(null)", memra_gguf_vtype_name(elem_type));
+                      "gguf writer: key '%s': arrays of %s cannot be written", key ? key : "(null)",
+                      memra_gguf_vtype_name(elem_type));
   if (n > (UINT64_MAX - 12) / (uint64_t)sz || (n && !data))
     return memra_errf(&w->last, MEMRA_E_INVALID, "gguf writer: key '%s': bad array of %" PRIu64,
                       key ? key : "(null)", n);
@@ -222,7 +231,8 @@ memra_status memra_gguf_writer_set_arr(memra_gguf_writer *w, const char *key, in
   memcpy(val + 4, &n, 8);
   if (n) memcpy(val + 12, data, (size_t)(n * (uint64_t)sz));
   if (elem_type == MEMRA_GGUF_BOOL)
-    for (uint64_t i = 0; i < n; ++i) val[12 + i] = val[12 + i] != 0;
+    for (uint64_t i = 0; i < n; ++i)
+      val[12 + i] = val[12 + i] != 0;
   return add_kv(w, key, MEMRA_GGUF_ARRAY, val, len);
 }
 
@@ -232,8 +242,8 @@ memra_status memra_gguf_writer_add_tensor(memra_gguf_writer *w, const char *name
   if (!name) return memra_errf(&w->last, MEMRA_E_INVALID, "gguf writer: NULL tensor name");
   memra_type_traits tr = memra_type_info(type);
   if (tr.blck == 0)
-    return memra_errf(&w->last, MEMRA_E_INVALID, "gguf writer: tensor '%s': unknown type %d",
-                      name, type);
+    return memra_errf(&w->last, MEMRA_E_INVALID, "gguf writer: tensor '%s': unknown type %d", name,
+                      type);
   if (n_dims < 1 || n_dims > 4)
     return memra_errf(&w->last, MEMRA_E_INVALID,
                       "gguf writer: tensor '%s': %d dimensions, expected 1 to 4", name, n_dims);
@@ -251,7 +261,8 @@ memra_status memra_gguf_writer_add_tensor(memra_gguf_writer *w, const char *name
                       name, e[0], tr.name, tr.blck);
   uint64_t need;
   bool ovf = __builtin_mul_overflow((uint64_t)(e[0] / tr.blck), (uint64_t)tr.size, &need);
-  for (int d = 1; d < 4; ++d) ovf = ovf || __builtin_mul_overflow(need, (uint64_t)e[d], &need);
+  for (int d = 1; d < 4; ++d)
+    ovf = ovf || __builtin_mul_overflow(need, (uint64_t)e[d], &need);
   if (ovf || need != nbytes)
     return memra_errf(&w->last, MEMRA_E_INVALID,
                       "gguf writer: tensor '%s': %" PRIu64 " bytes given, %s [%" PRId64 ", %" PRId64
@@ -262,8 +273,7 @@ memra_status memra_gguf_writer_add_tensor(memra_gguf_writer *w, const char *name
   size_t nl = strlen(name);
   for (uint64_t i = 0; i < w->n_t; ++i)
     if (w->t[i].name_len == nl && memcmp(w->t[i].name, name, nl) == 0)
-      return memra_errf(&w->last, MEMRA_E_INVALID, "gguf writer: duplicate tensor name '%s'",
-                        name);
+      return memra_errf(&w->last, MEMRA_E_INVALID, "gguf writer: duplicate tensor name '%s'", name);
   char *nm = memra_strndup(name, nl);
   uint8_t *copy = memra_malloc((size_t)nbytes);
   if (!nm || !copy || !grow((void **)&w->t, &w->cap_t, w->n_t, sizeof *w->t)) {
@@ -283,7 +293,8 @@ memra_status memra_gguf_writer_add_tensor(memra_gguf_writer *w, const char *name
 /* Lays out the tensors (their offsets) and returns the total file size. */
 static uint64_t layout(memra_gguf_writer *w, uint64_t *data_offset) {
   uint64_t hdr = 4 + 4 + 8 + 8;
-  for (uint64_t i = 0; i < w->n_kv; ++i) hdr += 8 + w->kv[i].key_len + 4 + w->kv[i].val_len;
+  for (uint64_t i = 0; i < w->n_kv; ++i)
+    hdr += 8 + w->kv[i].key_len + 4 + w->kv[i].val_len;
   for (uint64_t i = 0; i < w->n_t; ++i)
     hdr += 8 + w->t[i].name_len + 4 + 8 * (uint64_t)w->t[i].n_dims + 4 + 8;
   uint64_t off = 0;
@@ -359,7 +370,8 @@ static void serialize(memra_gguf_writer *w, sink *s, uint64_t data_offset) {
     put_u64(s, t->name_len);
     put(s, t->name, t->name_len);
     put_u32(s, (uint32_t)t->n_dims);
-    for (int d = 0; d < t->n_dims; ++d) put_u64(s, (uint64_t)t->ne[d]);
+    for (int d = 0; d < t->n_dims; ++d)
+      put_u64(s, (uint64_t)t->ne[d]);
     put_u32(s, (uint32_t)t->type);
     put_u64(s, t->offset);
   }
@@ -375,8 +387,7 @@ memra_status memra_gguf_writer_to_memory(memra_gguf_writer *w, uint8_t **out, ui
   uint64_t data_offset, total = layout(w, &data_offset);
   uint8_t *buf = memra_malloc((size_t)total);
   if (!buf)
-    return memra_errf(err, MEMRA_E_OOM, "gguf writer: out of memory for %" PRIu64 " bytes",
-                      total);
+    return memra_errf(err, MEMRA_E_OOM, "gguf writer: out of memory for %" PRIu64 " bytes", total);
   sink s = {buf, total, 0, 0, -1, 0};
   serialize(w, &s, data_offset);
   *out = buf;

@@ -78,9 +78,11 @@ std::vector<Case> cases() {
       "t.gguf: key 'k' is an array of 1000 strings, needs at least 8000 bytes, only 40 remain");
   add("string array huge count", H(0, 1).str("k").u32(9).u32(MEMRA_GGUF_STRING).u64(M1),
       "is an array of 18446744073709551615 strings, needs at least 18446744073709551615 bytes");
-  add("string in array", H(0, 1).str("k").u32(9).u32(MEMRA_GGUF_STRING).u64(2).str("ab").u64(50).zeros(4),
+  add("string in array",
+      H(0, 1).str("k").u32(9).u32(MEMRA_GGUF_STRING).u64(2).str("ab").u64(50).zeros(4),
       "t.gguf: string 1 of array 'k' at byte 59 has length 50, only 4 bytes remain");
-  add("string in array cut", H(0, 1).str("k").u32(9).u32(MEMRA_GGUF_STRING).u64(2).str("ab").zeros(7),
+  add("string in array cut",
+      H(0, 1).str("k").u32(9).u32(MEMRA_GGUF_STRING).u64(2).str("ab").zeros(7),
       "t.gguf: truncated: length of string 1 of array 'k' needs 8 bytes at byte 59, file has 66");
   add("string value", H(0, 1).str("k").u32(MEMRA_GGUF_STRING).u64(100).zeros(5),
       "t.gguf: value of key 'k' at byte 37 has length 100, only 5 bytes remain");
@@ -91,7 +93,8 @@ std::vector<Case> cases() {
   add("duplicate key", H(0, 2).kv_u32("a", 1).kv_u32("a", 2), "t.gguf: duplicate key 'a'");
   add("duplicate key, unprintable", H(0, 2).kv_u32("a\nb", 1).kv_str("a\nb", "x"),
       "t.gguf: duplicate key 'a?b'");
-  add("long key shown short", H(0, 2).kv_u32(std::string(300, 'k'), 1).kv_u32(std::string(300, 'k'), 1),
+  add("long key shown short",
+      H(0, 2).kv_u32(std::string(300, 'k'), 1).kv_u32(std::string(300, 'k'), 1),
       kLongKeyMsg.c_str());
   add("alignment 0", H(0, 1).kv_u32("general.alignment", 0),
       "t.gguf: general.alignment is 0, expected a nonzero power of two");
@@ -111,7 +114,8 @@ std::vector<Case> cases() {
       "t.gguf: tensor 't' has more than 2^63 elements (shape overflows)");
   add("bytes overflow", one_tensor({1ull << 62}, F32, 0, 64),
       "t.gguf: tensor 't' needs more than 2^64 bytes");
-  add("bytes overflow 4d", one_tensor({1ull << 20, 1ull << 20, 1ull << 20, 4}, MEMRA_TYPE_F64, 0, 64),
+  add("bytes overflow 4d",
+      one_tensor({1ull << 20, 1ull << 20, 1ull << 20, 4}, MEMRA_TYPE_F64, 0, 64),
       "t.gguf: tensor 't' needs more than 2^64 bytes");
   add("removed type 4", one_tensor({32}, 4, 0, 64), "t.gguf: tensor 't' has unknown type 4");
   add("type 2^32-1", one_tensor({32}, 0xffffffffu, 0, 64),
@@ -127,17 +131,26 @@ std::vector<Case> cases() {
       "t.gguf: tensor 't' ends past byte 2^64, file has 96");
   add("misaligned", one_tensor({1}, F32, 4, 64),
       "t.gguf: tensor 't' offset 4 is not a multiple of the alignment 32");
-  add("misaligned custom", H(1, 1).kv_u32("general.alignment", 128).tensor("t", {1}, F32, 64).pad_to(128).zeros(256),
+  add("misaligned custom",
+      H(1, 1).kv_u32("general.alignment", 128).tensor("t", {1}, F32, 64).pad_to(128).zeros(256),
       "t.gguf: tensor 't' offset 64 is not a multiple of the alignment 128");
   add("overlap", H(2, 0).tensor("a", {16}, F32, 0).tensor("b", {16}, F32, 32).pad_to(32).zeros(96),
       "t.gguf: tensors 'a' (data bytes 0..64) and 'b' (32..96) overlap");
-  add("overlap, file order reversed", H(2, 0).tensor("b", {16}, F32, 32).tensor("a", {16}, F32, 0).pad_to(32).zeros(96),
+  add("overlap, file order reversed",
+      H(2, 0).tensor("b", {16}, F32, 32).tensor("a", {16}, F32, 0).pad_to(32).zeros(96),
       "t.gguf: tensors 'a' (data bytes 0..64) and 'b' (32..96) overlap");
-  add("overlap inside a big one", H(3, 0).tensor("big", {64}, F32, 0).tensor("x", {1}, F32, 32).tensor("y", {1}, F32, 192).pad_to(32).zeros(256),
+  add("overlap inside a big one",
+      H(3, 0)
+          .tensor("big", {64}, F32, 0)
+          .tensor("x", {1}, F32, 32)
+          .tensor("y", {1}, F32, 192)
+          .pad_to(32)
+          .zeros(256),
       "t.gguf: tensors 'big' (data bytes 0..256) and 'x' (32..36) overlap");
   add("same offset", H(2, 0).tensor("a", {8}, F32, 0).tensor("b", {8}, F32, 0).pad_to(32).zeros(32),
       "t.gguf: tensors 'a' (data bytes 0..32) and 'b' (0..32) overlap");
-  add("duplicate tensor", H(2, 0).tensor("t", {8}, F32, 0).tensor("t", {8}, F32, 32).pad_to(32).zeros(64),
+  add("duplicate tensor",
+      H(2, 0).tensor("t", {8}, F32, 0).tensor("t", {8}, F32, 32).pad_to(32).zeros(64),
       "t.gguf: duplicate tensor name 't'");
   add("data section missing", H(1, 0).tensor("t", {8}, F32, 0),
       "t.gguf: truncated: the data section would start at byte 64 (aligned to 32), file has 57");
@@ -168,13 +181,22 @@ TEST(Hostile, ValidNeighboursOfTheCasesOpen) {
   // The same shapes made legal: proves the cases above fail for the reason named.
   memra_err err = {};
   memra_gguf *g = nullptr;
-  GgufBytes ok = H(2, 1).kv_u32("general.alignment", 64).tensor("a", {16}, MEMRA_TYPE_F32, 0)
-                     .tensor("b", {33, 0}, MEMRA_TYPE_F32, 64).pad_to(64).zeros(64);
+  GgufBytes ok = H(2, 1)
+                     .kv_u32("general.alignment", 64)
+                     .tensor("a", {16}, MEMRA_TYPE_F32, 0)
+                     .tensor("b", {33, 0}, MEMRA_TYPE_F32, 64)
+                     .pad_to(64)
+                     .zeros(64);
   EXPECT_EQ(MEMRA_OK, gguf_open_exact(ok.b, ok.size(), &g, &err)) << err.msg;
-  GgufBytes v2 = GgufBytes().header(1, 0, 2).tensor("t", {32, 3}, MEMRA_TYPE_Q4_0, 0).pad_to(32).zeros(54);
+  GgufBytes v2 =
+      GgufBytes().header(1, 0, 2).tensor("t", {32, 3}, MEMRA_TYPE_Q4_0, 0).pad_to(32).zeros(54);
   EXPECT_EQ(MEMRA_OK, gguf_open_exact(v2.b, v2.size(), &g, &err)) << err.msg;
-  GgufBytes empties = H(3, 0).tensor("e1", {0}, MEMRA_TYPE_F32, 0).tensor("e2", {0, 5}, MEMRA_TYPE_F32, 0)
-                          .tensor("x", {1}, MEMRA_TYPE_F32, 0).pad_to(32).zeros(4);
+  GgufBytes empties = H(3, 0)
+                          .tensor("e1", {0}, MEMRA_TYPE_F32, 0)
+                          .tensor("e2", {0, 5}, MEMRA_TYPE_F32, 0)
+                          .tensor("x", {1}, MEMRA_TYPE_F32, 0)
+                          .pad_to(32)
+                          .zeros(4);
   EXPECT_EQ(MEMRA_OK, gguf_open_exact(empties.b, empties.size(), &g, &err))
       << "empty tensors occupy no bytes: " << err.msg;
 }
@@ -199,7 +221,8 @@ std::vector<uint8_t> small_file(uint32_t version) {
   float scores[5] = {-1.5f, 2.25f, 0.125f, 3, -7};
   memra_gguf_writer_set_arr(w, "tokenizer.ggml.scores", MEMRA_GGUF_F32, scores, 5);
   std::vector<uint8_t> d(34 * 3 * 5);
-  for (size_t i = 0; i < d.size(); ++i) d[i] = (uint8_t)(i * 131 + 7);
+  for (size_t i = 0; i < d.size(); ++i)
+    d[i] = (uint8_t)(i * 131 + 7);
   int64_t a[4] = {96, 5, 1, 1}, b[4] = {7, 1, 1, 1}, e[4] = {3, 1, 1, 1};
   memra_gguf_writer_add_tensor(w, "q", MEMRA_TYPE_Q8_0, 2, a, d.data(), 34 * 3 * 5);
   memra_gguf_writer_add_tensor(w, "f", MEMRA_TYPE_F32, 1, b, d.data(), 28);

@@ -94,7 +94,8 @@ TEST_F(PyRef, Arrays) {
   };
   const memra_gguf_kv *a = arr("t.arr_u8", MEMRA_GGUF_U8, 7);
   const int64_t u8[] = {1, 2, 3, 255, 0, 7, 9};
-  for (int j = 0; j < 7; ++j) EXPECT_EQ(u8[j], memra_gguf_arr_i64(a, j));
+  for (int j = 0; j < 7; ++j)
+    EXPECT_EQ(u8[j], memra_gguf_arr_i64(a, j));
   a = arr("t.arr_i8", MEMRA_GGUF_I8, 3);
   EXPECT_EQ(-128, memra_gguf_arr_i64(a, 0));
   EXPECT_EQ(127, memra_gguf_arr_i64(a, 1));
@@ -108,7 +109,8 @@ TEST_F(PyRef, Arrays) {
   a = arr("t.arr_u32", MEMRA_GGUF_U32, 2);
   EXPECT_EQ(4294967295, memra_gguf_arr_i64(a, 0));
   a = arr("t.arr_i32", MEMRA_GGUF_I32, 31);
-  for (int j = 0; j < 31; ++j) EXPECT_EQ(j * 7 - 50, memra_gguf_arr_i64(a, j));
+  for (int j = 0; j < 31; ++j)
+    EXPECT_EQ(j * 7 - 50, memra_gguf_arr_i64(a, j));
   a = arr("t.arr_f32", MEMRA_GGUF_F32, 3);
   EXPECT_EQ(0.5, memra_gguf_arr_f64(a, 0));
   EXPECT_EQ(-2.75, memra_gguf_arr_f64(a, 1));
@@ -125,7 +127,8 @@ TEST_F(PyRef, Arrays) {
   EXPECT_EQ(-1e300, memra_gguf_arr_f64(a, 1));
   a = arr("t.arr_bool", MEMRA_GGUF_BOOL, 4);
   const int64_t bools[] = {1, 0, 1, 1};
-  for (int j = 0; j < 4; ++j) EXPECT_EQ(bools[j], memra_gguf_arr_i64(a, j));
+  for (int j = 0; j < 4; ++j)
+    EXPECT_EQ(bools[j], memra_gguf_arr_i64(a, j));
   a = arr("t.arr_str", MEMRA_GGUF_STRING, 4);
   const char *strs[] = {"alpha", "", "\xce\xb3\xce\xac\xce\xbc\xce\xbc\xce\xb1", "tab\there"};
   for (int j = 0; j < 4; ++j) {
@@ -188,7 +191,8 @@ TEST_F(PyRef, TensorsHoldTheScriptsValues) {
   EXPECT_EQ(64, t->ne[0]);
   EXPECT_EQ(2, t->ne[1]);
   EXPECT_EQ(136u, t->nbytes);
-  for (int i = 0; i < 136; ++i) ASSERT_EQ(i * 37 % 251, ((const uint8_t *)t->data)[i]) << i;
+  for (int i = 0; i < 136; ++i)
+    ASSERT_EQ(i * 37 % 251, ((const uint8_t *)t->data)[i]) << i;
   t = memra_gguf_tensor_find(g, "f32.cube");
   ASSERT_NE(nullptr, t);
   EXPECT_EQ(3, t->n_dims);

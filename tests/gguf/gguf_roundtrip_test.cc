@@ -34,15 +34,19 @@ struct Owned {
 void write_and_open(memra_gguf_writer *w, Owned *o) {
   memra_err err = {};
   ASSERT_EQ(MEMRA_OK, memra_gguf_writer_to_memory(w, &o->bytes, &o->size, &err)) << err.msg;
-  ASSERT_EQ(MEMRA_OK, memra_gguf_open_memory(o->bytes, o->size, "rt.gguf", &o->g, &err))
-      << err.msg;
+  ASSERT_EQ(MEMRA_OK, memra_gguf_open_memory(o->bytes, o->size, "rt.gguf", &o->g, &err)) << err.msg;
 }
 
 int elem_size(int t) {
   switch (t) {
-  case MEMRA_GGUF_U8: case MEMRA_GGUF_I8: case MEMRA_GGUF_BOOL: return 1;
-  case MEMRA_GGUF_U16: case MEMRA_GGUF_I16: return 2;
-  case MEMRA_GGUF_U32: case MEMRA_GGUF_I32: case MEMRA_GGUF_F32: return 4;
+  case MEMRA_GGUF_U8:
+  case MEMRA_GGUF_I8:
+  case MEMRA_GGUF_BOOL: return 1;
+  case MEMRA_GGUF_U16:
+  case MEMRA_GGUF_I16: return 2;
+  case MEMRA_GGUF_U32:
+  case MEMRA_GGUF_I32:
+  case MEMRA_GGUF_F32: return 4;
   default: return 8;
   }
 }
@@ -90,22 +94,62 @@ void expect_scalar(const memra_gguf_kv *kv, int t, const uint8_t *p) {
   case MEMRA_GGUF_U8: EXPECT_EQ(p[0], kv->v.u64); break;
   case MEMRA_GGUF_BOOL: EXPECT_EQ(p[0], kv->v.u64); break;
   case MEMRA_GGUF_I8: EXPECT_EQ((int8_t)p[0], kv->v.i64); break;
-  case MEMRA_GGUF_U16: { uint16_t x; memcpy(&x, p, 2); EXPECT_EQ(x, kv->v.u64); } break;
-  case MEMRA_GGUF_I16: { int16_t x; memcpy(&x, p, 2); EXPECT_EQ(x, kv->v.i64); } break;
-  case MEMRA_GGUF_U32: { uint32_t x; memcpy(&x, p, 4); EXPECT_EQ(x, kv->v.u64); } break;
-  case MEMRA_GGUF_I32: { int32_t x; memcpy(&x, p, 4); EXPECT_EQ(x, kv->v.i64); } break;
-  case MEMRA_GGUF_F32: { float x; memcpy(&x, p, 4); EXPECT_EQ((double)x, kv->v.f64); } break;
-  case MEMRA_GGUF_U64: { uint64_t x; memcpy(&x, p, 8); EXPECT_EQ(x, kv->v.u64); } break;
-  case MEMRA_GGUF_I64: { int64_t x; memcpy(&x, p, 8); EXPECT_EQ(x, kv->v.i64); } break;
-  case MEMRA_GGUF_F64: { double x; memcpy(&x, p, 8); EXPECT_EQ(x, kv->v.f64); } break;
+  case MEMRA_GGUF_U16: {
+    uint16_t x;
+    memcpy(&x, p, 2);
+    EXPECT_EQ(x, kv->v.u64);
+  } break;
+  case MEMRA_GGUF_I16: {
+    int16_t x;
+    memcpy(&x, p, 2);
+    EXPECT_EQ(x, kv->v.i64);
+  } break;
+  case MEMRA_GGUF_U32: {
+    uint32_t x;
+    memcpy(&x, p, 4);
+    EXPECT_EQ(x, kv->v.u64);
+  } break;
+  case MEMRA_GGUF_I32: {
+    int32_t x;
+    memcpy(&x, p, 4);
+    EXPECT_EQ(x, kv->v.i64);
+  } break;
+  case MEMRA_GGUF_F32: {
+    float x;
+    memcpy(&x, p, 4);
+    EXPECT_EQ((double)x, kv->v.f64);
+  } break;
+  case MEMRA_GGUF_U64: {
+    uint64_t x;
+    memcpy(&x, p, 8);
+    EXPECT_EQ(x, kv->v.u64);
+  } break;
+  case MEMRA_GGUF_I64: {
+    int64_t x;
+    memcpy(&x, p, 8);
+    EXPECT_EQ(x, kv->v.i64);
+  } break;
+  case MEMRA_GGUF_F64: {
+    double x;
+    memcpy(&x, p, 8);
+    EXPECT_EQ(x, kv->v.f64);
+  } break;
   }
 }
 
 // The element widened the way arr_i64 / arr_f64 document.
 void expect_elem(const memra_gguf_kv *kv, uint64_t i, int t, const uint8_t *p) {
   switch (t) {
-  case MEMRA_GGUF_F32: { float x; memcpy(&x, p, 4); EXPECT_EQ((double)x, memra_gguf_arr_f64(kv, i)); } break;
-  case MEMRA_GGUF_F64: { double x; memcpy(&x, p, 8); EXPECT_EQ(x, memra_gguf_arr_f64(kv, i)); } break;
+  case MEMRA_GGUF_F32: {
+    float x;
+    memcpy(&x, p, 4);
+    EXPECT_EQ((double)x, memra_gguf_arr_f64(kv, i));
+  } break;
+  case MEMRA_GGUF_F64: {
+    double x;
+    memcpy(&x, p, 8);
+    EXPECT_EQ(x, memra_gguf_arr_f64(kv, i));
+  } break;
   default: {
     memra_gguf_kv one = {};
     widen_check(&one, t, p);
@@ -154,11 +198,13 @@ TEST_P(RoundTrip, EveryTypeArraysAndTensors) {
   std::vector<std::string> strs;
   for (int i = 0; i < 301; ++i) {
     std::string s(rng() % 40, 'x');
-    for (char &c : s) c = (char)(1 + rng() % 255);
+    for (char &c : s)
+      c = (char)(1 + rng() % 255);
     strs.push_back(i == 17 ? std::string() : s);
   }
   std::vector<const char *> cstrs;
-  for (auto &s : strs) cstrs.push_back(s.c_str());
+  for (auto &s : strs)
+    cstrs.push_back(s.c_str());
   ASSERT_EQ(MEMRA_OK, memra_gguf_writer_set_arr_str(w, "tokens", cstrs.data(), cstrs.size()));
   ASSERT_EQ(MEMRA_OK, memra_gguf_writer_set_arr(w, "few", MEMRA_GGUF_STRING, cstrs.data(), 3));
   const char bin[] = {'a', 0, 'b', '\n', (char)0xff};
@@ -182,9 +228,10 @@ TEST_P(RoundTrip, EveryTypeArraysAndTensors) {
   for (auto &t : ts) {
     uint64_t nb = memra_type_row_bytes(t.type, t.ne[0]) * t.ne[1] * t.ne[2] * t.ne[3];
     t.data.resize(nb);
-    for (auto &b : t.data) b = (uint8_t)rng();
-    ASSERT_EQ(MEMRA_OK, memra_gguf_writer_add_tensor(w, t.name, t.type, t.n_dims, t.ne,
-                                                     t.data.data(), nb))
+    for (auto &b : t.data)
+      b = (uint8_t)rng();
+    ASSERT_EQ(MEMRA_OK,
+              memra_gguf_writer_add_tensor(w, t.name, t.type, t.n_dims, t.ne, t.data.data(), nb))
         << memra_gguf_writer_error(w);
   }
 
@@ -218,7 +265,8 @@ TEST_P(RoundTrip, EveryTypeArraysAndTensors) {
     memra_err err = {};
     ASSERT_EQ(MEMRA_OK, memra_gguf_get_arr(g, key.c_str(), t, &n, &akv, &err)) << err.msg;
     ASSERT_EQ(counts[k], n) << key;
-    for (uint64_t i = 0; i < n; ++i) expect_elem(akv, i, t, &arrays[k][i * elem_size(t)]);
+    for (uint64_t i = 0; i < n; ++i)
+      expect_elem(akv, i, t, &arrays[k][i * elem_size(t)]);
     EXPECT_EQ(0, memra_gguf_arr_i64(akv, n)) << "past the end";
   }
 
@@ -235,7 +283,8 @@ TEST_P(RoundTrip, EveryTypeArraysAndTensors) {
   EXPECT_TRUE(std::isnan(memra_gguf_arr_f64(tok, 0)));
   const memra_gguf_kv *few = memra_gguf_kv_find(g, "few");
   ASSERT_NE(nullptr, few);
-  EXPECT_EQ(strs[2], std::string(memra_gguf_arr_str(g, few, 2).ptr, memra_gguf_arr_str(g, few, 2).len));
+  EXPECT_EQ(strs[2],
+            std::string(memra_gguf_arr_str(g, few, 2).ptr, memra_gguf_arr_str(g, few, 2).len));
   memra_str b = {};
   ASSERT_EQ(MEMRA_OK, memra_gguf_get_str(g, "bin", &b, &err));
   EXPECT_EQ(std::string(bin, sizeof bin), std::string(b.ptr, b.len));
@@ -247,11 +296,11 @@ TEST_P(RoundTrip, EveryTypeArraysAndTensors) {
     EXPECT_EQ(t, memra_gguf_tensor_at(g, i));
     EXPECT_EQ(ts[i].type, t->type);
     EXPECT_EQ(ts[i].n_dims, t->n_dims);
-    for (int d = 0; d < 4; ++d) EXPECT_EQ(ts[i].ne[d], t->ne[d]) << ts[i].name << " dim " << d;
+    for (int d = 0; d < 4; ++d)
+      EXPECT_EQ(ts[i].ne[d], t->ne[d]) << ts[i].name << " dim " << d;
     EXPECT_EQ(ts[i].data.size(), t->nbytes);
     EXPECT_EQ(0u, t->offset % memra_gguf_alignment(g));
-    EXPECT_EQ((const uint8_t *)memra_gguf_base(g) + memra_gguf_data_offset(g) + t->offset,
-              t->data);
+    EXPECT_EQ((const uint8_t *)memra_gguf_base(g) + memra_gguf_data_offset(g) + t->offset, t->data);
     if (t->nbytes) {
       EXPECT_EQ(0, memcmp(ts[i].data.data(), t->data, t->nbytes)) << ts[i].name;
     }
@@ -422,10 +471,11 @@ TEST(WriterFile, WritesAtomicallyAndMatchesMemory) {
   memra_gguf_writer *w = memra_gguf_writer_new(128);
   memra_gguf_writer_set_str(w, "general.name", "file");
   std::vector<uint16_t> h(4097 * 3);
-  for (size_t i = 0; i < h.size(); ++i) h[i] = (uint16_t)(i * 2654435761u >> 7);
+  for (size_t i = 0; i < h.size(); ++i)
+    h[i] = (uint16_t)(i * 2654435761u >> 7);
   int64_t ne[4] = {4097, 3, 1, 1};
-  ASSERT_EQ(MEMRA_OK, memra_gguf_writer_add_tensor(w, "h", MEMRA_TYPE_F16, 2, ne, h.data(),
-                                                   h.size() * 2));
+  ASSERT_EQ(MEMRA_OK,
+            memra_gguf_writer_add_tensor(w, "h", MEMRA_TYPE_F16, 2, ne, h.data(), h.size() * 2));
   memra_err err = {};
   ASSERT_EQ(MEMRA_OK, memra_gguf_writer_write(w, path.c_str(), &err)) << err.msg;
   uint8_t *mem = nullptr;

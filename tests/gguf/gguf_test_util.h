@@ -37,11 +37,13 @@ struct GgufBytes {
   GgufBytes &tensor(const std::string &name, std::vector<uint64_t> ne, uint32_t type,
                     uint64_t offset) {
     str(name).u32((uint32_t)ne.size());
-    for (uint64_t e : ne) u64(e);
+    for (uint64_t e : ne)
+      u64(e);
     return u32(type).u64(offset);
   }
   GgufBytes &pad_to(size_t align) {
-    while (b.size() % align) b.push_back(0);
+    while (b.size() % align)
+      b.push_back(0);
     return *this;
   }
   GgufBytes &zeros(size_t n) {
@@ -52,8 +54,8 @@ struct GgufBytes {
 };
 
 // Opens bytes from a heap buffer of exactly their size, so ASan sees any over-read.
-inline memra_status gguf_open_exact(const std::vector<uint8_t> &bytes, size_t len,
-                                    memra_gguf **g, memra_err *err) {
+inline memra_status gguf_open_exact(const std::vector<uint8_t> &bytes, size_t len, memra_gguf **g,
+                                    memra_err *err) {
   uint8_t *copy = static_cast<uint8_t *>(malloc(len ? len : 1));
   if (len) memcpy(copy, bytes.data(), len);
   memra_status st = memra_gguf_open_memory(len ? copy : nullptr, len, "t.gguf", g, err);

@@ -9,7 +9,8 @@
 
 static uint64_t mix(uint64_t h, const void *p, uint64_t n) {
   const uint8_t *b = p;
-  for (uint64_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  for (uint64_t i = 0; i < n; ++i)
+    h = (h ^ b[i]) * 0x100000001b3ull;
   return h;
 }
 
@@ -38,7 +39,8 @@ static uint64_t touch_kv(const memra_gguf *g, const memra_gguf_kv *kv, uint64_t 
     if (memra_gguf_get_f32(g, key, &f, &err) == MEMRA_OK) h = mix(h, &f, 4);
     if (memra_gguf_get_bool(g, key, &b, &err) == MEMRA_OK) h = mix(h, &b, 1);
     if (memra_gguf_get_str(g, key, &s, &err) == MEMRA_OK) h = mix(h, s.ptr, s.len);
-    if (memra_gguf_get_arr(g, key, -1, &n, &akv, &err) == MEMRA_OK && (akv != kv || n != kv->v.arr.n))
+    if (memra_gguf_get_arr(g, key, -1, &n, &akv, &err) == MEMRA_OK &&
+        (akv != kv || n != kv->v.arr.n))
       *bad = 1;
     memra_free(key);
   }
@@ -61,7 +63,8 @@ static uint64_t touch_kv(const memra_gguf *g, const memra_gguf_kv *kv, uint64_t 
 uint64_t memra_gguf_fuzz_touch(const memra_gguf *g, FILE *sink) {
   uint64_t h = 0xcbf29ce484222325ull;
   int bad = 0;
-  for (uint64_t i = 0; i < memra_gguf_n_kv(g); ++i) h = touch_kv(g, memra_gguf_kv_at(g, i), h, &bad);
+  for (uint64_t i = 0; i < memra_gguf_n_kv(g); ++i)
+    h = touch_kv(g, memra_gguf_kv_at(g, i), h, &bad);
   if (memra_gguf_kv_at(g, memra_gguf_n_kv(g)) != NULL) bad = 1;
   const uint8_t *lo = memra_gguf_base(g), *hi = lo + memra_gguf_size(g);
   for (uint64_t i = 0; i < memra_gguf_n_tensors(g); ++i) {
@@ -70,8 +73,10 @@ uint64_t memra_gguf_fuzz_touch(const memra_gguf *g, FILE *sink) {
     h = mix(h, t->ne, sizeof t->ne);
     if (t->nbytes) {
       const uint8_t *d = t->data;
-      if (d < lo || d > hi || t->nbytes > (uint64_t)(hi - d)) bad = 1;
-      else h = mix(h, d, t->nbytes); /* ASan flags any byte outside the input */
+      if (d < lo || d > hi || t->nbytes > (uint64_t)(hi - d))
+        bad = 1;
+      else
+        h = mix(h, d, t->nbytes); /* ASan flags any byte outside the input */
     }
     char *name = cstr(t->name);
     if (name && memra_gguf_tensor_find(g, name) != t) bad = 1;
@@ -85,9 +90,14 @@ static bool has_nul(memra_str s) { return s.len && memchr(s.ptr, 0, (size_t)s.le
 
 static int elem_bytes(int32_t t) {
   switch (t) {
-  case MEMRA_GGUF_U8: case MEMRA_GGUF_I8: case MEMRA_GGUF_BOOL: return 1;
-  case MEMRA_GGUF_U16: case MEMRA_GGUF_I16: return 2;
-  case MEMRA_GGUF_U32: case MEMRA_GGUF_I32: case MEMRA_GGUF_F32: return 4;
+  case MEMRA_GGUF_U8:
+  case MEMRA_GGUF_I8:
+  case MEMRA_GGUF_BOOL: return 1;
+  case MEMRA_GGUF_U16:
+  case MEMRA_GGUF_I16: return 2;
+  case MEMRA_GGUF_U32:
+  case MEMRA_GGUF_I32:
+  case MEMRA_GGUF_F32: return 4;
   default: return 8;
   }
 }
@@ -96,7 +106,10 @@ static int elem_bytes(int32_t t) {
 static void narrow(const memra_gguf_kv *kv, uint8_t out[8]) {
   memset(out, 0, 8);
   switch (kv->type) {
-  case MEMRA_GGUF_F32: { float f = (float)kv->v.f64; memcpy(out, &f, 4); } break;
+  case MEMRA_GGUF_F32: {
+    float f = (float)kv->v.f64;
+    memcpy(out, &f, 4);
+  } break;
   case MEMRA_GGUF_F64: memcpy(out, &kv->v.f64, 8); break;
   default: memcpy(out, &kv->v.u64, 8); break; /* little-endian: low bytes first */
   }
@@ -104,7 +117,8 @@ static void narrow(const memra_gguf_kv *kv, uint8_t out[8]) {
 
 static bool copy_kv(const memra_gguf *g, memra_gguf_writer *w, const memra_gguf_kv *kv,
                     const char *key, int *skip) {
-  if (kv->type == MEMRA_GGUF_STRING) return memra_gguf_writer_set_strn(w, key, kv->v.str.ptr, kv->v.str.len) == MEMRA_OK;
+  if (kv->type == MEMRA_GGUF_STRING)
+    return memra_gguf_writer_set_strn(w, key, kv->v.str.ptr, kv->v.str.len) == MEMRA_OK;
   if (kv->type != MEMRA_GGUF_ARRAY) {
     uint8_t b[8];
     narrow(kv, b);
@@ -121,11 +135,14 @@ static bool copy_kv(const memra_gguf *g, memra_gguf_writer *w, const memra_gguf_
   bool ok = strs != NULL;
   for (uint64_t j = 0; ok && j < n; ++j) {
     memra_str s = memra_gguf_arr_str(g, kv, j);
-    if (has_nul(s)) *skip = 1, ok = false;
-    else ok = (strs[j] = memra_strndup(s.ptr, (size_t)s.len)) != NULL;
+    if (has_nul(s))
+      *skip = 1, ok = false;
+    else
+      ok = (strs[j] = memra_strndup(s.ptr, (size_t)s.len)) != NULL;
   }
   if (ok) ok = memra_gguf_writer_set_arr_str(w, key, (const char *const *)strs, n) == MEMRA_OK;
-  for (uint64_t j = 0; strs && j < n; ++j) memra_free(strs[j]);
+  for (uint64_t j = 0; strs && j < n; ++j)
+    memra_free(strs[j]);
   memra_free(strs);
   return ok || *skip;
 }
@@ -136,12 +153,14 @@ static bool same_kv(const memra_gguf *a, const memra_gguf_kv *x, const memra_ggu
       x->type != y->type)
     return false;
   if (x->type == MEMRA_GGUF_STRING)
-    return x->v.str.len == y->v.str.len && !memcmp(x->v.str.ptr, y->v.str.ptr, (size_t)x->v.str.len);
+    return x->v.str.len == y->v.str.len &&
+           !memcmp(x->v.str.ptr, y->v.str.ptr, (size_t)x->v.str.len);
   if (x->type != MEMRA_GGUF_ARRAY) return !memcmp(&x->v, &y->v, sizeof x->v);
   if (x->v.arr.elem_type != y->v.arr.elem_type || x->v.arr.n != y->v.arr.n) return false;
   if (x->v.arr.elem_type != MEMRA_GGUF_STRING)
     return x->v.arr.n == 0 ||
-           !memcmp(x->v.arr.data, y->v.arr.data, (size_t)(x->v.arr.n * (uint64_t)elem_bytes(x->v.arr.elem_type)));
+           !memcmp(x->v.arr.data, y->v.arr.data,
+                   (size_t)(x->v.arr.n * (uint64_t)elem_bytes(x->v.arr.elem_type)));
   for (uint64_t j = 0; j < x->v.arr.n; ++j) {
     memra_str s = memra_gguf_arr_str(a, x, j), t = memra_gguf_arr_str(b, y, j);
     if (s.len != t.len || (s.len && memcmp(s.ptr, t.ptr, (size_t)s.len))) return false;
@@ -167,15 +186,20 @@ int memra_gguf_fuzz_rewrite(const memra_gguf *g) {
   for (uint64_t i = 0; ok && !skip && i < memra_gguf_n_kv(g); ++i) {
     const memra_gguf_kv *kv = memra_gguf_kv_at(g, i);
     char *key = cstr(kv->key);
-    if (!key) skip = 1;
-    else ok = copy_kv(g, w, kv, key, &skip);
+    if (!key)
+      skip = 1;
+    else
+      ok = copy_kv(g, w, kv, key, &skip);
     memra_free(key);
   }
   for (uint64_t i = 0; ok && !skip && i < memra_gguf_n_tensors(g); ++i) {
     const memra_gguf_tensor *t = memra_gguf_tensor_at(g, i);
     char *name = cstr(t->name);
-    if (!name) skip = 1;
-    else ok = memra_gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data, t->nbytes) == MEMRA_OK;
+    if (!name)
+      skip = 1;
+    else
+      ok = memra_gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data, t->nbytes) ==
+           MEMRA_OK;
     memra_free(name);
   }
   uint8_t *bytes = NULL;
@@ -184,8 +208,10 @@ int memra_gguf_fuzz_rewrite(const memra_gguf *g) {
   if (ok && !skip) ok = memra_gguf_writer_to_memory(w, &bytes, &size, NULL) == MEMRA_OK;
   if (ok && !skip) ok = memra_gguf_open_memory(bytes, size, "rewrite", &h, NULL) == MEMRA_OK;
   if (ok && !skip) {
-    ok = memra_gguf_n_kv(h) == memra_gguf_n_kv(g) && memra_gguf_n_tensors(h) == memra_gguf_n_tensors(g) &&
-         memra_gguf_alignment(h) == memra_gguf_alignment(g) && memra_gguf_version(h) == memra_gguf_version(g);
+    ok = memra_gguf_n_kv(h) == memra_gguf_n_kv(g) &&
+         memra_gguf_n_tensors(h) == memra_gguf_n_tensors(g) &&
+         memra_gguf_alignment(h) == memra_gguf_alignment(g) &&
+         memra_gguf_version(h) == memra_gguf_version(g);
     for (uint64_t i = 0; ok && i < memra_gguf_n_kv(g); ++i)
       ok = same_kv(g, memra_gguf_kv_at(g, i), h, memra_gguf_kv_at(h, i));
     for (uint64_t i = 0; ok && i < memra_gguf_n_tensors(g); ++i)
