@@ -39,7 +39,7 @@ struct memra_tokenizer {
   int32_t bos, eos, eot, eom, unk, pad;
   bool add_bos, add_eos, add_space_prefix, ignore_merges, nfc;
   int32_t byte_tok[256];        /* SPM byte fallback <0xNN>; -1 where absent */
-  int32_t *special;             /* CONTROL and USER_DEFINED ids, longest text first */
+  int32_t *special; /* CONTROL, USER_DEFINED and UNKNOWN ids, longest text first */
   int32_t n_special;
   uint8_t *eog;                 /* per id: ends generation */
   void *re[MEMRA_PRE_MAX_STAGES]; /* pcre2_code*: the pre-tokenizer's stages, in order */

@@ -201,7 +201,7 @@ memra_status memra_tokenizer_from_gguf(const memra_gguf *g, memra_tokenizer **ou
       int b = parse_byte_token(s, l);
       if (b >= 0 && t->byte_tok[b] < 0) t->byte_tok[b] = (int32_t)i;
     }
-    if ((ty == MEMRA_TT_CONTROL || ty == MEMRA_TT_USER_DEFINED) && l > 0)
+    if ((ty == MEMRA_TT_CONTROL || ty == MEMRA_TT_USER_DEFINED || ty == MEMRA_TT_UNKNOWN) && l > 0)
       t->special[t->n_special++] = (int32_t)i;
   }
   if (sort_specials(t)) goto oom;

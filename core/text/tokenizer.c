@@ -49,7 +49,7 @@ static int32_t match_special(const memra_tokenizer *t, const char *text, size_t 
     uint32_t sl;
     const char *s = memra_tok_text(t, id, &sl);
     if (sl > len || (uint8_t)s[0] != (uint8_t)text[0]) continue;
-    if (!parse_special && t->types[id] == MEMRA_TT_CONTROL) continue;
+    if (!parse_special && t->types[id] != MEMRA_TT_USER_DEFINED) continue;
     if (memcmp(s, text, sl) == 0) return id;
   }
   return -1;
@@ -69,7 +69,7 @@ static memra_status encode_plain(const memra_tokenizer *t, const char *text, siz
     /* Spaces become U+2581; a space is prepended at the start and after a special token. */
     size_t extra = t->add_space_prefix && after_special ? 1 : 0, nsp = 0;
     for (size_t i = 0; i < len; i++) nsp += text[i] == ' ';
-    size_t wl = len + 2 * (nsp + extra);
+    size_t wl = len + 2 * nsp + 3 * extra;
     char *w = memra_malloc(wl ? wl : 1);
     if (!w) {
       memra_free(norm);
