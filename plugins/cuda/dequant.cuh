@@ -213,4 +213,138 @@ __device__ __forceinline__ void memra_deq32(const uint8_t *__restrict__ row, int
   }
 }
 
+/* w[0..8) = elements [8 part, 8 part + 8) of unit u (part 0..3): the matmul's per-lane
+ * slice, so that the 4 lanes of a unit, and 8 consecutive units across a warp, read
+ * contiguous bytes (coalesced). VEC as in memra_deq32. */
+template <int T, bool VEC>
+__device__ __forceinline__ void memra_deq8(const uint8_t *__restrict__ row, int64_t u, int part,
+                                           float w[8]) {
+  if (T == MEMRA_TYPE_F32) {
+    const float *p = (const float *)row + 32 * u + 8 * part;
+    if (VEC) {
+      float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
+      w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w; w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) w[i] = __ldg(p + i);
+    }
+  } else if (T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
+    const uint8_t *p = row + 64 * u + 16 * part;
+    alignas(16) uint16_t h[8];
+    if (VEC) {
+      *(uint4 *)h = __ldg((const uint4 *)p);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) h[i] = ((const uint16_t *)p)[i];
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      w[i] = T == MEMRA_TYPE_F16 ? __half2float(__ushort_as_half(h[i])) : memra_bf2f(h[i]);
+  } else if (T == MEMRA_TYPE_Q8_0) {
+    const uint8_t *b = row + 34 * u;
+    const float d = memra_h2f(b);
+    alignas(8) uint16_t q2[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) q2[i] = ((const uint16_t *)(b + 2 + 8 * part))[i];
+    const int8_t *q = (const int8_t *)q2;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w[i] = d * (float)q[i];
+  } else if (T == MEMRA_TYPE_Q4_0 || T == MEMRA_TYPE_Q4_1) {
+    /* elements 8p..8p+8: nibble (p >= 2) of qs[8 (p & 1) ..] */
+    const int bytes = T == MEMRA_TYPE_Q4_0 ? 18 : 20, qoff = T == MEMRA_TYPE_Q4_0 ? 2 : 4;
+    const uint8_t *b = row + (int64_t)bytes * u;
+    const float d = memra_h2f(b), m = T == MEMRA_TYPE_Q4_1 ? memra_h2f(b + 2) : 0.f;
+    alignas(8) uint16_t q2[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) q2[i] = ((const uint16_t *)(b + qoff + 8 * (part & 1)))[i];
+    const uint8_t *q = (const uint8_t *)q2;
+    const int sh = 4 * (part >> 1);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int v = (q[i] >> sh) & 0xF;
+      w[i] = T == MEMRA_TYPE_Q4_0 ? d * (float)(v - 8) : fmaf(d, (float)v, m);
+    }
+  } else if (T == MEMRA_TYPE_Q5_0 || T == MEMRA_TYPE_Q5_1) {
+    /* element e: nibble (e >= 16) of qs[e % 16], fifth bit e of qh */
+    const int bytes = T == MEMRA_TYPE_Q5_0 ? 22 : 24, hoff = T == MEMRA_TYPE_Q5_0 ? 2 : 4;
+    const uint8_t *b = row + (int64_t)bytes * u;
+    const float d = memra_h2f(b), m = T == MEMRA_TYPE_Q5_1 ? memra_h2f(b + 2) : 0.f;
+    const uint32_t qh = (uint32_t)((const uint16_t *)(b + hoff))[0] |
+                        ((uint32_t)((const uint16_t *)(b + hoff))[1] << 16);
+    alignas(8) uint16_t q2[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) q2[i] = ((const uint16_t *)(b + hoff + 4 + 8 * (part & 1)))[i];
+    const uint8_t *q = (const uint8_t *)q2;
+    const int sh = 4 * (part >> 1);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int e = 8 * part + i;
+      const int v = ((q[i] >> sh) & 0xF) | (((qh >> e) & 1) << 4);
+      w[i] = T == MEMRA_TYPE_Q5_0 ? d * (float)(v - 16) : fmaf(d, (float)v, m);
+    }
+  } else if (T == MEMRA_TYPE_Q4_K || T == MEMRA_TYPE_Q5_K) {
+    const int bytes = T == MEMRA_TYPE_Q4_K ? 144 : 176, qoff = T == MEMRA_TYPE_Q4_K ? 16 : 48;
+    const int j = (int)(u & 7);
+    const uint8_t *b = row + (int64_t)bytes * (u >> 3);
+    uint4 hd;
+    if (VEC) {
+      hd = __ldg((const uint4 *)b);
+    } else {
+      const uint16_t *h = (const uint16_t *)b;
+      hd.x = h[0] | ((uint32_t)h[1] << 16);
+      hd.y = h[2] | ((uint32_t)h[3] << 16);
+      hd.z = h[4] | ((uint32_t)h[5] << 16);
+      hd.w = h[6] | ((uint32_t)h[7] << 16);
+    }
+    const float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xFFFF)));
+    const float dmin = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
+    int sc, mn;
+    memra_k4_scale_min(j, hd.y, hd.z, hd.w, &sc, &mn);
+    const float d1 = d * (float)sc, m1 = dmin * (float)mn;
+    const uint8_t *qp = b + qoff + 32 * (j >> 1) + 8 * part;
+    uint2 qv;
+    if (VEC) {
+      qv = __ldg((const uint2 *)qp);
+    } else {
+      const uint16_t *h = (const uint16_t *)qp;
+      qv.x = h[0] | ((uint32_t)h[1] << 16);
+      qv.y = h[2] | ((uint32_t)h[3] << 16);
+    }
+    uint2 hv = make_uint2(0, 0);
+    if (T == MEMRA_TYPE_Q5_K) {
+      const uint8_t *hp = b + 16 + 8 * part;
+      if (VEC) {
+        hv = __ldg((const uint2 *)hp);
+      } else {
+        const uint16_t *h = (const uint16_t *)hp;
+        hv.x = h[0] | ((uint32_t)h[1] << 16);
+        hv.y = h[2] | ((uint32_t)h[3] << 16);
+      }
+    }
+    const int sh = 4 * (j & 1);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t qw = i < 4 ? qv.x : qv.y, hw = i < 4 ? hv.x : hv.y;
+      int v = (int)((qw >> (8 * (i & 3) + sh)) & 0xF);
+      if (T == MEMRA_TYPE_Q5_K) v |= (int)(((hw >> (8 * (i & 3) + j)) & 1) << 4);
+      w[i] = fmaf(d1, (float)v, -m1);
+    }
+  } else if (T == MEMRA_TYPE_Q6_K) {
+    const int j = (int)(u & 7), n = j >> 2, k = j & 3;
+    const uint8_t *b = row + 210 * (u >> 3);
+    const uint16_t *lp = (const uint16_t *)(b + 64 * n + 32 * (k & 1) + 8 * part);
+    const uint16_t *hp = (const uint16_t *)(b + 128 + 32 * n + 8 * part);
+    const uint32_t l0 = lp[0] | ((uint32_t)lp[1] << 16), l1 = lp[2] | ((uint32_t)lp[3] << 16);
+    const uint32_t h0 = hp[0] | ((uint32_t)hp[1] << 16), h1 = hp[2] | ((uint32_t)hp[3] << 16);
+    const float s = memra_h2f(b + 208) * (float)(int8_t)b[192 + 8 * n + 2 * k + (part >> 1)];
+    const int lsh = 4 * (k >> 1), hsh = 2 * k;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t lw = i < 4 ? l0 : l1, hw = i < 4 ? h0 : h1;
+      const int q = (int)((((lw >> (8 * (i & 3) + lsh)) & 0xF) | (((hw >> (8 * (i & 3) + hsh)) & 3) << 4))) - 32;
+      w[i] = s * (float)q;
+    }
+  }
+}
+
 #endif /* MEMRA_CUDA_DEQUANT_CUH */

@@ -1,10 +1,15 @@
 /* matmul.cu — y [M, N] = x [M, K] . w [N, K]^T (+ bias), w in its GGUF block layout.
  * Oracle: plugins/cpu matmul (dequantize, accumulate in F32).
  *
- * ver  idea                                                         where
+ * ver  idea                                            H200, 4096x4096 M=1 (docs/PERF.md)
  *  1   one warp per output column n; each lane dequantizes 32-element units of w's row
  *      n (lane, lane + 32, ...) once and applies them to up to 8 rows of x held in the
- *      same pass; fp32 accumulation; butterfly warp sum.          <- in the vtable
+ *      same pass; fp32 accumulation; butterfly warp sum.   F16 23 us 34%, Q4_K 20 us 11%
+ *      Bound by L1 wavefronts: lanes 64-128 B apart, every load instruction touched 32
+ *      lines.
+ *  2   v1 with coalesced lanes: 4 lanes per 32-element unit (8 elements each), 8
+ *      consecutive units per warp step, so each warp load reads contiguous bytes; 4 steps
+ *      of weights loaded before use.                                  <- in the vtable
  * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read
  * once per 8 rows (from L2 when they fit), but every row is reduced in exactly the order a
  * lone row is, so a row's result never depends on the batch around it (batch invariance).
@@ -13,11 +18,34 @@
 #include "plugins/cuda/dequant.cuh"
 #include "plugins/cuda/device_util.cuh"
 
-enum { MM_WARPS = 4, MM_MAX_M = 8 };
+enum { MM_WARPS = 4, MM_MAX_M = 8, MM_U = 4 };
+
+/* acc[m] += w[0..8) . x[m][e0 .. e0 + 8) for the rows of this group, in element order. */
+template <int M, bool VEC>
+__device__ __forceinline__ void mm_fma8(float acc[M], const float *const xr[M], int64_t mrows,
+                                        int64_t e0, const float w[8]) {
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    if (m >= mrows) break;
+    const float *xp = xr[m] + e0;
+    float xv[8];
+    if (VEC) {
+      const float4 a = __ldg((const float4 *)xp), b = __ldg((const float4 *)xp + 1);
+      xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w; xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) xv[i] = __ldg(xp + i);
+    }
+    float s = acc[m];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) s = fmaf(w[i], xv[i], s);
+    acc[m] = s;
+  }
+}
 
 template <int T, int M, bool VEC>
 __global__ void __launch_bounds__(MM_WARPS * 32)
-    matmul_v1_kernel(float *__restrict__ y, int64_t y_ld, const float *__restrict__ x,
+    matmul_v2_kernel(float *__restrict__ y, int64_t y_ld, const float *__restrict__ x,
                      int64_t x_ld, const uint8_t *__restrict__ w, uint64_t w_nb1,
                      const float *__restrict__ bias, int64_t N, int64_t K, int64_t rows) {
   const int lane = threadIdx.x & 31;
@@ -33,29 +61,25 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.f;
 
-  const int64_t units = K / 32;
-  for (int64_t u = lane; u < units; u += 32) {
-    float wv[32];
-    memra_deq32<T, VEC>(wr, u, wv);
+  /* Lane = (unit ul of 8 consecutive units, part of 4): a warp step reads 8 whole units,
+   * contiguous. MM_U steps' weights are loaded before any is used (bytes in flight). */
+  const int part = lane & 3;
+  const int64_t ul = lane >> 2, units = K / 32;
+  int64_t u0 = 0;
+  for (; u0 + 8 * MM_U <= units; u0 += 8 * MM_U) {
+    float wv[MM_U][8];
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
-      if (m >= mrows) break;
-      const float *xp = xr[m] + 32 * u;
-      float xv[32];
-      if (VEC) {
+    for (int j = 0; j < MM_U; ++j) memra_deq8<T, VEC>(wr, u0 + 8 * j + ul, part, wv[j]);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          float4 v = __ldg((const float4 *)xp + i);
-          xv[4 * i] = v.x; xv[4 * i + 1] = v.y; xv[4 * i + 2] = v.z; xv[4 * i + 3] = v.w;
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < 32; ++i) xv[i] = __ldg(xp + i);
-      }
-      float a = acc[m];
-#pragma unroll
-      for (int i = 0; i < 32; ++i) a = fmaf(wv[i], xv[i], a);
-      acc[m] = a;
+    for (int j = 0; j < MM_U; ++j)
+      mm_fma8<M, VEC>(acc, xr, mrows, 32 * (u0 + 8 * j + ul) + 8 * part, wv[j]);
+  }
+  for (; u0 < units; u0 += 8) {
+    const int64_t u = u0 + ul;
+    if (u < units) {
+      float wv[8];
+      memra_deq8<T, VEC>(wr, u, part, wv);
+      mm_fma8<M, VEC>(acc, xr, mrows, 32 * u + 8 * part, wv);
     }
   }
   /* Float formats only: the K % 32 tail, one element per lane. */
@@ -80,7 +104,7 @@ template <int T, int M, bool VEC>
 static void launch_m(dim3 grid, cudaStream_t st, float *y, int64_t y_ld, const float *x,
                      int64_t x_ld, const uint8_t *w, uint64_t w_nb1, const float *bias, int64_t N,
                      int64_t K, int64_t rows) {
-  matmul_v1_kernel<T, M, VEC><<<grid, MM_WARPS * 32, 0, st>>>(y, y_ld, x, x_ld, w, w_nb1, bias, N,
+  matmul_v2_kernel<T, M, VEC><<<grid, MM_WARPS * 32, 0, st>>>(y, y_ld, x, x_ld, w, w_nb1, bias, N,
                                                              K, rows);
 }
 

@@ -12,12 +12,12 @@ if [ ! -x "$cuobjdump" ]; then
 fi
 fail=0
 for arch in sm_90a sm_120a; do
-  so="$dir/libmemra_${arch#sm_}.so"
+  so="$dir/libmemra_${arch/_/}.so"
   if [ ! -f "$so" ]; then
     echo "FAIL $so: missing"; fail=1; continue
   fi
   elf=$("$cuobjdump" --list-elf "$so" 2>&1)
-  ptx=$("$cuobjdump" --list-ptx "$so" 2>&1 | grep -i 'ptx file' || true)
+  ptx=$("$cuobjdump" --list-ptx "$so" 2>&1 | grep -E '^PTX file +[0-9]+:' || true)
   n_elf=$(grep -c 'ELF file' <<<"$elf" || true)
   n_own=$(grep 'ELF file' <<<"$elf" | grep -c "\.$arch\.cubin" || true)
   others=$(grep 'ELF file' <<<"$elf" | grep -v "\.$arch\.cubin" || true)

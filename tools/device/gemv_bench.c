@@ -107,11 +107,12 @@ int main(int argc, char **argv) {
   printf("device: %s, %d SMs; copy %.0f MiB d2d: %.1f us, %.0f GB/s (read+write)\n", di.name,
          di.n_sms, cc.n / 1048576.0, tc * 1e6, copy_gbs);
 
-  static const struct { const char *name; int64_t n, k; } shapes[] = {
-      {"attn_q/out 4096x4096", 4096, 4096},
-      {"ffn_gate/up 14336x4096", 14336, 4096},
-      {"ffn_down 4096x14336", 4096, 14336},
-      {"output 128256x4096", 128256, 4096},
+  static const struct { const char *name; int64_t n, k, m; } shapes[] = {
+      {"attn_q/out 4096x4096", 4096, 4096, 1},
+      {"ffn_gate/up 14336x4096", 14336, 4096, 1},
+      {"ffn_down 4096x14336", 4096, 14336, 1},
+      {"output 128256x4096", 128256, 4096, 1},
+      {"ffn_gate/up M=8", 14336, 4096, 8},
   };
   static const int32_t types[] = {MEMRA_TYPE_F16,  MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0,
                                   MEMRA_TYPE_Q4_1, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q6_K};
@@ -120,25 +121,26 @@ int main(int argc, char **argv) {
   for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ++ti) {
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; ++si) {
       const int32_t type = types[ti];
-      const int64_t N = shapes[si].n, K = shapes[si].k;
+      const int64_t N = shapes[si].n, K = shapes[si].k, M = shapes[si].m;
+      if (M > 1 && type != MEMRA_TYPE_Q4_K && type != MEMRA_TYPE_F16) continue;
       const uint64_t wbytes = memra_type_row_bytes(type, K) * (uint64_t)N;
       int copies = (int)((512ull << 20) / wbytes) + 1;
       if (copies < 2) copies = 2;
       const int per_graph = copies < 24 ? 24 : copies; /* matmuls per graph */
       memra_buf *w = NULL, *x = NULL, *y = NULL;
       MUST(G.vt->buf_alloc(G.be, wbytes * copies, &w), "buf_alloc w");
-      MUST(G.vt->buf_alloc(G.be, (uint64_t)K * 4, &x), "buf_alloc x");
-      MUST(G.vt->buf_alloc(G.be, (uint64_t)N * 4, &y), "buf_alloc y");
+      MUST(G.vt->buf_alloc(G.be, (uint64_t)M * K * 4, &x), "buf_alloc x");
+      MUST(G.vt->buf_alloc(G.be, (uint64_t)M * N * 4, &y), "buf_alloc y");
       uint8_t *host = malloc(wbytes);
       fill_random(type, host, wbytes);
       for (int c = 0; c < copies; ++c) MUST(G.vt->buf_upload(G.be, w, wbytes * c, host, wbytes), "upload w");
       free(host);
-      float *xh = malloc((size_t)K * 4);
-      for (int64_t i = 0; i < K; ++i) xh[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
-      MUST(G.vt->buf_upload(G.be, x, 0, xh, (uint64_t)K * 4), "upload x");
+      float *xh = malloc((size_t)(M * K) * 4);
+      for (int64_t i = 0; i < M * K; ++i) xh[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+      MUST(G.vt->buf_upload(G.be, x, 0, xh, (uint64_t)(M * K) * 4), "upload x");
       free(xh);
-      memra_tensor tx = {x, 0, MEMRA_TYPE_F32, 0, K, 1, (uint64_t)K * 4};
-      memra_tensor ty = {y, 0, MEMRA_TYPE_F32, 0, N, 1, (uint64_t)N * 4};
+      memra_tensor tx = {x, 0, MEMRA_TYPE_F32, 0, K, M, (uint64_t)K * 4};
+      memra_tensor ty = {y, 0, MEMRA_TYPE_F32, 0, N, M, (uint64_t)N * 4};
       graph_ctx gc = {NULL};
       MUST(G.vt->synchronize(G.be), "synchronize");
       MUST(G.vt->graph_begin(G.be), "graph_begin");
@@ -149,7 +151,7 @@ int main(int argc, char **argv) {
       MUST(G.vt->graph_end(G.be, &gc.g), "graph_end");
       double t = median_time(run_graph, &gc, 5, 7) / per_graph;
       G.vt->graph_free(G.be, gc.g);
-      const double bytes = (double)wbytes + K * 4.0 + N * 4.0;
+      const double bytes = (double)wbytes + M * (K * 4.0 + N * 4.0);
       const double gbs = bytes / t / 1e9;
       snprintf(table[nt++], sizeof table[0], "%-5s %-24s %9.1f %8.0f %6.1f%%  (%.1f MB, %d copies)",
                memra_type_info(type).name, shapes[si].name, t * 1e6, gbs, 100.0 * gbs / copy_gbs,
@@ -160,7 +162,64 @@ int main(int argc, char **argv) {
       G.vt->buf_free(G.be, y);
     }
   }
-  printf("\nGEMV v1 (M=1) on %s; copy bandwidth %.0f GB/s\n", di.name, copy_gbs);
+  /* Split-KV decode attention, Llama-3.1-8B layer (32 q heads, 8 kv heads, d 128), F16
+   * paged cache, one row at position L-1: bytes = K and V of L positions. */
+  for (int li = 0; li < 2; ++li) {
+    const int L = li ? 4096 : 512, bs = 16, nb = L / bs, width = 8 * 128;
+    const int layers = 32; /* rotate over 32 layers' caches: beyond L2 */
+    const uint64_t cbytes = (uint64_t)L * width * 2;
+    memra_buf *kc = NULL, *vc = NULL, *q = NULL, *o = NULL, *bt = NULL, *ps = NULL;
+    MUST(G.vt->buf_alloc(G.be, cbytes * layers, &kc), "buf_alloc");
+    MUST(G.vt->buf_alloc(G.be, cbytes * layers, &vc), "buf_alloc");
+    MUST(G.vt->buf_alloc(G.be, 32 * 128 * 4, &q), "buf_alloc");
+    MUST(G.vt->buf_alloc(G.be, 32 * 128 * 4, &o), "buf_alloc");
+    MUST(G.vt->buf_alloc(G.be, (uint64_t)nb * 4, &bt), "buf_alloc");
+    MUST(G.vt->buf_alloc(G.be, 8, &ps), "buf_alloc");
+    uint8_t *h = malloc(cbytes);
+    fill_random(MEMRA_TYPE_F16, h, cbytes);
+    for (int l = 0; l < layers; ++l) {
+      MUST(G.vt->buf_upload(G.be, kc, cbytes * l, h, cbytes), "upload");
+      MUST(G.vt->buf_upload(G.be, vc, cbytes * l, h, cbytes), "upload");
+    }
+    free(h);
+    int32_t *bth = malloc((size_t)nb * 4);
+    for (int i = 0; i < nb; ++i) bth[i] = (i * 7) % nb; /* a shuffled page order */
+    MUST(G.vt->buf_upload(G.be, bt, 0, bth, (uint64_t)nb * 4), "upload");
+    free(bth);
+    int32_t ps_h[2] = {L - 1, 0};
+    MUST(G.vt->buf_upload(G.be, ps, 0, ps_h, 8), "upload");
+    float *qh = malloc(32 * 128 * 4);
+    for (int i = 0; i < 32 * 128; ++i) qh[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+    MUST(G.vt->buf_upload(G.be, q, 0, qh, 32 * 128 * 4), "upload");
+    free(qh);
+    memra_batch b;
+    memset(&b, 0, sizeof b);
+    b.n_rows = 1; b.n_seqs = 1; b.block_size = bs; b.max_blocks = nb; b.kv_bucket = L;
+    b.pos = (memra_tensor){ps, 0, MEMRA_TYPE_I32, 0, 1, 1, 4};
+    b.seq = (memra_tensor){ps, 4, MEMRA_TYPE_I32, 0, 1, 1, 4};
+    b.block_table = (memra_tensor){bt, 0, MEMRA_TYPE_I32, 0, nb, 1, (uint64_t)nb * 4};
+    memra_attn_params ap = {32, 8, 128, 0, 0.08838834764831845f, 0.f};
+    memra_tensor tq = {q, 0, MEMRA_TYPE_F32, 0, 32 * 128, 1, 32 * 128 * 4};
+    memra_tensor to = {o, 0, MEMRA_TYPE_F32, 0, 32 * 128, 1, 32 * 128 * 4};
+    graph_ctx gc = {NULL};
+    MUST(G.vt->synchronize(G.be), "synchronize");
+    MUST(G.vt->graph_begin(G.be), "graph_begin");
+    for (int l = 0; l < layers; ++l) {
+      memra_tensor tk = {kc, cbytes * l, MEMRA_TYPE_F16, 0, width, L, (uint64_t)width * 2};
+      memra_tensor tv = {vc, cbytes * l, MEMRA_TYPE_F16, 0, width, L, (uint64_t)width * 2};
+      MUST(G.vt->attention(G.be, &to, &tq, &tk, &tv, &b, &ap), "attention");
+    }
+    MUST(G.vt->graph_end(G.be, &gc.g), "graph_end");
+    double t = median_time(run_graph, &gc, 5, 7) / layers;
+    G.vt->graph_free(G.be, gc.g);
+    const double gbs = 2.0 * cbytes / t / 1e9;
+    snprintf(table[nt++], sizeof table[0], "%-5s %-24s %9.1f %8.0f %6.1f%%  (KV %.1f MB, 32 layers)",
+             "F16", li ? "attention L=4096 32/8x128" : "attention L=512 32/8x128", t * 1e6, gbs,
+             100.0 * gbs / copy_gbs, 2.0 * cbytes / 1e6);
+    G.vt->buf_free(G.be, kc); G.vt->buf_free(G.be, vc); G.vt->buf_free(G.be, q);
+    G.vt->buf_free(G.be, o); G.vt->buf_free(G.be, bt); G.vt->buf_free(G.be, ps);
+  }
+  printf("\nGEMV v2 on %s; copy bandwidth %.0f GB/s\n", di.name, copy_gbs);
   printf("%-5s %-24s %9s %8s %7s\n", "type", "shape (N x K)", "us", "GB/s", "%copy");
   for (int i = 0; i < nt; ++i) printf("%s\n", table[i]);
   memra_plug_close(&G);

@@ -55,5 +55,5 @@ printf '%-34s %s\n' "sm120a probe on this GPU" "$probe120"
 printf '%-34s %s\n' "opcheck sm90a vs cpu" "$(tail -1 "$O/opcheck.txt") (rc $op_rc)"
 printf '%-34s %s\n' "compute-sanitizer memcheck" "$(grep 'ERROR SUMMARY' "$O/memcheck.txt" | tail -1) (rc $san_rc)"
 echo
-tail -36 "$O/gemv.txt"
+tail -40 "$O/gemv.txt"
 [ $sass_rc = 0 ] && [ $op_rc = 0 ] && [ $san_rc = 0 ] && [ $gemv_rc = 0 ]
