@@ -3,9 +3,9 @@
  * M = 1 (decode): each output is memra_vec_dot of a weight row with x, which
  * dequantizes block by block inside the dot. M > 1 (prefill, batches): a tile of
  * weight rows is dequantized once into per-thread scratch and dotted with every input
- * row through memra_vec_dot(F32, ...). The quant library guarantees both paths sum in
- * the same order (16 lanes indexed by element, fixed tree), so a row's outputs are
- * bit-identical whatever M is and whoever else is in the batch.
+ * row by cpu_dot_f32, which sums in memra_vec_dot's order (16 lanes indexed by element,
+ * fixed tree), so a row's outputs are bit-identical whatever M is and whoever else is
+ * in the batch (tests/cpu/matmul_test: BatchInvariantBits).
  * Threads split the N output columns (the M rows when N is smaller than the pool);
  * every output element is computed whole by one thread. */
 #include <inttypes.h>
@@ -44,7 +44,7 @@ static void mm_block(const mm_ctx *c, int64_t m0, int64_t m1, int64_t n0, int64_
       const float *x = cpu_row_f32(c->x, m);
       float *y = cpu_row_f32(c->y, m);
       for (int64_t j = 0; j < tn; ++j) {
-        float v = memra_vec_dot(MEMRA_TYPE_F32, deq + j * k, x, k);
+        float v = cpu_dot_f32(deq + j * k, x, k); /* = memra_vec_dot order */
         y[nt + j] = c->bias ? v + c->bias[nt + j] : v;
       }
     }

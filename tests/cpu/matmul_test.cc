@@ -137,3 +137,17 @@ TEST(CpuMatmul, ErrorsNameTheOp) {
   EXPECT_EQ(0u, c.err().find("matmul: y overlaps")) << c.err();
   EXPECT_TRUE(y.guards_ok());
 }
+
+// The plugin's float32 dot sums in memra_vec_dot's order, bit for bit, for every length
+// (whole lane groups, tails, both ISA clones): what makes prefill equal decode above.
+extern "C" float cpu_dot_f32(const float *a, const float *b, int64_t n);
+
+TEST(CpuMatmul, DotOrderIsTheQuantLibrarys) {
+  std::mt19937 g(33);
+  for (int64_t n : {1, 7, 15, 16, 17, 31, 32, 33, 64, 97, 576, 1536, 4097}) {
+    auto a = randf(g, n, -3, 3), b = randf(g, n, -3, 3);
+    float mine = cpu_dot_f32(a.data(), b.data(), n);
+    float quant = memra_vec_dot(MEMRA_TYPE_F32, a.data(), b.data(), n);
+    EXPECT_EQ(0, memcmp(&mine, &quant, 4)) << "n=" << n << ": " << mine << " vs " << quant;
+  }
+}
