@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,15 +179,20 @@ static memra_status open_path(const char *path, const memra_open_params *params,
     dlclose(dl);
     return MEMRA_E_DEVICE;
   }
-  if (vt->abi_major != MEMRA_ABI_MAJOR || vt->struct_size < sizeof(memra_backend_vt)) {
-    memra_errf(err, MEMRA_E_ABI, "%s: vtable of ABI %u (%u bytes), this memra needs ABI %u (%zu bytes)",
-               path, vt->abi_major, vt->struct_size, MEMRA_ABI_MAJOR, sizeof(memra_backend_vt));
+  /* A plugin of an older minor has a shorter vtable: the slots it lacks read as NULL
+   * (unsupported); ABI 1.0 ends with get_proc. */
+  const size_t min_size = offsetof(memra_backend_vt, get_proc) + sizeof(vt->get_proc);
+  if (vt->abi_major != MEMRA_ABI_MAJOR || vt->struct_size < min_size) {
+    memra_errf(err, MEMRA_E_ABI, "%s: vtable of ABI %u (%u bytes), this memra needs ABI %u (at least %zu bytes)",
+               path, vt->abi_major, vt->struct_size, MEMRA_ABI_MAJOR, min_size);
     if (vt->abi_major == MEMRA_ABI_MAJOR && vt->close) vt->close(be);
     dlclose(dl);
     return MEMRA_E_ABI;
   }
   h->dl = dl;
-  h->vt = vt;
+  memset(&h->vt_full, 0, sizeof h->vt_full);
+  memcpy(&h->vt_full, vt, vt->struct_size < sizeof h->vt_full ? vt->struct_size : sizeof h->vt_full);
+  h->vt = &h->vt_full;
   h->be = be;
   copy_str(h->name, sizeof h->name, info->name);
   copy_str(h->path, sizeof h->path, path);

@@ -42,7 +42,8 @@ void memra_plugin_probe_file(const char *path, memra_plugin_entry *out);
 /* An opened backend: the vtable, its handle and the library that holds them. */
 typedef struct memra_backend_handle {
   void *dl;
-  const memra_backend_vt *vt;
+  const memra_backend_vt *vt; /* points to vt_full */
+  memra_backend_vt vt_full;   /* the plugin's vtable, slots of later minors zeroed */
   memra_backend *be;
   char name[32];
   char path[1024];
