@@ -25,6 +25,11 @@ memra_status memra_chat_render(const char *tmpl, const memra_chat_msg *msgs, siz
                                bool add_generation_prompt, const char *bos, const char *eos,
                                char **out, memra_err *err);
 
+/* A family's reference template text (Jinja, as shipped by its models) for a model whose
+ * own template is missing or unrecognized: "chatml", "llama3" or "gemma"; NULL otherwise.
+ * The CLI's documented fallback flag passes it to memra_chat_render. */
+const char *memra_chat_builtin(const char *family);
+
 #ifdef __cplusplus
 }
 #endif
