@@ -112,7 +112,7 @@ memra_status cpu_attention(memra_backend *be, const memra_tensor *out, const mem
   if ((st = cpu_scratch_reserve(be, "attention", 2 * (size_t)p->head_dim + (size_t)longest)))
     return st;
   attn_ctx c = {be, out, q, k_cache, v_cache, batch, p};
-  cpu_run(be, (int64_t)batch->n_rows * p->n_head, 4 * (int64_t)longest * p->head_dim, attn_tasks,
-          &c);
+  cpu_run(be, (int64_t)batch->n_rows * p->n_head, cpu_mul_sat(4 * (int64_t)longest, p->head_dim),
+          attn_tasks, &c);
   return MEMRA_OK;
 }

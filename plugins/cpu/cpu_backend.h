@@ -99,11 +99,17 @@ static inline int32_t cpu_i32_at(const memra_tensor *t, int64_t i) {
  * the same inputs give the same bits whichever thread or batch computes them. */
 float cpu_dot_f32(const float *a, const float *b, int64_t n);
 
+/* a * b for non-negative a, b, saturating at INT64_MAX: work estimates never overflow. */
+static inline int64_t cpu_mul_sat(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 /* Runs fn over [0, n) on the pool, or inline when n * work_per_item is small. */
 static inline void cpu_run(memra_backend *be, int64_t n, int64_t work_per_item, cpu_task_fn fn,
                            void *ctx) {
   if (n <= 0) return;
-  if (n * work_per_item < CPU_PAR_MIN_WORK || be->n_threads == 1)
+  if (cpu_mul_sat(n, work_per_item) < CPU_PAR_MIN_WORK || be->n_threads == 1)
     fn(ctx, 0, n, 0);
   else
     cpu_pool_run(be->pool, n, fn, ctx);

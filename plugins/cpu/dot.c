@@ -32,8 +32,10 @@ CPU_CLONES float cpu_dot_f32(const float *a, const float *b, int64_t n) {
   }
   for (int64_t j = i; j < n; ++j) {
     int lane = (int)(j - i);
-    if (lane < 8) s0[lane] += a[j] * b[j];
-    else s1[lane - 8] += a[j] * b[j];
+    if (lane < 8)
+      s0[lane] += a[j] * b[j];
+    else
+      s1[lane - 8] += a[j] * b[j];
   }
   cpu_v8 s = s0 + s1;
   float u0 = s[0] + s[4], u1 = s[1] + s[5], u2 = s[2] + s[6], u3 = s[3] + s[7];

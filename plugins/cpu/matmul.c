@@ -92,6 +92,6 @@ memra_status cpu_matmul(memra_backend *be, const memra_tensor *y, const memra_te
     if ((st = cpu_scratch_reserve(be, "matmul", (size_t)MM_TILE_N * (size_t)k))) return st;
     c.split_m = n < be->n_threads && m > n;
   }
-  cpu_run(be, c.split_m ? m : n, (c.split_m ? n : m) * k * 2, mm_task, &c);
+  cpu_run(be, c.split_m ? m : n, cpu_mul_sat((c.split_m ? n : m) * 2, k), mm_task, &c);
   return MEMRA_OK;
 }

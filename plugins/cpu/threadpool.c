@@ -67,7 +67,8 @@ static void *worker_main(void *arg) {
   uint64_t seen = 0;
   pthread_mutex_lock(&p->mu);
   for (;;) {
-    while (!p->quit && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
+    while (!p->quit && p->generation == seen)
+      pthread_cond_wait(&p->wake, &p->mu);
     if (p->quit) break;
     seen = p->generation;
     drain(p, seen, tid);
@@ -114,7 +115,8 @@ void cpu_pool_destroy(cpu_pool *p) {
   p->quit = true;
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
-  for (int i = 1; i < p->n; ++i) pthread_join(p->threads[i], NULL);
+  for (int i = 1; i < p->n; ++i)
+    pthread_join(p->threads[i], NULL);
   free(p->threads);
   pthread_cond_destroy(&p->done);
   pthread_cond_destroy(&p->wake);
@@ -141,6 +143,7 @@ void cpu_pool_run(cpu_pool *p, int64_t n, cpu_task_fn fn, void *ctx) {
   uint64_t gen = ++p->generation;
   pthread_cond_broadcast(&p->wake);
   drain(p, gen, 0);
-  while (p->finished < p->chunks) pthread_cond_wait(&p->done, &p->mu);
+  while (p->finished < p->chunks)
+    pthread_cond_wait(&p->done, &p->mu);
   pthread_mutex_unlock(&p->mu);
 }
