@@ -2,6 +2,8 @@
 #ifndef MEMRA_SAMPLER_H
 #define MEMRA_SAMPLER_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/base/err.h"
@@ -34,6 +36,12 @@ void memra_sampler_accept(memra_sampler *s, int32_t id);
 void memra_sampler_reset(memra_sampler *s);
 /* Picks a token from logits [n_vocab] (logits may be modified in place). */
 int32_t memra_sampler_sample(memra_sampler *s, float *logits);
+
+/* Stop strings over streamed text: the number of bytes of text[0..len) that are safe to
+ * emit now (a tail that may still become a stop string is held back); if a stop string
+ * occurs, *stopped is set and the result is the offset where the first one starts. */
+size_t memra_stop_scan(const char *text, size_t len, const char *const *stops, size_t n_stops,
+                       bool *stopped);
 
 #ifdef __cplusplus
 }
