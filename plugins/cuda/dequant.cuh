@@ -213,6 +213,18 @@ __device__ __forceinline__ void memra_deq32(const uint8_t *__restrict__ row, int
   }
 }
 
+/* Byte i of w (< 256) as an exact float minus `bias`: the exponent trick (2^23 + b) - 2^23,
+ * one PRMT and one FADD instead of shift, mask and a quarter-rate I2F. */
+__device__ __forceinline__ float memra_byte_f(uint32_t w, int i, float bias) {
+  return __int_as_float(__byte_perm(w, 0x4B000000u, 0x7440 + i)) - (8388608.f + bias);
+}
+
+__device__ __forceinline__ uint2 memra_load8(const uint8_t *p, bool vec) {
+  if (vec) return __ldg((const uint2 *)p);
+  const uint16_t *h = (const uint16_t *)p;
+  return make_uint2(h[0] | ((uint32_t)h[1] << 16), h[2] | ((uint32_t)h[3] << 16));
+}
+
 /* w[0..8) = elements [8 part, 8 part + 8) of unit u (part 0..3): the matmul's per-lane
  * slice, so that the 4 lanes of a unit, and 8 consecutive units across a warp, read
  * contiguous bytes (coalesced). VEC as in memra_deq32. */
@@ -243,26 +255,30 @@ __device__ __forceinline__ void memra_deq8(const uint8_t *__restrict__ row, int6
   } else if (T == MEMRA_TYPE_Q8_0) {
     const uint8_t *b = row + 34 * u;
     const float d = memra_h2f(b);
-    alignas(8) uint16_t q2[4];
+    const uint2 q = memra_load8(b + 2 + 8 * part, false);
+    const uint32_t q0 = q.x ^ 0x80808080u, q1 = q.y ^ 0x80808080u; /* int8 -> b + 128 */
 #pragma unroll
-    for (int i = 0; i < 4; ++i) q2[i] = ((const uint16_t *)(b + 2 + 8 * part))[i];
-    const int8_t *q = (const int8_t *)q2;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) w[i] = d * (float)q[i];
+    for (int i = 0; i < 4; ++i) {
+      w[i] = d * memra_byte_f(q0, i, 128.f);
+      w[4 + i] = d * memra_byte_f(q1, i, 128.f);
+    }
   } else if (T == MEMRA_TYPE_Q4_0 || T == MEMRA_TYPE_Q4_1) {
     /* elements 8p..8p+8: nibble (p >= 2) of qs[8 (p & 1) ..] */
     const int bytes = T == MEMRA_TYPE_Q4_0 ? 18 : 20, qoff = T == MEMRA_TYPE_Q4_0 ? 2 : 4;
     const uint8_t *b = row + (int64_t)bytes * u;
     const float d = memra_h2f(b), m = T == MEMRA_TYPE_Q4_1 ? memra_h2f(b + 2) : 0.f;
-    alignas(8) uint16_t q2[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) q2[i] = ((const uint16_t *)(b + qoff + 8 * (part & 1)))[i];
-    const uint8_t *q = (const uint8_t *)q2;
+    const uint2 q = memra_load8(b + qoff + 8 * (part & 1), false);
     const int sh = 4 * (part >> 1);
+    const uint32_t n0 = (q.x >> sh) & 0x0F0F0F0Fu, n1 = (q.y >> sh) & 0x0F0F0F0Fu;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int v = (q[i] >> sh) & 0xF;
-      w[i] = T == MEMRA_TYPE_Q4_0 ? d * (float)(v - 8) : fmaf(d, (float)v, m);
+    for (int i = 0; i < 4; ++i) {
+      if (T == MEMRA_TYPE_Q4_0) {
+        w[i] = d * memra_byte_f(n0, i, 8.f);
+        w[4 + i] = d * memra_byte_f(n1, i, 8.f);
+      } else {
+        w[i] = fmaf(d, memra_byte_f(n0, i, 0.f), m);
+        w[4 + i] = fmaf(d, memra_byte_f(n1, i, 0.f), m);
+      }
     }
   } else if (T == MEMRA_TYPE_Q5_0 || T == MEMRA_TYPE_Q5_1) {
     /* element e: nibble (e >= 16) of qs[e % 16], fifth bit e of qh */
@@ -344,6 +360,77 @@ __device__ __forceinline__ void memra_deq8(const uint8_t *__restrict__ row, int6
       const int q = (int)((((lw >> (8 * (i & 3) + lsh)) & 0xF) | (((hw >> (8 * (i & 3) + hsh)) & 3) << 4))) - 32;
       w[i] = s * (float)q;
     }
+  }
+}
+
+/* K-quant matmul slice: 16 weights of 64-element group u of a row (4 lanes per group,
+ * part 0..3): the 8 q bytes a lane reads feed both their low and their high nibbles, so
+ * each byte is read once and each scale decoded once per 16 weights. w[0..8) go with x
+ * at element *e0, w[8..16) at *e1 (each 8 consecutive elements). */
+template <int T, bool VEC>
+__device__ __forceinline__ void memra_deq16k(const uint8_t *__restrict__ row, int64_t u, int part,
+                                             float w[16], int64_t *e0, int64_t *e1) {
+  if (T == MEMRA_TYPE_Q4_K || T == MEMRA_TYPE_Q5_K) {
+    const int bytes = T == MEMRA_TYPE_Q4_K ? 144 : 176, qoff = T == MEMRA_TYPE_Q4_K ? 16 : 48;
+    const int g = (int)(u & 3);
+    const uint8_t *b = row + (int64_t)bytes * (u >> 2);
+    uint4 hd;
+    if (VEC) {
+      hd = __ldg((const uint4 *)b);
+    } else {
+      const uint16_t *h = (const uint16_t *)b;
+      hd = make_uint4(h[0] | ((uint32_t)h[1] << 16), h[2] | ((uint32_t)h[3] << 16),
+                      h[4] | ((uint32_t)h[5] << 16), h[6] | ((uint32_t)h[7] << 16));
+    }
+    const uint2 q = memra_load8(b + qoff + 32 * g + 8 * part, VEC);
+    const float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xFFFF)));
+    const float dmin = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
+    int sc0, m0, sc1, m1;
+    memra_k4_scale_min(2 * g, hd.y, hd.z, hd.w, &sc0, &m0);
+    memra_k4_scale_min(2 * g + 1, hd.y, hd.z, hd.w, &sc1, &m1);
+    const float d0 = d * (float)sc0, dm0 = dmin * (float)m0;
+    const float d1 = d * (float)sc1, dm1 = dmin * (float)m1;
+    uint32_t lo0 = q.x & 0x0F0F0F0Fu, lo1 = q.y & 0x0F0F0F0Fu;
+    uint32_t hi0 = (q.x >> 4) & 0x0F0F0F0Fu, hi1 = (q.y >> 4) & 0x0F0F0F0Fu;
+    if (T == MEMRA_TYPE_Q5_K) { /* fifth bits: bit 2g (low) and 2g+1 (high) of qh[l] */
+      const uint2 h = memra_load8(b + 16 + 8 * part, VEC);
+      lo0 |= ((h.x >> (2 * g)) & 0x01010101u) << 4;
+      lo1 |= ((h.y >> (2 * g)) & 0x01010101u) << 4;
+      hi0 |= ((h.x >> (2 * g + 1)) & 0x01010101u) << 4;
+      hi1 |= ((h.y >> (2 * g + 1)) & 0x01010101u) << 4;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      w[i] = fmaf(d0, memra_byte_f(lo0, i, 0.f), -dm0);
+      w[4 + i] = fmaf(d0, memra_byte_f(lo1, i, 0.f), -dm0);
+      w[8 + i] = fmaf(d1, memra_byte_f(hi0, i, 0.f), -dm1);
+      w[12 + i] = fmaf(d1, memra_byte_f(hi1, i, 0.f), -dm1);
+    }
+    *e0 = 256 * (u >> 2) + 64 * g + 8 * part;
+    *e1 = *e0 + 32;
+  } else if (T == MEMRA_TYPE_Q6_K) {
+    /* group u = (block, half n, c): ql[64n + 32c + l] low nibble -> quarter k = c,
+     * high nibble -> k = c + 2; qh[32n + l] bits 2k; l = 8 part + i. */
+    const int n = (int)((u >> 1) & 1), c = (int)(u & 1);
+    const uint8_t *b = row + 210 * (u >> 2);
+    const uint2 ql = memra_load8(b + 64 * n + 32 * c + 8 * part, false);
+    const uint2 qh = memra_load8(b + 128 + 32 * n + 8 * part, false);
+    const float d = memra_h2f(b + 208);
+    const int si = 8 * n + 2 * c + (part >> 1);
+    const float s0 = d * (float)(int8_t)b[192 + si], s1 = d * (float)(int8_t)b[192 + si + 4];
+    const uint32_t lo0 = (ql.x & 0x0F0F0F0Fu) | (((qh.x >> (2 * c)) & 0x03030303u) << 4);
+    const uint32_t lo1 = (ql.y & 0x0F0F0F0Fu) | (((qh.y >> (2 * c)) & 0x03030303u) << 4);
+    const uint32_t hi0 = ((ql.x >> 4) & 0x0F0F0F0Fu) | (((qh.x >> (2 * c + 4)) & 0x03030303u) << 4);
+    const uint32_t hi1 = ((ql.y >> 4) & 0x0F0F0F0Fu) | (((qh.y >> (2 * c + 4)) & 0x03030303u) << 4);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      w[i] = s0 * memra_byte_f(lo0, i, 32.f);
+      w[4 + i] = s0 * memra_byte_f(lo1, i, 32.f);
+      w[8 + i] = s1 * memra_byte_f(hi0, i, 32.f);
+      w[12 + i] = s1 * memra_byte_f(hi1, i, 32.f);
+    }
+    *e0 = 256 * (u >> 2) + 128 * n + 32 * c + 8 * part;
+    *e1 = *e0 + 64;
   }
 }
 

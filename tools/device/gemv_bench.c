@@ -219,7 +219,7 @@ int main(int argc, char **argv) {
     G.vt->buf_free(G.be, kc); G.vt->buf_free(G.be, vc); G.vt->buf_free(G.be, q);
     G.vt->buf_free(G.be, o); G.vt->buf_free(G.be, bt); G.vt->buf_free(G.be, ps);
   }
-  printf("\nGEMV v2 on %s; copy bandwidth %.0f GB/s\n", di.name, copy_gbs);
+  printf("\nmatmul v3, attention v2 on %s; copy bandwidth %.0f GB/s\n", di.name, copy_gbs);
   printf("%-5s %-24s %9s %8s %7s\n", "type", "shape (N x K)", "us", "GB/s", "%copy");
   for (int i = 0; i < nt; ++i) printf("%s\n", table[i]);
   memra_plug_close(&G);
