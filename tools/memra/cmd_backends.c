@@ -1,4 +1,5 @@
 /* memra backends — every plugin found, its score on this machine and why. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <string.h>
 

@@ -1,5 +1,6 @@
 /* memra bench — prompt processing (pp) and generation (tg) speed, llama-bench style:
  * each test repeated, the median reported beside min and max, as markdown or JSON. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

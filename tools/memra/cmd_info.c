@@ -1,4 +1,5 @@
 /* memra info FILE — a GGUF's metadata and tensor table, like gguf-dump. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <string.h>
 

@@ -1,4 +1,5 @@
 /* memra run — generate text from a prompt (or token ids) with one model. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,7 @@
+#define _POSIX_C_SOURCE 200809L
 #include "tools/memra/generate.h"
 
+#include <string.h>
 #include <time.h>
 
 #include "core/base/alloc.h"

@@ -1,4 +1,5 @@
 /* memra — the command line: run (default), chat, tokenize, backends, info, bench. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <string.h>
 
@@ -12,6 +13,7 @@ static void usage(FILE *f) {
           "       memra backends [--plugin-dir DIR]   list plugins and their scores here\n"
           "       memra info [--full] FILE.gguf       metadata and tensor table\n"
           "       memra bench [options]       pp/tg tokens per second, median of -r runs\n"
+          "       memra chat [options]        conversation (one message per stdin line)\n"
           "       memra tokenize [options]    text to token ids\n"
           "options:\n");
   memra_opts_usage(f);
@@ -29,6 +31,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "backends")) return memra_cmd_backends(argc, argv, 2);
     if (!strcmp(cmd, "info")) return memra_cmd_info(argc, argv, 2);
     if (!strcmp(cmd, "bench")) return memra_cmd_bench(argc, argv, 2);
+    if (!strcmp(cmd, "chat")) return memra_cmd_chat(argc, argv, 2);
     if (!strcmp(cmd, "tokenize")) return memra_cmd_tokenize(argc - 1, argv + 1);
     fprintf(stderr, "memra: unknown command '%s' (expected run, backends, info, bench, "
             "tokenize; see memra --help)\n", cmd);

@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L
 #include "tools/memra/options.h"
 
 #include <errno.h>
@@ -50,6 +51,7 @@ static const opt_spec SPECS[] = {
     STR("bench-d", 0, bench_d, "bench: context depths before generation, comma-separated"),
     NUM("repetitions", 'r', OPT_INT, bench_reps, 1, 1000, "bench: repetitions"),
     STR("output", 'o', bench_output, "bench: md | json"),
+    STR("system", 0, system, "chat: system prompt"),
     STR("config", 0, config, "INI file with defaults for these flags ([memra] section)"),
 };
 enum { N_SPECS = sizeof SPECS / sizeof SPECS[0] };
@@ -134,7 +136,7 @@ typedef struct ini_ctx {
   memra_status st;
 } ini_ctx;
 
-static int ini_handler(void *user, const char *section, const char *name, const char *value) {
+static int on_ini_entry(void *user, const char *section, const char *name, const char *value) {
   ini_ctx *c = user;
   if (c->st) return 0;
   if (*section && strcmp(section, "memra") != 0) {
@@ -157,7 +159,7 @@ static memra_status load_config(memra_opts *o, const char *path, memra_err *err)
   FILE *f = fopen(path, "r");
   if (!f) return memra_errf(err, MEMRA_E_IO, "config %s: %s", path, strerror(errno));
   ini_ctx c = {o, path, err, MEMRA_OK};
-  int line = ini_parse_file(f, ini_handler, &c);
+  int line = ini_parse_file(f, on_ini_entry, &c);
   fclose(f);
   if (c.st) return c.st;
   if (line != 0)
