@@ -1,16 +1,15 @@
 /* attention.c — out = softmax(scale * q k^T) v for each row and head, over the row's
  * window of its own sequence, reading K and V from the paged caches.
  *
- * One task per (row, head), entirely in float32 and in position order: scores, their
- * max, exp and sum, then the weighted sum of V rows. Nothing depends on which other
- * rows share the batch or on the thread count (batch invariance, determinism).
+ * Per (row, head), entirely in float32 and in position order: scores, their max, exp
+ * and sum, then the weighted sum of V rows. Nothing depends on which other rows share
+ * the batch or on the thread count (batch invariance, determinism).
  * Grouped-query attention: head h reads KV head h / (n_head / n_kv_head). */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
 #include "plugins/cpu/cpu_backend.h"
-#include "plugins/quant/quant.h"
 
 typedef struct attn_ctx {
   memra_backend *be;
@@ -27,47 +26,61 @@ static int32_t window_lo(int32_t pos, int32_t window) {
 static const float *kv_head(const memra_tensor *c, int64_t slot, int g, int hd, float *tmp) {
   const uint8_t *row = cpu_row(c, slot);
   if (c->type == MEMRA_TYPE_F32) return (const float *)(const void *)row + (int64_t)g * hd;
-  const uint16_t *h = (const uint16_t *)(const void *)row + (int64_t)g * hd;
-  for (int i = 0; i < hd; ++i)
-    tmp[i] = memra_fp16_to_f32(h[i]);
+  cpu_f16_to_f32_row((const uint16_t *)(const void *)row + (int64_t)g * hd, tmp, hd);
   return tmp;
 }
 
+/* Task t = (row t / n_kv_head, KV head t % n_kv_head) serves the `group` query heads that
+ * share the KV head, so each cached K and V row is read (and widened) once per task.
+ * Per query head the arithmetic and its order are those of a head alone. */
 static void attn_tasks(void *arg, int64_t begin, int64_t end, int tid) {
   const attn_ctx *c = arg;
   const memra_attn_params *p = c->p;
-  int hd = p->head_dim, group = p->n_head / p->n_kv_head;
-  float *tmp = c->be->scratch[tid], *acc = tmp + hd, *s = acc + hd;
+  const int hd = p->head_dim, group = p->n_head / p->n_kv_head;
   for (int64_t t = begin; t < end; ++t) {
-    int64_t r = t / p->n_head;
-    int h = (int)(t % p->n_head), g = h / group;
+    int64_t r = t / p->n_kv_head;
+    int g = (int)(t % p->n_kv_head);
     int32_t pos = cpu_i32_at(&c->b->pos, r), seq = cpu_i32_at(&c->b->seq, r);
     int32_t lo = window_lo(pos, p->window), n = pos - lo + 1;
-    const float *q = cpu_row_f32(c->q, r) + (int64_t)h * hd;
+    /* scratch: tmp [hd] | acc [group * hd] | scores [group * n] */
+    float *tmp = c->be->scratch[tid], *acc = tmp + hd, *s = acc + (int64_t)group * hd;
+    const float *q0 = cpu_row_f32(c->q, r) + (int64_t)g * group * hd;
 
-    float mx = -INFINITY;
     for (int32_t j = 0; j < n; ++j) {
       const float *k = kv_head(c->kc, cpu_batch_slot(c->b, seq, lo + j), g, hd, tmp);
-      float x = p->scale * cpu_dot_f32(q, k, hd);
-      if (p->softcap > 0.0f) x = p->softcap * tanhf(x / p->softcap);
-      s[j] = x;
-      if (x > mx) mx = x;
+      for (int h = 0; h < group; ++h) {
+        float x = p->scale * cpu_dot_f32(q0 + (int64_t)h * hd, k, hd);
+        if (p->softcap > 0.0f) x = p->softcap * tanhf(x / p->softcap);
+        s[(int64_t)h * n + j] = x;
+      }
     }
-    float sum = 0.0f;
-    for (int32_t j = 0; j < n; ++j) {
-      s[j] = expf(s[j] - mx);
-      sum += s[j];
+    for (int h = 0; h < group; ++h) { /* softmax numerators, in position order */
+      float *sh = s + (int64_t)h * n, mx = -INFINITY;
+      for (int32_t j = 0; j < n; ++j)
+        if (sh[j] > mx) mx = sh[j];
+      for (int32_t j = 0; j < n; ++j)
+        sh[j] = expf(sh[j] - mx);
     }
-    memset(acc, 0, (size_t)hd * sizeof(float));
+    memset(acc, 0, (size_t)group * (size_t)hd * sizeof(float));
     for (int32_t j = 0; j < n; ++j) {
       const float *v = kv_head(c->vc, cpu_batch_slot(c->b, seq, lo + j), g, hd, tmp);
-      for (int i = 0; i < hd; ++i)
-        acc[i] += s[j] * v[i];
+      for (int h = 0; h < group; ++h) {
+        float w = s[(int64_t)h * n + j], *a = acc + (int64_t)h * hd;
+        for (int i = 0; i < hd; ++i)
+          a[i] += w * v[i];
+      }
     }
-    float inv = 1.0f / sum;
-    float *o = cpu_row_f32(c->out, r) + (int64_t)h * hd; /* q is fully read: out may alias it */
-    for (int i = 0; i < hd; ++i)
-      o[i] = acc[i] * inv;
+    /* q is fully read above: out may alias it. */
+    float *o0 = cpu_row_f32(c->out, r) + (int64_t)g * group * hd;
+    for (int h = 0; h < group; ++h) {
+      const float *sh = s + (int64_t)h * n;
+      float sum = 0.0f;
+      for (int32_t j = 0; j < n; ++j)
+        sum += sh[j];
+      float inv = 1.0f / sum, *a = acc + (int64_t)h * hd, *o = o0 + (int64_t)h * hd;
+      for (int i = 0; i < hd; ++i)
+        o[i] = a[i] * inv;
+    }
   }
 }
 
@@ -109,10 +122,12 @@ memra_status cpu_attention(memra_backend *be, const memra_tensor *out, const mem
                         r, seq, j, slot, slots);
     }
   }
-  if ((st = cpu_scratch_reserve(be, "attention", 2 * (size_t)p->head_dim + (size_t)longest)))
+  size_t group = (size_t)(p->n_head / p->n_kv_head);
+  if ((st = cpu_scratch_reserve(be, "attention",
+                                (1 + group) * (size_t)p->head_dim + group * (size_t)longest)))
     return st;
   attn_ctx c = {be, out, q, k_cache, v_cache, batch, p};
-  cpu_run(be, (int64_t)batch->n_rows * p->n_head, cpu_mul_sat(4 * (int64_t)longest, p->head_dim),
-          attn_tasks, &c);
+  cpu_run(be, (int64_t)batch->n_rows * p->n_kv_head,
+          cpu_mul_sat(4 * (int64_t)longest * (int64_t)group, p->head_dim), attn_tasks, &c);
   return MEMRA_OK;
 }

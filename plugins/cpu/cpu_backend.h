@@ -99,6 +99,9 @@ static inline int32_t cpu_i32_at(const memra_tensor *t, int64_t i) {
  * the same inputs give the same bits whichever thread or batch computes them. */
 float cpu_dot_f32(const float *a, const float *b, int64_t n);
 
+/* dst[i] = the float value of half src[i] (exact; F16C where the CPU has it). */
+void cpu_f16_to_f32_row(const uint16_t *src, float *dst, int64_t n);
+
 /* a * b for non-negative a, b, saturating at INT64_MAX: work estimates never overflow. */
 static inline int64_t cpu_mul_sat(int64_t a, int64_t b) {
   int64_t r;
@@ -147,5 +150,12 @@ memra_status cpu_add(memra_backend *be, const memra_tensor *y, const memra_tenso
 memra_status cpu_scale(memra_backend *be, const memra_tensor *y, const memra_tensor *x, float s);
 memra_status cpu_argmax(memra_backend *be, const memra_tensor *ids, const memra_tensor *logits);
 memra_status cpu_add_i32(memra_backend *be, const memra_tensor *v, int32_t delta);
+/* ABI minor 1 (moe.c) */
+memra_status cpu_moe_route(memra_backend *be, const memra_tensor *ids, const memra_tensor *weights,
+                           const memra_tensor *logits, int32_t normalize);
+memra_status cpu_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                           const memra_tensor *w, const memra_tensor *ids, int32_t n_expert);
+memra_status cpu_moe_combine(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                             const memra_tensor *weights);
 
 #endif /* MEMRA_CPU_BACKEND_H */

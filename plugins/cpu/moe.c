@@ -1,0 +1,168 @@
+/* moe.c — mixture-of-experts ops: router (softmax, top-k, renormalized weights), the
+ * expert matmul over ids (weights in their GGUF layout, one stacked matrix per tensor)
+ * and the weighted combine of the k expert outputs of each token. Each output row is
+ * computed whole by one thread, in an order fixed by the row alone. */
+#include <inttypes.h>
+#include <math.h>
+
+#include "plugins/cpu/cpu_backend.h"
+#include "plugins/quant/quant.h"
+
+/* --- moe_route --------------------------------------------------------------------- */
+
+typedef struct route_ctx {
+  const memra_tensor *ids, *w, *logits;
+  int32_t normalize;
+} route_ctx;
+
+static void route_rows(void *p, int64_t begin, int64_t end, int tid) {
+  const route_ctx *c = p;
+  (void)tid;
+  const int64_t ne = c->logits->ne0, k = c->ids->ne0;
+  for (int64_t r = begin; r < end; ++r) {
+    const float *l = cpu_row_f32(c->logits, r);
+    int32_t *ids = (int32_t *)(void *)cpu_row(c->ids, r);
+    float *w = cpu_row_f32(c->w, r);
+    float mx = l[0];
+    for (int64_t e = 1; e < ne; ++e) mx = l[e] > mx ? l[e] : mx;
+    float sum = 0;
+    for (int64_t e = 0; e < ne; ++e) sum += expf(l[e] - mx);
+    /* top-k by repeated selection: k is small; ties go to the lower index */
+    float ksum = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < ne; ++e) {
+        bool taken = false;
+        for (int64_t i = 0; i < j; ++i) taken |= ids[i] == e;
+        if (!taken && (best < 0 || l[e] > l[best])) best = e;
+      }
+      ids[j] = (int32_t)best;
+      w[j] = expf(l[best] - mx) / sum;
+      ksum += w[j];
+    }
+    if (c->normalize) {
+      float d = ksum > 6.1e-5f ? ksum : 6.1e-5f;
+      for (int64_t j = 0; j < k; ++j) w[j] /= d;
+    }
+  }
+}
+
+memra_status cpu_moe_route(memra_backend *be, const memra_tensor *ids, const memra_tensor *weights,
+                           const memra_tensor *logits, int32_t normalize) {
+  memra_status st;
+  if ((st = cpu_check(be, "moe_route", "logits", logits, CPU_F32)) ||
+      (st = cpu_check(be, "moe_route", "ids", ids, CPU_I32)))
+    return st;
+  if (ids->ne1 != logits->ne1 || ids->ne0 > logits->ne0)
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "moe_route: ids [%" PRId64 ", %" PRId64 "] for logits [%" PRId64 ", %" PRId64
+                    "] (need one row per token and k <= n_expert)",
+                    ids->ne1, ids->ne0, logits->ne1, logits->ne0);
+  if ((st = cpu_check_shape(be, "moe_route", "weights", weights, CPU_F32, ids->ne0, ids->ne1)))
+    return st;
+  route_ctx c = {ids, weights, logits, normalize};
+  cpu_run(be, logits->ne1, cpu_mul_sat(logits->ne0, 4 + ids->ne0), route_rows, &c);
+  return MEMRA_OK;
+}
+
+/* --- matmul_id ----------------------------------------------------------------------- */
+
+typedef struct mmid_ctx {
+  const memra_tensor *y, *x, *w, *ids;
+  int64_t n_per; /* rows per expert */
+  bool shared_x; /* x has one row per token */
+} mmid_ctx;
+
+static void mmid_rows(void *p, int64_t begin, int64_t end, int tid) {
+  const mmid_ctx *c = p;
+  (void)tid;
+  const int64_t k = c->ids->ne0, K = c->w->ne0;
+  for (int64_t rj = begin; rj < end; ++rj) {
+    int64_t r = rj / k, j = rj % k;
+    int32_t e = ((const int32_t *)(const void *)cpu_row(c->ids, r))[j];
+    const float *x = cpu_row_f32(c->x, c->shared_x ? r : rj);
+    float *y = cpu_row_f32(c->y, rj);
+    for (int64_t n = 0; n < c->n_per; ++n)
+      y[n] = memra_vec_dot(c->w->type, cpu_row(c->w, e * c->n_per + n), x, K);
+  }
+}
+
+static bool overlap(const memra_tensor *a, const memra_tensor *b) {
+  if (a->buf != b->buf || a->ne1 == 0 || b->ne1 == 0) return false;
+  uint64_t a1 = a->offset + (uint64_t)(a->ne1 - 1) * a->nb1 + memra_type_row_bytes(a->type, a->ne0);
+  uint64_t b1 = b->offset + (uint64_t)(b->ne1 - 1) * b->nb1 + memra_type_row_bytes(b->type, b->ne0);
+  return a->offset < b1 && b->offset < a1;
+}
+
+memra_status cpu_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                           const memra_tensor *w, const memra_tensor *ids, int32_t n_expert) {
+  memra_status st;
+  if ((st = cpu_check(be, "matmul_id", "w", w, 0)) ||
+      (st = cpu_check(be, "matmul_id", "ids", ids, CPU_I32)))
+    return st;
+  if (!memra_quant_supported(w->type))
+    return cpu_fail(be, MEMRA_E_UNSUPPORTED, "matmul_id: weight type %s has no CPU dot product",
+                    memra_type_info(w->type).name);
+  if (n_expert < 1 || w->ne1 % n_expert != 0)
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "matmul_id: %" PRId64 " weight rows do not split into %d experts", w->ne1,
+                    n_expert);
+  const int64_t n = ids->ne1, k = ids->ne0, n_per = w->ne1 / n_expert;
+  if ((st = cpu_check(be, "matmul_id", "x", x, CPU_F32))) return st;
+  if (x->ne0 != w->ne0 || (x->ne1 != n && x->ne1 != n * k))
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "matmul_id: x [%" PRId64 ", %" PRId64 "], expected [%" PRId64 " or %" PRId64
+                    ", %" PRId64 "]",
+                    x->ne1, x->ne0, n, n * k, w->ne0);
+  if ((st = cpu_check_shape(be, "matmul_id", "y", y, CPU_F32, n_per, n * k))) return st;
+  if (overlap(y, x) || overlap(y, w) || overlap(y, ids))
+    return cpu_fail(be, MEMRA_E_INVALID, "matmul_id: y overlaps an input");
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < k; ++j) {
+      int32_t e = ((const int32_t *)(const void *)cpu_row(ids, r))[j];
+      if (e < 0 || e >= n_expert)
+        return cpu_fail(be, MEMRA_E_INVALID,
+                        "matmul_id: ids[%" PRId64 ", %" PRId64 "] = %d, expected 0..%d", r, j, e,
+                        n_expert - 1);
+    }
+  mmid_ctx c = {y, x, w, ids, n_per, x->ne1 == n && k > 1};
+  if (k == 1) c.shared_x = true; /* n == n * k: either reading is the same row */
+  cpu_run(be, n * k, cpu_mul_sat(2 * n_per, w->ne0), mmid_rows, &c);
+  return MEMRA_OK;
+}
+
+/* --- moe_combine ----------------------------------------------------------------------- */
+
+typedef struct comb_ctx {
+  const memra_tensor *y, *x, *w;
+} comb_ctx;
+
+static void comb_rows(void *p, int64_t begin, int64_t end, int tid) {
+  const comb_ctx *c = p;
+  (void)tid;
+  const int64_t k = c->w->ne0, E = c->y->ne0;
+  for (int64_t r = begin; r < end; ++r) {
+    const float *w = cpu_row_f32(c->w, r);
+    float *y = cpu_row_f32(c->y, r);
+    for (int64_t i = 0; i < E; ++i) y[i] = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      const float *x = cpu_row_f32(c->x, r * k + j);
+      for (int64_t i = 0; i < E; ++i) y[i] += w[j] * x[i];
+    }
+  }
+}
+
+memra_status cpu_moe_combine(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                             const memra_tensor *weights) {
+  memra_status st;
+  if ((st = cpu_check(be, "moe_combine", "weights", weights, CPU_F32))) return st;
+  const int64_t n = weights->ne1, k = weights->ne0;
+  if ((st = cpu_check_shape(be, "moe_combine", "x", x, CPU_F32, -1, n * k)) ||
+      (st = cpu_check_shape(be, "moe_combine", "y", y, CPU_F32, x->ne0, n)))
+    return st;
+  if (overlap(y, x) || overlap(y, weights))
+    return cpu_fail(be, MEMRA_E_INVALID, "moe_combine: y overlaps an input");
+  comb_ctx c = {y, x, weights};
+  cpu_run(be, n, cpu_mul_sat(2 * k, x->ne0), comb_rows, &c);
+  return MEMRA_OK;
+}
