@@ -130,6 +130,9 @@ int memra_cmd_run(int argc, char **argv, int first) {
   }
   memra_sampler *smp = NULL;
   int32_t *gen = NULL;
+  if (!st && n_ids > s.ctx->p.n_ctx) /* before anything reaches stdout */
+    st = memra_errf(&err, MEMRA_E_INVALID, "prompt of %d tokens does not fit the context of %d",
+                    n_ids, s.ctx->p.n_ctx);
   if (!st && o.dump_logits[0]) st = dump_logits(&s, ids, n_ids, o.dump_logits, &err);
   if (!st) {
     memra_sampler_params sp = memra_sampler_defaults();

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The memra CLI end to end on the default model and the CPU plugin: greedy text and ids,
+# prompt sources, logits dump, config file vs flags, seeds, chat through a pipe and a
+# pseudo-terminal, backends/info/bench, and one-line errors with the right exit codes.
+set -uo pipefail
+MEMRA=tools/memra/memra
+PLUGINS=$(mktemp -d)
+cp plugins/cpu/libmemra_cpu.so "$PLUGINS/"
+: "${MEMRA_MODEL:?MEMRA_MODEL is not set: run through tools/test.sh, which fetches the default model}"
+M=(-m "$MEMRA_MODEL" --plugin-dir "$PLUGINS" --backend cpu -t 2)
+T=${TEST_TMPDIR:-$(mktemp -d)}
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+expect_eq() { [ "$1" == "$2" ] || fail "$3: got [$1], want [$2]"; }
+expect_has() { grep -qF -- "$2" <<<"$1" || fail "$3: [$1] lacks [$2]"; }
+
+# Greedy ids equal HF transformers' (tests/e2e/fixtures/smollm2_case0.txt, first 16).
+want=$(grep '^greedy_hf' tests/e2e/fixtures/smollm2_case0.txt | cut -d' ' -f2-17 | tr ' ' ',')
+got=$($MEMRA run "${M[@]}" -p "The capital of France is" -n 16 --temp 0 --print-ids 2>/dev/null)
+expect_eq "$got" "[$want]" "greedy ids"
+out=$($MEMRA run "${M[@]}" -p "The capital of France is" -n 16 --temp 0 2>/dev/null)
+expect_has "$out" "The capital of France is Paris." "greedy text"
+
+# The same prompt from stdin, and as ids (no BOS added), gives the same tokens.
+got=$(echo -n "The capital of France is" | $MEMRA "${M[@]}" -n 16 --temp 0 --print-ids 2>/dev/null)
+expect_eq "$got" "[$want]" "stdin prompt"
+got=$($MEMRA "${M[@]}" --prompt-ids 504,3575,282,4649,314 -n 16 --temp 0 --print-ids 2>/dev/null)
+expect_eq "$got" "[$want]" "--prompt-ids"
+
+# Logits dump: [5 positions x 49152] float32.
+$MEMRA "${M[@]}" --prompt-ids 504,3575,282,4649,314 -n 1 --temp 0 --dump-logits "$T/l.f32" \
+  >/dev/null 2>&1 || fail "dump-logits exit"
+expect_eq "$(stat -c %s "$T/l.f32" 2>/dev/null)" "$((5 * 49152 * 4))" "dump-logits size"
+
+# Config file values apply; flags override them.
+printf '[memra]\nn-predict = 3\ntemp = 0\n' >"$T/c.ini"
+got=$($MEMRA "${M[@]}" --config "$T/c.ini" -p "The capital of France is" --print-ids 2>/dev/null)
+expect_eq "$got" "[$(cut -d, -f1-3 <<<"$want")]" "config n-predict"
+got=$($MEMRA "${M[@]}" --config "$T/c.ini" -n 5 -p "The capital of France is" --print-ids 2>/dev/null)
+expect_eq "$got" "[$(cut -d, -f1-5 <<<"$want")]" "flag overrides config"
+printf '[memra]\nbogus = 1\n' >"$T/bad.ini"
+err=$($MEMRA "${M[@]}" --config "$T/bad.ini" -p x 2>&1 >/dev/null); rc=$?
+expect_eq "$rc" 2 "bad config exit"
+expect_has "$err" "unknown key 'bogus'" "bad config message"
+
+# Sampling: the same seed gives the same tokens; another seed, other tokens.
+s1=$($MEMRA "${M[@]}" -p "Once upon a time" -n 24 --temp 1.0 --seed 11 --print-ids 2>/dev/null)
+s2=$($MEMRA "${M[@]}" -p "Once upon a time" -n 24 --temp 1.0 --seed 11 --print-ids 2>/dev/null)
+s3=$($MEMRA "${M[@]}" -p "Once upon a time" -n 24 --temp 1.0 --seed 12 --print-ids 2>/dev/null)
+expect_eq "$s1" "$s2" "same seed"
+[ "$s1" != "$s3" ] || fail "seeds 11 and 12 gave the same 24 tokens"
+
+# Chat: 3 turns through a pipe, then through a pseudo-terminal.
+chat=$(printf 'What is the capital of France?\nAnd of Italy?\nThanks!\n' |
+  $MEMRA chat "${M[@]}" -n 24 --temp 0 2>/dev/null); rc=$?
+expect_eq "$rc" 0 "chat exit"
+expect_eq "$(grep -c . <<<"$chat")" 3 "chat: one reply line per turn"
+expect_has "$chat" "Paris" "chat turn 1"
+expect_has "$chat" "Rome" "chat turn 2"
+pty=$(printf 'What is the capital of France?\n/reset\nWhat is the capital of France?\n/exit\n' |
+  script -qec "$MEMRA chat ${M[*]} -n 16 --temp 0" /dev/null 2>/dev/null)
+expect_has "$pty" "> " "chat prompt on a terminal"
+expect_has "$pty" "(history cleared)" "chat /reset"
+[ "$(grep -c Paris <<<"$pty")" -ge 2 ] || fail "chat on a pty: [$pty]"
+
+# backends, info, bench.
+b=$($MEMRA backends --plugin-dir "$PLUGINS")
+expect_has "$b" "auto picks this" "backends"
+i=$($MEMRA info tests/e2e/fixtures/tiny-qwen3.gguf)
+expect_has "$i" "qwen3" "info arch"
+expect_has "$i" "blk.1.attn_k_norm.weight" "info tensors"
+bench=$($MEMRA bench "${M[@]}" --bench-p 8 --bench-n 4 -r 2 2>/dev/null)
+expect_has "$bench" "| pp8 |" "bench pp"
+expect_has "$bench" "| tg4 |" "bench tg"
+$MEMRA bench "${M[@]}" --bench-p 8 --bench-n 4 -r 1 -o json 2>/dev/null |
+  python3 -c 'import json,sys; r=json.load(sys.stdin); assert [x["test"] for x in r]==["pp8","tg4"]' ||
+  fail "bench json"
+
+# Errors: one line, the right exit code, nothing on stdout.
+check_err() { # want_rc want_substring args...
+  local want_rc=$1 want=$2; shift 2
+  local out err rc
+  out=$("$@" 2>"$T/err"); rc=$?
+  err=$(cat "$T/err")
+  expect_eq "$rc" "$want_rc" "exit code of $*"
+  expect_has "$err" "$want" "message of $*"
+  expect_eq "$(grep -c . <<<"$err")" 1 "one-line error of $*"
+  expect_eq "$out" "" "stdout of failing $*"
+}
+check_err 2 "unknown option '--frobnicate'" $MEMRA run --frobnicate
+check_err 2 "--temp: 'hot' is not a number" $MEMRA run --temp hot -p x
+check_err 2 "--top-p: 1.5 is out of range" $MEMRA run --top-p 1.5 -p x
+check_err 2 "option --ctx-size needs a value" $MEMRA run -p x -c
+check_err 2 "unknown command 'frob'" $MEMRA frob
+check_err 1 "/nonexistent.gguf" $MEMRA run -m /nonexistent.gguf -p x
+head -c 1000 "$MEMRA_MODEL" >"$T/trunc.gguf"
+check_err 1 "trunc.gguf" $MEMRA run -m "$T/trunc.gguf" --plugin-dir "$PLUGINS" -p x
+check_err 1 "backend 'sm77x' not found" $MEMRA run "${M[@]}" --backend sm77x -p x
+check_err 1 "--prompt-ids: '99999999' is not a token id" $MEMRA run "${M[@]}" --prompt-ids 1,99999999
+check_err 1 "does not fit the context" $MEMRA run "${M[@]}" -c 3 -p "The capital of France is"
+check_err 2 "no file given" $MEMRA info
+
+rm -rf "$PLUGINS"
+if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
+echo "all CLI checks passed"
