@@ -113,6 +113,71 @@ void CheckHf(const std::string &name) {
   memra_tokenizer_free(t);
 }
 
+// Copies every key of g except skip into w (the GGUF a converter without merges writes).
+void CopyKvs(const memra_gguf *g, memra_gguf_writer *w, const char *skip) {
+  for (uint64_t i = 0; i < memra_gguf_n_kv(g); i++) {
+    const memra_gguf_kv *kv = memra_gguf_kv_at(g, i);
+    std::string key(kv->key.ptr, kv->key.len);
+    if (key == skip) continue;
+    switch (kv->type) {
+      case MEMRA_GGUF_STRING:
+        memra_gguf_writer_set_str(w, key.c_str(), std::string(kv->v.str.ptr, kv->v.str.len).c_str());
+        break;
+      case MEMRA_GGUF_BOOL: memra_gguf_writer_set_bool(w, key.c_str(), kv->v.u64 != 0); break;
+      case MEMRA_GGUF_U32: memra_gguf_writer_set_u32(w, key.c_str(), uint32_t(kv->v.u64)); break;
+      case MEMRA_GGUF_ARRAY:
+        if (kv->v.arr.elem_type == MEMRA_GGUF_STRING) {
+          std::vector<std::string> strs;
+          std::vector<const char *> ptrs;
+          for (uint64_t k = 0; k < kv->v.arr.n; k++) {
+            memra_str s = memra_gguf_arr_str(g, kv, k);
+            strs.emplace_back(s.ptr, s.len);
+          }
+          for (auto &s : strs) ptrs.push_back(s.c_str());
+          memra_gguf_writer_set_arr_str(w, key.c_str(), ptrs.data(), ptrs.size());
+        } else {
+          memra_gguf_writer_set_arr(w, key.c_str(), kv->v.arr.elem_type, kv->v.arr.data,
+                                    kv->v.arr.n);
+        }
+        break;
+      default: ADD_FAILURE() << "unexpected type of " << key;
+    }
+  }
+}
+
+// Llama 2 as llama.cpp's converters ship it: scores, no merges. The SPM encoder then
+// merges by score (the imported score of a token is minus the rank of the merge that
+// makes it), which must give HF's ids too.
+TEST(TokenizerParity, Llama2SpmByScore) {
+  memra_tokenizer *t = nullptr;
+  memra_err err = {};
+  std::ifstream f("tests/text/data/llama2/tokenizer.json", std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string js = ss.str();
+  memra_gguf_writer *w1 = memra_gguf_writer_new(0), *w2 = memra_gguf_writer_new(0);
+  ASSERT_EQ(MEMRA_OK, memra_hf_tokenizer_to_gguf(js.data(), js.size(), nullptr, 0, w1, &err))
+      << err.msg;
+  uint8_t *m1 = nullptr, *m2 = nullptr;
+  uint64_t n1 = 0, n2 = 0;
+  memra_gguf *g1 = nullptr, *g2 = nullptr;
+  ASSERT_EQ(MEMRA_OK, memra_gguf_writer_to_memory(w1, &m1, &n1, &err)) << err.msg;
+  ASSERT_EQ(MEMRA_OK, memra_gguf_open_memory(m1, n1, "llama2", &g1, &err)) << err.msg;
+  CopyKvs(g1, w2, "tokenizer.ggml.merges");
+  ASSERT_EQ(MEMRA_OK, memra_gguf_writer_to_memory(w2, &m2, &n2, &err)) << err.msg;
+  ASSERT_EQ(MEMRA_OK, memra_gguf_open_memory(m2, n2, "llama2-scores", &g2, &err)) << err.msg;
+  EXPECT_EQ(nullptr, memra_gguf_kv_find(g2, "tokenizer.ggml.merges"));
+  ASSERT_EQ(MEMRA_OK, memra_tokenizer_from_gguf(g2, &t, &err)) << err.msg;
+  CheckParity(t, "llama2");
+  memra_tokenizer_free(t);
+  memra_gguf_close(g1);
+  memra_gguf_close(g2);
+  memra_free(m1);
+  memra_free(m2);
+  memra_gguf_writer_free(w1);
+  memra_gguf_writer_free(w2);
+}
+
 TEST(TokenizerParity, SmolLM2Gguf) {
   memra_gguf *g = nullptr;
   memra_tokenizer *t = nullptr;

@@ -8,6 +8,9 @@ and handed to tokenizers as BPE + the SmolLM2 tokenizer.json pipeline (Digits(in
 ByteLevel(regex) pre-tokenizer, ByteLevel decoder, control tokens as added special tokens);
 the tokenizer metadata is also written, alone, to smollm2_vocab.gguf.gz for the C tests.
 
+Also pretok_<pre>.gz: per corpus line, the byte lengths of the pieces HF's pre-tokenizer
+for that tokenizer.ggml.pre value makes (gpt2, smollm, llama-bpe, qwen2, deepseek-v3).
+
 Outputs: corpus.jsonl.gz (one JSON string per line) and <vocab>.ids.gz (per corpus line:
 "R id id ...", R = 1 if the reference decodes its own encoding back to the string, and the
 ids of encode(s) with the default add_special_tokens=True and special-token text matched).
@@ -22,7 +25,7 @@ import random
 import shutil
 
 import gguf
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, AddedToken
+from tokenizers import Tokenizer, Regex, decoders, models, pre_tokenizers, AddedToken
 
 VOCABS = ["llama2", "llama3_1", "qwen3"]
 
@@ -215,6 +218,37 @@ def ids_lines(tk, strings):
     return "\n".join(lines) + "\n"
 
 
+LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+             r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_RE = LLAMA3_RE.replace(r"\p{N}{1,3}", r"\p{N}")
+DEEPSEEK3_RE = (r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+                r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def split(rx):
+    return pre_tokenizers.Split(Regex(rx), behavior="isolated", invert=False)
+
+
+def pre_tokenizer_refs():
+    """Each tokenizer.ggml.pre value with the pre-tokenizer its tokenizer.json uses."""
+    bl = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    return {
+        "gpt2": pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        "smollm": pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                           pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]),
+        "llama-bpe": pre_tokenizers.Sequence([split(LLAMA3_RE), bl]),
+        "qwen2": pre_tokenizers.Sequence([split(QWEN2_RE), bl]),
+        "deepseek-v3": pre_tokenizers.Sequence([split(r"\p{N}{1,3}"), split("[一-龥぀-ゟ゠-ヿ]+"),
+                                                split(DEEPSEEK3_RE), bl]),
+    }
+
+
+def pretok_lines(pt, strings):
+    """Per string: the byte length of each piece (pieces come back in byte-level form, one
+    character per byte)."""
+    return "".join(" ".join(str(len(p)) for p, _ in pt.pre_tokenize_str(s)) + "\n" for s in strings)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser()
@@ -235,6 +269,8 @@ def main():
             tk = Tokenizer.from_str(g.read().decode("utf-8"))
         gz_write(os.path.join(a.out, v + ".ids.gz"), ids_lines(tk, strings))
         print(v, "done")
+    for name, pt in pre_tokenizer_refs().items():
+        gz_write(os.path.join(a.out, "pretok_%s.gz" % name), pretok_lines(pt, strings))
     tk, (toks, types, merges, f) = smollm2_reference(a.smol_gguf)
     write_smol_gguf(os.path.join(a.out, "smollm2_vocab.gguf.gz"), toks, types, merges, f)
     gz_write(os.path.join(a.out, "smollm2.ids.gz"), ids_lines(tk, strings))
