@@ -21,7 +21,7 @@
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/device_util.cuh"
 
-enum { ATT_MAX_SPLIT = 12288 /* 48 KB of split weights */, ATT_CHUNK = 32, ATT_THREADS = 128, ATT_TPP = ATT_THREADS / ATT_CHUNK, ATT_MAX_D = 256, ATT_MAX_G = 8 };
+enum { ATT_MAX_SPLIT = 65535 /* grid x */, ATT_CHUNK = 32, ATT_THREADS = 128, ATT_TPP = ATT_THREADS / ATT_CHUNK, ATT_MAX_D = 256, ATT_MAX_G = 8 };
 /* Bound on the partials' workspace per launch group. */
 static const uint64_t ATT_WS_MAX = 256ull << 20;
 
@@ -116,6 +116,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_split_v2_kernel(att_arg
     for (int g = 0; g < ATT_MAX_G; ++g) sc[g] = 0.f;
     if (slot >= 0) {
       const TC *kp = (const TC *)(a.kc + (uint64_t)slot * a.k_nb1) + (int64_t)kh * D;
+#pragma unroll 4
       for (int d0 = quarter * VW; d0 < D; d0 += ATT_TPP * VW) {
         float kv[VW];
         att_load<TC, VW>(kp + d0, kv);
@@ -166,10 +167,13 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_split_v2_kernel(att_arg
     float acc[ATT_MAX_G];
 #pragma unroll
     for (int g = 0; g < ATT_MAX_G; ++g) acc[g] = 0.f;
+    /* Unrolled and branch-free (an invalid slot loads nothing and weighs 0), so the
+     * V loads of 8 positions are in flight together rather than one after another. */
+#pragma unroll 8
     for (int t = 0; t < npos; ++t) {
       const int64_t slot = sm_slot[t];
-      if (slot < 0) continue;
-      const float v = (float)((const TC *)(a.vc + (uint64_t)slot * a.v_nb1))[(int64_t)kh * D + d];
+      const float v =
+          slot >= 0 ? (float)((const TC *)(a.vc + (uint64_t)slot * a.v_nb1))[(int64_t)kh * D + d] : 0.f;
 #pragma unroll
       for (int g = 0; g < ATT_MAX_G; ++g)
         if (g < G) acc[g] = fmaf(sm_p[g][t], v, acc[g]);
@@ -188,14 +192,13 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_split_v2_kernel(att_arg
 }
 
 /* out[r, h] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
- * v2: the split weights e^(m_s - M) are computed once per (row, head) into shared memory
- * (a thread per split), the denominator is a fixed-shape block sum, and each thread then
- * walks the splits for its dimension with independent loads (v1 walked them serially,
- * once per dimension: 16 us of the 24 us layer at L=512). Empty splits weigh exactly 0,
- * so the split count (the bucket) never changes a row's bits. */
+ * v2: M by a block max; then each thread walks the splits for its dimension with
+ * independent loads (unrolled), recomputing the split weight e^(m_s - M) and the
+ * denominator in the same fixed order as every other thread (v1 walked the splits with
+ * dependent loads: 16 us of the 24 us layer at L=512). Empty splits weigh exactly 0, so
+ * the split count (the bucket) never changes a row's bits. */
 __global__ void __launch_bounds__(ATT_THREADS) attention_combine_v2_kernel(att_args a) {
-  extern __shared__ float sm_f[]; /* [n_split] */
-  __shared__ float sh[32];
+  __shared__ float sh[ATT_THREADS / 32];
   const int h = blockIdx.x;
   const int64_t rl = blockIdx.y, r = a.row0 + rl;
   const int D = a.head_dim, tid = threadIdx.x;
@@ -206,19 +209,18 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_combine_v2_kernel(att_a
   M = memra_warp_max(M);
   if ((tid & 31) == 0) sh[tid >> 5] = M;
   __syncthreads();
-  M = fmaxf(fmaxf(sh[0], sh[1]), fmaxf(sh[2], sh[3]));
-  float den = 0.f;
-  for (int s = tid; s < a.n_split; s += ATT_THREADS) {
-    const float ms = pr[(int64_t)s * stride];
-    const float f = ms == -INFINITY ? 0.f : expf(ms - M);
-    sm_f[s] = f;
-    den = fmaf(f, pr[(int64_t)s * stride + 1], den);
-  }
-  den = memra_block_sum(den, sh); /* its barriers also publish sm_f */
+#pragma unroll
+  for (int w = 0; w < ATT_THREADS / 32; ++w) M = fmaxf(M, sh[w]);
   for (int d = tid; d < D; d += ATT_THREADS) {
-    float num = 0.f;
-#pragma unroll 8
-    for (int s = 0; s < a.n_split; ++s) num = fmaf(sm_f[s], pr[(int64_t)s * stride + 2 + d], num);
+    float num = 0.f, den = 0.f;
+#pragma unroll 4
+    for (int s = 0; s < a.n_split; ++s) {
+      const float *ps = pr + (int64_t)s * stride;
+      const float ms = ps[0];
+      const float f = ms == -INFINITY ? 0.f : expf(ms - M);
+      den = fmaf(f, ps[1], den);
+      num = fmaf(f, ps[2 + d], num);
+    }
     /* A row that attended to nothing (bad ids) gets NaN, not a silent zero. */
     a.out[r * a.out_ld + (int64_t)h * D + d] = den > 0.f ? num / den : __int_as_float(0x7fc00000);
   }
@@ -323,7 +325,7 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
     }
     MEMRA_CU_LAUNCHED();
     dim3 g2((unsigned)p->n_head, (unsigned)nr);
-    attention_combine_v2_kernel<<<g2, ATT_THREADS, (size_t)a.n_split * sizeof(float), be->stream>>>(a);
+    attention_combine_v2_kernel<<<g2, ATT_THREADS, 0, be->stream>>>(a);
     MEMRA_CU_LAUNCHED();
   }
   return MEMRA_OK;
