@@ -107,9 +107,11 @@ static const memra_backend_vt cpu_vt = {
     .graph_launch = NULL,
     .graph_free = NULL,
     .get_proc = cpu_get_proc,
+#if MEMRA_ABI_MINOR >= 1 /* the MoE slots (moe.c) exist from ABI minor 1 on */
     .moe_route = cpu_moe_route,
     .matmul_id = cpu_matmul_id,
     .moe_combine = cpu_moe_combine,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {
