@@ -155,38 +155,45 @@ static void *cu_get_proc(memra_backend *be, const char *name) {
   return NULL;
 }
 
-static const memra_backend_vt g_vt = {
-    MEMRA_ABI_MAJOR,
-    MEMRA_ABI_MINOR,
-    (uint32_t)sizeof(memra_backend_vt),
-    0,
-    MEMRA_CUDA_NAME,
-    cu_close,
-    cu_last_error,
-    cu_device_info,
-    memra_cu_buf_alloc,
-    memra_cu_buf_free,
-    memra_cu_buf_upload,
-    memra_cu_buf_download,
-    memra_cu_buf_copy,
-    memra_cu_synchronize,
-    memra_cu_get_rows,
-    memra_cu_rmsnorm,
-    memra_cu_matmul,
-    memra_cu_rope,
-    memra_cu_kv_store,
-    memra_cu_attention,
-    memra_cu_glu,
-    memra_cu_add,
-    memra_cu_scale,
-    memra_cu_argmax,
-    memra_cu_add_i32,
-    memra_cu_graph_begin,
-    memra_cu_graph_end,
-    memra_cu_graph_launch,
-    memra_cu_graph_free,
-    cu_get_proc,
-};
+/* Filled by name, not position: slots a later ABI minor appends stay NULL ("no kernel")
+ * until this plugin implements them, and the file builds against either header. */
+static const memra_backend_vt *cu_vtable(void) {
+  static const memra_backend_vt vt = [] {
+    memra_backend_vt v;
+    memset(&v, 0, sizeof v);
+    v.abi_major = MEMRA_ABI_MAJOR;
+    v.abi_minor = MEMRA_ABI_MINOR;
+    v.struct_size = (uint32_t)sizeof(memra_backend_vt);
+    v.name = MEMRA_CUDA_NAME;
+    v.close = cu_close;
+    v.last_error = cu_last_error;
+    v.device_info = cu_device_info;
+    v.buf_alloc = memra_cu_buf_alloc;
+    v.buf_free = memra_cu_buf_free;
+    v.buf_upload = memra_cu_buf_upload;
+    v.buf_download = memra_cu_buf_download;
+    v.buf_copy = memra_cu_buf_copy;
+    v.synchronize = memra_cu_synchronize;
+    v.get_rows = memra_cu_get_rows;
+    v.rmsnorm = memra_cu_rmsnorm;
+    v.matmul = memra_cu_matmul;
+    v.rope = memra_cu_rope;
+    v.kv_store = memra_cu_kv_store;
+    v.attention = memra_cu_attention;
+    v.glu = memra_cu_glu;
+    v.add = memra_cu_add;
+    v.scale = memra_cu_scale;
+    v.argmax = memra_cu_argmax;
+    v.add_i32 = memra_cu_add_i32;
+    v.graph_begin = memra_cu_graph_begin;
+    v.graph_end = memra_cu_graph_end;
+    v.graph_launch = memra_cu_graph_launch;
+    v.graph_free = memra_cu_graph_free;
+    v.get_proc = cu_get_proc;
+    return v;
+  }();
+  return &vt;
+}
 
 static const memra_backend_vt *open_fail(char *err, size_t err_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -238,5 +245,5 @@ extern "C" MEMRA_PLUGIN_EXPORT const memra_backend_vt *memra_plugin_open(
                      cudaGetErrorString(e));
   }
   *out = be;
-  return &g_vt;
+  return cu_vtable();
 }
