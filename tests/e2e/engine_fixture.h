@@ -14,6 +14,7 @@ extern "C" {
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <set>
 #include <vector>
 
 struct Engine {

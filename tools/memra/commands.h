@@ -8,5 +8,6 @@ int memra_cmd_backends(int argc, char **argv, int first);
 int memra_cmd_info(int argc, char **argv, int first);
 int memra_cmd_bench(int argc, char **argv, int first);
 int memra_cmd_chat(int argc, char **argv, int first);
+int memra_cmd_gate(int argc, char **argv, int first);
 
 #endif

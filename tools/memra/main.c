@@ -15,6 +15,7 @@ static void usage(FILE *f) {
           "       memra bench [options]       pp/tg tokens per second, median of -r runs\n"
           "       memra chat [options]        conversation (one message per stdin line)\n"
           "       memra tokenize [options]    text to token ids\n"
+          "       memra gate graph [options]  graph replay == eager, token for token\n"
           "options:\n");
   memra_opts_usage(f);
 }
@@ -32,6 +33,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return memra_cmd_info(argc, argv, 2);
     if (!strcmp(cmd, "bench")) return memra_cmd_bench(argc, argv, 2);
     if (!strcmp(cmd, "chat")) return memra_cmd_chat(argc, argv, 2);
+    if (!strcmp(cmd, "gate")) return memra_cmd_gate(argc, argv, 2);
     if (!strcmp(cmd, "tokenize")) return memra_cmd_tokenize(argc - 1, argv + 1);
     fprintf(stderr, "memra: unknown command '%s' (expected run, backends, info, bench, "
             "tokenize; see memra --help)\n", cmd);

@@ -51,6 +51,7 @@ static const opt_spec SPECS[] = {
     STR("bench-d", 0, bench_d, "bench: context depths before generation, comma-separated"),
     NUM("repetitions", 'r', OPT_INT, bench_reps, 1, 1000, "bench: repetitions"),
     STR("output", 'o', bench_output, "bench: md | json"),
+    NUM("gate-p", 0, OPT_INT, gate_p, 1, 1 << 24, "gate: prompt tokens primed before decoding"),
     STR("system", 0, system, "chat: system prompt"),
     STR("config", 0, config, "INI file with defaults for these flags ([memra] section)"),
 };
@@ -74,6 +75,7 @@ void memra_opts_defaults(memra_opts *o) {
   snprintf(o->bench_n, sizeof o->bench_n, "128");
   snprintf(o->bench_d, sizeof o->bench_d, "0");
   o->bench_reps = 5;
+  o->gate_p = 200;
   snprintf(o->bench_output, sizeof o->bench_output, "md");
 }
 

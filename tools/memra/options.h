@@ -38,6 +38,7 @@ typedef struct memra_opts {
   char bench_d[256]; /* context depth before tg: "0" or "0,4096" */
   int32_t bench_reps;
   char bench_output[16]; /* md | json */
+  int32_t gate_p; /* gate: prompt tokens before decoding */
   char system[4096]; /* chat: system prompt */
   char config[1024];
 } memra_opts;

@@ -1,0 +1,98 @@
+#include "core/decode/decoder.h"
+
+#include <string.h>
+
+static int bucket_index(int32_t bucket) {
+  int i = 0;
+  while ((256 << i) < bucket) ++i;
+  return i;
+}
+
+memra_status memra_decoder_init(memra_decoder *d, memra_ctx *c, int32_t n_seq,
+                                const int32_t *tokens, const int32_t *pos, bool use_graph,
+                                memra_err *err) {
+  memset(d, 0, sizeof *d);
+  if (n_seq < 1 || n_seq > 64 || n_seq > c->p.n_seq_max || n_seq > c->p.n_ubatch)
+    return memra_errf(err, MEMRA_E_INVALID, "decoder: %d sequences (1..%d)", n_seq,
+                      c->p.n_seq_max < 64 ? c->p.n_seq_max : 64);
+  d->c = c;
+  d->n_seq = n_seq;
+  const memra_backend_vt *vt = c->m->vt;
+  d->use_graph = use_graph && vt->graph_begin && vt->graph_end && vt->graph_launch;
+  int32_t seq[64], rows[64];
+  for (int32_t i = 0; i < n_seq; ++i) {
+    seq[i] = rows[i] = i;
+    d->pos[i] = pos[i];
+    memra_status st = memra_kv_pages_reserve(&c->pages, i, pos[i] + 1, err);
+    if (st) return st;
+  }
+  return memra_ctx_set_rows(c, n_seq, tokens, pos, seq, n_seq, rows, err);
+}
+
+/* The step as vtable calls: forward, argmax into the ids, positions + 1. */
+static memra_status record_step(memra_decoder *d, memra_err *err) {
+  memra_ctx *c = d->c;
+  const memra_backend_vt *vt = c->m->vt;
+  memra_status st = memra_ctx_forward(c, err);
+  if (st) return st;
+  memra_tensor lg = c->logits, ids = c->ids, pos = c->pos;
+  lg.ne1 = d->n_seq;
+  ids.ne0 = pos.ne0 = d->n_seq;
+  if ((st = vt->argmax(c->m->be, &ids, &lg))) return memra_ctx_fail(c, st, "argmax", err);
+  if ((st = vt->add_i32(c->m->be, &pos, 1))) return memra_ctx_fail(c, st, "add_i32", err);
+  return MEMRA_OK;
+}
+
+memra_status memra_decoder_step(memra_decoder *d, int32_t *out, memra_err *err) {
+  memra_ctx *c = d->c;
+  const memra_backend_vt *vt = c->m->vt;
+  memra_backend *be = c->m->be;
+  int32_t max_pos = 0;
+  for (int32_t i = 0; i < d->n_seq; ++i) {
+    memra_status st = memra_kv_pages_reserve(&c->pages, i, d->pos[i] + 1, err);
+    if (st) return st;
+    if (d->pos[i] > max_pos) max_pos = d->pos[i];
+  }
+  memra_status st = MEMRA_OK;
+  if (c->pages.dirty) { /* a new page: the block table changes outside the graph */
+    st = vt->buf_upload(be, c->block_table.buf, c->block_table.offset, c->pages.tables,
+                        4u * (uint64_t)c->pages.max_blocks * c->p.n_seq_max);
+    if (st) return memra_ctx_fail(c, st, "upload block tables", err);
+    c->pages.dirty = false;
+  }
+  int32_t bucket = 256;
+  while (bucket < max_pos + 1) bucket *= 2;
+  c->batch.kv_bucket = bucket;
+  d->buckets_seen |= 1u << bucket_index(bucket);
+  if (!d->use_graph) st = record_step(d, err);
+  else {
+    int bi = bucket_index(bucket);
+    if (bi >= MEMRA_DECODER_MAX_BUCKETS)
+      return memra_errf(err, MEMRA_E_INVALID, "decoder: position %d beyond the last bucket",
+                        max_pos);
+    if (!d->graphs[bi]) {
+      if ((st = vt->graph_begin(be))) return memra_ctx_fail(c, st, "graph_begin", err);
+      memra_status rec = record_step(d, err);
+      memra_graph *g = NULL;
+      st = vt->graph_end(be, &g);
+      if (rec) return rec;
+      if (st) return memra_ctx_fail(c, st, "graph_end", err);
+      d->graphs[bi] = g;
+      d->n_captures++;
+    }
+    if ((st = vt->graph_launch(be, d->graphs[bi]))) return memra_ctx_fail(c, st, "graph_launch", err);
+  }
+  if (st) return st;
+  for (int32_t i = 0; i < d->n_seq; ++i) d->pos[i]++;
+  if ((st = vt->buf_download(be, c->ids.buf, c->ids.offset, out, 4u * (uint64_t)d->n_seq)))
+    return memra_ctx_fail(c, st, "download ids", err);
+  return MEMRA_OK;
+}
+
+void memra_decoder_free(memra_decoder *d) {
+  if (!d->c) return;
+  const memra_backend_vt *vt = d->c->m->vt;
+  for (int i = 0; i < MEMRA_DECODER_MAX_BUCKETS; ++i)
+    if (d->graphs[i] && vt->graph_free) vt->graph_free(d->c->m->be, d->graphs[i]);
+  memset(d, 0, sizeof *d);
+}

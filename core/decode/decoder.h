@@ -1,0 +1,41 @@
+/* decoder.h — greedy decode with the step state in device memory.
+ *
+ * One step is: forward over one row per sequence, argmax written straight into the token
+ * ids the next step embeds, positions advanced by add_i32 — all on the device, so the
+ * host only reads back 4 bytes per sequence. On a backend with graph capture the step is
+ * captured once per KV bucket (the split count of split-KV attention depends on it) and
+ * replayed; elsewhere it runs eagerly through the same calls. */
+#ifndef MEMRA_DECODER_H
+#define MEMRA_DECODER_H
+
+#include "core/models/context.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { MEMRA_DECODER_MAX_BUCKETS = 24 };
+
+typedef struct memra_decoder {
+  memra_ctx *c;
+  int32_t n_seq;         /* rows per step: sequences 0..n_seq-1 */
+  int32_t pos[64];       /* host mirror of each row's position */
+  bool use_graph;
+  memra_graph *graphs[MEMRA_DECODER_MAX_BUCKETS]; /* by log2(bucket / 256) */
+  int32_t n_captures;
+  uint32_t buckets_seen; /* bit i: bucket 256 << i was used */
+} memra_decoder;
+
+/* Starts decoding n_seq sequences (rows) whose next input tokens are tokens[i] at
+ * positions pos[i]. use_graph: capture and replay when the backend can. */
+memra_status memra_decoder_init(memra_decoder *d, memra_ctx *c, int32_t n_seq,
+                                const int32_t *tokens, const int32_t *pos, bool use_graph,
+                                memra_err *err);
+/* One greedy step: out[i] = the token sequence i produced (its next input). */
+memra_status memra_decoder_step(memra_decoder *d, int32_t *out, memra_err *err);
+void memra_decoder_free(memra_decoder *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
