@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/base/alloc.h"
+#include "core/decode/decoder.h"
 #include "tools/memra/commands.h"
 #include "tools/memra/generate.h"
 
@@ -46,10 +47,12 @@ static memra_status run_once(memra_session *s, int32_t depth, int32_t n_prompt, 
   if ((st = vt->synchronize(s->m->be))) return memra_ctx_fail(c, st, "synchronize", err);
   double t0 = memra_now_s();
   if (n_prompt > 0) st = memra_ctx_eval(c, 0, ids + depth, n_prompt, depth, false, NULL, err);
-  int32_t tok = ids[depth];
-  for (int32_t i = 0; i < n_gen && !st; ++i) {
-    st = memra_ctx_eval(c, 0, &tok, 1, depth + i, false, NULL, err);
-    if (!st) st = memra_ctx_argmax(c, &tok, err); /* the 4 bytes a real decode reads back */
+  if (n_gen > 0 && !st) { /* greedy decode as `run` does it: graph replay where possible */
+    memra_decoder d;
+    int32_t tok = ids[depth];
+    st = memra_decoder_init(&d, c, 1, &tok, &depth, true, err);
+    for (int32_t i = 0; i < n_gen && !st; ++i) st = memra_decoder_step(&d, &tok, err);
+    memra_decoder_free(&d);
   }
   if (!st && (st = vt->synchronize(s->m->be))) return memra_ctx_fail(c, st, "synchronize", err);
   *tps = (n_prompt + n_gen) / (memra_now_s() - t0);

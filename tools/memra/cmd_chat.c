@@ -58,7 +58,7 @@ static void reset(chat_state *cs, const char *system) {
 
 /* One turn: render, tokenize, evaluate the new suffix, generate. */
 static memra_status turn(memra_session *s, memra_sampler *smp, chat_state *cs, const char *tmpl,
-                         int32_t n_predict, memra_err *err) {
+                         int32_t n_predict, bool greedy, memra_err *err) {
   size_t bos_len = 0, eos_len = 0;
   int32_t bos = memra_tokenizer_bos(s->tok), eos = memra_tokenizer_eos(s->tok);
   const char *bos_p = bos >= 0 ? memra_token_piece(s->tok, bos, &bos_len) : NULL;
@@ -86,8 +86,8 @@ static memra_status turn(memra_session *s, memra_sampler *smp, chat_state *cs, c
   else {
     memra_sampler_reset(smp);
     for (int32_t i = 0; i < keep; ++i) memra_sampler_accept(smp, ids[i]);
-    st = memra_generate(s, smp, ids + keep, (int32_t)n_ids - keep, keep, n_predict, on_text, cs,
-                        gen, &gs, err);
+    st = memra_generate(s, smp, ids + keep, (int32_t)n_ids - keep, keep, n_predict, greedy,
+                        on_text, cs, gen, &gs, err);
   }
   fputc('\n', stdout);
   fflush(stdout);
@@ -168,7 +168,7 @@ int memra_cmd_chat(int argc, char **argv, int first) {
       st = memra_errf(&err, MEMRA_E_OOM, "conversation too long (%d turns)", MAX_TURNS);
       break;
     }
-    st = turn(&s, smp, &cs, tmpl, o.n_predict, &err);
+    st = turn(&s, smp, &cs, tmpl, o.n_predict, o.temperature == 0 && o.repeat_penalty == 1, &err);
   }
   if (st) fprintf(stderr, "memra chat: %s\n", err.msg);
   reset(&cs, NULL);

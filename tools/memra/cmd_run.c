@@ -150,8 +150,9 @@ int memra_cmd_run(int argc, char **argv, int first) {
   if (!st) {
     FILE *out = o.print_ids ? NULL : stdout;
     if (out && o.prompt_set && !o.no_display_prompt) fputs(o.prompt, out);
-    st = memra_generate(&s, smp, ids, n_ids, 0, o.n_predict, out ? print_text : NULL, out, gen,
-                        &gs, &err);
+    bool greedy = o.temperature == 0 && o.repeat_penalty == 1;
+    st = memra_generate(&s, smp, ids, n_ids, 0, o.n_predict, greedy, out ? print_text : NULL, out,
+                        gen, &gs, &err);
     if (out) fputc('\n', out);
   }
   if (!st && o.print_ids) {

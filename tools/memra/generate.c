@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "core/base/alloc.h"
+#include "core/decode/decoder.h"
 
 double memra_now_s(void) {
   struct timespec ts;
@@ -13,7 +14,7 @@ double memra_now_s(void) {
 }
 
 memra_status memra_generate(memra_session *s, memra_sampler *smp, const int32_t *prompt,
-                            int32_t n_prompt, int32_t pos0, int32_t n_predict,
+                            int32_t n_prompt, int32_t pos0, int32_t n_predict, bool device_greedy,
                             void (*on_text)(void *user, const char *text, size_t len), void *user,
                             int32_t *gen_ids, memra_gen_stats *stats, memra_err *err) {
   memra_ctx *c = s->ctx;
@@ -34,9 +35,14 @@ memra_status memra_generate(memra_session *s, memra_sampler *smp, const int32_t 
   memra_detok_init(&dt);
   char text[256];
   int32_t pos = pos0 + n_prompt;
+  memra_decoder dec = {0};
   t0 = memra_now_s();
-  while (!st && stats->n_gen < n_predict) {
-    int32_t id = memra_sampler_sample(smp, logits);
+  int32_t id = st ? 0 : memra_sampler_sample(smp, logits);
+  /* Greedy runs on the device: the graph (or eager steps) feed argmax back as the next
+   * input and only the token comes back; sampling downloads the logits each step. */
+  if (!st && device_greedy && n_predict > 1 && pos < c->p.n_ctx)
+    st = memra_decoder_init(&dec, c, 1, &id, &pos, true, err);
+  while (!st) {
     if (gen_ids) gen_ids[stats->n_gen] = id;
     stats->n_gen++;
     memra_sampler_accept(smp, id);
@@ -51,9 +57,14 @@ memra_status memra_generate(memra_session *s, memra_sampler *smp, const int32_t 
       stats->hit_ctx = true;
       break;
     }
-    st = memra_ctx_eval(c, 0, &id, 1, pos, false, logits, err);
+    if (dec.c) st = memra_decoder_step(&dec, &id, err);
+    else {
+      st = memra_ctx_eval(c, 0, &id, 1, pos, false, logits, err);
+      if (!st) id = memra_sampler_sample(smp, logits);
+    }
     pos++;
   }
+  memra_decoder_free(&dec);
   size_t n = memra_detok_flush(&dt, text, sizeof text);
   if (n && on_text) on_text(user, text, n);
   stats->gen_s = memra_now_s() - t0;
