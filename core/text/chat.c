@@ -25,7 +25,8 @@ static void put(sb *b, const char *s, size_t n) {
   if (b->oom) return;
   if (b->n + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->n + n + 1) cap *= 2;
+    while (cap < b->n + n + 1)
+      cap *= 2;
     char *p = memra_realloc(b->p, cap);
     if (!p) {
       b->oom = true;
@@ -42,8 +43,8 @@ static void puts_(sb *b, const char *s) { put(b, s, s ? strlen(s) : 0); }
 /* Python's str.isspace() for one code point (what Jinja's trim and str.strip() remove). */
 static bool py_space(uint32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
 }
 
 /* s[*a..*e) with Python whitespace removed at the chosen ends. */
@@ -57,7 +58,8 @@ static void trim(const char *s, size_t *a, size_t *e, bool left, bool right) {
   }
   while (right && *a < *e) {
     size_t k = *e - 1;
-    while (k > *a && (u[k] & 0xC0) == 0x80) k--;
+    while (k > *a && (u[k] & 0xC0) == 0x80)
+      k--;
     uint32_t c;
     size_t l = memra_utf8_valid_len(u + k, *e - k, &c);
     if (l != *e - k || !py_space(c)) break;
@@ -163,21 +165,27 @@ static void render_qwen3(sb *b, const memra_chat_msg *m, size_t n, bool gen) {
       if (close) {
         const char *lastc = last_of(c, cl, "</think>");
         ca = (size_t)(lastc - c) + strlen("</think>");
-        while (ca < ce && c[ca] == '\n') ca++;
+        while (ca < ce && c[ca] == '\n')
+          ca++;
         re = (size_t)(close - c);
-        while (re > 0 && c[re - 1] == '\n') re--;
+        while (re > 0 && c[re - 1] == '\n')
+          re--;
         const char *open = last_of(c, re, "<think>");
         ra = open ? (size_t)(open - c) + strlen("<think>") : 0;
-        while (ra < re && c[ra] == '\n') ra++;
+        while (ra < re && c[ra] == '\n')
+          ra++;
       }
       puts_(b, "<|im_start|>assistant\n");
       if (i > last_query && (i + 1 == n || re > ra)) {
-        while (ra < re && c[ra] == '\n') ra++;
-        while (re > ra && c[re - 1] == '\n') re--;
+        while (ra < re && c[ra] == '\n')
+          ra++;
+        while (re > ra && c[re - 1] == '\n')
+          re--;
         puts_(b, "<think>\n");
         put(b, c + ra, re - ra);
         puts_(b, "\n</think>\n\n");
-        while (ca < ce && c[ca] == '\n') ca++;
+        while (ca < ce && c[ca] == '\n')
+          ca++;
       }
       put(b, c + ca, ce - ca);
       puts_(b, "<|im_end|>\n");
@@ -193,7 +201,8 @@ static void render_chatml(sb *b, const char *tmpl, const memra_chat_msg *m, size
     b->oom |= sys.oom;
     memra_free(sys.p);
   }
-  for (size_t i = 0; i < n; i++) chatml_turn(b, m[i].role, m[i].content, strlen(m[i].content));
+  for (size_t i = 0; i < n; i++)
+    chatml_turn(b, m[i].role, m[i].content, strlen(m[i].content));
   if (gen) puts_(b, "<|im_start|>assistant\n");
 }
 
@@ -222,7 +231,8 @@ static void render_llama3(sb *b, const char *tmpl, const memra_chat_msg *m, size
     size_t first = 0;
     if (n && is(m[0].role, "system")) put_trim(b, m[0].content), first = 1;
     puts_(b, "<|eot_id|>");
-    for (size_t i = first; i < n; i++) llama3_turn(b, m[i].role, m[i].content);
+    for (size_t i = first; i < n; i++)
+      llama3_turn(b, m[i].role, m[i].content);
   } else {
     for (size_t i = 0; i < n; i++) {
       if (i == 0) puts_(b, bos);
@@ -328,8 +338,10 @@ memra_status memra_chat_render(const char *tmpl, const memra_chat_msg *msgs, siz
   memra_status st = MEMRA_OK;
   bool gen = add_generation_prompt;
   if (strstr(tmpl, "<|im_start|>")) {
-    if (strstr(tmpl, "last_query_index")) render_qwen3(&b, msgs, n_msgs, gen);
-    else render_chatml(&b, tmpl, msgs, n_msgs, gen);
+    if (strstr(tmpl, "last_query_index"))
+      render_qwen3(&b, msgs, n_msgs, gen);
+    else
+      render_chatml(&b, tmpl, msgs, n_msgs, gen);
   } else if (strstr(tmpl, "<|start_header_id|>")) {
     render_llama3(&b, tmpl, msgs, n_msgs, gen, bos);
   } else if (strstr(tmpl, "<start_of_turn>")) {

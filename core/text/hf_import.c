@@ -11,11 +11,11 @@
 #include "core/base/alloc.h"
 #include "core/text/tok_internal.h"
 
-#define LLAMA3_SPLIT                                                                           \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "                   \
+#define LLAMA3_SPLIT                                                                               \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "                       \
   "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define QWEN2_SPLIT                                                                            \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "                        \
+#define QWEN2_SPLIT                                                                                \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "                            \
   "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 typedef struct scan {
@@ -87,8 +87,7 @@ static int is_byte_token(const char *s) {
 }
 
 memra_status memra_hf_tokenizer_to_gguf(const char *json, size_t len, const char *config_json,
-                                        size_t config_len, memra_gguf_writer *w,
-                                        memra_err *err) {
+                                        size_t config_len, memra_gguf_writer *w, memra_err *err) {
   memra_status st = MEMRA_OK;
   cJSON *root = cJSON_ParseWithLength(json, len);
   cJSON *cfg = config_json ? cJSON_ParseWithLength(config_json, config_len) : NULL;
@@ -116,7 +115,8 @@ memra_status memra_hf_tokenizer_to_gguf(const char *json, size_t len, const char
   const cJSON *jm = cJSON_GetObjectItemCaseSensitive(model, "merges");
   const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
   if (!cJSON_IsObject(vocab) || !cJSON_IsArray(jm)) {
-    st = memra_errf(err, MEMRA_E_FORMAT, "tokenizer.json: model.vocab (object) and model.merges (array) required");
+    st = memra_errf(err, MEMRA_E_FORMAT,
+                    "tokenizer.json: model.vocab (object) and model.merges (array) required");
     goto done;
   }
   scan sc = {0};
@@ -136,7 +136,8 @@ memra_status memra_hf_tokenizer_to_gguf(const char *json, size_t len, const char
   const cJSON *e;
   cJSON_ArrayForEach(e, vocab) {
     if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= (1 << 24)) {
-      st = memra_errf(err, MEMRA_E_FORMAT, "tokenizer.json: vocab entry '%s' has a bad id", e->string);
+      st = memra_errf(err, MEMRA_E_FORMAT, "tokenizer.json: vocab entry '%s' has a bad id",
+                      e->string);
       goto done;
     }
     if (e->valueint + 1 > n) n = e->valueint + 1;
@@ -164,8 +165,9 @@ memra_status memra_hf_tokenizer_to_gguf(const char *json, size_t len, const char
   cJSON_ArrayForEach(e, added) {
     int id = cJSON_GetObjectItemCaseSensitive(e, "id")->valueint;
     toks[id] = token_text(e);
-    types[id] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special")) ? MEMRA_TT_CONTROL
-                                                                             : MEMRA_TT_USER_DEFINED;
+    types[id] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special"))
+                    ? MEMRA_TT_CONTROL
+                    : MEMRA_TT_USER_DEFINED;
   }
   for (long i = 0; i < n; i++) {
     if (toks[i]) continue;
@@ -183,8 +185,10 @@ memra_status memra_hf_tokenizer_to_gguf(const char *json, size_t len, const char
     if (cJSON_IsString(m)) {
       merges[r] = m->valuestring;
     } else if (cJSON_IsArray(m) && cJSON_GetArraySize(m) == 2 &&
-               cJSON_IsString(cJSON_GetArrayItem(m, 0)) && cJSON_IsString(cJSON_GetArrayItem(m, 1))) {
-      const char *a = cJSON_GetArrayItem(m, 0)->valuestring, *b = cJSON_GetArrayItem(m, 1)->valuestring;
+               cJSON_IsString(cJSON_GetArrayItem(m, 0)) &&
+               cJSON_IsString(cJSON_GetArrayItem(m, 1))) {
+      const char *a = cJSON_GetArrayItem(m, 0)->valuestring,
+                 *b = cJSON_GetArrayItem(m, 1)->valuestring;
       size_t la = strlen(a), lb = strlen(b);
       char *s = memra_malloc(la + lb + 2);
       if (!s) goto oom;
@@ -192,7 +196,8 @@ memra_status memra_hf_tokenizer_to_gguf(const char *json, size_t len, const char
       owned[n_owned++] = s;
       merges[r] = s;
     } else {
-      st = memra_errf(err, MEMRA_E_FORMAT, "tokenizer.json: merges[%ld] is neither \"a b\" nor [a, b]", r);
+      st = memra_errf(err, MEMRA_E_FORMAT,
+                      "tokenizer.json: merges[%ld] is neither \"a b\" nor [a, b]", r);
       goto done;
     }
     r++;
@@ -200,8 +205,10 @@ memra_status memra_hf_tokenizer_to_gguf(const char *json, size_t len, const char
   if (spm) {
     memra_strmap map;
     if (memra_strmap_init(&map, (size_t)n)) goto oom;
-    for (long i = 0; i < n; i++) memra_strmap_put(&map, toks[i], strlen(toks[i]), (int32_t)i);
-    for (long i = 0; i < n; i++) scores[i] = types[i] == MEMRA_TT_NORMAL ? -1e9f : 0.0f;
+    for (long i = 0; i < n; i++)
+      memra_strmap_put(&map, toks[i], strlen(toks[i]), (int32_t)i);
+    for (long i = 0; i < n; i++)
+      scores[i] = types[i] == MEMRA_TT_NORMAL ? -1e9f : 0.0f;
     for (r = nm - 1; r >= 0; r--) {
       const char *sp = strchr(merges[r] + 1, ' ');
       if (!sp) continue;
@@ -240,11 +247,16 @@ memra_status memra_hf_tokenizer_to_gguf(const char *json, size_t len, const char
 
   const char *pre = NULL;
   if (!spm) {
-    if (sc.split_regex && strcmp(sc.split_regex, LLAMA3_SPLIT) == 0) pre = "llama-bpe";
-    else if (sc.split_regex && strcmp(sc.split_regex, QWEN2_SPLIT) == 0) pre = "qwen2";
-    else if (!sc.split_regex && sc.byte_level_regex && sc.digits_individual) pre = "smollm";
-    else if (!sc.split_regex && sc.byte_level_regex) pre = "gpt2";
-    else pre = "unrecognized"; /* the loader warns and falls back to the gpt2 split */
+    if (sc.split_regex && strcmp(sc.split_regex, LLAMA3_SPLIT) == 0)
+      pre = "llama-bpe";
+    else if (sc.split_regex && strcmp(sc.split_regex, QWEN2_SPLIT) == 0)
+      pre = "qwen2";
+    else if (!sc.split_regex && sc.byte_level_regex && sc.digits_individual)
+      pre = "smollm";
+    else if (!sc.split_regex && sc.byte_level_regex)
+      pre = "gpt2";
+    else
+      pre = "unrecognized"; /* the loader warns and falls back to the gpt2 split */
   }
   if ((st = memra_gguf_writer_set_str(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2")) ||
       (pre && (st = memra_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre))) ||
@@ -253,11 +265,12 @@ memra_status memra_hf_tokenizer_to_gguf(const char *json, size_t len, const char
                                       (uint64_t)n)) ||
       (spm && (st = memra_gguf_writer_set_arr(w, "tokenizer.ggml.scores", MEMRA_GGUF_F32, scores,
                                               (uint64_t)n))) ||
-      (nm && (st = memra_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, (uint64_t)nm))) ||
+      (nm &&
+       (st = memra_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, (uint64_t)nm))) ||
       (st = memra_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", pp_before != NULL)) ||
       (st = memra_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", pp_after != NULL)) ||
-      (spm && (st = memra_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix",
-                                               sc.prepend_space))))
+      (spm &&
+       (st = memra_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", sc.prepend_space))))
     goto writer;
   if (cfg) {
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
@@ -279,7 +292,8 @@ writer:
 oom:
   st = memra_errf(err, MEMRA_E_OOM, "tokenizer.json: out of memory");
 done:
-  for (size_t i = 0; i < n_owned; i++) memra_free(owned[i]);
+  for (size_t i = 0; i < n_owned; i++)
+    memra_free(owned[i]);
   memra_free(owned);
   memra_free(toks);
   memra_free(types);

@@ -29,9 +29,9 @@ memra_status memra_hf_tokenizer_to_gguf(const char *tokenizer_json, size_t len,
 /* Reads both files (config_path NULL: tokenizer_config.json beside the first, if present)
  * and builds a tokenizer through an in-memory GGUF. *chat_template (may be NULL) receives
  * the template from memra_malloc, or NULL if there is none. */
-memra_status memra_tokenizer_from_hf_files(const char *tokenizer_json_path,
-                                           const char *config_path, memra_tokenizer **out,
-                                           char **chat_template, memra_err *err);
+memra_status memra_tokenizer_from_hf_files(const char *tokenizer_json_path, const char *config_path,
+                                           memra_tokenizer **out, char **chat_template,
+                                           memra_err *err);
 
 #ifdef __cplusplus
 }

@@ -12,16 +12,27 @@
 #define RAW_BYTE 0x80000000u /* a code point slot holding an invalid byte */
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
-enum { SBASE = 0xAC00, LBASE = 0x1100, VBASE = 0x1161, TBASE = 0x11A7, LCOUNT = 19,
-       VCOUNT = 21, TCOUNT = 28, NCOUNT = VCOUNT * TCOUNT, SCOUNT = LCOUNT * NCOUNT };
+enum {
+  SBASE = 0xAC00,
+  LBASE = 0x1100,
+  VBASE = 0x1161,
+  TBASE = 0x11A7,
+  LCOUNT = 19,
+  VCOUNT = 21,
+  TCOUNT = 28,
+  NCOUNT = VCOUNT * TCOUNT,
+  SCOUNT = LCOUNT * NCOUNT
+};
 
 static uint8_t ccc_of(uint32_t cp) {
   size_t lo = 0, hi = N_ELEMS(NFC_CCC);
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
     if (NFC_CCC[mid].cp == cp) return NFC_CCC[mid].ccc;
-    if (NFC_CCC[mid].cp < cp) lo = mid + 1;
-    else hi = mid;
+    if (NFC_CCC[mid].cp < cp)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return 0;
 }
@@ -31,8 +42,10 @@ static const nfc_decomp *decomp_of(uint32_t cp) {
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
     if (NFC_DECOMP[mid].cp == cp) return &NFC_DECOMP[mid];
-    if (NFC_DECOMP[mid].cp < cp) lo = mid + 1;
-    else hi = mid;
+    if (NFC_DECOMP[mid].cp < cp)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return NULL;
 }
@@ -48,8 +61,10 @@ static uint32_t compose(uint32_t a, uint32_t b) {
     size_t mid = (lo + hi) / 2;
     const nfc_comp *c = &NFC_COMP[mid];
     if (c->a == a && c->b == b) return c->c;
-    if (c->a < a || (c->a == a && c->b < b)) lo = mid + 1;
-    else hi = mid;
+    if (c->a < a || (c->a == a && c->b < b))
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return 0;
 }
@@ -82,7 +97,8 @@ memra_status memra_nfc(const char *s, size_t len, char **out, size_t *out_len, m
       cp[n++] = c;
       continue;
     }
-    for (int k = 0; k < d->len; k++) cp[n++] = NFC_POOL[d->off + k];
+    for (int k = 0; k < d->len; k++)
+      cp[n++] = NFC_POOL[d->off + k];
   }
   /* Canonical ordering: stable insertion sort of each run of non-starters by class. */
   for (size_t i = 1; i < n; i++) {
@@ -124,8 +140,10 @@ memra_status memra_nfc(const char *s, size_t len, char **out, size_t *out_len, m
   }
   size_t ol = 0;
   for (size_t i = 0; i < w; i++) {
-    if (cp[i] & RAW_BYTE) o[ol++] = (char)(cp[i] & 0xFF);
-    else ol += memra_utf8_encode(cp[i], o + ol);
+    if (cp[i] & RAW_BYTE)
+      o[ol++] = (char)(cp[i] & 0xFF);
+    else
+      ol += memra_utf8_encode(cp[i], o + ol);
   }
   memra_free(cp);
   *out = o, *out_len = ol;

@@ -2,6 +2,7 @@
  * (Unicode 14.0.0); do not edit. */
 #include <stdint.h>
 
+/* clang-format off */
 typedef struct { uint32_t cp; uint16_t off, len; } nfc_decomp;
 static const nfc_decomp NFC_DECOMP[] = {
   {0xC0, 0, 2},

@@ -11,11 +11,11 @@
 #include "core/text/tok_internal.h"
 
 #define GPT2_RE "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
-#define LLAMA3_RE                                                                              \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "                   \
+#define LLAMA3_RE                                                                                  \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "                       \
   "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define QWEN2_RE                                                                               \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "                        \
+#define QWEN2_RE                                                                                   \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "                            \
   "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 typedef struct pre_def {
@@ -34,7 +34,8 @@ static const pre_def PRE_DEFS[] = {
      {"\\p{N}{1,3}", "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+",
       "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}"
       "\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
-     true, false},
+     true,
+     false},
 };
 
 static const pre_def *find_pre(const char *name) {
@@ -64,8 +65,9 @@ memra_status memra_pretok_init(memra_tokenizer *t, memra_err *err) {
                                    PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
     if (!re) {
       memra_pretok_free(t);
-      return memra_errf(err, MEMRA_E_INVALID, "pre-tokenizer '%s': regex %d does not compile (%d at %zu)",
-                        t->pre_name, i, ec, (size_t)eo);
+      return memra_errf(err, MEMRA_E_INVALID,
+                        "pre-tokenizer '%s': regex %d does not compile (%d at %zu)", t->pre_name, i,
+                        ec, (size_t)eo);
     }
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* optional: falls back to the interpreter */
     t->re[t->n_re++] = re;
@@ -74,7 +76,8 @@ memra_status memra_pretok_init(memra_tokenizer *t, memra_err *err) {
 }
 
 void memra_pretok_free(memra_tokenizer *t) {
-  for (int i = 0; i < t->n_re; i++) pcre2_code_free((pcre2_code *)t->re[i]);
+  for (int i = 0; i < t->n_re; i++)
+    pcre2_code_free((pcre2_code *)t->re[i]);
   t->n_re = 0;
 }
 
@@ -117,16 +120,23 @@ memra_status memra_pretok_split(const memra_tokenizer *t, const char *text, size
         int rc = pcre2_match(re, subj, flen, pos, pos ? PCRE2_NO_UTF_CHECK : 0, md, NULL);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
-          st = memra_errf(err, MEMRA_E_INVALID,
-                          "tokenizer: text is not valid UTF-8 near byte %zu (pcre2 error %d)",
-                          base + pos, rc);
+          if (rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21) {
+            st = memra_errf(err, MEMRA_E_INVALID, "tokenizer: text is not valid UTF-8 at byte %zu",
+                            base + pcre2_get_startchar(md));
+          } else {
+            PCRE2_UCHAR msg[120];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            st = memra_errf(err, MEMRA_E_INVALID, "tokenizer: pre-tokenizer failed at byte %zu: %s",
+                            base + pos, (const char *)msg);
+          }
           goto done;
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         size_t ms = ov[0], me = ov[1];
         if (me == ms) { /* an empty match: step over one character */
           pos = ms + 1;
-          while (pos < flen && (subj[pos] & 0xC0) == 0x80) pos++;
+          while (pos < flen && (subj[pos] & 0xC0) == 0x80)
+            pos++;
           continue;
         }
         if (spans_push(&next, base + gap, ms - gap) || spans_push(&next, base + ms, me - ms))

@@ -19,11 +19,11 @@ typedef struct cand {
 struct memra_sampler {
   memra_sampler_params p;
   int32_t n_vocab;
-  cand *c;          /* candidates, n_vocab */
-  int32_t *hist;    /* ring of the last penalty_last_n accepted tokens (all if -1: grows) */
+  cand *c;       /* candidates, n_vocab */
+  int32_t *hist; /* ring of the last penalty_last_n accepted tokens (all if -1: grows) */
   size_t n_hist, cap_hist, head;
-  int32_t *count;   /* per id: occurrences in the window */
-  uint64_t s[4];    /* xoshiro256** state */
+  int32_t *count; /* per id: occurrences in the window */
+  uint64_t s[4];  /* xoshiro256** state */
 };
 
 memra_sampler_params memra_sampler_defaults(void) {
@@ -59,17 +59,17 @@ static double next_unit(memra_sampler *s) { return (double)(next_u64(s) >> 11) *
 
 static void seed_rng(memra_sampler *s) {
   uint64_t x = s->p.seed;
-  for (int i = 0; i < 4; i++) s->s[i] = splitmix64(&x);
+  for (int i = 0; i < 4; i++)
+    s->s[i] = splitmix64(&x);
 }
 
-memra_status memra_sampler_new(const memra_sampler_params *p, int32_t n_vocab,
-                               memra_sampler **out, memra_err *err) {
+memra_status memra_sampler_new(const memra_sampler_params *p, int32_t n_vocab, memra_sampler **out,
+                               memra_err *err) {
   *out = NULL;
   if (n_vocab <= 0) return memra_errf(err, MEMRA_E_INVALID, "sampler: n_vocab %d", n_vocab);
   if (!(p->temperature >= 0) || p->top_k < 0 || !(p->top_p > 0 && p->top_p <= 1) ||
       !(p->min_p >= 0 && p->min_p <= 1) || !(p->repeat_penalty > 0) ||
-      !isfinite(p->frequency_penalty) || !isfinite(p->presence_penalty) ||
-      p->penalty_last_n < -1)
+      !isfinite(p->frequency_penalty) || !isfinite(p->presence_penalty) || p->penalty_last_n < -1)
     return memra_errf(err, MEMRA_E_INVALID,
                       "sampler: parameters out of range (temperature >= 0, top_k >= 0, "
                       "0 < top_p <= 1, 0 <= min_p <= 1, repeat_penalty > 0, last_n >= -1)");
@@ -144,8 +144,10 @@ static void select_top(cand *c, size_t n, size_t k) {
       if (cand_desc(&c[i], &piv) < 0) t = c[i], c[i] = c[store], c[store++] = t;
     t = c[store], c[store] = c[hi], c[hi] = t;
     if (store == k - 1) return;
-    if (store < k - 1) lo = store + 1;
-    else hi = store - 1;
+    if (store < k - 1)
+      lo = store + 1;
+    else
+      hi = store - 1;
   }
 }
 
@@ -153,8 +155,8 @@ int32_t memra_sampler_sample(memra_sampler *s, float *logits) {
   const memra_sampler_params *p = &s->p;
   int32_t V = s->n_vocab;
   /* Penalties: only tokens in the window change. */
-  if (s->n_hist && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f ||
-                    p->presence_penalty != 0.0f)) {
+  if (s->n_hist &&
+      (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f)) {
     size_t n = s->n_hist;
     for (size_t i = 0; i < n; i++) {
       int32_t id = s->hist[i];
@@ -190,11 +192,13 @@ int32_t memra_sampler_sample(memra_sampler *s, float *logits) {
   }
   double mx = c[0].logit;
   if (!sorted)
-    for (size_t i = 1; i < n; i++) mx = c[i].logit > mx ? c[i].logit : mx;
+    for (size_t i = 1; i < n; i++)
+      mx = c[i].logit > mx ? c[i].logit : mx;
   if (p->top_p < 1.0f) {
     /* The smallest prefix (best first) whose probability reaches top_p. */
     double z = 0, cum = 0;
-    for (size_t i = 0; i < n; i++) z += exp(c[i].logit - mx);
+    for (size_t i = 0; i < n; i++)
+      z += exp(c[i].logit - mx);
     for (size_t i = 0; i < n; i++) {
       cum += exp(c[i].logit - mx) / z;
       if (cum >= p->top_p) {
@@ -207,12 +211,14 @@ int32_t memra_sampler_sample(memra_sampler *s, float *logits) {
     /* Keep tokens with p >= min_p * p_max, i.e. logit >= max + log(min_p). */
     double cut = mx + log((double)p->min_p);
     size_t k = 1;
-    while (k < n && c[k].logit >= cut) k++;
+    while (k < n && c[k].logit >= cut)
+      k++;
     n = k;
   }
   /* Temperature, then one draw. */
   double inv_t = 1.0 / p->temperature, z = 0;
-  for (size_t i = 0; i < n; i++) z += exp((c[i].logit - mx) * inv_t);
+  for (size_t i = 0; i < n; i++)
+    z += exp((c[i].logit - mx) * inv_t);
   double u = next_unit(s) * z, cum = 0;
   for (size_t i = 0; i < n; i++) {
     cum += exp((c[i].logit - mx) * inv_t);

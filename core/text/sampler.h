@@ -13,10 +13,10 @@ extern "C" {
 #endif
 
 typedef struct memra_sampler_params {
-  float temperature; /* 0: greedy (argmax, lowest id wins ties) */
-  int32_t top_k;     /* 0: off */
-  float top_p;       /* 1: off */
-  float min_p;       /* 0: off */
+  float temperature;       /* 0: greedy (argmax, lowest id wins ties) */
+  int32_t top_k;           /* 0: off */
+  float top_p;             /* 1: off */
+  float min_p;             /* 0: off */
   float repeat_penalty;    /* 1: off (llama.cpp semantics) */
   float frequency_penalty; /* 0: off (OpenAI semantics) */
   float presence_penalty;  /* 0: off */
@@ -28,8 +28,8 @@ memra_sampler_params memra_sampler_defaults(void);
 
 typedef struct memra_sampler memra_sampler;
 
-memra_status memra_sampler_new(const memra_sampler_params *p, int32_t n_vocab,
-                               memra_sampler **out, memra_err *err);
+memra_status memra_sampler_new(const memra_sampler_params *p, int32_t n_vocab, memra_sampler **out,
+                               memra_err *err);
 void memra_sampler_free(memra_sampler *s);
 /* Records a token as part of the history the penalties see (prompt and generated). */
 void memra_sampler_accept(memra_sampler *s, int32_t id);

@@ -6,13 +6,15 @@
 
 static uint64_t fnv1a(const char *s, size_t n) {
   uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
   return h;
 }
 
 static size_t cap_for(size_t n) {
   size_t c = 16;
-  while (c < 2 * n + 2) c *= 2;
+  while (c < 2 * n + 2)
+    c *= 2;
   return c;
 }
 

@@ -27,21 +27,21 @@ struct memra_tokenizer {
   int kind; /* MEMRA_TOK_SPM or MEMRA_TOK_BPE */
   char pre_name[64];
   int32_t n_vocab;
-  char *arena;                  /* every token text and piece, back to back */
-  uint32_t *tok_off, *tok_len;  /* the vocabulary's text of each token */
-  uint32_t *pc_off, *pc_len;    /* the bytes each token decodes to */
-  float *scores;                /* SPM merge priority (NULL: none) */
+  char *arena;                 /* every token text and piece, back to back */
+  uint32_t *tok_off, *tok_len; /* the vocabulary's text of each token */
+  uint32_t *pc_off, *pc_len;   /* the bytes each token decodes to */
+  float *scores;               /* SPM merge priority (NULL: none) */
   int32_t *types;
-  memra_strmap tok_map;         /* token text -> id */
-  memra_pairmap merges;         /* (left id, right id) -> rank */
-  int32_t *merge_result;        /* rank -> merged token id */
+  memra_strmap tok_map;  /* token text -> id */
+  memra_pairmap merges;  /* (left id, right id) -> rank */
+  int32_t *merge_result; /* rank -> merged token id */
   int32_t n_merges;
   int32_t bos, eos, eot, eom, unk, pad;
   bool add_bos, add_eos, add_space_prefix, ignore_merges, nfc;
-  int32_t byte_tok[256];        /* SPM byte fallback <0xNN>; -1 where absent */
-  int32_t *special; /* CONTROL, USER_DEFINED and UNKNOWN ids, longest text first */
+  int32_t byte_tok[256]; /* SPM byte fallback <0xNN>; -1 where absent */
+  int32_t *special;      /* CONTROL, USER_DEFINED and UNKNOWN ids, longest text first */
   int32_t n_special;
-  uint8_t *eog;                 /* per id: ends generation */
+  uint8_t *eog;                   /* per id: ends generation */
   void *re[MEMRA_PRE_MAX_STAGES]; /* pcre2_code*: the pre-tokenizer's stages, in order */
   int n_re;
 };

@@ -15,8 +15,8 @@ static memra_status get_id(const memra_gguf *g, const char *key, int32_t n_vocab
   if (st == MEMRA_E_NOT_FOUND) return MEMRA_OK;
   if (st) return st;
   if (v < 0 || v >= n_vocab)
-    return memra_errf(err, MEMRA_E_FORMAT, "%s = %lld is outside the vocabulary of %d tokens",
-                      key, (long long)v, n_vocab);
+    return memra_errf(err, MEMRA_E_FORMAT, "%s = %lld is outside the vocabulary of %d tokens", key,
+                      (long long)v, n_vocab);
   *out = (int32_t)v;
   return MEMRA_OK;
 }
@@ -34,8 +34,10 @@ static int parse_byte_token(const char *s, uint32_t n) {
   int v = 0;
   for (int i = 3; i < 5; i++) {
     char c = s[i];
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
-            : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                   : -1;
     if (d < 0) return -1;
     v = v * 16 + d;
   }
@@ -61,8 +63,10 @@ static uint32_t decode_piece(const memra_tokenizer *t, int32_t id, const char *s
   spm:;
     uint32_t o = 0;
     for (uint32_t i = 0; i < n;) {
-      if (i + 3 <= n && memcmp(s + i, "\xE2\x96\x81", 3) == 0) dst[o++] = ' ', i += 3;
-      else dst[o++] = s[i++];
+      if (i + 3 <= n && memcmp(s + i, "\xE2\x96\x81", 3) == 0)
+        dst[o++] = ' ', i += 3;
+      else
+        dst[o++] = s[i++];
     }
     return o;
   }
@@ -95,25 +99,26 @@ static int sort_specials(memra_tokenizer *t) {
   for (int32_t i = 0; i < t->n_special; i++)
     k[i] = ((uint64_t)(UINT32_MAX - t->tok_len[t->special[i]]) << 32) | (uint32_t)t->special[i];
   qsort(k, (size_t)t->n_special, sizeof *k, cmp_u64);
-  for (int32_t i = 0; i < t->n_special; i++) t->special[i] = (int32_t)(k[i] & UINT32_MAX);
+  for (int32_t i = 0; i < t->n_special; i++)
+    t->special[i] = (int32_t)(k[i] & UINT32_MAX);
   memra_free(k);
   return 0;
 }
 
-static const char *const EOG_TEXTS[] = {"<|eot_id|>", "<|im_end|>", "<|end_of_text|>",
-                                        "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-                                        "<|end|>", "<EOT>", "<|return|>", "</s>"};
+static const char *const EOG_TEXTS[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end_of_text|>", "<end_of_turn>", "<|endoftext|>",
+    "<|eom_id|>", "<|end|>",    "<EOT>",           "<|return|>",    "</s>"};
 
-memra_status memra_tokenizer_from_gguf(const memra_gguf *g, memra_tokenizer **out,
-                                       memra_err *err) {
+memra_status memra_tokenizer_from_gguf(const memra_gguf *g, memra_tokenizer **out, memra_err *err) {
   memra_status st;
   memra_str model = {0}, pre = {0};
   uint64_t n = 0, n_merges = 0;
   const memra_gguf_kv *kv_tok = NULL, *kv_sc = NULL, *kv_ty = NULL, *kv_mg = NULL;
   *out = NULL;
   if ((st = memra_gguf_get_str(g, "tokenizer.ggml.model", &model, err))) return st;
-  int kind = memra_str_eq(model, "llama") ? MEMRA_TOK_SPM
-             : memra_str_eq(model, "gpt2") ? MEMRA_TOK_BPE : 0;
+  int kind = memra_str_eq(model, "llama")  ? MEMRA_TOK_SPM
+             : memra_str_eq(model, "gpt2") ? MEMRA_TOK_BPE
+                                           : 0;
   if (!kind)
     return memra_errf(err, MEMRA_E_UNSUPPORTED,
                       "tokenizer.ggml.model '%.*s' is not supported (known: llama, gpt2)",
@@ -125,21 +130,27 @@ memra_status memra_tokenizer_from_gguf(const memra_gguf *g, memra_tokenizer **ou
                       (unsigned long long)n);
   uint64_t m;
   st = memra_gguf_get_arr(g, "tokenizer.ggml.scores", MEMRA_GGUF_F32, &m, &kv_sc, err);
-  if (st == MEMRA_E_NOT_FOUND) kv_sc = NULL;
-  else if (st) return st;
+  if (st == MEMRA_E_NOT_FOUND)
+    kv_sc = NULL;
+  else if (st)
+    return st;
   else if (m != n)
     return memra_errf(err, MEMRA_E_FORMAT, "tokenizer.ggml.scores: %llu entries for %llu tokens",
                       (unsigned long long)m, (unsigned long long)n);
   st = memra_gguf_get_arr(g, "tokenizer.ggml.token_type", MEMRA_GGUF_I32, &m, &kv_ty, err);
-  if (st == MEMRA_E_NOT_FOUND) kv_ty = NULL;
-  else if (st) return st;
+  if (st == MEMRA_E_NOT_FOUND)
+    kv_ty = NULL;
+  else if (st)
+    return st;
   else if (m != n)
     return memra_errf(err, MEMRA_E_FORMAT,
                       "tokenizer.ggml.token_type: %llu entries for %llu tokens",
                       (unsigned long long)m, (unsigned long long)n);
   st = memra_gguf_get_arr(g, "tokenizer.ggml.merges", MEMRA_GGUF_STRING, &n_merges, &kv_mg, err);
-  if (st == MEMRA_E_NOT_FOUND) kv_mg = NULL, n_merges = 0;
-  else if (st) return st;
+  if (st == MEMRA_E_NOT_FOUND)
+    kv_mg = NULL, n_merges = 0;
+  else if (st)
+    return st;
   if (n_merges > (1u << 26))
     return memra_errf(err, MEMRA_E_FORMAT, "tokenizer.ggml.merges: %llu merges (too many)",
                       (unsigned long long)n_merges);
@@ -157,7 +168,8 @@ memra_status memra_tokenizer_from_gguf(const memra_gguf *g, memra_tokenizer **ou
     memcpy(t->pre_name, pre.ptr, l);
   }
   uint64_t total = 0;
-  for (uint64_t i = 0; i < n; i++) total += memra_gguf_arr_str(g, kv_tok, i).len;
+  for (uint64_t i = 0; i < n; i++)
+    total += memra_gguf_arr_str(g, kv_tok, i).len;
   if (total > (1ull << 31)) {
     memra_tokenizer_free(t);
     return memra_errf(err, MEMRA_E_FORMAT, "tokenizer.ggml.tokens: %llu bytes of text (too many)",
@@ -172,8 +184,8 @@ memra_status memra_tokenizer_from_gguf(const memra_gguf *g, memra_tokenizer **ou
   t->eog = memra_calloc(n, 1);
   t->special = memra_malloc(n * sizeof *t->special);
   if (kv_sc) t->scores = memra_malloc(n * sizeof *t->scores);
-  if (!t->arena || !t->tok_off || !t->tok_len || !t->pc_off || !t->pc_len || !t->types ||
-      !t->eog || !t->special || (kv_sc && !t->scores) || memra_strmap_init(&t->tok_map, n))
+  if (!t->arena || !t->tok_off || !t->tok_len || !t->pc_off || !t->pc_len || !t->types || !t->eog ||
+      !t->special || (kv_sc && !t->scores) || memra_strmap_init(&t->tok_map, n))
     goto oom;
   uint32_t o = 0;
   for (uint64_t i = 0; i < n; i++) {
@@ -192,7 +204,8 @@ memra_status memra_tokenizer_from_gguf(const memra_gguf *g, memra_tokenizer **ou
     t->pc_len[i] = decode_piece(t, (int32_t)i, s, l, t->arena + o);
     o += t->pc_len[i];
   }
-  for (int b = 0; b < 256; b++) t->byte_tok[b] = -1;
+  for (int b = 0; b < 256; b++)
+    t->byte_tok[b] = -1;
   for (uint64_t i = 0; i < n; i++) {
     uint32_t l;
     const char *s = memra_tok_text(t, (int32_t)i, &l);

@@ -25,10 +25,10 @@ typedef struct sym {
 } sym;
 
 typedef struct cand {
-  double key;      /* lower merges first: the rank, or minus the score */
+  double key; /* lower merges first: the rank, or minus the score */
   int32_t left, right;
-  int32_t result;  /* the merged token */
-  uint32_t len;    /* left.len + right.len when pushed: detects stale entries */
+  int32_t result; /* the merged token */
+  uint32_t len;   /* left.len + right.len when pushed: detects stale entries */
 } cand;
 
 typedef struct heap {
@@ -78,8 +78,8 @@ static cand heap_pop(heap *h) {
 /* Pushes the pair (l, r) if the vocabulary can merge it. by_rank: the merges table;
  * otherwise the score of the concatenated text's token (NORMAL tokens only: HF's
  * merges never produce special or byte tokens). */
-static int try_pair(const memra_tokenizer *t, const char *text, const sym *s, int32_t l,
-                    int32_t r, bool by_rank, heap *h) {
+static int try_pair(const memra_tokenizer *t, const char *text, const sym *s, int32_t l, int32_t r,
+                    bool by_rank, heap *h) {
   if (l < 0 || r < 0) return 0;
   cand c = {0, l, r, -1, s[l].len + s[r].len};
   if (by_rank) {
@@ -100,8 +100,8 @@ static int try_pair(const memra_tokenizer *t, const char *text, const sym *s, in
 }
 
 /* Splits text into characters and merges them; the surviving symbols stay in s. */
-static memra_status merge_word(const memra_tokenizer *t, const char *text, size_t len,
-                               bool by_rank, sym **out_s, size_t *out_n, memra_err *err) {
+static memra_status merge_word(const memra_tokenizer *t, const char *text, size_t len, bool by_rank,
+                               sym **out_s, size_t *out_n, memra_err *err) {
   sym *s = memra_malloc((len ? len : 1) * sizeof *s);
   heap h = {0};
   if (!s) return memra_errf(err, MEMRA_E_OOM, "tokenizer: out of memory for %zu bytes", len);
@@ -136,12 +136,6 @@ oom:
   return memra_errf(err, MEMRA_E_OOM, "tokenizer: out of memory merging %zu bytes", len);
 }
 
-#define PUSH(id)                                                                               \
-  do {                                                                                         \
-    if (memra_idvec_push(out, (id)))                                                           \
-      return memra_errf(err, MEMRA_E_OOM, "tokenizer: out of memory");                          \
-  } while (0)
-
 memra_status memra_bpe_encode(const memra_tokenizer *t, const char *text, size_t len,
                               memra_idvec *out, memra_err *err) {
   /* Each byte shown as its GPT-2 code point: at most 2 bytes of UTF-8 per byte. */
@@ -149,7 +143,8 @@ memra_status memra_bpe_encode(const memra_tokenizer *t, const char *text, size_t
   char *m = len * 2 <= sizeof stackbuf ? stackbuf : memra_malloc(len * 2);
   if (!m) return memra_errf(err, MEMRA_E_OOM, "tokenizer: out of memory for %zu bytes", len);
   size_t ml = 0;
-  for (size_t i = 0; i < len; i++) ml += memra_utf8_encode(memra_byte_to_cp((uint8_t)text[i]), m + ml);
+  for (size_t i = 0; i < len; i++)
+    ml += memra_utf8_encode(memra_byte_to_cp((uint8_t)text[i]), m + ml);
   memra_status st = MEMRA_OK;
   int32_t whole = t->ignore_merges ? memra_strmap_get(&t->tok_map, m, ml) : -1;
   if (whole >= 0) {
@@ -185,7 +180,8 @@ memra_status memra_spm_encode(const memra_tokenizer *t, const char *text, size_t
     }
     /* Byte fallback: every byte as <0xNN>, or the unknown token if one is missing. */
     bool all = true;
-    for (uint32_t k = 0; k < s[i].len; k++) all &= t->byte_tok[(uint8_t)text[s[i].off + k]] >= 0;
+    for (uint32_t k = 0; k < s[i].len; k++)
+      all &= t->byte_tok[(uint8_t)text[s[i].off + k]] >= 0;
     if (all) {
       for (uint32_t k = 0; k < s[i].len; k++)
         if (memra_idvec_push(out, t->byte_tok[(uint8_t)text[s[i].off + k]])) goto oom;

@@ -32,6 +32,15 @@ bool memra_tokenizer_is_eog(const memra_tokenizer *t, int32_t id) {
   return id >= 0 && id < t->n_vocab && t->eog[id];
 }
 
+int32_t memra_tokenizer_find(const memra_tokenizer *t, const char *text, size_t len) {
+  return text ? memra_strmap_get(&t->tok_map, text, len) : -1;
+}
+
+bool memra_token_is_special(const memra_tokenizer *t, int32_t id) {
+  return id >= 0 && id < t->n_vocab &&
+         (t->types[id] == MEMRA_TT_CONTROL || t->types[id] == MEMRA_TT_UNKNOWN);
+}
+
 const char *memra_token_piece(const memra_tokenizer *t, int32_t id, size_t *len) {
   if (id < 0 || id >= t->n_vocab) {
     if (len) *len = 0;
@@ -68,7 +77,8 @@ static memra_status encode_plain(const memra_tokenizer *t, const char *text, siz
   if (t->kind == MEMRA_TOK_SPM) {
     /* Spaces become U+2581; a space is prepended at the start and after a special token. */
     size_t extra = t->add_space_prefix && after_special ? 1 : 0, nsp = 0;
-    for (size_t i = 0; i < len; i++) nsp += text[i] == ' ';
+    for (size_t i = 0; i < len; i++)
+      nsp += text[i] == ' ';
     size_t wl = len + 2 * nsp + 3 * extra;
     char *w = memra_malloc(wl ? wl : 1);
     if (!w) {
@@ -78,8 +88,10 @@ static memra_status encode_plain(const memra_tokenizer *t, const char *text, siz
     size_t o = 0;
     if (extra) memcpy(w, "\xE2\x96\x81", 3), o = 3;
     for (size_t i = 0; i < len; i++) {
-      if (text[i] == ' ') memcpy(w + o, "\xE2\x96\x81", 3), o += 3;
-      else w[o++] = text[i];
+      if (text[i] == ' ')
+        memcpy(w + o, "\xE2\x96\x81", 3), o += 3;
+      else
+        w[o++] = text[i];
     }
     st = memra_spm_encode(t, w, o, out, err);
     memra_free(w);
@@ -99,7 +111,8 @@ memra_status memra_tokenize(const memra_tokenizer *t, const char *text, size_t l
   memra_idvec out = {0};
   memra_status st = MEMRA_OK;
   *ids = NULL, *n_ids = 0;
-  if (!text && len) return memra_errf(err, MEMRA_E_INVALID, "tokenize: NULL text of length %zu", len);
+  if (!text && len)
+    return memra_errf(err, MEMRA_E_INVALID, "tokenize: NULL text of length %zu", len);
   if (add_bos && t->add_bos && t->bos >= 0 && memra_idvec_push(&out, t->bos)) goto oom;
   bool after_special = true;
   size_t start = 0;

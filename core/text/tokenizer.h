@@ -17,22 +17,30 @@ extern "C" {
 typedef struct memra_tokenizer memra_tokenizer;
 
 /* Reads tokenizer.ggml.* from g; the tokenizer copies what it keeps (g may close after). */
-memra_status memra_tokenizer_from_gguf(const memra_gguf *g, memra_tokenizer **out,
-                                       memra_err *err);
+memra_status memra_tokenizer_from_gguf(const memra_gguf *g, memra_tokenizer **out, memra_err *err);
 void memra_tokenizer_free(memra_tokenizer *t);
 
 int32_t memra_tokenizer_n_vocab(const memra_tokenizer *t);
-int32_t memra_tokenizer_bos(const memra_tokenizer *t); /* -1 if none */
-int32_t memra_tokenizer_eos(const memra_tokenizer *t); /* -1 if none */
+int32_t memra_tokenizer_bos(const memra_tokenizer *t);  /* -1 if none */
+int32_t memra_tokenizer_eos(const memra_tokenizer *t);  /* -1 if none */
 bool memra_tokenizer_add_bos(const memra_tokenizer *t); /* tokenizer.ggml.add_bos_token */
 /* End of generation: EOS, EOT, <|im_end|>, <|eot_id|>, <end_of_turn>, ... */
 bool memra_tokenizer_is_eog(const memra_tokenizer *t, int32_t id);
 
-/* Encodes text. add_bos: prepend BOS when the vocabulary asks for it (add_bos_token).
- * parse_special: text spelling a special/control token becomes that token.
+/* Encodes text. add_bos: prepend BOS when the vocabulary asks for it (add_bos_token), and
+ * append EOS when it asks for that (add_eos_token). parse_special: text spelling a
+ * control (or unknown) token becomes that token; user-defined added tokens are always
+ * matched, as in llama.cpp and HF. Byte-level (gpt2) vocabularies need valid UTF-8
+ * (MEMRA_E_INVALID names the byte); SPM carries any bytes through byte tokens.
  * *ids from memra_malloc (caller memra_free), *n_ids its length. */
 memra_status memra_tokenize(const memra_tokenizer *t, const char *text, size_t len, bool add_bos,
                             bool parse_special, int32_t **ids, size_t *n_ids, memra_err *err);
+
+/* The id of the token whose vocabulary text is text[0..len) exactly, -1 if none. */
+int32_t memra_tokenizer_find(const memra_tokenizer *t, const char *text, size_t len);
+/* True for control and unknown tokens (<s>, <|im_end|>, ...): what HF's
+ * skip_special_tokens leaves out of decoded text. */
+bool memra_token_is_special(const memra_tokenizer *t, int32_t id);
 
 /* The bytes a token stands for (byte tokens and the BPE byte map decoded); special
  * tokens render as their text. *len its length. NULL for an id out of range. */

@@ -59,7 +59,8 @@ static size_t valid_prefix(const uint8_t *s, size_t n) {
     if (s[1] < lo || s[1] > hi) return 1;
     i++;
   }
-  while (i < n && i < len && (s[i] & 0xC0) == 0x80) i++;
+  while (i < n && i < len && (s[i] & 0xC0) == 0x80)
+    i++;
   return i;
 }
 
@@ -111,7 +112,8 @@ static int printable(unsigned b) {
 uint32_t memra_byte_to_cp(uint8_t b) {
   if (printable(b)) return b;
   uint32_t k = 0;
-  for (unsigned i = 0; i < b; i++) k += !printable(i);
+  for (unsigned i = 0; i < b; i++)
+    k += !printable(i);
   return 256 + k;
 }
 

@@ -47,11 +47,10 @@ TEST(Chat, MatchesJinjaOnEveryCase) {
     const cJSON *exp = cJSON_GetObjectItem(c, "expected");
     char *out = nullptr;
     memra_err err = {};
-    memra_status st = memra_chat_render(tmpl, msgs.data(), msgs.size(), gen,
-                                        cJSON_GetStringValue(cJSON_GetObjectItem(c, "bos")),
-                                        cJSON_GetStringValue(cJSON_GetObjectItem(c, "eos")), &out,
-                                        &err);
-    if (cJSON_IsNull(exp)) {  // the template raises: we must refuse too, with a message
+    memra_status st = memra_chat_render(
+        tmpl, msgs.data(), msgs.size(), gen, cJSON_GetStringValue(cJSON_GetObjectItem(c, "bos")),
+        cJSON_GetStringValue(cJSON_GetObjectItem(c, "eos")), &out, &err);
+    if (cJSON_IsNull(exp)) { // the template raises: we must refuse too, with a message
       EXPECT_EQ(MEMRA_E_INVALID, st) << name << ": " << desc;
       EXPECT_NE(0, err.msg[0]);
       errors[name]++;
@@ -64,9 +63,9 @@ TEST(Chat, MatchesJinjaOnEveryCase) {
     memra_free(out);
   }
   cJSON_Delete(doc);
-  for (const char *n : {"smollm2", "qwen3", "llama3", "llama3_1", "llama2", "mistral", "gemma2",
-                        "gemma3"})
-    EXPECT_GE(ok[n], 14) << n;  // multi-turn, with and without a system prompt
+  for (const char *n :
+       {"smollm2", "qwen3", "llama3", "llama3_1", "llama2", "mistral", "gemma2", "gemma3"})
+    EXPECT_GE(ok[n], 14) << n; // multi-turn, with and without a system prompt
   EXPECT_GE(errors["mistral"], 4);
 }
 
@@ -82,8 +81,8 @@ TEST(Chat, UnknownTemplateIsAClearError) {
   EXPECT_EQ(nullptr, out);
   EXPECT_EQ(MEMRA_E_INVALID, memra_chat_render(nullptr, m, 1, true, "", "", &out, &err));
   memra_chat_msg bad[] = {{"user", nullptr}};
-  EXPECT_EQ(MEMRA_E_INVALID, memra_chat_render(memra_chat_builtin("chatml"), bad, 1, true, "",
-                                               "", &out, &err));
+  EXPECT_EQ(MEMRA_E_INVALID,
+            memra_chat_render(memra_chat_builtin("chatml"), bad, 1, true, "", "", &out, &err));
   EXPECT_STREQ("chat: message 0 has no role or content", err.msg);
 }
 
@@ -91,15 +90,15 @@ TEST(Chat, BuiltinFallbacksRender) {
   memra_chat_msg m[] = {{"user", " hi "}};
   char *out = nullptr;
   memra_err err = {};
-  ASSERT_EQ(MEMRA_OK, memra_chat_render(memra_chat_builtin("chatml"), m, 1, true, "<s>", "</s>",
-                                        &out, &err));
+  ASSERT_EQ(MEMRA_OK,
+            memra_chat_render(memra_chat_builtin("chatml"), m, 1, true, "<s>", "</s>", &out, &err));
   EXPECT_STREQ("<|im_start|>user\n hi <|im_end|>\n<|im_start|>assistant\n", out);
   memra_free(out);
-  ASSERT_EQ(MEMRA_OK, memra_chat_render(memra_chat_builtin("gemma"), m, 1, false, "<bos>", "",
-                                        &out, &err));
+  ASSERT_EQ(MEMRA_OK,
+            memra_chat_render(memra_chat_builtin("gemma"), m, 1, false, "<bos>", "", &out, &err));
   EXPECT_STREQ("<bos><start_of_turn>user\nhi<end_of_turn>\n", out);
   memra_free(out);
   EXPECT_EQ(nullptr, memra_chat_builtin("nope"));
 }
 
-}  // namespace
+} // namespace

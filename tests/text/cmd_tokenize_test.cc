@@ -33,7 +33,8 @@ std::string ReadAll(const std::string &path) {
 Result RunCmd(std::vector<std::string> args) {
   args.insert(args.begin(), "tokenize");
   std::vector<char *> argv;
-  for (auto &a : args) argv.push_back(&a[0]);
+  for (auto &a : args)
+    argv.push_back(&a[0]);
   std::string dir = testing::TempDir();
   std::string o = dir + "/tok_out", e = dir + "/tok_err";
   fflush(stdout);
@@ -62,10 +63,10 @@ TEST(CmdTokenize, GgufAndTokenizerJson) {
   r = RunCmd({"-m", kSmol, "-p", "<|im_start|>user", "--special"});
   EXPECT_EQ("[1,4093]\n", r.out);
   r = RunCmd({"-m", kSmol, "-p", "<|im_start|>user"});
-  EXPECT_NE("[1,4093]\n", r.out);  // without --special the text is plain characters
+  EXPECT_NE("[1,4093]\n", r.out); // without --special the text is plain characters
   r = RunCmd({"--tokenizer-json", kLlama2, "-p", "Hello world"});
   EXPECT_EQ(0, r.rc) << r.err;
-  EXPECT_EQ("[1,22557,1526]\n", r.out);  // Llama 2 adds BOS
+  EXPECT_EQ("[1,22557,1526]\n", r.out); // Llama 2 adds BOS
   r = RunCmd({"--tokenizer-json", kLlama2, "-p", "Hello world", "--no-bos"});
   EXPECT_EQ("[22557,1526]\n", r.out);
 }
@@ -102,4 +103,4 @@ TEST(CmdTokenize, ErrorsAreOneLineWithStatus) {
   EXPECT_EQ("", r.out);
 }
 
-}  // namespace
+} // namespace

@@ -22,7 +22,8 @@ std::vector<std::string> Lines(const std::string &path) {
   EXPECT_TRUE(f.good()) << path;
   std::vector<std::string> out;
   std::string l;
-  while (std::getline(f, l)) out.push_back(l);
+  while (std::getline(f, l))
+    out.push_back(l);
   return out;
 }
 
@@ -51,15 +52,15 @@ TEST_P(Pretok, SplitsLikeHf) {
     std::ostringstream got;
     size_t at = 0;
     for (size_t k = 0; k < n; k++) {
-      EXPECT_EQ(at, offs[2 * k]);  // pieces tile the text in order
+      EXPECT_EQ(at, offs[2 * k]); // pieces tile the text in order
       at = offs[2 * k] + offs[2 * k + 1];
       got << (k ? " " : "") << offs[2 * k + 1];
     }
     pieces += n;
     memra_free(offs);
     if (got.str() != exp[i] && ++bad <= 5)
-      ADD_FAILURE() << GetParam() << " line " << i << ": got [" << got.str() << "] want ["
-                    << exp[i] << "] for " << corpus[i].substr(0, 60);
+      ADD_FAILURE() << GetParam() << " line " << i << ": got [" << got.str() << "] want [" << exp[i]
+                    << "] for " << corpus[i].substr(0, 60);
   }
   EXPECT_EQ(0u, bad);
   EXPECT_GT(pieces, corpus.size() * 5);
@@ -76,4 +77,4 @@ INSTANTIATE_TEST_SUITE_P(AllPre, Pretok,
                            return s;
                          });
 
-}  // namespace
+} // namespace

@@ -19,7 +19,8 @@ std::vector<float> RandLogits(int n, uint32_t seed, float lo = -4, float hi = 4)
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);
-  for (float &x : v) x = d(rng);
+  for (float &x : v)
+    x = d(rng);
   return v;
 }
 
@@ -70,7 +71,7 @@ TEST(Sampler, SameSeedSameTokensOtherSeedOthers) {
     differ += x != z;
   }
   EXPECT_GT(differ, 50);
-  memra_sampler_reset(a.s);  // reset restarts the stream
+  memra_sampler_reset(a.s); // reset restarts the stream
   S d(p, 1031);
   p.seed = 99;
   S e(p, 1031);
@@ -79,9 +80,10 @@ TEST(Sampler, SameSeedSameTokensOtherSeedOthers) {
 
 TEST(Sampler, TopKNeverLeavesTheKBest) {
   const int V = 4097, K = 7;
-  std::vector<float> l = RandLogits(V, 3, -1, 1);  // flat: the tail would be drawn often
+  std::vector<float> l = RandLogits(V, 3, -1, 1); // flat: the tail would be drawn often
   std::vector<int> order(V);
-  for (int i = 0; i < V; i++) order[i] = i;
+  for (int i = 0; i < V; i++)
+    order[i] = i;
   std::sort(order.begin(), order.end(), [&](int a, int b) { return l[a] > l[b]; });
   std::set<int> best(order.begin(), order.begin() + K), seen;
   memra_sampler_params p = Plain(1.5f);
@@ -99,21 +101,24 @@ TEST(Sampler, TopPAndMinPCutoffs) {
   // Probabilities 0.5, 0.3, 0.15, 0.04, 0.01 (at T = 1) on shuffled ids.
   std::vector<float> l(5);
   const double pr[5] = {0.15, 0.5, 0.01, 0.3, 0.04};
-  for (int i = 0; i < 5; i++) l[i] = float(std::log(pr[i]));
+  for (int i = 0; i < 5; i++)
+    l[i] = float(std::log(pr[i]));
   {
     memra_sampler_params p = Plain(1);
-    p.top_p = 0.75f;  // 0.5 + 0.3 reaches it: ids 1 and 3 only
+    p.top_p = 0.75f; // 0.5 + 0.3 reaches it: ids 1 and 3 only
     S s(p, 5);
     std::set<int> seen;
-    for (int i = 0; i < 3000; i++) seen.insert(s.Draw(l));
+    for (int i = 0; i < 3000; i++)
+      seen.insert(s.Draw(l));
     EXPECT_EQ(std::set<int>({1, 3}), seen);
   }
   {
-    memra_sampler_params p = Plain(2.0f);  // temperature flattens, the cutoff stays
-    p.min_p = 0.25f;                       // keeps p >= 0.125: 0.5, 0.3, 0.15
+    memra_sampler_params p = Plain(2.0f); // temperature flattens, the cutoff stays
+    p.min_p = 0.25f;                      // keeps p >= 0.125: 0.5, 0.3, 0.15
     S s(p, 5);
     std::set<int> seen;
-    for (int i = 0; i < 3000; i++) seen.insert(s.Draw(l));
+    for (int i = 0; i < 3000; i++)
+      seen.insert(s.Draw(l));
     EXPECT_EQ(std::set<int>({0, 1, 3}), seen);
   }
 }
@@ -124,11 +129,14 @@ TEST(Sampler, EmpiricalDistributionMatchesSoftmaxAtT) {
   std::vector<float> l = RandLogits(V, 4, -2, 2);
   std::vector<double> ref(V);
   double z = 0;
-  for (int i = 0; i < V; i++) z += ref[i] = std::exp(double(l[i]) / T);
-  for (double &r : ref) r /= z;
+  for (int i = 0; i < V; i++)
+    z += ref[i] = std::exp(double(l[i]) / T);
+  for (double &r : ref)
+    r /= z;
   S s(Plain(T), V);
   std::vector<int> cnt(V);
-  for (int i = 0; i < N; i++) cnt[s.Draw(l)]++;
+  for (int i = 0; i < N; i++)
+    cnt[s.Draw(l)]++;
   double tv = 0;
   for (int i = 0; i < V; i++) {
     double f = double(cnt[i]) / N, sd = std::sqrt(ref[i] * (1 - ref[i]) / N);
@@ -136,7 +144,7 @@ TEST(Sampler, EmpiricalDistributionMatchesSoftmaxAtT) {
     EXPECT_LE(std::fabs(f - ref[i]), 5 * sd + 1e-4) << "token " << i;
     tv += std::fabs(f - ref[i]) / 2;
   }
-  EXPECT_LT(tv, 0.01);  // total variation distance
+  EXPECT_LT(tv, 0.01); // total variation distance
 }
 
 TEST(Sampler, PenaltiesChangeExactlyThePenalizedTokens) {
@@ -149,7 +157,8 @@ TEST(Sampler, PenaltiesChangeExactlyThePenalizedTokens) {
   p.presence_penalty = 0.25f;
   p.penalty_last_n = -1;
   S s(p, V);
-  for (int id : {3, 3, 7, 50, 3}) memra_sampler_accept(s.s, id);
+  for (int id : {3, 3, 7, 50, 3})
+    memra_sampler_accept(s.s, id);
   std::vector<float> got = l;
   memra_sampler_sample(s.s, got.data());
   for (int i = 0; i < V; i++) {
@@ -164,7 +173,8 @@ TEST(Sampler, PenaltiesChangeExactlyThePenalizedTokens) {
   // A window of 2 sees only the last two tokens (50, 3).
   p.penalty_last_n = 2;
   S w(p, V);
-  for (int id : {3, 3, 7, 50, 3}) memra_sampler_accept(w.s, id);
+  for (int id : {3, 3, 7, 50, 3})
+    memra_sampler_accept(w.s, id);
   got = l;
   memra_sampler_sample(w.s, got.data());
   EXPECT_EQ(l[7], got[7]);
@@ -203,4 +213,4 @@ TEST(StopStrings, HoldsPossiblePrefixesAndFindsTheFirstStop) {
   EXPECT_FALSE(stopped);
 }
 
-}  // namespace
+} // namespace

@@ -3,6 +3,7 @@
 // (fixtures: tools/text/gen_tokenizer_fixtures.py).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -24,7 +25,8 @@ std::vector<std::string> ReadLines(const std::string &path) {
   EXPECT_TRUE(f.good()) << path;
   std::vector<std::string> out;
   std::string line;
-  while (std::getline(f, line)) out.push_back(line);
+  while (std::getline(f, line))
+    out.push_back(line);
   return out;
 }
 
@@ -53,7 +55,8 @@ std::vector<Expected> ReadIds(const std::string &name) {
     in >> rt;
     e.roundtrips = rt == 1;
     int32_t id;
-    while (in >> id) e.ids.push_back(id);
+    while (in >> id)
+      e.ids.push_back(id);
     out.push_back(e);
   }
   return out;
@@ -107,8 +110,17 @@ void CheckHf(const std::string &name) {
   memra_tokenizer *t = nullptr;
   memra_err err = {};
   std::string path = "tests/text/data/" + name + "/tokenizer.json";
-  ASSERT_EQ(MEMRA_OK, memra_tokenizer_from_hf_files(path.c_str(), nullptr, &t, nullptr, &err))
+  char *tmpl = nullptr;
+  ASSERT_EQ(MEMRA_OK, memra_tokenizer_from_hf_files(path.c_str(), nullptr, &t, &tmpl, &err))
       << err.msg;
+  // The chat template travels from tokenizer_config.json (llama2's has none).
+  if (name == "llama2") {
+    EXPECT_EQ(nullptr, tmpl);
+  } else {
+    ASSERT_NE(nullptr, tmpl);
+    EXPECT_NE(nullptr, strstr(tmpl, name == "qwen3" ? "<|im_start|>" : "<|start_header_id|>"));
+  }
+  memra_free(tmpl);
   CheckParity(t, name);
   memra_tokenizer_free(t);
 }
@@ -120,27 +132,27 @@ void CopyKvs(const memra_gguf *g, memra_gguf_writer *w, const char *skip) {
     std::string key(kv->key.ptr, kv->key.len);
     if (key == skip) continue;
     switch (kv->type) {
-      case MEMRA_GGUF_STRING:
-        memra_gguf_writer_set_str(w, key.c_str(), std::string(kv->v.str.ptr, kv->v.str.len).c_str());
-        break;
-      case MEMRA_GGUF_BOOL: memra_gguf_writer_set_bool(w, key.c_str(), kv->v.u64 != 0); break;
-      case MEMRA_GGUF_U32: memra_gguf_writer_set_u32(w, key.c_str(), uint32_t(kv->v.u64)); break;
-      case MEMRA_GGUF_ARRAY:
-        if (kv->v.arr.elem_type == MEMRA_GGUF_STRING) {
-          std::vector<std::string> strs;
-          std::vector<const char *> ptrs;
-          for (uint64_t k = 0; k < kv->v.arr.n; k++) {
-            memra_str s = memra_gguf_arr_str(g, kv, k);
-            strs.emplace_back(s.ptr, s.len);
-          }
-          for (auto &s : strs) ptrs.push_back(s.c_str());
-          memra_gguf_writer_set_arr_str(w, key.c_str(), ptrs.data(), ptrs.size());
-        } else {
-          memra_gguf_writer_set_arr(w, key.c_str(), kv->v.arr.elem_type, kv->v.arr.data,
-                                    kv->v.arr.n);
+    case MEMRA_GGUF_STRING:
+      memra_gguf_writer_set_str(w, key.c_str(), std::string(kv->v.str.ptr, kv->v.str.len).c_str());
+      break;
+    case MEMRA_GGUF_BOOL: memra_gguf_writer_set_bool(w, key.c_str(), kv->v.u64 != 0); break;
+    case MEMRA_GGUF_U32: memra_gguf_writer_set_u32(w, key.c_str(), uint32_t(kv->v.u64)); break;
+    case MEMRA_GGUF_ARRAY:
+      if (kv->v.arr.elem_type == MEMRA_GGUF_STRING) {
+        std::vector<std::string> strs;
+        std::vector<const char *> ptrs;
+        for (uint64_t k = 0; k < kv->v.arr.n; k++) {
+          memra_str s = memra_gguf_arr_str(g, kv, k);
+          strs.emplace_back(s.ptr, s.len);
         }
-        break;
-      default: ADD_FAILURE() << "unexpected type of " << key;
+        for (auto &s : strs)
+          ptrs.push_back(s.c_str());
+        memra_gguf_writer_set_arr_str(w, key.c_str(), ptrs.data(), ptrs.size());
+      } else {
+        memra_gguf_writer_set_arr(w, key.c_str(), kv->v.arr.elem_type, kv->v.arr.data, kv->v.arr.n);
+      }
+      break;
+    default: ADD_FAILURE() << "unexpected type of " << key;
     }
   }
 }
@@ -184,7 +196,7 @@ TEST(TokenizerParity, SmolLM2Gguf) {
   memra_err err = {};
   ASSERT_EQ(MEMRA_OK, memra_gguf_open("tests/text/data/smollm2_vocab.gguf", &g, &err)) << err.msg;
   ASSERT_EQ(MEMRA_OK, memra_tokenizer_from_gguf(g, &t, &err)) << err.msg;
-  memra_gguf_close(g);  // the tokenizer keeps its own copy
+  memra_gguf_close(g); // the tokenizer keeps its own copy
   EXPECT_EQ(49152, memra_tokenizer_n_vocab(t));
   CheckParity(t, "smollm2");
   memra_tokenizer_free(t);
@@ -194,4 +206,4 @@ TEST(TokenizerParity, Llama2Spm) { CheckHf("llama2"); }
 TEST(TokenizerParity, Llama31) { CheckHf("llama3_1"); }
 TEST(TokenizerParity, Qwen3) { CheckHf("qwen3"); }
 
-}  // namespace
+} // namespace

@@ -112,13 +112,20 @@ int memra_cmd_tokenize(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     bool has_val = i + 1 < argc;
-    if (strcmp(a, "-m") == 0 && has_val) model = argv[++i];
-    else if (strcmp(a, "--tokenizer-json") == 0 && has_val) tjson = argv[++i];
-    else if (strcmp(a, "-p") == 0 && has_val) prompt = argv[++i];
-    else if (strcmp(a, "-f") == 0 && has_val) file = argv[++i];
-    else if (strcmp(a, "--no-bos") == 0) bos = false;
-    else if (strcmp(a, "--special") == 0) special = true;
-    else if (strcmp(a, "--jsonl") == 0) jsonl = true;
+    if (strcmp(a, "-m") == 0 && has_val)
+      model = argv[++i];
+    else if (strcmp(a, "--tokenizer-json") == 0 && has_val)
+      tjson = argv[++i];
+    else if (strcmp(a, "-p") == 0 && has_val)
+      prompt = argv[++i];
+    else if (strcmp(a, "-f") == 0 && has_val)
+      file = argv[++i];
+    else if (strcmp(a, "--no-bos") == 0)
+      bos = false;
+    else if (strcmp(a, "--special") == 0)
+      special = true;
+    else if (strcmp(a, "--jsonl") == 0)
+      jsonl = true;
     else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       fputs(USAGE, stdout);
       return 0;
