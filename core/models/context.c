@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/base/alloc.h"
+#include "core/models/forward.h"
 
 memra_ctx_params memra_ctx_defaults(void) {
   return (memra_ctx_params){.n_ctx = 4096, .n_seq_max = 1, .n_ubatch = 512, .block_size = 16,
@@ -67,6 +68,15 @@ static memra_status alloc_act(memra_ctx *c, memra_err *err) {
     c->out_rows = carve(b, &off, MEMRA_TYPE_I32, R, 1);
     c->next_ids = carve(b, &off, MEMRA_TYPE_I32, R, 1);
     c->block_table = carve(b, &off, MEMRA_TYPE_I32, c->pages.max_blocks, c->p.n_seq_max);
+    if (hp->n_expert > 0) {
+      const int64_t K = hp->n_expert_used;
+      c->router = carve(b, &off, MEMRA_TYPE_F32, hp->n_expert, R);
+      c->moe_ids = carve(b, &off, MEMRA_TYPE_I32, K, R);
+      c->moe_w = carve(b, &off, MEMRA_TYPE_F32, K, R);
+      c->moe_gate = carve(b, &off, MEMRA_TYPE_F32, hp->n_ff_exp, R * K);
+      c->moe_up = carve(b, &off, MEMRA_TYPE_F32, hp->n_ff_exp, R * K);
+      c->moe_out = carve(b, &off, MEMRA_TYPE_F32, E, R * K);
+    }
     if (!pass) {
       memra_status st = c->m->vt->buf_alloc(c->m->be, off, &c->act_buf);
       if (st)
@@ -220,4 +230,12 @@ memra_status memra_ctx_eval(memra_ctx *c, int32_t seq, const int32_t *tokens, in
   }
   memra_free(pos);
   return st;
+}
+
+memra_status memra_ctx_forward(memra_ctx *c, memra_err *err) {
+  switch (c->m->hp.arch) {
+  case MEMRA_ARCH_GEMMA3: return memra_gemma3_forward(c, err);
+  case MEMRA_ARCH_QWEN3MOE: return memra_qwen3moe_forward(c, err);
+  default: return memra_llama_forward(c, err);
+  }
 }

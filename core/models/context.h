@@ -35,6 +35,9 @@ typedef struct memra_ctx {
   memra_tensor ids, pos, seq, out_rows, block_table, next_ids;
   memra_batch batch;   /* the descriptor of the current step */
   int32_t n_rows, n_out;
+  /* MoE activations (absent for dense models): router logits [n_ubatch, n_expert], the
+   * chosen experts I32 and their weights [n_ubatch, k], expert FFN rows [n_ubatch * k, ...] */
+  memra_tensor router, moe_ids, moe_w, moe_gate, moe_up, moe_out;
 } memra_ctx;
 
 memra_status memra_ctx_new(memra_model *m, const memra_ctx_params *p, memra_ctx **out,

@@ -1,3 +1,4 @@
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +12,8 @@ static const struct {
     {"llama", MEMRA_ARCH_LLAMA, MEMRA_ROPE_NORM},
     {"qwen2", MEMRA_ARCH_QWEN2, MEMRA_ROPE_NEOX},
     {"qwen3", MEMRA_ARCH_QWEN3, MEMRA_ROPE_NEOX},
+    {"gemma3", MEMRA_ARCH_GEMMA3, MEMRA_ROPE_NEOX},
+    {"qwen3moe", MEMRA_ARCH_QWEN3MOE, MEMRA_ROPE_NEOX},
 };
 
 /* "<arch>.<suffix>" */
@@ -45,6 +48,32 @@ static memra_status get_f32(const memra_gguf *g, const memra_hparams *hp, const 
   }
   if (st == MEMRA_OK && !(*out == *out)) return memra_errf(err, MEMRA_E_FORMAT, "%s is NaN", k);
   return st;
+}
+
+/* Gemma 3 (llama.cpp src/llama-model.cpp, LLM_ARCH_GEMMA3): every 6th layer is global,
+ * the others see a sliding window and use theta 10000 without position scaling;
+ * embeddings are scaled by sqrt(n_embd); scores by 1/sqrt(head_dim), except the 27B (62
+ * layers), whose query_pre_attn_scalar is n_embd / n_head. */
+static memra_status gemma3_read(const memra_gguf *g, memra_hparams *hp, memra_err *err) {
+  memra_status st = get_i32(g, hp, "attention.sliding_window", &hp->n_swa, 512, 1, 1 << 30, err);
+  if (st) return st;
+  hp->swa_pattern = 6;
+  hp->rope_base_swa = 10000.0f;
+  hp->embd_scale = sqrtf((float)hp->n_embd);
+  hp->attn_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
+                                     : 1.0f / sqrtf((float)hp->head_dim);
+  return MEMRA_OK;
+}
+
+/* Routed experts: count, top-k and per-expert FFN width. Softmax routing with top-k
+ * renormalization is implied by the arch (llama.cpp writes no gating key for qwen). */
+static memra_status moe_read(const memra_gguf *g, memra_hparams *hp, memra_err *err) {
+  memra_status st;
+  if ((st = get_i32(g, hp, "expert_count", &hp->n_expert, -1, 1, 4096, err)) ||
+      (st = get_i32(g, hp, "expert_used_count", &hp->n_expert_used, -1, 1, hp->n_expert, err)) ||
+      (st = get_i32(g, hp, "expert_feed_forward_length", &hp->n_ff_exp, -1, 1, 1 << 24, err)))
+    return st;
+  return MEMRA_OK;
 }
 
 memra_status memra_hparams_read(const memra_gguf *g, memra_hparams *hp, memra_err *err) {
@@ -105,6 +134,14 @@ memra_status memra_hparams_read(const memra_gguf *g, memra_hparams *hp, memra_er
   if (!(hp->eps > 0) || !(hp->rope_base > 0))
     return memra_errf(err, MEMRA_E_FORMAT, "%s: rms epsilon and rope freq_base must be > 0",
                       hp->arch_name);
+  hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+  hp->embd_scale = 1.0f;
+  if (hp->arch == MEMRA_ARCH_GEMMA3 && (st = gemma3_read(g, hp, err))) return st;
+  if (hp->arch == MEMRA_ARCH_QWEN3MOE && (st = moe_read(g, hp, err))) return st;
   hp->n_vocab = 0; /* from token_embd at load */
   return MEMRA_OK;
+}
+
+bool memra_hparams_layer_swa(const memra_hparams *hp, int il) {
+  return hp->n_swa > 0 && hp->swa_pattern > 0 && il % hp->swa_pattern < hp->swa_pattern - 1;
 }

@@ -8,7 +8,7 @@
  * Every residual add is fused into the next rmsnorm. */
 #include <math.h>
 
-#include "core/models/context.h"
+#include "core/models/forward.h"
 
 static memra_tensor rows(memra_tensor t, int64_t n) {
   t.ne1 = n;
@@ -29,7 +29,7 @@ static memra_tensor per_head(memra_tensor t, int64_t n, int64_t d) {
     if (st_ != MEMRA_OK) return memra_ctx_fail(c, st_, what, err);                             \
   } while (0)
 
-memra_status memra_ctx_forward(memra_ctx *c, memra_err *err) {
+memra_status memra_llama_forward(memra_ctx *c, memra_err *err) {
   const memra_model *m = c->m;
   const memra_hparams *hp = &m->hp;
   const memra_backend_vt *vt = m->vt;

@@ -58,7 +58,10 @@ static memra_status want_layer(loader *L, const memra_hparams *hp, int il, memra
   char n[96];
   const int64_t E = hp->n_embd, QD = (int64_t)hp->n_head * hp->head_dim,
                 KD = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
-  const bool qwen2 = hp->arch == MEMRA_ARCH_QWEN2, qwen3 = hp->arch == MEMRA_ARCH_QWEN3;
+  const bool qwen2 = hp->arch == MEMRA_ARCH_QWEN2, gemma3 = hp->arch == MEMRA_ARCH_GEMMA3,
+             moe = hp->n_expert > 0,
+             qwen3 = hp->arch == MEMRA_ARCH_QWEN3 || gemma3 || hp->arch == MEMRA_ARCH_QWEN3MOE;
+  const int64_t NX = hp->n_expert, FX = hp->n_ff_exp;
   memra_status st;
 #define W(field, suffix, ne0, ne1, opt)                                                        \
   snprintf(n, sizeof n, "blk.%d." suffix, il);                                                 \
@@ -74,9 +77,15 @@ static memra_status want_layer(loader *L, const memra_hparams *hp, int il, memra
   W(q_norm, "attn_q_norm.weight", hp->head_dim, 1, !qwen3)
   W(k_norm, "attn_k_norm.weight", hp->head_dim, 1, !qwen3)
   W(ffn_norm, "ffn_norm.weight", E, 1, false)
-  W(w_gate, "ffn_gate.weight", E, F, false)
-  W(w_up, "ffn_up.weight", E, F, false)
-  W(w_down, "ffn_down.weight", F, E, false)
+  W(w_gate, "ffn_gate.weight", E, F, moe)
+  W(w_up, "ffn_up.weight", E, F, moe)
+  W(w_down, "ffn_down.weight", F, E, moe)
+  W(ffn_gate_inp, "ffn_gate_inp.weight", E, NX, !moe)
+  W(ffn_gate_exps, "ffn_gate_exps.weight", E, FX * NX, !moe)
+  W(ffn_up_exps, "ffn_up_exps.weight", E, FX * NX, !moe)
+  W(ffn_down_exps, "ffn_down_exps.weight", FX, E * NX, !moe)
+  W(post_attn_norm, "post_attention_norm.weight", E, 1, !gemma3)
+  W(post_ffn_norm, "post_ffw_norm.weight", E, 1, !gemma3)
 #undef W
   return MEMRA_OK;
 }
@@ -99,6 +108,21 @@ static memra_status plan(loader *L, memra_model *m) {
   return MEMRA_OK;
 }
 
+/* Ops beyond ABI minor 0 are optional slots: refuse a model whose ops the backend lacks
+ * before uploading anything (older plugins and the GPU plugins may not have them). */
+static memra_status check_ops(const memra_backend_vt *vt, const memra_hparams *hp,
+                              memra_err *err) {
+  const char *missing = NULL;
+  if (hp->n_expert > 0)
+    missing = !vt->moe_route ? "moe_route" : !vt->matmul_id ? "matmul_id"
+              : !vt->moe_combine ? "moe_combine" : NULL;
+  if (missing)
+    return memra_errf(err, MEMRA_E_UNSUPPORTED,
+                      "backend %s has no %s op, which %s models need", vt->name, missing,
+                      hp->arch_name);
+  return MEMRA_OK;
+}
+
 memra_status memra_model_load(const memra_gguf *g, const memra_backend_vt *vt, memra_backend *be,
                               memra_progress_fn progress, void *user, memra_model **out,
                               memra_err *err) {
@@ -110,6 +134,7 @@ memra_status memra_model_load(const memra_gguf *g, const memra_backend_vt *vt, m
   loader L = {.g = g, .err = err};
   memra_status st = memra_hparams_read(g, &m->hp, err);
   if (st) goto fail;
+  if ((st = check_ops(vt, &m->hp, err))) goto fail;
   m->layers = memra_calloc((size_t)m->hp.n_layer, sizeof *m->layers);
   if (!m->layers) {
     st = memra_errf(err, MEMRA_E_OOM, "out of memory");

@@ -1,8 +1,9 @@
 /* model.h — a model loaded onto a backend: hyperparameters and weights.
  *
  * Families supported by this file set: llama (Llama 2/3/3.1 with rope_freqs, Mistral,
- * SmolLM), qwen2 (q/k/v bias) and qwen3 (per-head q/k RMSNorm). They share one forward
- * pass (llama.c); what differs is read from the file as flags. */
+ * SmolLM), qwen2 (q/k/v bias) and qwen3 (per-head q/k RMSNorm) share one forward pass
+ * (llama.c); what differs is read from the file as flags. gemma3 has its own (gemma3.c).
+ * memra_ctx_forward dispatches by arch. */
 #ifndef MEMRA_MODEL_H
 #define MEMRA_MODEL_H
 
@@ -20,6 +21,8 @@ typedef enum memra_arch {
   MEMRA_ARCH_LLAMA = 0,
   MEMRA_ARCH_QWEN2 = 1,
   MEMRA_ARCH_QWEN3 = 2,
+  MEMRA_ARCH_GEMMA3 = 3,   /* gemma3.c: sliding-window layers, extra norms, GeGLU */
+  MEMRA_ARCH_QWEN3MOE = 4, /* qwen3moe.c: qwen3 attention, routed experts (moe_ffn.c) */
 } memra_arch;
 
 #define MEMRA_SUPPORTED_ARCHS "llama, qwen2, qwen3"
@@ -40,7 +43,20 @@ typedef struct memra_hparams {
   float rope_base;
   float rope_scale;  /* linear position scale: 1 / scaling.factor */
   float eps;
+  /* gemma3 */
+  int32_t n_swa;        /* sliding window of local layers in positions (0 = none) */
+  int32_t swa_pattern;  /* layer il is local iff il % swa_pattern < swa_pattern - 1 */
+  float rope_base_swa;  /* theta of local layers (no position scaling there) */
+  float attn_scale;     /* score scale; 1/sqrt(head_dim) for the llama family */
+  float embd_scale;     /* embeddings are multiplied by it (1 = none) */
+  /* mixture of experts (0 experts: dense FFN) */
+  int32_t n_expert;      /* routed experts per layer */
+  int32_t n_expert_used; /* experts per token (top-k) */
+  int32_t n_ff_exp;      /* FFN width of one expert */
 } memra_hparams;
+
+/* Whether layer il of a gemma3 model attends through the sliding window. */
+bool memra_hparams_layer_swa(const memra_hparams *hp, int il);
 
 /* Reads and checks the hyperparameters of general.architecture. */
 memra_status memra_hparams_read(const memra_gguf *g, memra_hparams *hp, memra_err *err);
@@ -53,6 +69,11 @@ typedef struct memra_layer {
   memra_tensor ffn_norm;       /* F32 [n_embd] */
   memra_tensor w_gate, w_up;   /* [n_embd -> n_ff] */
   memra_tensor w_down;         /* [n_ff -> n_embd] */
+  /* gemma3: RMSNorm of the attention and FFN outputs before their residual adds */
+  memra_tensor post_attn_norm, post_ffn_norm; /* F32 [n_embd]; absent otherwise */
+  /* MoE: router [n_embd -> n_expert]; experts stacked [n_expert * n_ff_exp rows of n_embd]
+   * (gate, up) and [n_expert * n_embd rows of n_ff_exp] (down), GGUF block layout */
+  memra_tensor ffn_gate_inp, ffn_gate_exps, ffn_up_exps, ffn_down_exps;
 } memra_layer;
 
 typedef struct memra_model {

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 0u
+#define MEMRA_ABI_MINOR 1u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -206,6 +206,27 @@ typedef struct memra_backend_vt {
 
   /* Named extras (optional): NULL when unknown. */
   void *(*get_proc)(memra_backend *be, const char *name);
+
+  /* --- ABI minor 1: mixture of experts (optional: NULL = the backend has no kernel; the
+   * core then refuses MoE models with a one-line message naming backend and op) --- */
+  /* Router. Per row r of logits [n, n_expert]: p = softmax(logits[r]) in f32; the k =
+   * ids.ne0 largest p (lowest index first among equals) go to ids[r] (I32 [n, k]) in
+   * descending order, and their weights [n, k] (F32) are p / max(sum of the k p, 6.1e-5)
+   * when normalize is nonzero, p itself otherwise. */
+  memra_status (*moe_route)(memra_backend *be, const memra_tensor *ids,
+                            const memra_tensor *weights, const memra_tensor *logits,
+                            int32_t normalize);
+  /* Expert matmul. w stacks n_expert matrices of N = w.ne1 / n_expert rows each ([n_expert
+   * * N, K], GGUF block layout; expert e is rows [e N, (e+1) N)); ids I32 [n, k]. y [n * k,
+   * N]: row r k + j = x[r'] . w_e^T with e = ids[r, j], where r' = r when x has n rows (one
+   * input shared by the k experts of a token) and r k + j when it has n k. An id outside
+   * [0, n_expert) fails. y must not overlap x or w. */
+  memra_status (*matmul_id)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                            const memra_tensor *w, const memra_tensor *ids, int32_t n_expert);
+  /* Weighted combine: y[r] = sum_j weights[r, j] * x[r k + j], j in order; x [n * k, E],
+   * weights F32 [n, k], y [n, E] (must not overlap x). */
+  memra_status (*moe_combine)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                              const memra_tensor *weights);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -1,0 +1,32 @@
+/* moe_ffn.c — the routed mixture-of-experts FFN (llama.cpp build_moe_ffn with softmax
+ * gating and normalized top-k weights; HF Qwen3MoeSparseMoeBlock, norm_topk_prob):
+ *   p = softmax(xn W_router) ; S = top-k(p) ; w_i = p_i / sum_S p
+ *   out = sum_{i in S} w_i * W_down_i (silu(W_gate_i xn) * W_up_i xn)
+ * Only the chosen experts are computed; expert weights stay in their GGUF layout. */
+#include "core/models/forward.h"
+
+#define CALL MEMRA_FWD_CALL
+
+memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
+                           const memra_tensor *out, memra_err *err) {
+  const memra_model *m = c->m;
+  const memra_hparams *hp = &m->hp;
+  const memra_backend_vt *vt = m->vt;
+  memra_backend *be = m->be;
+  const int64_t n = xn->ne1, k = hp->n_expert_used;
+  if (!vt->moe_route || !vt->matmul_id || !vt->moe_combine)
+    return memra_errf(err, MEMRA_E_UNSUPPORTED, "backend %s has no mixture-of-experts ops",
+                      vt->name);
+  const memra_tensor none = {0};
+  memra_tensor router = memra_rows(c->router, n), ids = memra_rows(c->moe_ids, n),
+               w = memra_rows(c->moe_w, n), gate = memra_rows(c->moe_gate, n * k),
+               up = memra_rows(c->moe_up, n * k), down = memra_rows(c->moe_out, n * k);
+  CALL("matmul router", vt->matmul(be, &router, xn, &l->ffn_gate_inp, &none));
+  CALL("moe_route", vt->moe_route(be, &ids, &w, &router, 1));
+  CALL("matmul_id gate", vt->matmul_id(be, &gate, xn, &l->ffn_gate_exps, &ids, hp->n_expert));
+  CALL("matmul_id up", vt->matmul_id(be, &up, xn, &l->ffn_up_exps, &ids, hp->n_expert));
+  CALL("expert glu", vt->glu(be, &gate, &gate, &up, MEMRA_ACT_SILU));
+  CALL("matmul_id down", vt->matmul_id(be, &down, &gate, &l->ffn_down_exps, &ids, hp->n_expert));
+  CALL("moe_combine", vt->moe_combine(be, out, &down, &w));
+  return MEMRA_OK;
+}

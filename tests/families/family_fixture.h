@@ -1,0 +1,82 @@
+// A model opened on the CPU plugin through the loader (as the CLI opens it), and the
+// fixture readers shared by the family tests.
+#pragma once
+extern "C" {
+#include "core/base/alloc.h"
+#include "core/gguf/gguf.h"
+#include "core/models/context.h"
+#include "core/plugin/loader.h"
+}
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+struct Engine {
+  memra_backend_handle bh = {};
+  memra_gguf *g = nullptr;
+  memra_model *m = nullptr;
+  memra_ctx *c = nullptr;
+  memra_err err = {};
+
+  // Odd ubatch and page size on purpose: prefill crosses chunk and page boundaries.
+  bool open(const std::string &path, int32_t kv_type, int32_t n_ctx, int32_t n_ubatch = 7,
+            int32_t block_size = 5) {
+    memra_open_params op = {sizeof op, 2, 0};
+    if (memra_backend_open("plugins/cpu/libmemra_cpu.so", nullptr, &op, &bh, &err)) return false;
+    if (memra_gguf_open(path.c_str(), &g, &err)) return false;
+    if (memra_model_load(g, bh.vt, bh.be, nullptr, nullptr, &m, &err)) return false;
+    memra_ctx_params p = memra_ctx_defaults();
+    p.n_ctx = n_ctx;
+    p.n_ubatch = n_ubatch;
+    p.block_size = block_size;
+    p.kv_type = kv_type;
+    return memra_ctx_new(m, &p, &c, &err) == MEMRA_OK;
+  }
+  ~Engine() {
+    memra_ctx_free(c);
+    memra_model_free(m);
+    memra_backend_close(&bh);
+    memra_gguf_close(g);
+  }
+};
+
+inline std::vector<float> read_f32(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<float> v(bytes.size() / 4);
+  if (!v.empty()) memcpy(v.data(), bytes.data(), v.size() * 4);
+  return v;
+}
+
+// Line "name id id id ..." of a fixture file.
+inline std::vector<int32_t> read_ids(const std::string &path, const std::string &name) {
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) {
+    std::istringstream is(line);
+    std::string key;
+    is >> key;
+    if (key != name) continue;
+    std::vector<int32_t> ids;
+    int32_t v;
+    while (is >> v) ids.push_back(v);
+    return ids;
+  }
+  return {};
+}
+
+inline double rel_l2(const float *a, const float *ref, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double d = (double)a[i] - ref[i];
+    num += d * d;
+    den += (double)ref[i] * ref[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}

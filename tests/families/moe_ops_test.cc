@@ -1,0 +1,179 @@
+// The CPU plugin's mixture-of-experts ops (moe_route, matmul_id, moe_combine) against
+// double-precision references computed here, on seeded random inputs of odd sizes, plus
+// their one-line errors on hostile arguments.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "plugins/cpu/cpu_plugin.h"
+#include "plugins/include/memra_plugin.h"
+#include "plugins/quant/quant.h"
+}
+
+namespace {
+
+struct Cpu {
+  const memra_backend_vt *vt = nullptr;
+  memra_backend *be = nullptr;
+  Cpu() {
+    memra_open_params p = {sizeof p, 2, 0};
+    char err[256] = "";
+    vt = memra_plugin_open(&p, &be, err, sizeof err);
+    EXPECT_NE(vt, nullptr) << err;
+  }
+  ~Cpu() { vt->close(be); }
+  std::string err() const { return vt->last_error(be); }
+};
+
+// One device tensor [ne1, ne0] of type, packed rows.
+struct Dev {
+  Cpu &c;
+  memra_tensor t{};
+  Dev(Cpu &cpu, int32_t type, int64_t ne0, int64_t ne1) : c(cpu) {
+    t.type = type;
+    t.ne0 = ne0;
+    t.ne1 = ne1;
+    t.nb1 = memra_type_row_bytes(type, ne0);
+    EXPECT_EQ(MEMRA_OK, c.vt->buf_alloc(c.be, t.nb1 * ne1 + 64, &t.buf));
+  }
+  ~Dev() { c.vt->buf_free(c.be, t.buf); }
+  void put(const void *src) { ASSERT_EQ(MEMRA_OK, c.vt->buf_upload(c.be, t.buf, 0, src, t.nb1 * t.ne1)); }
+  template <class T> std::vector<T> get() {
+    std::vector<T> v(t.nb1 * t.ne1 / sizeof(T));
+    EXPECT_EQ(MEMRA_OK, c.vt->buf_download(c.be, t.buf, 0, v.data(), t.nb1 * t.ne1));
+    return v;
+  }
+};
+
+std::vector<float> rnd(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto &x : v) x = d(g);
+  return v;
+}
+
+double rel_l2(const std::vector<float> &a, const std::vector<double> &ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    num += (a[i] - ref[i]) * (a[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+TEST(MoeRoute, TopKAndWeightsMatchDoubleReference) {
+  Cpu c;
+  for (int norm : {1, 0})
+    for (auto [n, ne, k] : {std::tuple<int, int, int>{7, 13, 3}, {1, 5, 1}, {4, 33, 8}}) {
+      std::vector<float> lg = rnd((size_t)n * ne, 100 + ne + k, -4, 4);
+      Dev L(c, MEMRA_TYPE_F32, ne, n), I(c, MEMRA_TYPE_I32, k, n), W(c, MEMRA_TYPE_F32, k, n);
+      L.put(lg.data());
+      ASSERT_EQ(MEMRA_OK, c.vt->moe_route(c.be, &I.t, &W.t, &L.t, norm)) << c.err();
+      std::vector<int32_t> ids = I.get<int32_t>();
+      std::vector<float> w = W.get<float>();
+      std::vector<double> wref;
+      for (int r = 0; r < n; ++r) {
+        const float *l = &lg[(size_t)r * ne];
+        double mx = *std::max_element(l, l + ne), s = 0;
+        std::vector<double> p(ne);
+        for (int e = 0; e < ne; ++e) s += p[e] = std::exp(l[e] - mx);
+        for (auto &x : p) x /= s;
+        std::vector<int> ord(ne);
+        std::iota(ord.begin(), ord.end(), 0);
+        std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) { return p[a] > p[b]; });
+        double ks = 0;
+        for (int j = 0; j < k; ++j) ks += p[ord[j]];
+        for (int j = 0; j < k; ++j) {
+          EXPECT_EQ(ord[j], ids[(size_t)r * k + j]) << "row " << r << " slot " << j;
+          wref.push_back(p[ord[j]] / (norm ? ks : 1.0));
+        }
+      }
+      EXPECT_LT(rel_l2(w, wref), 1e-6) << "n " << n << " experts " << ne << " k " << k;
+    }
+}
+
+TEST(MoeRoute, RejectsMoreSlotsThanExperts) {
+  Cpu c;
+  Dev L(c, MEMRA_TYPE_F32, 3, 2), I(c, MEMRA_TYPE_I32, 4, 2), W(c, MEMRA_TYPE_F32, 4, 2);
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->moe_route(c.be, &I.t, &W.t, &L.t, 1));
+  EXPECT_EQ("moe_route: ids [2, 4] for logits [2, 3] (need one row per token and k <= n_expert)",
+            c.err());
+}
+
+// y[r k + j] = x[r or r k + j] . w_{ids[r, j]}^T with w in a block format, vs double math on
+// the dequantized weights.
+TEST(MatmulId, QuantizedExpertsMatchDoubleReference) {
+  Cpu c;
+  const int n = 5, k = 2, ne = 6, N = 11, K = 96;
+  for (int32_t type : {MEMRA_TYPE_F32, MEMRA_TYPE_Q8_0, MEMRA_TYPE_F16})
+    for (bool shared : {true, false}) {
+      std::vector<float> wf = rnd((size_t)ne * N * K, 7 + type);
+      Dev W(c, type, K, (int64_t)ne * N);
+      std::vector<uint8_t> wq(W.t.nb1 * W.t.ne1);
+      for (int64_t i = 0; i < ne * N; ++i)
+        ASSERT_TRUE(memra_quantize_row(type, &wf[(size_t)i * K], &wq[i * W.t.nb1], K));
+      W.put(wq.data());
+      std::vector<float> deq((size_t)ne * N * K);
+      for (int64_t i = 0; i < ne * N; ++i)
+        memra_dequant_row(type, &wq[i * W.t.nb1], &deq[(size_t)i * K], K);
+      const int nx = shared ? n : n * k;
+      std::vector<float> x = rnd((size_t)nx * K, 11 + shared);
+      std::vector<int32_t> ids = {5, 0, 2, 2, 1, 4, 3, 5, 0, 1};
+      Dev X(c, MEMRA_TYPE_F32, K, nx), I(c, MEMRA_TYPE_I32, k, n), Y(c, MEMRA_TYPE_F32, N, n * k);
+      X.put(x.data());
+      I.put(ids.data());
+      ASSERT_EQ(MEMRA_OK, c.vt->matmul_id(c.be, &Y.t, &X.t, &W.t, &I.t, ne)) << c.err();
+      std::vector<double> ref;
+      for (int rj = 0; rj < n * k; ++rj)
+        for (int o = 0; o < N; ++o) {
+          const float *xr = &x[(size_t)(shared ? rj / k : rj) * K];
+          const float *wr = &deq[((size_t)ids[rj] * N + o) * K];
+          double s = 0;
+          for (int i = 0; i < K; ++i) s += (double)xr[i] * wr[i];
+          ref.push_back(s);
+        }
+      EXPECT_LT(rel_l2(Y.get<float>(), ref), 1e-6) << "type " << type << " shared " << shared;
+    }
+}
+
+TEST(MatmulId, RejectsOutOfRangeExpertId) {
+  Cpu c;
+  Dev W(c, MEMRA_TYPE_F32, 8, 12), X(c, MEMRA_TYPE_F32, 8, 2), I(c, MEMRA_TYPE_I32, 1, 2),
+      Y(c, MEMRA_TYPE_F32, 4, 2);
+  std::vector<float> w = rnd(96, 1), x = rnd(16, 2);
+  W.put(w.data());
+  X.put(x.data());
+  std::vector<int32_t> ids = {1, 3};
+  I.put(ids.data());
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul_id(c.be, &Y.t, &X.t, &W.t, &I.t, 3));
+  EXPECT_EQ("matmul_id: ids[1, 0] = 3, expected 0..2", c.err());
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul_id(c.be, &Y.t, &X.t, &W.t, &I.t, 5));
+  EXPECT_EQ("matmul_id: 12 weight rows do not split into 5 experts", c.err());
+}
+
+TEST(MoeCombine, WeightedSumMatchesDoubleReference) {
+  Cpu c;
+  const int n = 5, k = 3, E = 17;
+  std::vector<float> x = rnd((size_t)n * k * E, 3), w = rnd((size_t)n * k, 4, 0, 1);
+  Dev X(c, MEMRA_TYPE_F32, E, n * k), Wt(c, MEMRA_TYPE_F32, k, n), Y(c, MEMRA_TYPE_F32, E, n);
+  X.put(x.data());
+  Wt.put(w.data());
+  ASSERT_EQ(MEMRA_OK, c.vt->moe_combine(c.be, &Y.t, &X.t, &Wt.t)) << c.err();
+  std::vector<double> ref((size_t)n * E, 0.0);
+  for (int r = 0; r < n; ++r)
+    for (int j = 0; j < k; ++j)
+      for (int i = 0; i < E; ++i)
+        ref[(size_t)r * E + i] += (double)w[(size_t)r * k + j] * x[((size_t)r * k + j) * E + i];
+  EXPECT_LT(rel_l2(Y.get<float>(), ref), 1e-6);
+  Dev Ybad(c, MEMRA_TYPE_F32, E, n + 1);
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->moe_combine(c.be, &Ybad.t, &X.t, &Wt.t));
+}
+
+} // namespace
