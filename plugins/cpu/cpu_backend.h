@@ -25,9 +25,11 @@ typedef struct cpu_pool cpu_pool;
 cpu_pool *cpu_pool_create(int n_threads);
 void cpu_pool_destroy(cpu_pool *p);
 int cpu_pool_size(const cpu_pool *p);
-/* Splits [0, n) into at most size() contiguous chunks, runs them and waits. Which
- * thread runs which chunk never changes a result: every op computes each output
- * element entirely inside one task, in an order fixed by the element alone. */
+/* Splits [0, n) into a few contiguous chunks per thread, which the threads (the caller
+ * included) claim until none are left; returns when all are done. Which thread runs
+ * which chunk never changes a result: every op computes each output element entirely
+ * inside one task, in an order fixed by the element alone. A backend is one stream:
+ * calls on one backend must not overlap. */
 void cpu_pool_run(cpu_pool *p, int64_t n, cpu_task_fn fn, void *ctx);
 
 /* Below this many scalar operations a parallel region costs more than it saves. */
@@ -157,5 +159,17 @@ memra_status cpu_matmul_id(memra_backend *be, const memra_tensor *y, const memra
                            const memra_tensor *w, const memra_tensor *ids, int32_t n_expert);
 memra_status cpu_moe_combine(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                              const memra_tensor *weights);
+/* ABI minor 1 (ssm_conv.c, delta_rule.c) */
+memra_status cpu_sigmoid_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                              const memra_tensor *g);
+memra_status cpu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                          const memra_tensor *w, const memra_tensor *state,
+                          const memra_batch *batch);
+memra_status cpu_gated_delta_rule(memra_backend *be, const memra_tensor *out,
+                                  const memra_tensor *q, const memra_tensor *k,
+                                  const memra_tensor *v, const memra_tensor *a,
+                                  const memra_tensor *b, const memra_tensor *a_log,
+                                  const memra_tensor *dt_bias, const memra_tensor *state,
+                                  const memra_batch *batch, const memra_gdn_params *p);
 
 #endif /* MEMRA_CPU_BACKEND_H */
