@@ -170,7 +170,47 @@ def make_qwen3moe():
     return Qwen3MoeForCausalLM(cfg)
 
 
-TINY = {"qwen3moe": make_qwen3moe}
+# Hybrids: 4 layers, GDN x3 then gated attention (interval 4); H_v / H_k = 2 so the
+# grouped (qwen3next) and tiled (qwen35*) q/k -> v head orders differ; partial RoPE.
+HYBRID = dict(vocab_size=151936, hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
+              num_key_value_heads=2, head_dim=16, linear_conv_kernel_dim=4,
+              linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+              linear_num_value_heads=4, rms_norm_eps=1e-6, max_position_embeddings=256,
+              tie_word_embeddings=False, initializer_range=0.15,
+              layer_types=["linear_attention"] * 3 + ["full_attention"])
+MOE = dict(moe_intermediate_size=24, shared_expert_intermediate_size=40, num_experts=7,
+           num_experts_per_tok=3)
+
+
+def make_qwen3next():
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+    cfg = Qwen3NextConfig(**HYBRID, **MOE, intermediate_size=96, norm_topk_prob=True,
+                          decoder_sparse_step=1, mlp_only_layers=[],
+                          rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                           "partial_rotary_factor": 0.5})
+    return Qwen3NextForCausalLM(cfg)
+
+
+def make_qwen35():
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+    cfg = Qwen3_5TextConfig(**HYBRID, intermediate_size=96,
+                            rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                             "partial_rotary_factor": 0.5,
+                                             "mrope_section": [2, 1, 1]})
+    return Qwen3_5ForCausalLM(cfg)
+
+
+def make_qwen35moe():
+    from transformers import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+    cfg = Qwen3_5MoeTextConfig(**HYBRID, **MOE,
+                               rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                "partial_rotary_factor": 0.5,
+                                                "mrope_section": [2, 1, 1]})
+    return Qwen3_5MoeForCausalLM(cfg)
+
+
+TINY = {"qwen3moe": make_qwen3moe, "qwen3next": make_qwen3next, "qwen35": make_qwen35,
+        "qwen35moe": make_qwen35moe}
 
 
 if __name__ == "__main__":

@@ -44,10 +44,35 @@ static memra_status alloc_kv(memra_ctx *c, memra_err *err) {
   return MEMRA_OK;
 }
 
+/* The recurrent state pool of hybrid models: fixed size per sequence slot. */
+static memra_status alloc_rs(memra_ctx *c, memra_err *err) {
+  const memra_hparams *hp = &c->m->hp;
+  if (!memra_hparams_hybrid(hp)) return MEMRA_OK;
+  const int64_t d = hp->ssm_head_dim, C = 2 * (int64_t)hp->ssm_k_heads * d + hp->ssm_v_heads * d;
+  c->conv_state = memra_calloc((size_t)hp->n_layer, sizeof(memra_tensor));
+  c->ssm_state = memra_calloc((size_t)hp->n_layer, sizeof(memra_tensor));
+  if (!c->conv_state || !c->ssm_state) return memra_errf(err, MEMRA_E_OOM, "out of memory");
+  uint64_t total = 0;
+  for (int il = 0; il < hp->n_layer; ++il) {
+    if (!memra_hparams_layer_recurrent(hp, il)) continue;
+    c->conv_state[il] = carve(NULL, &total, MEMRA_TYPE_F32, (hp->ssm_conv - 1) * C, c->p.n_seq_max);
+    c->ssm_state[il] = carve(NULL, &total, MEMRA_TYPE_F32, hp->ssm_v_heads * d * d, c->p.n_seq_max);
+  }
+  if (total == 0) return MEMRA_OK;
+  memra_status st = c->m->vt->buf_alloc(c->m->be, total, &c->rs_buf);
+  if (st)
+    return memra_errf(err, st, "cannot allocate %.1f MiB of recurrent state (%d sequences): %s",
+                      total / 1048576.0, c->p.n_seq_max, c->m->vt->last_error(c->m->be));
+  for (int il = 0; il < hp->n_layer; ++il)
+    if (memra_hparams_layer_recurrent(hp, il)) c->conv_state[il].buf = c->ssm_state[il].buf = c->rs_buf;
+  return MEMRA_OK;
+}
+
 static memra_status alloc_act(memra_ctx *c, memra_err *err) {
   const memra_hparams *hp = &c->m->hp;
   const int64_t R = c->p.n_ubatch, E = hp->n_embd, QD = (int64_t)hp->n_head * hp->head_dim,
-                KD = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
+                KD = (int64_t)hp->n_head_kv * hp->head_dim,
+                F = hp->n_ff > hp->n_ff_shexp ? (hp->n_ff > 0 ? hp->n_ff : 1) : hp->n_ff_shexp;
   for (int pass = 0; pass < 2; ++pass) {
     uint64_t off = 0;
     memra_buf *b = pass ? c->act_buf : NULL;
@@ -76,6 +101,19 @@ static memra_status alloc_act(memra_ctx *c, memra_err *err) {
       c->moe_gate = carve(b, &off, MEMRA_TYPE_F32, hp->n_ff_exp, R * K);
       c->moe_up = carve(b, &off, MEMRA_TYPE_F32, hp->n_ff_exp, R * K);
       c->moe_out = carve(b, &off, MEMRA_TYPE_F32, E, R * K);
+      c->sh_logit = carve(b, &off, MEMRA_TYPE_F32, 1, R);
+      c->sh_out = carve(b, &off, MEMRA_TYPE_F32, E, R);
+    }
+    if (memra_hparams_hybrid(hp)) {
+      const int64_t d = hp->ssm_head_dim, VD = hp->ssm_v_heads * d,
+                    C = 2 * (int64_t)hp->ssm_k_heads * d + VD;
+      c->qkv = carve(b, &off, MEMRA_TYPE_F32, C, R);
+      c->conv_out = carve(b, &off, MEMRA_TYPE_F32, C, R);
+      c->z = carve(b, &off, MEMRA_TYPE_F32, VD, R);
+      c->gdn_out = carve(b, &off, MEMRA_TYPE_F32, VD, R);
+      c->gbeta = carve(b, &off, MEMRA_TYPE_F32, hp->ssm_v_heads, R);
+      c->galpha = carve(b, &off, MEMRA_TYPE_F32, hp->ssm_v_heads, R);
+      c->qg = carve(b, &off, MEMRA_TYPE_F32, 2 * QD, R);
     }
     if (!pass) {
       memra_status st = c->m->vt->buf_alloc(c->m->be, off, &c->act_buf);
@@ -108,6 +146,7 @@ memra_status memra_ctx_new(memra_model *m, const memra_ctx_params *p, memra_ctx 
                           p->n_seq_max, err);
   if (!st) st = alloc_kv(c, err);
   if (!st) st = alloc_act(c, err);
+  if (!st) st = alloc_rs(c, err);
   if (st) {
     memra_ctx_free(c);
     return st;
@@ -120,6 +159,9 @@ void memra_ctx_free(memra_ctx *c) {
   if (!c) return;
   if (c->kv_buf) c->m->vt->buf_free(c->m->be, c->kv_buf);
   if (c->act_buf) c->m->vt->buf_free(c->m->be, c->act_buf);
+  if (c->rs_buf) c->m->vt->buf_free(c->m->be, c->rs_buf);
+  memra_free(c->conv_state);
+  memra_free(c->ssm_state);
   memra_free(c->k_cache);
   memra_free(c->v_cache);
   memra_kv_pages_free(&c->pages);
@@ -236,6 +278,9 @@ memra_status memra_ctx_forward(memra_ctx *c, memra_err *err) {
   switch (c->m->hp.arch) {
   case MEMRA_ARCH_GEMMA3: return memra_gemma3_forward(c, err);
   case MEMRA_ARCH_QWEN3MOE: return memra_qwen3moe_forward(c, err);
+  case MEMRA_ARCH_QWEN3NEXT:
+  case MEMRA_ARCH_QWEN35:
+  case MEMRA_ARCH_QWEN35MOE: return memra_qwen3next_forward(c, err);
   default: return memra_llama_forward(c, err);
   }
 }

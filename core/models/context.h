@@ -38,6 +38,18 @@ typedef struct memra_ctx {
   /* MoE activations (absent for dense models): router logits [n_ubatch, n_expert], the
    * chosen experts I32 and their weights [n_ubatch, k], expert FFN rows [n_ubatch * k, ...] */
   memra_tensor router, moe_ids, moe_w, moe_gate, moe_up, moe_out;
+  /* shared expert: gate logit [n_ubatch, 1] and output [n_ubatch, n_embd] */
+  memra_tensor sh_logit, sh_out;
+  /* hybrids: GDN activations (qkv before/after the conv [n_ubatch, C], z and the mixer
+   * output [n_ubatch, H_v d], beta/alpha inputs [n_ubatch, H_v]) and the gated-attention
+   * projection [n_ubatch, 2 n_head head_dim] */
+  memra_tensor qkv, conv_out, z, gbeta, galpha, gdn_out, qg;
+  /* Per-sequence recurrent state, f32, beside the paged KV cache: for each GDN layer one
+   * row per sequence slot (slot = sequence id; a row at position 0 starts from zero):
+   * conv [n_seq_max, (K-1) C] and delta-rule state [n_seq_max, H_v d d]. Absent rows of
+   * other layers have buf NULL. */
+  memra_buf *rs_buf;
+  memra_tensor *conv_state, *ssm_state; /* [n_layer] */
 } memra_ctx;
 
 memra_status memra_ctx_new(memra_model *m, const memra_ctx_params *p, memra_ctx **out,

@@ -8,6 +8,8 @@
 memra_status memra_llama_forward(memra_ctx *c, memra_err *err);  /* llama.c */
 memra_status memra_gemma3_forward(memra_ctx *c, memra_err *err); /* gemma3.c */
 memra_status memra_qwen3moe_forward(memra_ctx *c, memra_err *err); /* qwen3moe.c */
+/* qwen3next, qwen35, qwen35moe (qwen3next.c) */
+memra_status memra_qwen3next_forward(memra_ctx *c, memra_err *err);
 
 /* out [n, n_embd] = the routed-expert FFN of layer l on xn [n, n_embd] (moe_ffn.c). */
 memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,

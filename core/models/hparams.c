@@ -14,6 +14,10 @@ static const struct {
     {"qwen3", MEMRA_ARCH_QWEN3, MEMRA_ROPE_NEOX},
     {"gemma3", MEMRA_ARCH_GEMMA3, MEMRA_ROPE_NEOX},
     {"qwen3moe", MEMRA_ARCH_QWEN3MOE, MEMRA_ROPE_NEOX},
+    {"qwen3next", MEMRA_ARCH_QWEN3NEXT, MEMRA_ROPE_NEOX},
+    /* IMROPE in llama.cpp; for text every section sees the same position: NEOX */
+    {"qwen35", MEMRA_ARCH_QWEN35, MEMRA_ROPE_NEOX},
+    {"qwen35moe", MEMRA_ARCH_QWEN35MOE, MEMRA_ROPE_NEOX},
 };
 
 /* "<arch>.<suffix>" */
@@ -71,8 +75,50 @@ static memra_status moe_read(const memra_gguf *g, memra_hparams *hp, memra_err *
   memra_status st;
   if ((st = get_i32(g, hp, "expert_count", &hp->n_expert, -1, 1, 4096, err)) ||
       (st = get_i32(g, hp, "expert_used_count", &hp->n_expert_used, -1, 1, hp->n_expert, err)) ||
-      (st = get_i32(g, hp, "expert_feed_forward_length", &hp->n_ff_exp, -1, 1, 1 << 24, err)))
+      (st = get_i32(g, hp, "expert_feed_forward_length", &hp->n_ff_exp, -1, 1, 1 << 24, err)) ||
+      (st = get_i32(g, hp, "expert_shared_feed_forward_length", &hp->n_ff_shexp, 0, 0, 1 << 24,
+                    err)))
     return st;
+  return MEMRA_OK;
+}
+
+/* Gated DeltaNet layers (llama.cpp src/models/qwen3next.cpp, qwen35.cpp): conv width,
+ * head counts and dims, and which layers are recurrent (recurrent_layers, else every
+ * layer but each full_attention_interval-th). MTP blocks (nextn) are not run. */
+static memra_status hybrid_read(const memra_gguf *g, memra_hparams *hp, memra_err *err) {
+  memra_status st;
+  int32_t inner, nextn;
+  if ((st = get_i32(g, hp, "ssm.conv_kernel", &hp->ssm_conv, -1, 1, 64, err)) ||
+      (st = get_i32(g, hp, "ssm.state_size", &hp->ssm_head_dim, -1, 1, 512, err)) ||
+      (st = get_i32(g, hp, "ssm.group_count", &hp->ssm_k_heads, -1, 1, 4096, err)) ||
+      (st = get_i32(g, hp, "ssm.time_step_rank", &hp->ssm_v_heads, -1, 1, 4096, err)) ||
+      (st = get_i32(g, hp, "ssm.inner_size", &inner, -1, 1, 1 << 24, err)) ||
+      (st = get_i32(g, hp, "nextn_predict_layers", &nextn, 0, 0, hp->n_layer - 1, err)))
+    return st;
+  if (hp->ssm_v_heads % hp->ssm_k_heads || inner != hp->ssm_v_heads * hp->ssm_head_dim)
+    return memra_errf(err, MEMRA_E_UNSUPPORTED,
+                      "%s: ssm heads H_k %d, H_v %d, d %d, inner %d (need H_v a multiple of "
+                      "H_k and inner = H_v * d)",
+                      hp->arch_name, hp->ssm_k_heads, hp->ssm_v_heads, hp->ssm_head_dim, inner);
+  hp->n_layer -= nextn;
+  char k[128];
+  uint64_t n = 0;
+  const memra_gguf_kv *kv = NULL;
+  st = memra_gguf_get_arr(g, key(hp, "attention.recurrent_layers", k, sizeof k), MEMRA_GGUF_BOOL,
+                          &n, &kv, err);
+  if (st == MEMRA_OK) {
+    if (n < (uint64_t)hp->n_layer)
+      return memra_errf(err, MEMRA_E_FORMAT, "%s has %llu entries for %d layers", k,
+                        (unsigned long long)n, hp->n_layer);
+    for (int il = 0; il < hp->n_layer; ++il)
+      if (memra_gguf_arr_i64(kv, (uint64_t)il)) hp->recurrent[il / 64] |= 1ull << (il % 64);
+    return MEMRA_OK;
+  }
+  if (st != MEMRA_E_NOT_FOUND) return st;
+  int32_t interval;
+  if ((st = get_i32(g, hp, "full_attention_interval", &interval, 4, 1, 4096, err))) return st;
+  for (int il = 0; il < hp->n_layer; ++il)
+    if ((il + 1) % interval != 0) hp->recurrent[il / 64] |= 1ull << (il % 64);
   return MEMRA_OK;
 }
 
@@ -97,7 +143,11 @@ memra_status memra_hparams_read(const memra_gguf *g, memra_hparams *hp, memra_er
   const int64_t BIG = 1 << 24;
   if ((st = get_i32(g, hp, "embedding_length", &hp->n_embd, -1, 1, BIG, err))) return st;
   if ((st = get_i32(g, hp, "block_count", &hp->n_layer, -1, 1, 4096, err))) return st;
-  if ((st = get_i32(g, hp, "feed_forward_length", &hp->n_ff, -1, 1, BIG, err))) return st;
+  const bool moe_arch = hp->arch == MEMRA_ARCH_QWEN3MOE || hp->arch == MEMRA_ARCH_QWEN3NEXT ||
+                        hp->arch == MEMRA_ARCH_QWEN35MOE;
+  if ((st = get_i32(g, hp, "feed_forward_length", &hp->n_ff, moe_arch ? 0 : -1, moe_arch ? 0 : 1,
+                    BIG, err)))
+    return st;
   if ((st = get_i32(g, hp, "attention.head_count", &hp->n_head, -1, 1, 4096, err))) return st;
   if ((st = get_i32(g, hp, "attention.head_count_kv", &hp->n_head_kv, hp->n_head, 1, hp->n_head,
                     err)))
@@ -137,7 +187,11 @@ memra_status memra_hparams_read(const memra_gguf *g, memra_hparams *hp, memra_er
   hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
   hp->embd_scale = 1.0f;
   if (hp->arch == MEMRA_ARCH_GEMMA3 && (st = gemma3_read(g, hp, err))) return st;
-  if (hp->arch == MEMRA_ARCH_QWEN3MOE && (st = moe_read(g, hp, err))) return st;
+  if ((hp->arch == MEMRA_ARCH_QWEN3MOE || hp->arch == MEMRA_ARCH_QWEN3NEXT ||
+       hp->arch == MEMRA_ARCH_QWEN35MOE) &&
+      (st = moe_read(g, hp, err)))
+    return st;
+  if (memra_hparams_hybrid(hp) && (st = hybrid_read(g, hp, err))) return st;
   hp->n_vocab = 0; /* from token_embd at load */
   return MEMRA_OK;
 }

@@ -90,6 +90,96 @@ static memra_status want_layer(loader *L, const memra_hparams *hp, int il, memra
   return MEMRA_OK;
 }
 
+/* Hybrids (llama.cpp qwen3next.cpp / qwen35.cpp loaders): a GDN or a gated attention
+ * mixer per layer, then a routed + shared expert FFN (qwen3next, qwen35moe) or a dense
+ * SwiGLU (qwen35). The FFN norm is named post_attention_norm in these files. */
+static memra_status want_layer_hybrid(loader *L, const memra_hparams *hp, int il,
+                                      memra_layer *l) {
+  char n[96];
+  const int64_t E = hp->n_embd, QD = (int64_t)hp->n_head * hp->head_dim,
+                KD = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff, D = hp->head_dim;
+  const int64_t d = hp->ssm_head_dim, HV = hp->ssm_v_heads, VD = HV * d,
+                C = 2 * (int64_t)hp->ssm_k_heads * d + VD, NX = hp->n_expert, FX = hp->n_ff_exp,
+                FS = hp->n_ff_shexp;
+  const bool gdn = memra_hparams_layer_recurrent(hp, il), moe = hp->n_expert > 0,
+             next = hp->arch == MEMRA_ARCH_QWEN3NEXT;
+  memra_status st;
+#define W(field, suffix, ne0, ne1, opt)                                                        \
+  snprintf(n, sizeof n, "blk.%d." suffix, il);                                                 \
+  if ((st = want(L, &l->field, n, ne0, ne1, opt))) return st;
+  W(attn_norm, "attn_norm.weight", E, 1, false)
+  W(ffn_norm, "post_attention_norm.weight", E, 1, false)
+  if (gdn) {
+    W(ssm_qkv, "attn_qkv.weight", E, C, false)
+    W(ssm_z, "attn_gate.weight", E, VD, false)
+    if (next) { /* fused [b x r, a x r] per k-head group: split after upload */
+      W(ssm_beta, "ssm_ba.weight", E, 2 * HV, false)
+    } else {
+      W(ssm_beta, "ssm_beta.weight", E, HV, false)
+      W(ssm_alpha, "ssm_alpha.weight", E, HV, false)
+    }
+    W(ssm_conv1d, "ssm_conv1d.weight", hp->ssm_conv, C, false)
+    if (l->ssm_conv1d.type != MEMRA_TYPE_F32)
+      return memra_errf(L->err, MEMRA_E_UNSUPPORTED, "blk.%d.ssm_conv1d.weight must be F32", il);
+    W(ssm_a, "ssm_a", HV, 1, false)
+    W(ssm_dt, "ssm_dt.bias", HV, 1, false)
+    W(ssm_norm, "ssm_norm.weight", d, 1, false)
+    W(ssm_out, "ssm_out.weight", VD, E, false)
+  } else {
+    W(wq, "attn_q.weight", E, 2 * QD, false)
+    W(wk, "attn_k.weight", E, KD, false)
+    W(wv, "attn_v.weight", E, KD, false)
+    W(wo, "attn_output.weight", QD, E, false)
+    W(q_norm, "attn_q_norm.weight", D, 1, false)
+    W(k_norm, "attn_k_norm.weight", D, 1, false)
+  }
+  if (moe) {
+    W(ffn_gate_inp, "ffn_gate_inp.weight", E, NX, false)
+    W(ffn_gate_exps, "ffn_gate_exps.weight", E, FX * NX, false)
+    W(ffn_up_exps, "ffn_up_exps.weight", E, FX * NX, false)
+    W(ffn_down_exps, "ffn_down_exps.weight", FX, E * NX, false)
+    if (FS > 0) {
+      W(ffn_gate_inp_shexp, "ffn_gate_inp_shexp.weight", E, 1, false)
+      W(ffn_gate_shexp, "ffn_gate_shexp.weight", E, FS, false)
+      W(ffn_up_shexp, "ffn_up_shexp.weight", E, FS, false)
+      W(ffn_down_shexp, "ffn_down_shexp.weight", FS, E, false)
+    }
+  } else {
+    W(w_gate, "ffn_gate.weight", E, F, false)
+    W(w_up, "ffn_up.weight", E, F, false)
+    W(w_down, "ffn_down.weight", F, E, false)
+  }
+#undef W
+  return MEMRA_OK;
+}
+
+/* qwen3next's ssm_ba rows come per k-head group kh as [b of its r v-heads, a of them];
+ * reorder them on the device to [b of v-heads 0..H_v-1, a of them] and view the halves. */
+static memra_status split_ba(memra_model *m, memra_layer *l, memra_err *err) {
+  const memra_hparams *hp = &m->hp;
+  const int64_t hv = hp->ssm_v_heads, r = hv / hp->ssm_k_heads;
+  memra_tensor ba = l->ssm_beta;
+  memra_buf *tmp;
+  memra_status st = m->vt->buf_alloc(m->be, ba.nb1 * (uint64_t)ba.ne1, &tmp);
+  if (st) return memra_errf(err, st, "ssm_ba reorder: %s", m->vt->last_error(m->be));
+  for (int64_t h = 0; h < hv && !st; ++h) {
+    int64_t kh = h / r, i = h % r;
+    int64_t src_b = kh * 2 * r + i, src_a = kh * 2 * r + r + i;
+    st = m->vt->buf_copy(m->be, tmp, (uint64_t)h * ba.nb1, ba.buf, ba.offset + src_b * ba.nb1,
+                         ba.nb1);
+    if (!st)
+      st = m->vt->buf_copy(m->be, tmp, (uint64_t)(hv + h) * ba.nb1, ba.buf,
+                           ba.offset + src_a * ba.nb1, ba.nb1);
+  }
+  if (!st) st = m->vt->buf_copy(m->be, ba.buf, ba.offset, tmp, 0, ba.nb1 * (uint64_t)ba.ne1);
+  m->vt->buf_free(m->be, tmp);
+  if (st) return memra_errf(err, st, "ssm_ba reorder: %s", m->vt->last_error(m->be));
+  l->ssm_beta.ne1 = l->ssm_alpha.ne1 = hv;
+  l->ssm_alpha = l->ssm_beta;
+  l->ssm_alpha.offset += (uint64_t)hv * ba.nb1;
+  return MEMRA_OK;
+}
+
 static memra_status plan(loader *L, memra_model *m) {
   memra_hparams *hp = &m->hp;
   const memra_gguf_tensor *emb = memra_gguf_tensor_find(L->g, "token_embd.weight");
@@ -104,7 +194,9 @@ static memra_status plan(loader *L, memra_model *m) {
   if ((st = want(L, &m->output, "output.weight", hp->n_embd, hp->n_vocab, true))) return st;
   if ((st = want(L, &m->rope_freqs, "rope_freqs.weight", hp->n_rot / 2, 1, true))) return st;
   for (int il = 0; il < hp->n_layer; ++il)
-    if ((st = want_layer(L, hp, il, &m->layers[il]))) return st;
+    if ((st = memra_hparams_hybrid(hp) ? want_layer_hybrid(L, hp, il, &m->layers[il])
+                                       : want_layer(L, hp, il, &m->layers[il])))
+      return st;
   return MEMRA_OK;
 }
 
@@ -116,6 +208,9 @@ static memra_status check_ops(const memra_backend_vt *vt, const memra_hparams *h
   if (hp->n_expert > 0)
     missing = !vt->moe_route ? "moe_route" : !vt->matmul_id ? "matmul_id"
               : !vt->moe_combine ? "moe_combine" : NULL;
+  if (!missing && memra_hparams_hybrid(hp))
+    missing = !vt->sigmoid_gate ? "sigmoid_gate" : !vt->ssm_conv ? "ssm_conv"
+              : !vt->gated_delta_rule ? "gated_delta_rule" : NULL;
   if (missing)
     return memra_errf(err, MEMRA_E_UNSUPPORTED,
                       "backend %s has no %s op, which %s models need", vt->name, missing,
@@ -160,6 +255,10 @@ memra_status memra_model_load(const memra_gguf *g, const memra_backend_vt *vt, m
     if (progress) progress(user, done, L.total);
   }
   if (!m->output.buf) m->output = m->tok_embd; /* tied embeddings */
+  if (m->hp.arch == MEMRA_ARCH_QWEN3NEXT)
+    for (int il = 0; il < m->hp.n_layer; ++il)
+      if (memra_hparams_layer_recurrent(&m->hp, il) && (st = split_ba(m, &m->layers[il], err)))
+        goto fail;
   memra_free(L.refs);
   *out = m;
   return MEMRA_OK;

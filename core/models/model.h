@@ -23,6 +23,10 @@ typedef enum memra_arch {
   MEMRA_ARCH_QWEN3 = 2,
   MEMRA_ARCH_GEMMA3 = 3,   /* gemma3.c: sliding-window layers, extra norms, GeGLU */
   MEMRA_ARCH_QWEN3MOE = 4, /* qwen3moe.c: qwen3 attention, routed experts (moe_ffn.c) */
+  /* qwen3next.c: Gated DeltaNet + gated attention hybrids */
+  MEMRA_ARCH_QWEN3NEXT = 5, /* routed + shared experts, grouped q/k -> v heads */
+  MEMRA_ARCH_QWEN35 = 6,    /* dense FFN, tiled heads */
+  MEMRA_ARCH_QWEN35MOE = 7, /* routed + shared experts, tiled heads */
 } memra_arch;
 
 #define MEMRA_SUPPORTED_ARCHS "llama, qwen2, qwen3"
@@ -53,7 +57,23 @@ typedef struct memra_hparams {
   int32_t n_expert;      /* routed experts per layer */
   int32_t n_expert_used; /* experts per token (top-k) */
   int32_t n_ff_exp;      /* FFN width of one expert */
+  int32_t n_ff_shexp;    /* shared expert FFN width (0 = none) */
+  /* hybrid (Gated DeltaNet) layers */
+  int32_t ssm_conv;      /* K, conv width */
+  int32_t ssm_head_dim;  /* d = d_k = d_v */
+  int32_t ssm_k_heads;   /* H_k */
+  int32_t ssm_v_heads;   /* H_v */
+  uint64_t recurrent[64]; /* bit il: layer il is a GDN layer (block_count <= 4096) */
 } memra_hparams;
+
+/* Whether layer il is a recurrent (Gated DeltaNet) layer. */
+static inline bool memra_hparams_layer_recurrent(const memra_hparams *hp, int il) {
+  return (hp->recurrent[il / 64] >> (il % 64)) & 1u;
+}
+static inline bool memra_hparams_hybrid(const memra_hparams *hp) {
+  return hp->arch == MEMRA_ARCH_QWEN3NEXT || hp->arch == MEMRA_ARCH_QWEN35 ||
+         hp->arch == MEMRA_ARCH_QWEN35MOE;
+}
 
 /* Whether layer il of a gemma3 model attends through the sliding window. */
 bool memra_hparams_layer_swa(const memra_hparams *hp, int il);
@@ -74,6 +94,15 @@ typedef struct memra_layer {
   /* MoE: router [n_embd -> n_expert]; experts stacked [n_expert * n_ff_exp rows of n_embd]
    * (gate, up) and [n_expert * n_embd rows of n_ff_exp] (down), GGUF block layout */
   memra_tensor ffn_gate_inp, ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+  /* shared expert: gate logit [n_embd -> 1]; SwiGLU [n_embd -> n_ff_shexp -> n_embd] */
+  memra_tensor ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
+  /* Gated DeltaNet: qkv [n_embd -> 2 H_k d + H_v d], z gate [n_embd -> H_v d];
+   * beta/alpha [n_embd -> H_v] each (qwen3next's fused ssm_ba is split at load, v-head
+   * order); conv F32 [C rows of K]; a_log, dt_bias F32 [H_v]; norm F32 [d]; out [H_v d ->
+   * n_embd]. Gated attention layers use wq [n_embd -> 2 n_head head_dim] (q, gate per
+   * head) and the usual wk, wv, wo, q_norm, k_norm. */
+  memra_tensor ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_conv1d, ssm_a, ssm_dt, ssm_norm,
+      ssm_out;
 } memra_layer;
 
 typedef struct memra_model {

@@ -2,7 +2,9 @@
  * gating and normalized top-k weights; HF Qwen3MoeSparseMoeBlock, norm_topk_prob):
  *   p = softmax(xn W_router) ; S = top-k(p) ; w_i = p_i / sum_S p
  *   out = sum_{i in S} w_i * W_down_i (silu(W_gate_i xn) * W_up_i xn)
- * Only the chosen experts are computed; expert weights stay in their GGUF layout. */
+ * Only the chosen experts are computed; expert weights stay in their GGUF layout.
+ * With a shared expert (qwen3next, qwen35moe; llama.cpp qwen3next.cpp build_layer_ffn):
+ *   out += sigmoid(xn . w_shexp_gate) * W_down_s (silu(W_gate_s xn) * W_up_s xn) */
 #include "core/models/forward.h"
 
 #define CALL MEMRA_FWD_CALL
@@ -28,5 +30,19 @@ memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tenso
   CALL("expert glu", vt->glu(be, &gate, &gate, &up, MEMRA_ACT_SILU));
   CALL("matmul_id down", vt->matmul_id(be, &down, &gate, &l->ffn_down_exps, &ids, hp->n_expert));
   CALL("moe_combine", vt->moe_combine(be, out, &down, &w));
+  if (!l->ffn_gate_shexp.buf) return MEMRA_OK;
+  if (!vt->sigmoid_gate)
+    return memra_errf(err, MEMRA_E_UNSUPPORTED, "backend %s has no sigmoid_gate op", vt->name);
+  memra_tensor sg = memra_rows(c->gate, n), su = memra_rows(c->up, n),
+               logit = memra_rows(c->sh_logit, n), sh = memra_rows(c->sh_out, n);
+  sg.ne0 = su.ne0 = hp->n_ff_shexp;
+  sg.nb1 = su.nb1 = 4u * (uint64_t)hp->n_ff_shexp;
+  CALL("matmul shared gate", vt->matmul(be, &sg, xn, &l->ffn_gate_shexp, &none));
+  CALL("matmul shared up", vt->matmul(be, &su, xn, &l->ffn_up_shexp, &none));
+  CALL("shared glu", vt->glu(be, &sg, &sg, &su, MEMRA_ACT_SILU));
+  CALL("matmul shared down", vt->matmul(be, &sh, &sg, &l->ffn_down_shexp, &none));
+  CALL("matmul shared expert gate", vt->matmul(be, &logit, xn, &l->ffn_gate_inp_shexp, &none));
+  CALL("sigmoid_gate shared", vt->sigmoid_gate(be, &sh, &sh, &logit));
+  CALL("add shared expert", vt->add(be, out, out, &sh));
   return MEMRA_OK;
 }

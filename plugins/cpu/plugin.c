@@ -111,6 +111,9 @@ static const memra_backend_vt cpu_vt = {
     .moe_route = cpu_moe_route,
     .matmul_id = cpu_matmul_id,
     .moe_combine = cpu_moe_combine,
+    .sigmoid_gate = cpu_sigmoid_gate,
+    .ssm_conv = cpu_ssm_conv,
+    .gated_delta_rule = cpu_gated_delta_rule,
 #endif
 };
 

@@ -115,6 +115,23 @@ typedef enum memra_act {
   MEMRA_ACT_GELU_TANH = 1, /* GeGLU, tanh approximation (Gemma) */
 } memra_act;
 
+/* Gated DeltaNet shapes (ABI minor 1): H_k q/k heads and H_v = r H_k value heads of d
+ * dims each (d_k = d_v = d). Value head h reads q/k head h / r (grouped: qwen3next) or
+ * h % H_k (tiled: qwen35). */
+typedef enum memra_gdn_heads {
+  MEMRA_GDN_GROUPED = 0,
+  MEMRA_GDN_TILED = 1,
+} memra_gdn_heads;
+
+typedef struct memra_gdn_params {
+  int32_t n_k_head;   /* H_k */
+  int32_t n_v_head;   /* H_v, a multiple of H_k */
+  int32_t head_dim;   /* d */
+  int32_t heads;      /* memra_gdn_heads */
+  float eps;          /* q/k L2 norm: x / sqrt(sum x^2 + eps) */
+  int32_t pad_;
+} memra_gdn_params;
+
 typedef struct memra_device_info {
   char name[128];          /* "NVIDIA H200", "CPU (2 threads)" */
   uint64_t mem_total;      /* bytes */
@@ -227,6 +244,37 @@ typedef struct memra_backend_vt {
    * weights F32 [n, k], y [n, E] (must not overlap x). */
   memra_status (*moe_combine)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                               const memra_tensor *weights);
+
+  /* --- ABI minor 1: gates and recurrent (Gated DeltaNet) layers; optional as above ---
+   * Recurrent state lives in per-sequence slots: row r of a state tensor is the state of
+   * sequence seq[r] (batch->seq), and a row at pos[r] == 0 starts its sequence from a zero
+   * state. Rows of one sequence come in position order and are applied in that order. */
+  /* y = x * sigmoid(g), same shapes, or g [n, 1] broadcast over each row of x. y may
+   * alias x. */
+  memra_status (*sigmoid_gate)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *g);
+  /* Depthwise causal conv of width K with SiLU: per channel c of x [n, C],
+   * y[r, c] = silu(sum_i w[c, i] * u_i) over the K inputs u = (state columns, then x[r, c]),
+   * oldest first; w F32 [C, K] (the GGUF ssm_conv1d layout). state F32 [n_seqs, (K-1) * C]
+   * holds each sequence's last K-1 inputs (channel-major: c * (K-1) + i, oldest first) and
+   * is updated. y [n, C] must not overlap x or state. */
+  memra_status (*ssm_conv)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                           const memra_tensor *w, const memra_tensor *state,
+                           const memra_batch *batch);
+  /* The gated delta rule, one token after another. Per row and value head h (p: params):
+   *   q, k <- L2-normalised q/k head of h (eps), q <- q / sqrt(d)
+   *   beta = sigmoid(b[h]); decay = exp(a_log[h] * softplus(a[h] + dt_bias[h]))
+   *   S <- decay S ; S <- S + k (beta (v - S^T k))^T ; out = S^T q
+   * q, k [n, H_k d], v and out [n, H_v d], a, b [n, H_v] (views: nb1 may exceed the row),
+   * a_log (the GGUF ssm_a, = -exp(A_log)) and dt_bias F32 [H_v]; state F32 [n_seqs,
+   * H_v d d], head h's d x d block stored S[j][i] at h d^2 + j d + i (j: value dim, i: key
+   * dim), read and written once per token. out must not overlap the inputs. */
+  memra_status (*gated_delta_rule)(memra_backend *be, const memra_tensor *out,
+                                   const memra_tensor *q, const memra_tensor *k,
+                                   const memra_tensor *v, const memra_tensor *a,
+                                   const memra_tensor *b, const memra_tensor *a_log,
+                                   const memra_tensor *dt_bias, const memra_tensor *state,
+                                   const memra_batch *batch, const memra_gdn_params *p);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -53,7 +53,8 @@ TEST_P(Tiny, PrefillAndDecodeLogitsMatchTransformers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, Tiny, ::testing::Values("qwen3moe"),
+INSTANTIATE_TEST_SUITE_P(Families, Tiny,
+                         ::testing::Values("qwen3moe", "qwen3next", "qwen35", "qwen35moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });

@@ -1,0 +1,154 @@
+/* qwen3next.c — the forward pass of the hybrid Gated DeltaNet families qwen3next, qwen35
+ * and qwen35moe (llama.cpp src/models/qwen3next.cpp, qwen35.cpp; HF Qwen3NextDecoderLayer;
+ * facts in shared/research/hybrid-and-moe.md). Per layer: x += mixer(rmsnorm(x)), then
+ * x += ffn(rmsnorm(x)), where the mixer is
+ *   GDN layer:  qkv = h Wqkv ; z = h Wz ; b = h Wb ; a = h Wa
+ *               u = silu(causal_conv(qkv)) (conv state per sequence) ; q,k,v = split(u)
+ *               o = gated_delta_rule(q, k, v, a, b) (delta state per sequence)
+ *               out = (rmsnorm_per_head(o) * silu(z)) Wout
+ *   attention:  [q|gate] per head = h Wq ; q,k = rmsnorm per head ; partial NEOX rope
+ *               out = (attention(q, cache) * sigmoid(gate)) Wo
+ * and the FFN is routed + shared experts (qwen3next, qwen35moe) or SwiGLU (qwen35).
+ * Value heads map to q/k heads grouped (qwen3next) or tiled (qwen35*; the converter
+ * reorders their v heads). Each residual add is fused into the next rmsnorm. */
+#include <math.h>
+
+#include "core/models/forward.h"
+
+#define CALL MEMRA_FWD_CALL
+
+/* Columns [c0, c0 + w) of a row-major F32 [n, ne0] tensor, as a view. */
+static memra_tensor cols(memra_tensor t, int64_t c0, int64_t w) {
+  t.offset += 4u * (uint64_t)c0;
+  t.ne0 = w;
+  return t;
+}
+
+static memra_status gdn_mixer(memra_ctx *c, int il, const memra_tensor *xn,
+                              const memra_tensor *out, memra_err *err) {
+  const memra_model *m = c->m;
+  const memra_hparams *hp = &m->hp;
+  const memra_backend_vt *vt = m->vt;
+  memra_backend *be = m->be;
+  const memra_layer *l = &m->layers[il];
+  const int64_t n = c->n_rows, d = hp->ssm_head_dim, KD = (int64_t)hp->ssm_k_heads * d,
+                VD = (int64_t)hp->ssm_v_heads * d;
+  const memra_tensor none = {0};
+  memra_tensor qkv = memra_rows(c->qkv, n), u = memra_rows(c->conv_out, n),
+               z = memra_rows(c->z, n), o = memra_rows(c->gdn_out, n),
+               b = memra_rows(c->gbeta, n), a = memra_rows(c->galpha, n);
+  CALL("matmul qkv", vt->matmul(be, &qkv, xn, &l->ssm_qkv, &none));
+  CALL("matmul z", vt->matmul(be, &z, xn, &l->ssm_z, &none));
+  CALL("matmul beta", vt->matmul(be, &b, xn, &l->ssm_beta, &none));
+  CALL("matmul alpha", vt->matmul(be, &a, xn, &l->ssm_alpha, &none));
+  CALL("ssm_conv", vt->ssm_conv(be, &u, &qkv, &l->ssm_conv1d, &c->conv_state[il], &c->batch));
+  const memra_tensor q = cols(u, 0, KD), k = cols(u, KD, KD), v = cols(u, 2 * KD, VD);
+  const memra_gdn_params gp = {.n_k_head = hp->ssm_k_heads,
+                               .n_v_head = hp->ssm_v_heads,
+                               .head_dim = hp->ssm_head_dim,
+                               .heads = hp->arch == MEMRA_ARCH_QWEN3NEXT ? MEMRA_GDN_GROUPED
+                                                                         : MEMRA_GDN_TILED,
+                               /* HF l2norm's fixed eps; llama.cpp uses rms_norm_eps */
+                               .eps = 1e-6f};
+  CALL("gated_delta_rule", vt->gated_delta_rule(be, &o, &q, &k, &v, &a, &b, &l->ssm_a, &l->ssm_dt,
+                                                &c->ssm_state[il], &c->batch, &gp));
+  memra_tensor oh = memra_per_head(o, n, d);
+  CALL("ssm gated norm", vt->rmsnorm(be, &oh, &oh, &none, &l->ssm_norm, hp->eps));
+  CALL("ssm gate", vt->glu(be, &o, &z, &o, MEMRA_ACT_SILU));
+  CALL("matmul ssm out", vt->matmul(be, out, &o, &l->ssm_out, &none));
+  return MEMRA_OK;
+}
+
+static memra_status attn_mixer(memra_ctx *c, int il, const memra_tensor *xn,
+                               const memra_tensor *out, memra_err *err) {
+  const memra_model *m = c->m;
+  const memra_hparams *hp = &m->hp;
+  const memra_backend_vt *vt = m->vt;
+  memra_backend *be = m->be;
+  const memra_layer *l = &m->layers[il];
+  const int64_t n = c->n_rows, D = hp->head_dim;
+  const memra_batch *bt = &c->batch;
+  const memra_tensor none = {0};
+  memra_tensor qg = memra_rows(c->qg, n), q = memra_rows(c->q, n), k = memra_rows(c->k, n),
+               v = memra_rows(c->v, n), attn = memra_rows(c->attn, n);
+  CALL("matmul q+gate", vt->matmul(be, &qg, xn, &l->wq, &none));
+  CALL("matmul k", vt->matmul(be, &k, xn, &l->wk, &none));
+  CALL("matmul v", vt->matmul(be, &v, xn, &l->wv, &none));
+  /* per head the projection holds [q (D), gate (D)]: strided per-head views */
+  memra_tensor qh_in = memra_per_head(qg, n, 2 * D), gate = qh_in;
+  qh_in.ne0 = gate.ne0 = D;
+  gate.offset += 4u * (uint64_t)D;
+  memra_tensor qh = memra_per_head(q, n, D), kh = memra_per_head(k, n, D);
+  CALL("q norm", vt->rmsnorm(be, &qh, &qh_in, &none, &l->q_norm, hp->eps));
+  CALL("k norm", vt->rmsnorm(be, &kh, &kh, &none, &l->k_norm, hp->eps));
+  const memra_rope_params rope = {.n_head = hp->n_head,
+                                  .head_dim = hp->head_dim,
+                                  .n_rot = hp->n_rot,
+                                  .mode = hp->rope_mode,
+                                  .freq_base = hp->rope_base,
+                                  .freq_scale = hp->rope_scale,
+                                  .freq_factors = none};
+  memra_rope_params rope_k = rope;
+  rope_k.n_head = hp->n_head_kv;
+  const memra_attn_params ap = {.n_head = hp->n_head,
+                                .n_kv_head = hp->n_head_kv,
+                                .head_dim = hp->head_dim,
+                                .window = 0,
+                                .scale = hp->attn_scale,
+                                .softcap = 0};
+  CALL("rope q", vt->rope(be, &q, &bt->pos, &rope));
+  CALL("rope k", vt->rope(be, &k, &bt->pos, &rope_k));
+  CALL("kv_store", vt->kv_store(be, &c->k_cache[il], &c->v_cache[il], &k, &v, bt));
+  CALL("attention", vt->attention(be, &attn, &q, &c->k_cache[il], &c->v_cache[il], bt, &ap));
+  memra_tensor ah = memra_per_head(attn, n, D);
+  CALL("attention gate", vt->sigmoid_gate(be, &ah, &ah, &gate));
+  CALL("matmul o", vt->matmul(be, out, &attn, &l->wo, &none));
+  return MEMRA_OK;
+}
+
+memra_status memra_qwen3next_forward(memra_ctx *c, memra_err *err) {
+  const memra_model *m = c->m;
+  const memra_hparams *hp = &m->hp;
+  const memra_backend_vt *vt = m->vt;
+  memra_backend *be = m->be;
+  const int64_t n = c->n_rows;
+  if (!vt->sigmoid_gate || !vt->ssm_conv || !vt->gated_delta_rule)
+    return memra_errf(err, MEMRA_E_UNSUPPORTED, "backend %s has no Gated DeltaNet ops",
+                      vt->name);
+  memra_tensor x = memra_rows(c->x, n), xn = memra_rows(c->xn, n), proj = memra_rows(c->proj, n),
+               gate = memra_rows(c->gate, n), up = memra_rows(c->up, n), ids = c->ids;
+  ids.ne0 = n;
+  const memra_tensor none = {0};
+  CALL("get_rows", vt->get_rows(be, &x, &m->tok_embd, &ids));
+  const memra_tensor *pending = NULL; /* residual not yet added into x */
+  memra_status st;
+  for (int il = 0; il < hp->n_layer; ++il) {
+    const memra_layer *l = &m->layers[il];
+    CALL("attn rmsnorm", vt->rmsnorm(be, &xn, &x, pending ? pending : &none, &l->attn_norm,
+                                     hp->eps));
+    st = memra_hparams_layer_recurrent(hp, il) ? gdn_mixer(c, il, &xn, &proj, err)
+                                               : attn_mixer(c, il, &xn, &proj, err);
+    if (st) return st;
+    CALL("ffn rmsnorm", vt->rmsnorm(be, &xn, &x, &proj, &l->ffn_norm, hp->eps));
+    if (hp->n_expert > 0) {
+      if ((st = memra_moe_ffn(c, l, &xn, &proj, err))) return st;
+    } else {
+      gate.ne0 = up.ne0 = hp->n_ff;
+      gate.nb1 = up.nb1 = 4u * (uint64_t)hp->n_ff;
+      CALL("matmul gate", vt->matmul(be, &gate, &xn, &l->w_gate, &none));
+      CALL("matmul up", vt->matmul(be, &up, &xn, &l->w_up, &none));
+      CALL("glu", vt->glu(be, &gate, &gate, &up, MEMRA_ACT_SILU));
+      CALL("matmul down", vt->matmul(be, &proj, &gate, &l->w_down, &none));
+    }
+    pending = &proj;
+  }
+  CALL("output rmsnorm", vt->rmsnorm(be, &xn, &x, pending, &m->output_norm, hp->eps));
+  if (c->n_out > 0) {
+    memra_tensor sel = memra_rows(c->sel, c->n_out), logits = memra_rows(c->logits, c->n_out),
+                 out_rows = c->out_rows;
+    out_rows.ne0 = c->n_out;
+    CALL("select rows", vt->get_rows(be, &sel, &xn, &out_rows));
+    CALL("matmul output", vt->matmul(be, &logits, &sel, &m->output, &none));
+  }
+  return MEMRA_OK;
+}
