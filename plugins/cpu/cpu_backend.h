@@ -171,17 +171,5 @@ memra_status cpu_gated_delta_rule(memra_backend *be, const memra_tensor *out,
                                   const memra_tensor *b, const memra_tensor *a_log,
                                   const memra_tensor *dt_bias, const memra_tensor *state,
                                   const memra_batch *batch, const memra_gdn_params *p);
-/* ABI minor 1 (ssm_conv.c, delta_rule.c) */
-memra_status cpu_sigmoid_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                              const memra_tensor *g);
-memra_status cpu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                          const memra_tensor *w, const memra_tensor *state,
-                          const memra_batch *batch);
-memra_status cpu_gated_delta_rule(memra_backend *be, const memra_tensor *out,
-                                  const memra_tensor *q, const memra_tensor *k,
-                                  const memra_tensor *v, const memra_tensor *a,
-                                  const memra_tensor *b, const memra_tensor *a_log,
-                                  const memra_tensor *dt_bias, const memra_tensor *state,
-                                  const memra_batch *batch, const memra_gdn_params *p);
 
 #endif /* MEMRA_CPU_BACKEND_H */
