@@ -365,39 +365,64 @@ __device__ __forceinline__ void memra_deq8(const uint8_t *__restrict__ row, int6
 
 /* K-quant matmul slice: 16 weights of 64-element group u of a row (4 lanes per group,
  * part 0..3): the 8 q bytes a lane reads feed both their low and their high nibbles, so
- * each byte is read once and each scale decoded once per 16 weights. w[0..8) go with x
- * at element *e0, w[8..16) at *e1 (each 8 consecutive elements). */
+ * each byte is read once and each scale decoded once per 16 weights. Split in two so the
+ * matmul can load the next step's raw bytes while it decodes this one's:
+ * memra_kraw_load (only loads) and memra_kraw_decode (only arithmetic). w[0..8) go with
+ * x at element *e0, w[8..16) at *e1 (each 8 consecutive elements). */
+struct memra_kraw {
+  uint4 hd; /* Q4_K/Q5_K: d, dmin, 12 scale bytes; Q6_K: d bits, scale bytes s0, s1 */
+  uint2 q;  /* 8 q bytes (Q6_K: ql) */
+  uint2 h;  /* Q5_K: 8 qh bytes; Q6_K: 8 qh bytes */
+};
+
 template <int T, bool VEC>
-__device__ __forceinline__ void memra_deq16k(const uint8_t *__restrict__ row, int64_t u, int part,
-                                             float w[16], int64_t *e0, int64_t *e1) {
+__device__ __forceinline__ memra_kraw memra_kraw_load(const uint8_t *__restrict__ row, int64_t u,
+                                                      int part) {
+  memra_kraw r;
+  r.h = make_uint2(0, 0);
   if (T == MEMRA_TYPE_Q4_K || T == MEMRA_TYPE_Q5_K) {
     const int bytes = T == MEMRA_TYPE_Q4_K ? 144 : 176, qoff = T == MEMRA_TYPE_Q4_K ? 16 : 48;
     const int g = (int)(u & 3);
     const uint8_t *b = row + (int64_t)bytes * (u >> 2);
-    uint4 hd;
     if (VEC) {
-      hd = __ldg((const uint4 *)b);
+      r.hd = __ldg((const uint4 *)b);
     } else {
       const uint16_t *h = (const uint16_t *)b;
-      hd = make_uint4(h[0] | ((uint32_t)h[1] << 16), h[2] | ((uint32_t)h[3] << 16),
-                      h[4] | ((uint32_t)h[5] << 16), h[6] | ((uint32_t)h[7] << 16));
+      r.hd = make_uint4(h[0] | ((uint32_t)h[1] << 16), h[2] | ((uint32_t)h[3] << 16),
+                        h[4] | ((uint32_t)h[5] << 16), h[6] | ((uint32_t)h[7] << 16));
     }
-    const uint2 q = memra_load8(b + qoff + 32 * g + 8 * part, VEC);
-    const float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xFFFF)));
-    const float dmin = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
+    r.q = memra_load8(b + qoff + 32 * g + 8 * part, VEC);
+    if (T == MEMRA_TYPE_Q5_K) r.h = memra_load8(b + 16 + 8 * part, VEC);
+  } else { /* Q6_K */
+    const int n = (int)((u >> 1) & 1), c = (int)(u & 1);
+    const uint8_t *b = row + 210 * (u >> 2);
+    r.q = memra_load8(b + 64 * n + 32 * c + 8 * part, false);
+    r.h = memra_load8(b + 128 + 32 * n + 8 * part, false);
+    const int si = 8 * n + 2 * c + (part >> 1);
+    r.hd = make_uint4(*(const uint16_t *)(b + 208), b[192 + si], b[192 + si + 4], 0);
+  }
+  return r;
+}
+
+template <int T>
+__device__ __forceinline__ void memra_kraw_decode(const memra_kraw &r, int64_t u, int part,
+                                                  float w[16], int64_t *e0, int64_t *e1) {
+  if (T == MEMRA_TYPE_Q4_K || T == MEMRA_TYPE_Q5_K) {
+    const int g = (int)(u & 3);
+    const float d = __half2float(__ushort_as_half((uint16_t)(r.hd.x & 0xFFFF)));
+    const float dmin = __half2float(__ushort_as_half((uint16_t)(r.hd.x >> 16)));
     int sc0, m0, sc1, m1;
-    memra_k4_scale_min(2 * g, hd.y, hd.z, hd.w, &sc0, &m0);
-    memra_k4_scale_min(2 * g + 1, hd.y, hd.z, hd.w, &sc1, &m1);
+    memra_k4_scale_min(2 * g, r.hd.y, r.hd.z, r.hd.w, &sc0, &m0);
+    memra_k4_scale_min(2 * g + 1, r.hd.y, r.hd.z, r.hd.w, &sc1, &m1);
     const float d0 = d * (float)sc0, dm0 = dmin * (float)m0;
     const float d1 = d * (float)sc1, dm1 = dmin * (float)m1;
-    uint32_t lo0 = q.x & 0x0F0F0F0Fu, lo1 = q.y & 0x0F0F0F0Fu;
-    uint32_t hi0 = (q.x >> 4) & 0x0F0F0F0Fu, hi1 = (q.y >> 4) & 0x0F0F0F0Fu;
+    uint32_t lo0 = r.q.x & 0x0F0F0F0Fu, lo1 = r.q.y & 0x0F0F0F0Fu;
+    uint32_t hi0 = (r.q.x >> 4) & 0x0F0F0F0Fu, hi1 = (r.q.y >> 4) & 0x0F0F0F0Fu;
     if (T == MEMRA_TYPE_Q5_K) { /* fifth bits: bit 2g (low) and 2g+1 (high) of qh[l] */
-      const uint2 h = memra_load8(b + 16 + 8 * part, VEC);
-      lo0 |= ((h.x >> (2 * g)) & 0x01010101u) << 4;
-      lo1 |= ((h.y >> (2 * g)) & 0x01010101u) << 4;
-      hi0 |= ((h.x >> (2 * g + 1)) & 0x01010101u) << 4;
-      hi1 |= ((h.y >> (2 * g + 1)) & 0x01010101u) << 4;
+      lo0 |= ((r.h.x >> (2 * g)) & 0x01010101u) << 4;
+      lo1 |= ((r.h.y >> (2 * g)) & 0x01010101u) << 4;
+      hi0 |= ((r.h.x >> (2 * g + 1)) & 0x01010101u) << 4;
+      hi1 |= ((r.h.y >> (2 * g + 1)) & 0x01010101u) << 4;
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -408,20 +433,14 @@ __device__ __forceinline__ void memra_deq16k(const uint8_t *__restrict__ row, in
     }
     *e0 = 256 * (u >> 2) + 64 * g + 8 * part;
     *e1 = *e0 + 32;
-  } else if (T == MEMRA_TYPE_Q6_K) {
-    /* group u = (block, half n, c): ql[64n + 32c + l] low nibble -> quarter k = c,
-     * high nibble -> k = c + 2; qh[32n + l] bits 2k; l = 8 part + i. */
+  } else { /* Q6_K: ql low nibble -> quarter c, high -> c + 2; qh bits 2k */
     const int n = (int)((u >> 1) & 1), c = (int)(u & 1);
-    const uint8_t *b = row + 210 * (u >> 2);
-    const uint2 ql = memra_load8(b + 64 * n + 32 * c + 8 * part, false);
-    const uint2 qh = memra_load8(b + 128 + 32 * n + 8 * part, false);
-    const float d = memra_h2f(b + 208);
-    const int si = 8 * n + 2 * c + (part >> 1);
-    const float s0 = d * (float)(int8_t)b[192 + si], s1 = d * (float)(int8_t)b[192 + si + 4];
-    const uint32_t lo0 = (ql.x & 0x0F0F0F0Fu) | (((qh.x >> (2 * c)) & 0x03030303u) << 4);
-    const uint32_t lo1 = (ql.y & 0x0F0F0F0Fu) | (((qh.y >> (2 * c)) & 0x03030303u) << 4);
-    const uint32_t hi0 = ((ql.x >> 4) & 0x0F0F0F0Fu) | (((qh.x >> (2 * c + 4)) & 0x03030303u) << 4);
-    const uint32_t hi1 = ((ql.y >> 4) & 0x0F0F0F0Fu) | (((qh.y >> (2 * c + 4)) & 0x03030303u) << 4);
+    const float d = __half2float(__ushort_as_half((uint16_t)r.hd.x));
+    const float s0 = d * (float)(int8_t)r.hd.y, s1 = d * (float)(int8_t)r.hd.z;
+    const uint32_t lo0 = (r.q.x & 0x0F0F0F0Fu) | (((r.h.x >> (2 * c)) & 0x03030303u) << 4);
+    const uint32_t lo1 = (r.q.y & 0x0F0F0F0Fu) | (((r.h.y >> (2 * c)) & 0x03030303u) << 4);
+    const uint32_t hi0 = ((r.q.x >> 4) & 0x0F0F0F0Fu) | (((r.h.x >> (2 * c + 4)) & 0x03030303u) << 4);
+    const uint32_t hi1 = ((r.q.y >> 4) & 0x0F0F0F0Fu) | (((r.h.y >> (2 * c + 4)) & 0x03030303u) << 4);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       w[i] = s0 * memra_byte_f(lo0, i, 32.f);
@@ -431,6 +450,114 @@ __device__ __forceinline__ void memra_deq16k(const uint8_t *__restrict__ row, in
     }
     *e0 = 256 * (u >> 2) + 128 * n + 32 * c + 8 * part;
     *e1 = *e0 + 64;
+  }
+}
+
+template <int T, bool VEC>
+__device__ __forceinline__ void memra_deq16k(const uint8_t *__restrict__ row, int64_t u, int part,
+                                             float w[16], int64_t *e0, int64_t *e1) {
+  memra_kraw_decode<T>(memra_kraw_load<T, VEC>(row, u, part), u, part, w, e0, e1);
+}
+
+/* The 32-element formats' matmul slice split like memra_kraw_*: the raw bytes of 8
+ * weights (memra_raw8_load, loads only) and their decode (memra_raw8_decode). */
+struct memra_raw8 {
+  uint4 a; /* F32: elements 0..3; F16/BF16: 8 elements; quant: d | m << 16, qh */
+  uint4 b; /* F32: elements 4..7; quant: 8 q bytes in b.x, b.y */
+};
+
+template <int T, bool VEC>
+__device__ __forceinline__ memra_raw8 memra_raw8_load(const uint8_t *__restrict__ row, int64_t u,
+                                                      int part) {
+  memra_raw8 r;
+  r.a = make_uint4(0, 0, 0, 0);
+  r.b = make_uint4(0, 0, 0, 0);
+  if (T == MEMRA_TYPE_F32) {
+    const uint4 *p = (const uint4 *)((const float *)row + 32 * u + 8 * part);
+    r.a = __ldg(p);
+    r.b = __ldg(p + 1);
+  } else if (T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
+    r.a = __ldg((const uint4 *)(row + 64 * u + 16 * part));
+  } else if (T == MEMRA_TYPE_Q8_0) {
+    const uint8_t *b = row + 34 * u;
+    r.a.x = *(const uint16_t *)b;
+    const uint2 q = memra_load8(b + 2 + 8 * part, false);
+    r.b.x = q.x;
+    r.b.y = q.y;
+  } else if (T == MEMRA_TYPE_Q4_0 || T == MEMRA_TYPE_Q4_1) {
+    const int bytes = T == MEMRA_TYPE_Q4_0 ? 18 : 20, qoff = T == MEMRA_TYPE_Q4_0 ? 2 : 4;
+    const uint8_t *b = row + (int64_t)bytes * u;
+    r.a.x = T == MEMRA_TYPE_Q4_1 ? *(const uint32_t *)b : *(const uint16_t *)b;
+    const uint2 q = memra_load8(b + qoff + 8 * (part & 1), false);
+    r.b.x = q.x;
+    r.b.y = q.y;
+  } else if (T == MEMRA_TYPE_Q5_0 || T == MEMRA_TYPE_Q5_1) {
+    const int bytes = T == MEMRA_TYPE_Q5_0 ? 22 : 24, hoff = T == MEMRA_TYPE_Q5_0 ? 2 : 4;
+    const uint8_t *b = row + (int64_t)bytes * u;
+    r.a.x = T == MEMRA_TYPE_Q5_1 ? *(const uint32_t *)b : *(const uint16_t *)b;
+    r.a.y = (uint32_t)((const uint16_t *)(b + hoff))[0] | ((uint32_t)((const uint16_t *)(b + hoff))[1] << 16);
+    const uint2 q = memra_load8(b + hoff + 4 + 8 * (part & 1), false);
+    r.b.x = q.x;
+    r.b.y = q.y;
+  }
+  return r;
+}
+
+template <int T>
+__device__ __forceinline__ void memra_raw8_decode(const memra_raw8 &r, int part, float w[8]) {
+  if (T == MEMRA_TYPE_F32) {
+    w[0] = __uint_as_float(r.a.x); w[1] = __uint_as_float(r.a.y);
+    w[2] = __uint_as_float(r.a.z); w[3] = __uint_as_float(r.a.w);
+    w[4] = __uint_as_float(r.b.x); w[5] = __uint_as_float(r.b.y);
+    w[6] = __uint_as_float(r.b.z); w[7] = __uint_as_float(r.b.w);
+  } else if (T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
+    const uint32_t v[4] = {r.a.x, r.a.y, r.a.z, r.a.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (T == MEMRA_TYPE_F16) {
+        const float2 f = __half22float2(*(const __half2 *)&v[i]);
+        w[2 * i] = f.x;
+        w[2 * i + 1] = f.y;
+      } else {
+        w[2 * i] = __uint_as_float(v[i] << 16);
+        w[2 * i + 1] = __uint_as_float(v[i] & 0xFFFF0000u);
+      }
+    }
+  } else if (T == MEMRA_TYPE_Q8_0) {
+    const float d = __half2float(__ushort_as_half((uint16_t)r.a.x));
+    const uint32_t q0 = r.b.x ^ 0x80808080u, q1 = r.b.y ^ 0x80808080u; /* int8 -> b + 128 */
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      w[i] = d * memra_byte_f(q0, i, 128.f);
+      w[4 + i] = d * memra_byte_f(q1, i, 128.f);
+    }
+  } else if (T == MEMRA_TYPE_Q4_0 || T == MEMRA_TYPE_Q4_1) {
+    const float d = __half2float(__ushort_as_half((uint16_t)(r.a.x & 0xFFFF)));
+    const float m = T == MEMRA_TYPE_Q4_1 ? __half2float(__ushort_as_half((uint16_t)(r.a.x >> 16))) : 0.f;
+    const int sh = 4 * (part >> 1);
+    const uint32_t n0 = (r.b.x >> sh) & 0x0F0F0F0Fu, n1 = (r.b.y >> sh) & 0x0F0F0F0Fu;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (T == MEMRA_TYPE_Q4_0) {
+        w[i] = d * memra_byte_f(n0, i, 8.f);
+        w[4 + i] = d * memra_byte_f(n1, i, 8.f);
+      } else {
+        w[i] = fmaf(d, memra_byte_f(n0, i, 0.f), m);
+        w[4 + i] = fmaf(d, memra_byte_f(n1, i, 0.f), m);
+      }
+    }
+  } else if (T == MEMRA_TYPE_Q5_0 || T == MEMRA_TYPE_Q5_1) {
+    /* element e = 8 part + i: nibble (part >= 2) of qs[e % 16], fifth bit e of qh */
+    const float d = __half2float(__ushort_as_half((uint16_t)(r.a.x & 0xFFFF)));
+    const float m = T == MEMRA_TYPE_Q5_1 ? __half2float(__ushort_as_half((uint16_t)(r.a.x >> 16))) : 0.f;
+    const int sh = 4 * (part >> 1);
+    const uint32_t hb = r.a.y >> (8 * part); /* bits 8 part .. 8 part + 7 */
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t qw = i < 4 ? r.b.x : r.b.y;
+      const int v = (int)((qw >> (8 * (i & 3) + sh)) & 0xF) | (int)(((hb >> i) & 1) << 4);
+      w[i] = T == MEMRA_TYPE_Q5_0 ? d * (float)(v - 16) : fmaf(d, (float)v, m);
+    }
   }
 }
 
