@@ -41,6 +41,9 @@ struct memra_tokenizer {
   int32_t byte_tok[256]; /* SPM byte fallback <0xNN>; -1 where absent */
   int32_t *special;      /* CONTROL, USER_DEFINED and UNKNOWN ids, longest text first */
   int32_t n_special;
+  memra_strmap sp_map;            /* special text -> id (lowest id for a repeated text) */
+  uint32_t sp_len_off[257];       /* per first byte: its range in sp_len */
+  uint32_t *sp_len;               /* the distinct lengths of the specials, longest first */
   uint8_t *eog;                   /* per id: ends generation */
   void *re[MEMRA_PRE_MAX_STAGES]; /* pcre2_code*: the pre-tokenizer's stages, in order */
   int n_re;

@@ -102,6 +102,26 @@ static int sort_specials(memra_tokenizer *t) {
   for (int32_t i = 0; i < t->n_special; i++)
     t->special[i] = (int32_t)(k[i] & UINT32_MAX);
   memra_free(k);
+  /* Matching probes, per first byte, each distinct length once: a hash lookup per length
+   * instead of a compare per special (Gemma has 6000+ of them starting with '<'). */
+  t->sp_len = memra_malloc((t->n_special ? t->n_special : 1) * sizeof *t->sp_len);
+  if (!t->sp_len || memra_strmap_init(&t->sp_map, (size_t)t->n_special)) return -1;
+  uint32_t o = 0;
+  for (int b = 0; b < 256; b++) {
+    t->sp_len_off[b] = o;
+    for (int32_t i = 0; i < t->n_special; i++) {
+      uint32_t l;
+      const char *s = memra_tok_text(t, t->special[i], &l);
+      if ((uint8_t)s[0] != b) continue;
+      if (o == t->sp_len_off[b] || t->sp_len[o - 1] != l) t->sp_len[o++] = l;
+    }
+  }
+  t->sp_len_off[256] = o;
+  for (int32_t i = 0; i < t->n_special; i++) {
+    uint32_t l;
+    const char *s = memra_tok_text(t, t->special[i], &l);
+    memra_strmap_put(&t->sp_map, s, l, t->special[i]);
+  }
   return 0;
 }
 

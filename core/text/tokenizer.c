@@ -19,6 +19,8 @@ void memra_tokenizer_free(memra_tokenizer *t) {
   memra_free(t->types);
   memra_free(t->merge_result);
   memra_free(t->special);
+  memra_free(t->sp_len);
+  memra_strmap_free(&t->sp_map);
   memra_free(t->eog);
   memra_free(t);
 }
@@ -53,13 +55,14 @@ const char *memra_token_piece(const memra_tokenizer *t, int32_t id, size_t *len)
 /* The special token whose text starts text[0..len), longest first; -1 if none. */
 static int32_t match_special(const memra_tokenizer *t, const char *text, size_t len,
                              bool parse_special) {
-  for (int32_t k = 0; k < t->n_special; k++) {
-    int32_t id = t->special[k];
-    uint32_t sl;
-    const char *s = memra_tok_text(t, id, &sl);
-    if (sl > len || (uint8_t)s[0] != (uint8_t)text[0]) continue;
+  uint8_t b = (uint8_t)text[0];
+  for (uint32_t k = t->sp_len_off[b]; k < t->sp_len_off[b + 1]; k++) {
+    uint32_t l = t->sp_len[k];
+    if (l > len) continue;
+    int32_t id = memra_strmap_get(&t->sp_map, text, l);
+    if (id < 0) continue;
     if (!parse_special && t->types[id] != MEMRA_TT_USER_DEFINED) continue;
-    if (memcmp(s, text, sl) == 0) return id;
+    return id;
   }
   return -1;
 }
