@@ -85,7 +85,10 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--synth", required=True)
     ap.add_argument("--model", required=True)
+    ap.add_argument("--only", choices=["tiny", "smollm2"])
     a = ap.parse_args()
     os.makedirs(OUT, exist_ok=True)
-    tiny(a.synth)
-    smollm(a.model)
+    if a.only != "smollm2":
+        tiny(a.synth)
+    if a.only != "tiny":
+        smollm(a.model)

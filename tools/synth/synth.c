@@ -4,11 +4,14 @@
  * norms near 1; a byte-level BPE vocabulary that llama.cpp loads too.
  *
  *   memra-synth --arch llama --preset llama31-8b --types q4_k_m --seed 1 -o m.gguf */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/base/alloc.h"
 #include "core/gguf/gguf.h"
@@ -52,8 +55,6 @@ typedef struct synth {
   memra_gguf_writer *w;
   uint64_t rng;
   const char *types; /* f32 f16 bf16 q8_0 q4_0 q4_1 q4_k_m q6_k ... */
-  float *row;
-  size_t row_cap;
   uint8_t *buf;
   size_t buf_cap;
 } synth;
@@ -85,6 +86,49 @@ static int weight_type(const synth *S, const char *role, int layer, int n_layer)
   return parse_type(S->types);
 }
 
+/* Rows are generated in parallel; each row's stream is seeded from (seed, tensor, row), so
+ * the file is the same whatever the thread count. */
+typedef struct row_job {
+  uint64_t seed;
+  int type;
+  int64_t ne0, ne1;
+  uint64_t row_bytes;
+  uint8_t *dst;
+  float mean, stddev;
+  int64_t next; /* shared row counter */
+  pthread_mutex_t lock;
+  bool failed;
+} row_job;
+
+static void *row_worker(void *p) {
+  row_job *j = p;
+  float *row = malloc(sizeof(float) * (size_t)j->ne0);
+  if (!row) {
+    j->failed = true;
+    return NULL;
+  }
+  for (;;) {
+    pthread_mutex_lock(&j->lock);
+    int64_t r0 = j->next;
+    j->next += 64;
+    pthread_mutex_unlock(&j->lock);
+    if (r0 >= j->ne1) break;
+    for (int64_t r = r0; r < r0 + 64 && r < j->ne1; ++r) {
+      uint64_t rng = j->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(r + 1));
+      for (int64_t i = 0; i < j->ne0; ++i) row[i] = j->mean + j->stddev * rng_normal(&rng);
+      if (!memra_quantize_row(j->type, row, j->dst + r * j->row_bytes, j->ne0)) j->failed = true;
+    }
+  }
+  free(row);
+  return NULL;
+}
+
+static uint64_t hash_name(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *s; ++s) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h;
+}
+
 static int add_tensor(synth *S, const char *name, int type, int64_t ne0, int64_t ne1, float mean,
                       float stddev) {
   if (ne0 % memra_type_info(type).blck) {
@@ -93,26 +137,30 @@ static int add_tensor(synth *S, const char *name, int type, int64_t ne0, int64_t
     return 1;
   }
   uint64_t row_bytes = memra_type_row_bytes(type, ne0), total = row_bytes * (uint64_t)ne1;
-  if ((size_t)ne0 > S->row_cap) {
-    memra_free(S->row);
-    S->row = memra_malloc(sizeof(float) * (size_t)ne0);
-    S->row_cap = (size_t)ne0;
-  }
   if (total > S->buf_cap) {
     memra_free(S->buf);
     S->buf = memra_malloc(total);
     S->buf_cap = total;
   }
-  if (!S->row || !S->buf) {
+  if (!S->buf) {
     fprintf(stderr, "memra-synth: out of memory for %s\n", name);
     return 1;
   }
-  for (int64_t r = 0; r < ne1; ++r) {
-    for (int64_t i = 0; i < ne0; ++i) S->row[i] = mean + stddev * rng_normal(&S->rng);
-    if (!memra_quantize_row(type, S->row, S->buf + r * row_bytes, ne0)) {
-      fprintf(stderr, "memra-synth: no quantizer for %s\n", memra_type_info(type).name);
-      return 1;
-    }
+  row_job j = {.seed = S->rng ^ hash_name(name), .type = type, .ne0 = ne0, .ne1 = ne1,
+               .row_bytes = row_bytes, .dst = S->buf, .mean = mean, .stddev = stddev};
+  pthread_mutex_init(&j.lock, NULL);
+  long n_threads = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n_threads < 1) n_threads = 1;
+  if (n_threads > 64) n_threads = 64;
+  if (ne1 < 256) n_threads = 1;
+  pthread_t th[64];
+  for (long t = 1; t < n_threads; ++t) pthread_create(&th[t], NULL, row_worker, &j);
+  row_worker(&j);
+  for (long t = 1; t < n_threads; ++t) pthread_join(th[t], NULL);
+  pthread_mutex_destroy(&j.lock);
+  if (j.failed) {
+    fprintf(stderr, "memra-synth: no quantizer for %s\n", memra_type_info(type).name);
+    return 1;
   }
   int64_t ne[2] = {ne0, ne1};
   if (memra_gguf_writer_add_tensor(S->w, name, type, ne1 == 1 ? 1 : 2, ne, S->buf, total)) {
@@ -285,7 +333,6 @@ int main(int argc, char **argv) {
     rc = 1;
   }
   memra_gguf_writer_free(S.w);
-  memra_free(S.row);
   memra_free(S.buf);
   return rc ? 1 : 0;
 }
