@@ -27,11 +27,8 @@ static void gdn_heads(void *pp, int64_t begin, int64_t end, int tid) {
   const gdn_ctx *c = pp;
   const int64_t d = c->p.head_dim, n = c->q->ne1, hk = c->p.n_k_head;
   const int64_t r_ = c->p.n_v_head / hk;
-  float *q = NULL, *k = NULL;
+  float q[512], k[512]; /* normalised q/k head; head_dim <= 512 is checked */
   (void)tid;
-  float qb[512], kb[512]; /* head_dim <= 512 is checked */
-  q = qb;
-  k = kb;
   for (int64_t h = begin; h < end; ++h) {
     const int64_t kh = c->p.heads == MEMRA_GDN_TILED ? h % hk : h / r_;
     const float a_log = cpu_row_f32(c->a_log, 0)[h], dt = cpu_row_f32(c->dt, 0)[h];

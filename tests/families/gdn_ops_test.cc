@@ -1,0 +1,152 @@
+// The CPU plugin's recurrent-layer ops (sigmoid_gate, ssm_conv, gated_delta_rule) against
+// double-precision references computed here: two sequences interleaved row by row, one
+// starting at position 0 over a stale state (which must be ignored), one continuing from
+// its state; odd channel counts and head dims; both q/k -> v head orders.
+#include "tests/families/ops_util.h"
+
+namespace {
+using namespace famtest;
+
+// Rows (sequence, position): seq 0 starts, seq 1 continues at 5.
+const std::vector<int32_t> kSeq = {0, 1, 0, 1, 0}, kPos = {0, 5, 1, 6, 2};
+
+struct Batch {
+  Dev pos, seq, table;
+  memra_batch b{};
+  explicit Batch(Cpu &c)
+      : pos(c, MEMRA_TYPE_I32, (int64_t)kPos.size(), 1),
+        seq(c, MEMRA_TYPE_I32, (int64_t)kSeq.size(), 1), table(c, MEMRA_TYPE_I32, 4, 2) {
+    pos.put(kPos.data());
+    seq.put(kSeq.data());
+    std::vector<int32_t> t = {0, 1, 2, 3, 4, 5, 6, 7};
+    table.put(t.data());
+    b = {(int32_t)kPos.size(), 2, 256, 4, 1024, 0, pos.t, seq.t, table.t};
+  }
+};
+
+TEST(SigmoidGate, ElementwiseAndBroadcastMatchDoubleReference) {
+  Cpu c;
+  const int n = 5, w = 23;
+  for (int gw : {w, 1}) {
+    std::vector<float> x = rnd((size_t)n * w, 1), g = rnd((size_t)n * gw, 2, -5, 5);
+    Dev X(c, MEMRA_TYPE_F32, w, n), G(c, MEMRA_TYPE_F32, gw, n);
+    X.put(x.data());
+    G.put(g.data());
+    ASSERT_EQ(MEMRA_OK, c.vt->sigmoid_gate(c.be, &X.t, &X.t, &G.t)) << c.err();
+    std::vector<double> ref;
+    for (int r = 0; r < n; ++r)
+      for (int i = 0; i < w; ++i)
+        ref.push_back(x[(size_t)r * w + i] / (1 + std::exp(-(double)g[(size_t)r * gw + (gw == 1 ? 0 : i)])));
+    EXPECT_LT(rel_l2(X.get<float>(), ref), 1e-6) << "g width " << gw;
+  }
+  Dev X(c, MEMRA_TYPE_F32, 7, 3), G(c, MEMRA_TYPE_F32, 2, 3);
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->sigmoid_gate(c.be, &X.t, &X.t, &G.t));
+  EXPECT_EQ("sigmoid_gate: g [3, 2] for x [3, 7] (need the same shape or one column)", c.err());
+}
+
+TEST(SsmConv, CausalConvWithStateMatchesDoubleReference) {
+  Cpu c;
+  const int C = 37, K = 4, n = (int)kPos.size();
+  std::vector<float> x = rnd((size_t)n * C, 3), w = rnd((size_t)C * K, 4),
+                     s0 = rnd((size_t)2 * (K - 1) * C, 5);
+  Dev X(c, MEMRA_TYPE_F32, C, n), W(c, MEMRA_TYPE_F32, K, C), S(c, MEMRA_TYPE_F32, (K - 1) * C, 2),
+      Y(c, MEMRA_TYPE_F32, C, n);
+  X.put(x.data());
+  W.put(w.data());
+  S.put(s0.data());
+  Batch bt(c);
+  ASSERT_EQ(MEMRA_OK, c.vt->ssm_conv(c.be, &Y.t, &X.t, &W.t, &S.t, &bt.b)) << c.err();
+  std::vector<double> st(s0.begin(), s0.end()), ref((size_t)n * C);
+  for (int r = 0; r < n; ++r)
+    for (int ch = 0; ch < C; ++ch) {
+      double *h = &st[(size_t)kSeq[r] * (K - 1) * C + (size_t)ch * (K - 1)];
+      if (kPos[r] == 0)
+        for (int i = 0; i < K - 1; ++i) h[i] = 0;
+      double xv = x[(size_t)r * C + ch], acc = w[(size_t)ch * K + K - 1] * xv;
+      for (int i = 0; i < K - 1; ++i) acc += w[(size_t)ch * K + i] * h[i];
+      ref[(size_t)r * C + ch] = acc / (1 + std::exp(-acc));
+      for (int i = 0; i + 1 < K - 1; ++i) h[i] = h[i + 1];
+      h[K - 2] = xv;
+    }
+  EXPECT_LT(rel_l2(Y.get<float>(), ref), 1e-6);
+  EXPECT_LT(rel_l2(S.get<float>(), st), 1e-7) << "conv state after the step";
+}
+
+// The recurrence of the ABI comment, in double.
+void gdn_ref(const std::vector<float> &q, const std::vector<float> &k, const std::vector<float> &v,
+             const std::vector<float> &a, const std::vector<float> &b,
+             const std::vector<float> &alog, const std::vector<float> &dt,
+             std::vector<double> &S, std::vector<double> &out, int hk, int hv, int d, bool tiled) {
+  const int n = (int)kPos.size(), r_ = hv / hk;
+  for (int r = 0; r < n; ++r)
+    for (int h = 0; h < hv; ++h) {
+      int kh = tiled ? h % hk : h / r_;
+      double *Sh = &S[((size_t)kSeq[r] * hv + h) * d * d];
+      if (kPos[r] == 0)
+        for (int i = 0; i < d * d; ++i) Sh[i] = 0;
+      std::vector<double> qq(d), kk(d);
+      double sq = 0, sk = 0;
+      for (int i = 0; i < d; ++i) {
+        qq[i] = q[(size_t)r * hk * d + kh * d + i];
+        kk[i] = k[(size_t)r * hk * d + kh * d + i];
+        sq += qq[i] * qq[i];
+        sk += kk[i] * kk[i];
+      }
+      for (int i = 0; i < d; ++i) {
+        qq[i] /= std::sqrt(sq + 1e-6) * std::sqrt((double)d);
+        kk[i] /= std::sqrt(sk + 1e-6);
+      }
+      double beta = 1 / (1 + std::exp(-(double)b[(size_t)r * hv + h]));
+      double x = (double)a[(size_t)r * hv + h] + dt[h];
+      double decay = std::exp(alog[h] * (x > 20 ? x : std::log1p(std::exp(x))));
+      for (int j = 0; j < d; ++j) {
+        double kv = 0;
+        for (int i = 0; i < d; ++i) kv += (Sh[j * d + i] *= decay) * kk[i];
+        double delta = beta * (v[(size_t)r * hv * d + h * d + j] - kv), o = 0;
+        for (int i = 0; i < d; ++i) o += (Sh[j * d + i] += kk[i] * delta) * qq[i];
+        out[(size_t)r * hv * d + h * d + j] = o;
+      }
+    }
+}
+
+TEST(GatedDeltaRule, RecurrenceMatchesDoubleReference) {
+  Cpu c;
+  const int hk = 2, hv = 6, d = 5, n = (int)kPos.size();
+  for (int heads : {MEMRA_GDN_GROUPED, MEMRA_GDN_TILED}) {
+    std::vector<float> q = rnd((size_t)n * hk * d, 6), k = rnd((size_t)n * hk * d, 7),
+                       v = rnd((size_t)n * hv * d, 8), a = rnd((size_t)n * hv, 9, -3, 3),
+                       b = rnd((size_t)n * hv, 10, -3, 3), alog = rnd(hv, 11, -2, -0.1f),
+                       dt = rnd(hv, 12), s0 = rnd((size_t)2 * hv * d * d, 13);
+    Dev Q(c, MEMRA_TYPE_F32, hk * d, n), Kt(c, MEMRA_TYPE_F32, hk * d, n),
+        V(c, MEMRA_TYPE_F32, hv * d, n), A(c, MEMRA_TYPE_F32, hv, n), B(c, MEMRA_TYPE_F32, hv, n),
+        AL(c, MEMRA_TYPE_F32, hv, 1), DT(c, MEMRA_TYPE_F32, hv, 1),
+        S(c, MEMRA_TYPE_F32, hv * d * d, 2), O(c, MEMRA_TYPE_F32, hv * d, n);
+    Q.put(q.data());
+    Kt.put(k.data());
+    V.put(v.data());
+    A.put(a.data());
+    B.put(b.data());
+    AL.put(alog.data());
+    DT.put(dt.data());
+    S.put(s0.data());
+    Batch bt(c);
+    memra_gdn_params p = {hk, hv, d, heads, 1e-6f, 0};
+    ASSERT_EQ(MEMRA_OK, c.vt->gated_delta_rule(c.be, &O.t, &Q.t, &Kt.t, &V.t, &A.t, &B.t, &AL.t,
+                                               &DT.t, &S.t, &bt.b, &p))
+        << c.err();
+    std::vector<double> st(s0.begin(), s0.end()), out((size_t)n * hv * d);
+    gdn_ref(q, k, v, a, b, alog, dt, st, out, hk, hv, d, heads == MEMRA_GDN_TILED);
+    EXPECT_LT(rel_l2(O.get<float>(), out), 1e-5) << "heads " << heads;
+    EXPECT_LT(rel_l2(S.get<float>(), st), 1e-5) << "state, heads " << heads;
+    if (heads == MEMRA_GDN_TILED) {
+      p.n_v_head = 5;
+      EXPECT_EQ(MEMRA_E_INVALID, c.vt->gated_delta_rule(c.be, &O.t, &Q.t, &Kt.t, &V.t, &A.t, &B.t,
+                                                        &AL.t, &DT.t, &S.t, &bt.b, &p));
+      EXPECT_EQ("gated_delta_rule: H_k 2, H_v 5, head_dim 5, heads 1 (need H_v a multiple of H_k, "
+                "head_dim 1..512, heads grouped or tiled)",
+                c.err());
+    }
+  }
+}
+
+} // namespace
