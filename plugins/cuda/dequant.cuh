@@ -365,9 +365,9 @@ __device__ __forceinline__ void memra_deq8(const uint8_t *__restrict__ row, int6
 
 /* K-quant matmul slice: 16 weights of 64-element group u of a row (4 lanes per group,
  * part 0..3): the 8 q bytes a lane reads feed both their low and their high nibbles, so
- * each byte is read once and each scale decoded once per 16 weights. Split in two so the
- * matmul can load the next step's raw bytes while it decodes this one's:
- * memra_kraw_load (only loads) and memra_kraw_decode (only arithmetic). w[0..8) go with
+ * each byte is read once and each scale decoded once per 16 weights. Split into
+ * memra_kraw_load (only loads) and memra_kraw_decode (only arithmetic): matmul v4 used
+ * the split for a software pipeline (no gain on the H200, reverted; docs/PERF.md). w[0..8) go with
  * x at element *e0, w[8..16) at *e1 (each 8 consecutive elements). */
 struct memra_kraw {
   uint4 hd; /* Q4_K/Q5_K: d, dmin, 12 scale bytes; Q6_K: d bits, scale bytes s0, s1 */
@@ -459,106 +459,5 @@ __device__ __forceinline__ void memra_deq16k(const uint8_t *__restrict__ row, in
   memra_kraw_decode<T>(memra_kraw_load<T, VEC>(row, u, part), u, part, w, e0, e1);
 }
 
-/* The 32-element formats' matmul slice split like memra_kraw_*: the raw bytes of 8
- * weights (memra_raw8_load, loads only) and their decode (memra_raw8_decode). */
-struct memra_raw8 {
-  uint4 a; /* F32: elements 0..3; F16/BF16: 8 elements; quant: d | m << 16, qh */
-  uint4 b; /* F32: elements 4..7; quant: 8 q bytes in b.x, b.y */
-};
-
-template <int T, bool VEC>
-__device__ __forceinline__ memra_raw8 memra_raw8_load(const uint8_t *__restrict__ row, int64_t u,
-                                                      int part) {
-  memra_raw8 r;
-  r.a = make_uint4(0, 0, 0, 0);
-  r.b = make_uint4(0, 0, 0, 0);
-  if (T == MEMRA_TYPE_F32) {
-    const uint4 *p = (const uint4 *)((const float *)row + 32 * u + 8 * part);
-    r.a = __ldg(p);
-    r.b = __ldg(p + 1);
-  } else if (T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
-    r.a = __ldg((const uint4 *)(row + 64 * u + 16 * part));
-  } else if (T == MEMRA_TYPE_Q8_0) {
-    const uint8_t *b = row + 34 * u;
-    r.a.x = *(const uint16_t *)b;
-    const uint2 q = memra_load8(b + 2 + 8 * part, false);
-    r.b.x = q.x;
-    r.b.y = q.y;
-  } else if (T == MEMRA_TYPE_Q4_0 || T == MEMRA_TYPE_Q4_1) {
-    const int bytes = T == MEMRA_TYPE_Q4_0 ? 18 : 20, qoff = T == MEMRA_TYPE_Q4_0 ? 2 : 4;
-    const uint8_t *b = row + (int64_t)bytes * u;
-    r.a.x = T == MEMRA_TYPE_Q4_1 ? *(const uint32_t *)b : *(const uint16_t *)b;
-    const uint2 q = memra_load8(b + qoff + 8 * (part & 1), false);
-    r.b.x = q.x;
-    r.b.y = q.y;
-  } else if (T == MEMRA_TYPE_Q5_0 || T == MEMRA_TYPE_Q5_1) {
-    const int bytes = T == MEMRA_TYPE_Q5_0 ? 22 : 24, hoff = T == MEMRA_TYPE_Q5_0 ? 2 : 4;
-    const uint8_t *b = row + (int64_t)bytes * u;
-    r.a.x = T == MEMRA_TYPE_Q5_1 ? *(const uint32_t *)b : *(const uint16_t *)b;
-    r.a.y = (uint32_t)((const uint16_t *)(b + hoff))[0] | ((uint32_t)((const uint16_t *)(b + hoff))[1] << 16);
-    const uint2 q = memra_load8(b + hoff + 4 + 8 * (part & 1), false);
-    r.b.x = q.x;
-    r.b.y = q.y;
-  }
-  return r;
-}
-
-template <int T>
-__device__ __forceinline__ void memra_raw8_decode(const memra_raw8 &r, int part, float w[8]) {
-  if (T == MEMRA_TYPE_F32) {
-    w[0] = __uint_as_float(r.a.x); w[1] = __uint_as_float(r.a.y);
-    w[2] = __uint_as_float(r.a.z); w[3] = __uint_as_float(r.a.w);
-    w[4] = __uint_as_float(r.b.x); w[5] = __uint_as_float(r.b.y);
-    w[6] = __uint_as_float(r.b.z); w[7] = __uint_as_float(r.b.w);
-  } else if (T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
-    const uint32_t v[4] = {r.a.x, r.a.y, r.a.z, r.a.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (T == MEMRA_TYPE_F16) {
-        const float2 f = __half22float2(*(const __half2 *)&v[i]);
-        w[2 * i] = f.x;
-        w[2 * i + 1] = f.y;
-      } else {
-        w[2 * i] = __uint_as_float(v[i] << 16);
-        w[2 * i + 1] = __uint_as_float(v[i] & 0xFFFF0000u);
-      }
-    }
-  } else if (T == MEMRA_TYPE_Q8_0) {
-    const float d = __half2float(__ushort_as_half((uint16_t)r.a.x));
-    const uint32_t q0 = r.b.x ^ 0x80808080u, q1 = r.b.y ^ 0x80808080u; /* int8 -> b + 128 */
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      w[i] = d * memra_byte_f(q0, i, 128.f);
-      w[4 + i] = d * memra_byte_f(q1, i, 128.f);
-    }
-  } else if (T == MEMRA_TYPE_Q4_0 || T == MEMRA_TYPE_Q4_1) {
-    const float d = __half2float(__ushort_as_half((uint16_t)(r.a.x & 0xFFFF)));
-    const float m = T == MEMRA_TYPE_Q4_1 ? __half2float(__ushort_as_half((uint16_t)(r.a.x >> 16))) : 0.f;
-    const int sh = 4 * (part >> 1);
-    const uint32_t n0 = (r.b.x >> sh) & 0x0F0F0F0Fu, n1 = (r.b.y >> sh) & 0x0F0F0F0Fu;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (T == MEMRA_TYPE_Q4_0) {
-        w[i] = d * memra_byte_f(n0, i, 8.f);
-        w[4 + i] = d * memra_byte_f(n1, i, 8.f);
-      } else {
-        w[i] = fmaf(d, memra_byte_f(n0, i, 0.f), m);
-        w[4 + i] = fmaf(d, memra_byte_f(n1, i, 0.f), m);
-      }
-    }
-  } else if (T == MEMRA_TYPE_Q5_0 || T == MEMRA_TYPE_Q5_1) {
-    /* element e = 8 part + i: nibble (part >= 2) of qs[e % 16], fifth bit e of qh */
-    const float d = __half2float(__ushort_as_half((uint16_t)(r.a.x & 0xFFFF)));
-    const float m = T == MEMRA_TYPE_Q5_1 ? __half2float(__ushort_as_half((uint16_t)(r.a.x >> 16))) : 0.f;
-    const int sh = 4 * (part >> 1);
-    const uint32_t hb = r.a.y >> (8 * part); /* bits 8 part .. 8 part + 7 */
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const uint32_t qw = i < 4 ? r.b.x : r.b.y;
-      const int v = (int)((qw >> (8 * (i & 3) + sh)) & 0xF) | (int)(((hb >> i) & 1) << 4);
-      w[i] = T == MEMRA_TYPE_Q5_0 ? d * (float)(v - 16) : fmaf(d, (float)v, m);
-    }
-  }
-}
 
 #endif /* MEMRA_CUDA_DEQUANT_CUH */

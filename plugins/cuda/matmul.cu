@@ -13,10 +13,10 @@
  *      Quantized formats bound by instruction issue and L1 wavefronts, not bytes.
  *  3   v2 + K-quants in 64-element units: a lane's 8 q bytes feed 16 weights (both
  *      nibbles), scales decoded once per 16, nibble-to-float by PRMT + FADD (no I2F);
- *      64 registers for M = 1 (one wave at 4096 rows).     Q4_K 4096^2 12.3 us 18%
- *  4   v3 software-pipelined: the next steps' raw bytes are loaded before this step's
- *      decode (memra_kraw_* for K-quants, memra_raw8_* for the others; aligned rows).
- *                                                                     <- in the vtable
+ *      64 registers for M = 1 (one wave at 4096 rows).     Q4_K 4096^2 12.3 us 18% <- vtable
+ *  4   (tried, reverted) v3 + software pipeline: the next steps' raw bytes loaded before
+ *      this step's decode. F16 72 -> 65% at 4096^2, 91 -> 74% on ffn_down; Q4_K within
+ *      noise: latency was not the limit.
  * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read
  * once per 8 rows (from L2 when they fit), but every row is reduced in exactly the order a
  * lone row is, so a row's result never depends on the batch around it (batch invariance).
@@ -55,7 +55,7 @@ __device__ __forceinline__ void mm_fma8(float acc[M], const float *const xr[M], 
 
 template <int T, int M, bool VEC>
 __global__ void __launch_bounds__(MM_WARPS * 32, MM_MIN_BLOCKS(M))
-    matmul_v4_kernel(float *__restrict__ y, int64_t y_ld, const float *__restrict__ x,
+    matmul_v3_kernel(float *__restrict__ y, int64_t y_ld, const float *__restrict__ x,
                      int64_t x_ld, const uint8_t *__restrict__ w, uint64_t w_nb1,
                      const float *__restrict__ bias, int64_t N, int64_t K, int64_t rows) {
   const int lane = threadIdx.x & 31;
@@ -79,32 +79,15 @@ __global__ void __launch_bounds__(MM_WARPS * 32, MM_MIN_BLOCKS(M))
   const int64_t ul = lane >> 2, units = kq ? K / 64 : K / 32;
   int64_t u0 = 0;
   if (kq) {
-    /* Software pipeline: the raw bytes of the next MM_UK steps are loaded before this
-     * step's are decoded, so memory latency overlaps the decode arithmetic. */
-    if (u0 + 8 * MM_UK <= units) {
-      memra_kraw cur[MM_UK];
+    for (; u0 + 8 * MM_UK <= units; u0 += 8 * MM_UK) {
+      float wv[MM_UK][16];
+      int64_t e0[MM_UK], e1[MM_UK];
 #pragma unroll
-      for (int j = 0; j < MM_UK; ++j) cur[j] = memra_kraw_load<T, VEC>(wr, u0 + 8 * j + ul, part);
-      for (;;) {
-        const int64_t un = u0 + 8 * MM_UK;
-        const bool more = un + 8 * MM_UK <= units;
-        memra_kraw nxt[MM_UK];
-        if (more) {
+      for (int j = 0; j < MM_UK; ++j) memra_deq16k<T, VEC>(wr, u0 + 8 * j + ul, part, wv[j], &e0[j], &e1[j]);
 #pragma unroll
-          for (int j = 0; j < MM_UK; ++j) nxt[j] = memra_kraw_load<T, VEC>(wr, un + 8 * j + ul, part);
-        }
-#pragma unroll
-        for (int j = 0; j < MM_UK; ++j) {
-          float wv[16];
-          int64_t e0, e1;
-          memra_kraw_decode<T>(cur[j], u0 + 8 * j + ul, part, wv, &e0, &e1);
-          mm_fma8<M, VEC>(acc, xr, mrows, e0, wv);
-          mm_fma8<M, VEC>(acc, xr, mrows, e1, wv + 8);
-        }
-        u0 = un;
-        if (!more) break;
-#pragma unroll
-        for (int j = 0; j < MM_UK; ++j) cur[j] = nxt[j];
+      for (int j = 0; j < MM_UK; ++j) {
+        mm_fma8<M, VEC>(acc, xr, mrows, e0[j], wv[j]);
+        mm_fma8<M, VEC>(acc, xr, mrows, e1[j], wv[j] + 8);
       }
     }
     for (; u0 < units; u0 += 8) {
@@ -115,41 +98,6 @@ __global__ void __launch_bounds__(MM_WARPS * 32, MM_MIN_BLOCKS(M))
         memra_deq16k<T, VEC>(wr, u, part, wv, &e0, &e1);
         mm_fma8<M, VEC>(acc, xr, mrows, e0, wv);
         mm_fma8<M, VEC>(acc, xr, mrows, e1, wv + 8);
-      }
-    }
-  } else if (VEC && T != MEMRA_TYPE_F32) { /* F32: 64 raw registers would spill */
-    /* The same software pipeline for the 32-element formats (aligned rows only: the raw
-     * loads of the float formats are 16 bytes wide). */
-    if (u0 + 8 * MM_U <= units) {
-      memra_raw8 cur[MM_U];
-#pragma unroll
-      for (int j = 0; j < MM_U; ++j) cur[j] = memra_raw8_load<T, VEC>(wr, u0 + 8 * j + ul, part);
-      for (;;) {
-        const int64_t un = u0 + 8 * MM_U;
-        const bool more = un + 8 * MM_U <= units;
-        memra_raw8 nxt[MM_U];
-        if (more) {
-#pragma unroll
-          for (int j = 0; j < MM_U; ++j) nxt[j] = memra_raw8_load<T, VEC>(wr, un + 8 * j + ul, part);
-        }
-#pragma unroll
-        for (int j = 0; j < MM_U; ++j) {
-          float wv[8];
-          memra_raw8_decode<T>(cur[j], part, wv);
-          mm_fma8<M, VEC>(acc, xr, mrows, 32 * (u0 + 8 * j + ul) + 8 * part, wv);
-        }
-        u0 = un;
-        if (!more) break;
-#pragma unroll
-        for (int j = 0; j < MM_U; ++j) cur[j] = nxt[j];
-      }
-    }
-    for (; u0 < units; u0 += 8) {
-      const int64_t u = u0 + ul;
-      if (u < units) {
-        float wv[8];
-        memra_deq8<T, VEC>(wr, u, part, wv);
-        mm_fma8<M, VEC>(acc, xr, mrows, 32 * u + 8 * part, wv);
       }
     }
   } else {
@@ -192,7 +140,7 @@ template <int T, int M, bool VEC>
 static void launch_m(dim3 grid, cudaStream_t st, float *y, int64_t y_ld, const float *x,
                      int64_t x_ld, const uint8_t *w, uint64_t w_nb1, const float *bias, int64_t N,
                      int64_t K, int64_t rows) {
-  matmul_v4_kernel<T, M, VEC><<<grid, MM_WARPS * 32, 0, st>>>(y, y_ld, x, x_ld, w, w_nb1, bias, N,
+  matmul_v3_kernel<T, M, VEC><<<grid, MM_WARPS * 32, 0, st>>>(y, y_ld, x, x_ld, w, w_nb1, bias, N,
                                                              K, rows);
 }
 
