@@ -32,8 +32,10 @@ static memra_status alloc_kv(memra_ctx *c, memra_err *err) {
   if (!c->k_cache || !c->v_cache) return memra_errf(err, MEMRA_E_OOM, "out of memory");
   uint64_t total = 0;
   for (int il = 0; il < hp->n_layer; ++il) {
-    c->k_cache[il] = carve(NULL, &total, c->p.kv_type, kd, slots);
-    c->v_cache[il] = carve(NULL, &total, c->p.kv_type, kd, slots);
+    /* recurrent layers keep a fixed-size state instead (alloc_rs) */
+    const int64_t n_slots = memra_hparams_layer_recurrent(hp, il) ? 0 : slots;
+    c->k_cache[il] = carve(NULL, &total, c->p.kv_type, kd, n_slots);
+    c->v_cache[il] = carve(NULL, &total, c->p.kv_type, kd, n_slots);
   }
   memra_status st = c->m->vt->buf_alloc(c->m->be, total, &c->kv_buf);
   if (st)

@@ -58,3 +58,51 @@ INSTANTIATE_TEST_SUITE_P(Families, Tiny,
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });
+
+// Serving shape: two sequences decoded in one context, their rows interleaved in each
+// step (per-sequence recurrent state and KV), then sequence 0 evaluated again from
+// position 0 over its used slot (the state must restart from zero).
+TEST_P(Tiny, InterleavedSequencesAndSlotReuse) {
+  const std::string name = GetParam();
+  std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
+  std::vector<float> pre = read_f32(fx(name + ".prefill.f32")),
+                     dec = read_f32(fx(name + ".decode.f32"));
+  const size_t n = ids.size();
+  Engine e;
+  memra_open_params op = {sizeof op, 2, 0};
+  ASSERT_EQ(MEMRA_OK, memra_backend_open("plugins/cpu/libmemra_cpu.so", nullptr, &op, &e.bh, &e.err));
+  ASSERT_EQ(MEMRA_OK, memra_gguf_open(fx(name + ".gguf").c_str(), &e.g, &e.err));
+  ASSERT_EQ(MEMRA_OK, memra_model_load(e.g, e.bh.vt, e.bh.be, nullptr, nullptr, &e.m, &e.err));
+  memra_ctx_params p = memra_ctx_defaults();
+  p.n_ctx = 64;
+  p.n_seq_max = 2;
+  p.n_ubatch = 8;
+  p.block_size = 3;
+  p.kv_type = MEMRA_TYPE_F32;
+  ASSERT_EQ(MEMRA_OK, memra_ctx_new(e.m, &p, &e.c, &e.err)) << e.err.msg;
+  const size_t nv = (size_t)e.m->hp.n_vocab;
+  ASSERT_EQ(MEMRA_OK, memra_kv_pages_reserve(&e.c->pages, 0, (int32_t)n, &e.err));
+  ASSERT_EQ(MEMRA_OK, memra_kv_pages_reserve(&e.c->pages, 1, (int32_t)n, &e.err));
+  std::vector<float> lg(2 * nv);
+  double worst = 0;
+  for (size_t t = 0; t < n; ++t) {
+    // sequence 1 first in the step, then sequence 0
+    int32_t tok[2] = {ids[t], ids[t]}, pos[2] = {(int32_t)t, (int32_t)t}, seq[2] = {1, 0},
+            out[2] = {0, 1};
+    ASSERT_EQ(MEMRA_OK, memra_ctx_set_rows(e.c, 2, tok, pos, seq, 2, out, &e.err)) << e.err.msg;
+    ASSERT_EQ(MEMRA_OK, memra_ctx_forward(e.c, &e.err)) << e.err.msg;
+    ASSERT_EQ(MEMRA_OK, memra_ctx_get_logits(e.c, lg.data(), &e.err));
+    for (int r = 0; r < 2; ++r) {
+      double err = rel_l2(lg.data() + r * nv, dec.data() + t * nv, nv);
+      worst = err > worst ? err : worst;
+      EXPECT_LT(err, 1e-4) << name << " position " << t << " row " << r;
+    }
+  }
+  printf("%s interleaved decode of 2 sequences: worst rel L2 %.3g\n", name.c_str(), worst);
+  std::vector<float> all(n * nv);
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, ids.data(), (int32_t)n, 0, true, all.data(), &e.err))
+      << e.err.msg;
+  for (size_t t = 0; t < n; ++t)
+    EXPECT_LT(rel_l2(all.data() + t * nv, pre.data() + t * nv, nv), 1e-4)
+        << name << " re-prefill over a used slot, position " << t;
+}
