@@ -194,6 +194,12 @@ int32_t memra_sampler_sample(memra_sampler *s, float *logits) {
   if (!sorted)
     for (size_t i = 1; i < n; i++)
       mx = c[i].logit > mx ? c[i].logit : mx;
+  if (isinf(mx)) { /* +inf dominates every other logit: greedy among the +inf ones */
+    int32_t best = -1;
+    for (size_t i = 0; i < n; i++)
+      if (c[i].logit == (float)mx && (best < 0 || c[i].id < best)) best = c[i].id;
+    return best;
+  }
   if (p->top_p < 1.0f) {
     /* The smallest prefix (best first) whose probability reaches top_p. */
     double z = 0, cum = 0;

@@ -190,7 +190,7 @@ memra_status memra_tokenizer_from_gguf(const memra_gguf *g, memra_tokenizer **ou
   uint64_t total = 0;
   for (uint64_t i = 0; i < n; i++)
     total += memra_gguf_arr_str(g, kv_tok, i).len;
-  if (total > (1ull << 31)) {
+  if (total > (1ull << 30)) { /* text and pieces share one arena of 32-bit offsets */
     memra_tokenizer_free(t);
     return memra_errf(err, MEMRA_E_FORMAT, "tokenizer.ggml.tokens: %llu bytes of text (too many)",
                       (unsigned long long)total);

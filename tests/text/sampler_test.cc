@@ -182,6 +182,19 @@ TEST(Sampler, PenaltiesChangeExactlyThePenalizedTokens) {
   EXPECT_EQ(2.5f / 1.3f - (0.5f + 0.25f), got[3]);
 }
 
+TEST(Sampler, NonFiniteLogits) {
+  std::vector<float> l = RandLogits(64, 6);
+  l[5] = NAN, l[9] = -INFINITY;
+  S s(Plain(1.0f), 64);
+  for (int i = 0; i < 500; i++) {
+    int32_t t = s.Draw(l);
+    ASSERT_NE(5, t);
+    ASSERT_NE(9, t);
+  }
+  l[40] = l[33] = INFINITY;
+  EXPECT_EQ(33, s.Draw(l));
+}
+
 TEST(Sampler, BadParametersAreRefused) {
   memra_sampler *s = nullptr;
   memra_err err = {};
