@@ -9,3 +9,9 @@ if [ -n "$missing" ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 fi
+# Python packages the tests drive the engine with (the official openai client).
+reqs=""
+for r in tests/*/requirements.txt; do [ -f "$r" ] && reqs="$reqs -r $r"; done
+if [ -n "$reqs" ]; then
+  python3 -m pip install -q --disable-pip-version-check $reqs 2>&1 | grep -v "WARNING: Running pip as" || true
+fi
