@@ -12,6 +12,8 @@ fi
 # Python packages the tests drive the engine with (the official openai client).
 reqs=""
 for r in tests/*/requirements.txt; do [ -f "$r" ] && reqs="$reqs -r $r"; done
-if [ -n "$reqs" ]; then
-  python3 -m pip install -q --disable-pip-version-check $reqs 2>&1 | grep -v "WARNING: Running pip as" || true
+if [ -n "$reqs" ] && ! python3 -c "import openai" 2>/dev/null; then
+  # Debian's own python3 refuses system-wide installs unless told (PEP 668).
+  python3 -m pip install -q --disable-pip-version-check $reqs 2>/dev/null ||
+    python3 -m pip install -q --disable-pip-version-check --break-system-packages $reqs
 fi
