@@ -106,3 +106,33 @@ TEST_P(Tiny, InterleavedSequencesAndSlotReuse) {
     EXPECT_LT(rel_l2(all.data() + t * nv, pre.data() + t * nv, nv), 1e-4)
         << name << " re-prefill over a used slot, position " << t;
 }
+
+// A backend without the newer ops (an older plugin, or one without these kernels yet) is
+// refused at load with one line naming the backend and the op.
+TEST(TinyLoad, BackendWithoutNewOpsIsRefused) {
+  Engine e;
+  memra_open_params op = {sizeof op, 1, 0};
+  ASSERT_EQ(MEMRA_OK, memra_backend_open("plugins/cpu/libmemra_cpu.so", nullptr, &op, &e.bh, &e.err));
+  struct Case {
+    const char *model, *want;
+    void (*strip)(memra_backend_vt *);
+  } cases[] = {
+      {"qwen3moe", "backend cpu has no matmul_id op, which qwen3moe models need",
+       [](memra_backend_vt *v) { v->matmul_id = nullptr; }},
+      {"qwen35", "backend cpu has no gated_delta_rule op, which qwen35 models need",
+       [](memra_backend_vt *v) { v->gated_delta_rule = nullptr; }},
+      {"qwen3next", "backend cpu has no moe_route op, which qwen3next models need",
+       [](memra_backend_vt *v) { v->moe_route = nullptr; }},
+  };
+  for (const Case &k : cases) {
+    memra_backend_vt vt = *e.bh.vt;
+    k.strip(&vt);
+    memra_gguf *g = nullptr;
+    ASSERT_EQ(MEMRA_OK, memra_gguf_open(fx(std::string(k.model) + ".gguf").c_str(), &g, &e.err));
+    memra_model *m = nullptr;
+    EXPECT_EQ(MEMRA_E_UNSUPPORTED, memra_model_load(g, &vt, e.bh.be, nullptr, nullptr, &m, &e.err));
+    EXPECT_EQ(nullptr, m);
+    EXPECT_STREQ(k.want, e.err.msg);
+    memra_gguf_close(g);
+  }
+}
