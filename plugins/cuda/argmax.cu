@@ -20,7 +20,8 @@ __global__ void __launch_bounds__(512)
   const float *x = logits + r * ld;
   float bv = -INFINITY;
   int64_t bi = INT64_MAX;
-  for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) am_take(bv, bi, x[i], i);
+  for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x)
+    am_take(bv, bi, x[i], i);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     float ov = __shfl_xor_sync(0xffffffffu, bv, o);
@@ -62,8 +63,7 @@ memra_status memra_cu_argmax(memra_backend *be, const memra_tensor *ids,
   if (logits->ne1 > 0x7fffffff)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "argmax: %lld rows", (long long)logits->ne1);
   argmax_v1_kernel<<<(unsigned)logits->ne1, 512, 0, be->stream>>>(
-      (int32_t *)idp, (const float *)memra_cu_ptr(logits), (int64_t)(logits->nb1 / 4),
-      logits->ne0);
+      (int32_t *)idp, (const float *)memra_cu_ptr(logits), (int64_t)(logits->nb1 / 4), logits->ne0);
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
 }

@@ -21,7 +21,14 @@
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/device_util.cuh"
 
-enum { ATT_MAX_SPLIT = 65535 /* grid x */, ATT_CHUNK = 32, ATT_THREADS = 128, ATT_TPP = ATT_THREADS / ATT_CHUNK, ATT_MAX_D = 256, ATT_MAX_G = 8 };
+enum {
+  ATT_MAX_SPLIT = 65535 /* grid x */,
+  ATT_CHUNK = 32,
+  ATT_THREADS = 128,
+  ATT_TPP = ATT_THREADS / ATT_CHUNK,
+  ATT_MAX_D = 256,
+  ATT_MAX_G = 8
+};
 /* Bound on the partials' workspace per launch group. */
 static const uint64_t ATT_WS_MAX = 256ull << 20;
 
@@ -45,8 +52,7 @@ struct att_args {
 
 /* Loads VW consecutive cache elements as floats (VW 8: one 16-byte load of F16, two of
  * F32; VW 1: one element). */
-template <typename TC, int VW>
-__device__ __forceinline__ void att_load(const TC *p, float v[VW]) {
+template <typename TC, int VW> __device__ __forceinline__ void att_load(const TC *p, float v[VW]) {
   if (VW == 8 && sizeof(TC) == 2) {
     const uint4 u = __ldg((const uint4 *)p);
     const __half2 *h = (const __half2 *)&u;
@@ -58,10 +64,18 @@ __device__ __forceinline__ void att_load(const TC *p, float v[VW]) {
     }
   } else if (VW == 8) {
     const float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
-    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    v[0] = a.x;
+    v[1] = a.y;
+    v[2] = a.z;
+    v[3] = a.w;
+    v[4] = b.x;
+    v[5] = b.y;
+    v[6] = b.z;
+    v[7] = b.w;
   } else {
 #pragma unroll
-    for (int i = 0; i < VW; ++i) v[i] = (float)p[i];
+    for (int i = 0; i < VW; ++i)
+      v[i] = (float)p[i];
   }
 }
 
@@ -113,7 +127,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_split_v2_kernel(att_arg
     const int64_t slot = sm_slot[t];
     float sc[ATT_MAX_G];
 #pragma unroll
-    for (int g = 0; g < ATT_MAX_G; ++g) sc[g] = 0.f;
+    for (int g = 0; g < ATT_MAX_G; ++g)
+      sc[g] = 0.f;
     if (slot >= 0) {
       const TC *kp = (const TC *)(a.kc + (uint64_t)slot * a.k_nb1) + (int64_t)kh * D;
 #pragma unroll 4
@@ -125,7 +140,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_split_v2_kernel(att_arg
           if (g >= G) break;
           float acc = sc[g];
 #pragma unroll
-          for (int i = 0; i < VW; ++i) acc = fmaf(sm_q[g][d0 + i], kv[i], acc);
+          for (int i = 0; i < VW; ++i)
+            acc = fmaf(sm_q[g][d0 + i], kv[i], acc);
           sc[g] = acc;
         }
       }
@@ -146,7 +162,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_split_v2_kernel(att_arg
   /* 2. softmax over the chunk, one warp per head */
   for (int g = warp; g < G; g += ATT_THREADS / 32) {
     float m = -INFINITY;
-    for (int t = lane; t < ATT_CHUNK; t += 32) m = fmaxf(m, sm_p[g][t]);
+    for (int t = lane; t < ATT_CHUNK; t += 32)
+      m = fmaxf(m, sm_p[g][t]);
     m = memra_warp_max(m);
     float l = 0.f;
     for (int t = lane; t < ATT_CHUNK; t += 32) {
@@ -166,14 +183,16 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_split_v2_kernel(att_arg
   for (int d = tid; d < D; d += ATT_THREADS) {
     float acc[ATT_MAX_G];
 #pragma unroll
-    for (int g = 0; g < ATT_MAX_G; ++g) acc[g] = 0.f;
-    /* Unrolled and branch-free (an invalid slot loads nothing and weighs 0), so the
-     * V loads of 8 positions are in flight together rather than one after another. */
+    for (int g = 0; g < ATT_MAX_G; ++g)
+      acc[g] = 0.f;
+      /* Unrolled and branch-free (an invalid slot loads nothing and weighs 0), so the
+       * V loads of 8 positions are in flight together rather than one after another. */
 #pragma unroll 8
     for (int t = 0; t < npos; ++t) {
       const int64_t slot = sm_slot[t];
       const float v =
-          slot >= 0 ? (float)((const TC *)(a.vc + (uint64_t)slot * a.v_nb1))[(int64_t)kh * D + d] : 0.f;
+          slot >= 0 ? (float)((const TC *)(a.vc + (uint64_t)slot * a.v_nb1))[(int64_t)kh * D + d]
+                    : 0.f;
 #pragma unroll
       for (int g = 0; g < ATT_MAX_G; ++g)
         if (g < G) acc[g] = fmaf(sm_p[g][t], v, acc[g]);
@@ -205,12 +224,14 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_combine_v2_kernel(att_a
   const int64_t stride = D + 2;
   const float *pr = a.part + (rl * a.n_head + h) * (int64_t)a.n_split * stride;
   float M = -INFINITY;
-  for (int s = tid; s < a.n_split; s += ATT_THREADS) M = fmaxf(M, pr[(int64_t)s * stride]);
+  for (int s = tid; s < a.n_split; s += ATT_THREADS)
+    M = fmaxf(M, pr[(int64_t)s * stride]);
   M = memra_warp_max(M);
   if ((tid & 31) == 0) sh[tid >> 5] = M;
   __syncthreads();
 #pragma unroll
-  for (int w = 0; w < ATT_THREADS / 32; ++w) M = fmaxf(M, sh[w]);
+  for (int w = 0; w < ATT_THREADS / 32; ++w)
+    M = fmaxf(M, sh[w]);
   for (int d = tid; d < D; d += ATT_THREADS) {
     float num = 0.f, den = 0.f;
 #pragma unroll 4
@@ -250,7 +271,8 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
                          "attention: head_dim %d (max %d) or group %d (max %d) not supported",
                          p->head_dim, ATT_MAX_D, p->n_head / p->n_kv_head, ATT_MAX_G);
   if ((int64_t)p->n_head * p->head_dim != q->ne0)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "attention: q rows have %lld elements, expected %d x %d",
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "attention: q rows have %lld elements, expected %d x %d",
                          (long long)q->ne0, p->n_head, p->head_dim);
   if (q->ne1 < batch->n_rows)
     return memra_cu_errf(be, MEMRA_E_INVALID, "attention: q has %lld rows, batch %d",
@@ -261,8 +283,9 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
                          "attention: caches are %s and %s, expected both F16 or both F32",
                          memra_type_info(k_cache->type).name, memra_type_info(v_cache->type).name);
   if (k_cache->ne0 != (int64_t)p->n_kv_head * p->head_dim || v_cache->ne0 != k_cache->ne0)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "attention: cache rows have %lld/%lld elements, expected %d x %d",
-                         (long long)k_cache->ne0, (long long)v_cache->ne0, p->n_kv_head, p->head_dim);
+    return memra_cu_errf(
+        be, MEMRA_E_INVALID, "attention: cache rows have %lld/%lld elements, expected %d x %d",
+        (long long)k_cache->ne0, (long long)v_cache->ne0, p->n_kv_head, p->head_dim);
   const uint64_t esz = (uint64_t)memra_type_info(k_cache->type).size;
   if (memra_cu_align_of(memra_cu_ptr(k_cache), k_cache->nb1) < esz ||
       memra_cu_align_of(memra_cu_ptr(v_cache), v_cache->nb1) < esz || q->nb1 % 4 || out->nb1 % 4)
@@ -313,15 +336,20 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
   const bool vec = p->head_dim % 8 == 0 && memra_cu_align_of(a.kc, k_cache->nb1) >= 16 &&
                    (p->head_dim * esz) % 16 == 0;
   for (int64_t r0 = 0; r0 < batch->n_rows; r0 += (int64_t)group_rows) {
-    const int64_t nr = batch->n_rows - r0 < (int64_t)group_rows ? batch->n_rows - r0 : (int64_t)group_rows;
+    const int64_t nr =
+        batch->n_rows - r0 < (int64_t)group_rows ? batch->n_rows - r0 : (int64_t)group_rows;
     a.row0 = r0;
     dim3 g1((unsigned)a.n_split, (unsigned)p->n_kv_head, (unsigned)nr);
     if (k_cache->type == MEMRA_TYPE_F16) {
-      if (vec) attention_split_v2_kernel<__half, 8><<<g1, ATT_THREADS, 0, be->stream>>>(a);
-      else attention_split_v2_kernel<__half, 1><<<g1, ATT_THREADS, 0, be->stream>>>(a);
+      if (vec)
+        attention_split_v2_kernel<__half, 8><<<g1, ATT_THREADS, 0, be->stream>>>(a);
+      else
+        attention_split_v2_kernel<__half, 1><<<g1, ATT_THREADS, 0, be->stream>>>(a);
     } else {
-      if (vec) attention_split_v2_kernel<float, 8><<<g1, ATT_THREADS, 0, be->stream>>>(a);
-      else attention_split_v2_kernel<float, 1><<<g1, ATT_THREADS, 0, be->stream>>>(a);
+      if (vec)
+        attention_split_v2_kernel<float, 8><<<g1, ATT_THREADS, 0, be->stream>>>(a);
+      else
+        attention_split_v2_kernel<float, 1><<<g1, ATT_THREADS, 0, be->stream>>>(a);
     }
     MEMRA_CU_LAUNCHED();
     dim3 g2((unsigned)p->n_head, (unsigned)nr);

@@ -20,8 +20,8 @@ memra_status memra_cu_errf(memra_backend *be, memra_status st, const char *fmt, 
 memra_status memra_cu_fail(memra_backend *be, cudaError_t e, const char *what, const char *file,
                            int line) {
   const char *base = strrchr(file, '/');
-  return memra_cu_errf(be, MEMRA_E_DEVICE, "%s:%d: %s: %s (%s)", base ? base + 1 : file, line,
-                       what, cudaGetErrorString(e), cudaGetErrorName(e));
+  return memra_cu_errf(be, MEMRA_E_DEVICE, "%s:%d: %s: %s (%s)", base ? base + 1 : file, line, what,
+                       cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
 memra_status memra_cu_check_tensor(memra_backend *be, const memra_tensor *t, const char *what,
@@ -45,8 +45,8 @@ memra_status memra_cu_check_tensor(memra_backend *be, const memra_tensor *t, con
   uint64_t size = t->buf->size;
   uint64_t rows = (uint64_t)t->ne1;
   if (t->offset > size)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: offset %llu past the buffer's %llu bytes",
-                         what, (unsigned long long)t->offset, (unsigned long long)size);
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: offset %llu past the buffer's %llu bytes", what,
+                         (unsigned long long)t->offset, (unsigned long long)size);
   if (rows > 0) {
     uint64_t avail = size - t->offset;
     /* (rows - 1) * nb1 + row <= avail, without overflow */
@@ -74,7 +74,8 @@ memra_status memra_cu_check_i32_vec(memra_backend *be, const memra_tensor *t, in
                                     const char *what, const int32_t **out) {
   memra_status st = memra_cu_check_tensor(be, t, what, MEMRA_TYPE_I32);
   if (st != MEMRA_OK) return st;
-  int64_t have = t->ne1 <= 1 ? (t->ne1 == 1 ? t->ne0 : 0) : (t->ne0 == 1 && t->nb1 == 4 ? t->ne1 : -1);
+  int64_t have =
+      t->ne1 <= 1 ? (t->ne1 == 1 ? t->ne0 : 0) : (t->ne0 == 1 && t->nb1 == 4 ? t->ne1 : -1);
   if (have < 0)
     return memra_cu_errf(be, MEMRA_E_INVALID, "%s: [%lld, %lld] is not a contiguous vector", what,
                          (long long)t->ne1, (long long)t->ne0);
@@ -207,8 +208,9 @@ static const memra_backend_vt *open_fail(char *err, size_t err_size, const char 
   return NULL;
 }
 
-extern "C" MEMRA_PLUGIN_EXPORT const memra_backend_vt *memra_plugin_open(
-    const memra_open_params *params, memra_backend **out, char *err, size_t err_size) {
+extern "C" MEMRA_PLUGIN_EXPORT const memra_backend_vt *
+memra_plugin_open(const memra_open_params *params, memra_backend **out, char *err,
+                  size_t err_size) {
   if (!out) return open_fail(err, err_size, MEMRA_CUDA_NAME ": out is NULL");
   *out = NULL;
   int device = 0;
@@ -231,8 +233,9 @@ extern "C" MEMRA_PLUGIN_EXPORT const memra_backend_vt *memra_plugin_open(
                      cudaGetErrorString(e));
   }
   if (be->prop.major != MEMRA_CUDA_CC_MAJOR || be->prop.minor != MEMRA_CUDA_CC_MINOR) {
-    open_fail(err, err_size, MEMRA_CUDA_NAME ": device %d is sm_%d%d (%s), this plugin needs sm_%d%d",
-              device, be->prop.major, be->prop.minor, be->prop.name, MEMRA_CUDA_CC_MAJOR,
+    open_fail(err, err_size,
+              MEMRA_CUDA_NAME ": device %d is sm_%d%d (%s), this plugin needs sm_%d%d", device,
+              be->prop.major, be->prop.minor, be->prop.name, MEMRA_CUDA_CC_MAJOR,
               MEMRA_CUDA_CC_MINOR);
     free(be);
     return NULL;

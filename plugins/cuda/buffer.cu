@@ -5,14 +5,13 @@
 
 #include "plugins/cuda/buffer.h"
 
-static memra_status check_range(memra_backend *be, const memra_buf *b, uint64_t off,
-                                uint64_t n, const char *what) {
+static memra_status check_range(memra_backend *be, const memra_buf *b, uint64_t off, uint64_t n,
+                                const char *what) {
   if (!b) return memra_cu_errf(be, MEMRA_E_INVALID, "%s: buffer is NULL", what);
   if (off > b->size || n > b->size - off)
-    return memra_cu_errf(be, MEMRA_E_INVALID,
-                         "%s: %llu bytes at offset %llu overrun the buffer's %llu bytes", what,
-                         (unsigned long long)n, (unsigned long long)off,
-                         (unsigned long long)b->size);
+    return memra_cu_errf(
+        be, MEMRA_E_INVALID, "%s: %llu bytes at offset %llu overrun the buffer's %llu bytes", what,
+        (unsigned long long)n, (unsigned long long)off, (unsigned long long)b->size);
   return MEMRA_OK;
 }
 
@@ -49,13 +48,13 @@ memra_status memra_cu_buf_upload(memra_backend *be, memra_buf *dst, uint64_t off
   if (st != MEMRA_OK) return st;
   if (nbytes == 0) return MEMRA_OK;
   if (!src) return memra_cu_errf(be, MEMRA_E_INVALID, "buf_upload: src is NULL");
-  MEMRA_CU(cudaMemcpyAsync((char *)dst->ptr + off, src, nbytes, cudaMemcpyHostToDevice,
-                           be->stream));
+  MEMRA_CU(
+      cudaMemcpyAsync((char *)dst->ptr + off, src, nbytes, cudaMemcpyHostToDevice, be->stream));
   return MEMRA_OK;
 }
 
-memra_status memra_cu_buf_download(memra_backend *be, const memra_buf *src, uint64_t off,
-                                   void *dst, uint64_t nbytes) {
+memra_status memra_cu_buf_download(memra_backend *be, const memra_buf *src, uint64_t off, void *dst,
+                                   uint64_t nbytes) {
   memra_status st = check_range(be, src, off, nbytes, "buf_download");
   if (st != MEMRA_OK) return st;
   if (nbytes == 0) return MEMRA_OK;

@@ -8,8 +8,8 @@ memra_status memra_cu_buf_alloc(memra_backend *be, uint64_t nbytes, memra_buf **
 void memra_cu_buf_free(memra_backend *be, memra_buf *buf);
 memra_status memra_cu_buf_upload(memra_backend *be, memra_buf *dst, uint64_t off, const void *src,
                                  uint64_t nbytes);
-memra_status memra_cu_buf_download(memra_backend *be, const memra_buf *src, uint64_t off,
-                                   void *dst, uint64_t nbytes);
+memra_status memra_cu_buf_download(memra_backend *be, const memra_buf *src, uint64_t off, void *dst,
+                                   uint64_t nbytes);
 memra_status memra_cu_buf_copy(memra_backend *be, memra_buf *dst, uint64_t dst_off,
                                const memra_buf *src, uint64_t src_off, uint64_t nbytes);
 memra_status memra_cu_synchronize(memra_backend *be);

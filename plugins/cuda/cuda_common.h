@@ -33,7 +33,7 @@ struct memra_backend {
   int capturing; /* between graph_begin and graph_end */
   cudaStream_t stream;
   cudaDeviceProp prop;
-  void *ws;          /* attention split-KV partials */
+  void *ws; /* attention split-KV partials */
   uint64_t ws_size;
   memra_cu_retired *retired;
   char err[512];
@@ -46,10 +46,10 @@ memra_status memra_cu_fail(memra_backend *be, cudaError_t e, const char *what, c
 memra_status memra_cu_errf(memra_backend *be, memra_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define MEMRA_CU(call)                                                                        \
-  do {                                                                                        \
-    cudaError_t e_ = (call);                                                                  \
-    if (e_ != cudaSuccess) return memra_cu_fail(be, e_, #call, __FILE__, __LINE__);           \
+#define MEMRA_CU(call)                                                                             \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) return memra_cu_fail(be, e_, #call, __FILE__, __LINE__);                \
   } while (0)
 
 /* After every launch: launch-configuration errors appear here, not at the <<<>>>. */
@@ -76,14 +76,14 @@ memra_status memra_cu_check_batch(memra_backend *be, const memra_batch *b, const
 static inline int memra_cu_present(const memra_tensor *t) { return t && t->buf; }
 
 /* Device address of row 0 of t (checked tensors only). */
-static inline char *memra_cu_ptr(const memra_tensor *t) {
-  return (char *)t->buf->ptr + t->offset;
-}
+static inline char *memra_cu_ptr(const memra_tensor *t) { return (char *)t->buf->ptr + t->offset; }
 
 /* Bytes of alignment the plain (non-vector) loads of a type's rows need. */
 static inline uint64_t memra_cu_type_align(int32_t t) {
   switch (t) {
-  case MEMRA_TYPE_F32: case MEMRA_TYPE_Q4_1: case MEMRA_TYPE_Q5_1: return 4;
+  case MEMRA_TYPE_F32:
+  case MEMRA_TYPE_Q4_1:
+  case MEMRA_TYPE_Q5_1: return 4;
   default: return 2;
   }
 }

@@ -18,9 +18,17 @@
 /* True for the types the CUDA kernels decode. */
 static inline bool memra_cu_type_supported(int32_t t) {
   switch (t) {
-  case MEMRA_TYPE_F32: case MEMRA_TYPE_F16: case MEMRA_TYPE_BF16: case MEMRA_TYPE_Q4_0:
-  case MEMRA_TYPE_Q4_1: case MEMRA_TYPE_Q5_0: case MEMRA_TYPE_Q5_1: case MEMRA_TYPE_Q8_0:
-  case MEMRA_TYPE_Q4_K: case MEMRA_TYPE_Q5_K: case MEMRA_TYPE_Q6_K: return true;
+  case MEMRA_TYPE_F32:
+  case MEMRA_TYPE_F16:
+  case MEMRA_TYPE_BF16:
+  case MEMRA_TYPE_Q4_0:
+  case MEMRA_TYPE_Q4_1:
+  case MEMRA_TYPE_Q5_0:
+  case MEMRA_TYPE_Q5_1:
+  case MEMRA_TYPE_Q8_0:
+  case MEMRA_TYPE_Q4_K:
+  case MEMRA_TYPE_Q5_K:
+  case MEMRA_TYPE_Q6_K: return true;
   default: return false;
   }
 }
@@ -28,7 +36,9 @@ static inline bool memra_cu_type_supported(int32_t t) {
 __device__ __forceinline__ float memra_h2f(const uint8_t *p) {
   return __half2float(__ushort_as_half(*(const uint16_t *)p));
 }
-__device__ __forceinline__ float memra_bf2f(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
+__device__ __forceinline__ float memra_bf2f(uint16_t b) {
+  return __uint_as_float((uint32_t)b << 16);
+}
 
 /* Byte k (0..11) of the 12 scale bytes held in three words: register selects, so a
  * run-time k never sends the array to local memory. */
@@ -51,54 +61,61 @@ __device__ __forceinline__ void memra_k4_scale_min(int j, uint32_t w0, uint32_t 
 }
 
 /* Copies 32 bytes from p (aligned to A bytes) into b. */
-template <int A>
-__device__ __forceinline__ void memra_load32(const uint8_t *p, uint8_t b[32]) {
+template <int A> __device__ __forceinline__ void memra_load32(const uint8_t *p, uint8_t b[32]) {
   if (A >= 16) {
     uint4 v0 = *(const uint4 *)p, v1 = *(const uint4 *)(p + 16);
     *(uint4 *)b = v0;
     *(uint4 *)(b + 16) = v1;
   } else if (A >= 4) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) ((uint32_t *)b)[i] = ((const uint32_t *)p)[i];
+    for (int i = 0; i < 8; ++i)
+      ((uint32_t *)b)[i] = ((const uint32_t *)p)[i];
   } else {
 #pragma unroll
-    for (int i = 0; i < 16; ++i) ((uint16_t *)b)[i] = ((const uint16_t *)p)[i];
+    for (int i = 0; i < 16; ++i)
+      ((uint16_t *)b)[i] = ((const uint16_t *)p)[i];
   }
 }
 
 /* a * b + c, rounded twice when EXACT (bit-exact with ggml's dequantizers, which the CPU
  * oracle reproduces with -ffp-contract=off), else one fused multiply-add (matmul, whose
  * sum order differs from the oracle's anyway). */
-template <bool EXACT>
-__device__ __forceinline__ float memra_madd(float a, float b, float c) {
+template <bool EXACT> __device__ __forceinline__ float memra_madd(float a, float b, float c) {
   return EXACT ? __fadd_rn(__fmul_rn(a, b), c) : fmaf(a, b, c);
 }
 
 /* w[0..32) = elements [32u, 32u + 32) of the row at `row`. VEC: float rows are 16-byte
  * aligned. The caller guarantees the unit lies inside the row. */
 template <int T, bool VEC, bool EXACT = false>
-__device__ __forceinline__ void memra_deq32(const uint8_t *__restrict__ row, int64_t u, float w[32]) {
+__device__ __forceinline__ void memra_deq32(const uint8_t *__restrict__ row, int64_t u,
+                                            float w[32]) {
   if (T == MEMRA_TYPE_F32) {
     const float *p = (const float *)row + 32 * u;
     if (VEC) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         float4 v = __ldg((const float4 *)p + i);
-        w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
+        w[4 * i] = v.x;
+        w[4 * i + 1] = v.y;
+        w[4 * i + 2] = v.z;
+        w[4 * i + 3] = v.w;
       }
     } else {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) w[i] = __ldg(p + i);
+      for (int i = 0; i < 32; ++i)
+        w[i] = __ldg(p + i);
     }
   } else if (T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
     const uint8_t *p = row + 64 * u;
     alignas(16) uint16_t h[32];
     if (VEC) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) ((uint4 *)h)[i] = __ldg((const uint4 *)p + i);
+      for (int i = 0; i < 4; ++i)
+        ((uint4 *)h)[i] = __ldg((const uint4 *)p + i);
     } else {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) h[i] = ((const uint16_t *)p)[i];
+      for (int i = 0; i < 32; ++i)
+        h[i] = ((const uint16_t *)p)[i];
     }
 #pragma unroll
     for (int i = 0; i < 32; ++i)
@@ -109,13 +126,15 @@ __device__ __forceinline__ void memra_deq32(const uint8_t *__restrict__ row, int
     alignas(16) uint8_t q[32];
     memra_load32<2>(b + 2, q);
 #pragma unroll
-    for (int i = 0; i < 32; ++i) w[i] = d * (float)(int8_t)q[i];
+    for (int i = 0; i < 32; ++i)
+      w[i] = d * (float)(int8_t)q[i];
   } else if (T == MEMRA_TYPE_Q4_0) { /* d f16, qs[16]: 18 B */
     const uint8_t *b = row + 18 * u;
     float d = memra_h2f(b);
     alignas(16) uint16_t q2[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) q2[i] = ((const uint16_t *)(b + 2))[i];
+    for (int i = 0; i < 8; ++i)
+      q2[i] = ((const uint16_t *)(b + 2))[i];
     const uint8_t *q = (const uint8_t *)q2;
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
@@ -127,7 +146,8 @@ __device__ __forceinline__ void memra_deq32(const uint8_t *__restrict__ row, int
     float d = memra_h2f(b), m = memra_h2f(b + 2);
     alignas(16) uint32_t q4[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) q4[i] = ((const uint32_t *)(b + 4))[i];
+    for (int i = 0; i < 4; ++i)
+      q4[i] = ((const uint32_t *)(b + 4))[i];
     const uint8_t *q = (const uint8_t *)q4;
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
@@ -143,7 +163,8 @@ __device__ __forceinline__ void memra_deq32(const uint8_t *__restrict__ row, int
                   ((uint32_t)((const uint16_t *)(b + hoff))[1] << 16);
     alignas(16) uint16_t q2[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) q2[i] = ((const uint16_t *)(b + hoff + 4))[i];
+    for (int i = 0; i < 8; ++i)
+      q2[i] = ((const uint16_t *)(b + hoff + 4))[i];
     const uint8_t *q = (const uint8_t *)q2;
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
@@ -180,19 +201,25 @@ __device__ __forceinline__ void memra_deq32(const uint8_t *__restrict__ row, int
     memra_k4_scale_min(j, hd.y, hd.z, hd.w, &sc, &mn);
     float d1 = d * (float)sc, m1 = dmin * (float)mn;
     alignas(16) uint8_t q[32];
-    if (VEC) memra_load32<16>(b + qoff + 32 * (j >> 1), q);
-    else memra_load32<2>(b + qoff + 32 * (j >> 1), q);
+    if (VEC)
+      memra_load32<16>(b + qoff + 32 * (j >> 1), q);
+    else
+      memra_load32<2>(b + qoff + 32 * (j >> 1), q);
     const int shift = 4 * (j & 1);
     if (T == MEMRA_TYPE_Q4_K) {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) w[i] = memra_madd<EXACT>(d1, (float)((q[i] >> shift) & 0xF), -m1);
+      for (int i = 0; i < 32; ++i)
+        w[i] = memra_madd<EXACT>(d1, (float)((q[i] >> shift) & 0xF), -m1);
     } else {
       alignas(16) uint8_t qh[32];
-      if (VEC) memra_load32<16>(b + 16, qh);
-      else memra_load32<2>(b + 16, qh);
+      if (VEC)
+        memra_load32<16>(b + 16, qh);
+      else
+        memra_load32<2>(b + 16, qh);
 #pragma unroll
       for (int i = 0; i < 32; ++i)
-        w[i] = memra_madd<EXACT>(d1, (float)(((q[i] >> shift) & 0xF) | (((qh[i] >> j) & 1) << 4)), -m1);
+        w[i] = memra_madd<EXACT>(d1, (float)(((q[i] >> shift) & 0xF) | (((qh[i] >> j) & 1) << 4)),
+                                 -m1);
     }
   } else if (T == MEMRA_TYPE_Q6_K) {
     /* ql[128], qh[64], scales[16] int8, d f16: 210 B. Unit j = half n = j/4, quarter k. */
@@ -235,10 +262,18 @@ __device__ __forceinline__ void memra_deq8(const uint8_t *__restrict__ row, int6
     const float *p = (const float *)row + 32 * u + 8 * part;
     if (VEC) {
       float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
-      w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w; w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
+      w[0] = a.x;
+      w[1] = a.y;
+      w[2] = a.z;
+      w[3] = a.w;
+      w[4] = b.x;
+      w[5] = b.y;
+      w[6] = b.z;
+      w[7] = b.w;
     } else {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) w[i] = __ldg(p + i);
+      for (int i = 0; i < 8; ++i)
+        w[i] = __ldg(p + i);
     }
   } else if (T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
     const uint8_t *p = row + 64 * u + 16 * part;
@@ -247,7 +282,8 @@ __device__ __forceinline__ void memra_deq8(const uint8_t *__restrict__ row, int6
       *(uint4 *)h = __ldg((const uint4 *)p);
     } else {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) h[i] = ((const uint16_t *)p)[i];
+      for (int i = 0; i < 8; ++i)
+        h[i] = ((const uint16_t *)p)[i];
     }
 #pragma unroll
     for (int i = 0; i < 8; ++i)
@@ -289,7 +325,8 @@ __device__ __forceinline__ void memra_deq8(const uint8_t *__restrict__ row, int6
                         ((uint32_t)((const uint16_t *)(b + hoff))[1] << 16);
     alignas(8) uint16_t q2[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) q2[i] = ((const uint16_t *)(b + hoff + 4 + 8 * (part & 1)))[i];
+    for (int i = 0; i < 4; ++i)
+      q2[i] = ((const uint16_t *)(b + hoff + 4 + 8 * (part & 1)))[i];
     const uint8_t *q = (const uint8_t *)q2;
     const int sh = 4 * (part >> 1);
 #pragma unroll
@@ -357,7 +394,9 @@ __device__ __forceinline__ void memra_deq8(const uint8_t *__restrict__ row, int6
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const uint32_t lw = i < 4 ? l0 : l1, hw = i < 4 ? h0 : h1;
-      const int q = (int)((((lw >> (8 * (i & 3) + lsh)) & 0xF) | (((hw >> (8 * (i & 3) + hsh)) & 3) << 4))) - 32;
+      const int q =
+          (int)((((lw >> (8 * (i & 3) + lsh)) & 0xF) | (((hw >> (8 * (i & 3) + hsh)) & 3) << 4))) -
+          32;
       w[i] = s * (float)q;
     }
   }
@@ -439,8 +478,10 @@ __device__ __forceinline__ void memra_kraw_decode(const memra_kraw &r, int64_t u
     const float s0 = d * (float)(int8_t)r.hd.y, s1 = d * (float)(int8_t)r.hd.z;
     const uint32_t lo0 = (r.q.x & 0x0F0F0F0Fu) | (((r.h.x >> (2 * c)) & 0x03030303u) << 4);
     const uint32_t lo1 = (r.q.y & 0x0F0F0F0Fu) | (((r.h.y >> (2 * c)) & 0x03030303u) << 4);
-    const uint32_t hi0 = ((r.q.x >> 4) & 0x0F0F0F0Fu) | (((r.h.x >> (2 * c + 4)) & 0x03030303u) << 4);
-    const uint32_t hi1 = ((r.q.y >> 4) & 0x0F0F0F0Fu) | (((r.h.y >> (2 * c + 4)) & 0x03030303u) << 4);
+    const uint32_t hi0 =
+        ((r.q.x >> 4) & 0x0F0F0F0Fu) | (((r.h.x >> (2 * c + 4)) & 0x03030303u) << 4);
+    const uint32_t hi1 =
+        ((r.q.y >> 4) & 0x0F0F0F0Fu) | (((r.h.y >> (2 * c + 4)) & 0x03030303u) << 4);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       w[i] = s0 * memra_byte_f(lo0, i, 32.f);
@@ -458,6 +499,5 @@ __device__ __forceinline__ void memra_deq16k(const uint8_t *__restrict__ row, in
                                              float w[16], int64_t *e0, int64_t *e1) {
   memra_kraw_decode<T>(memra_kraw_load<T, VEC>(row, u, part), u, part, w, e0, e1);
 }
-
 
 #endif /* MEMRA_CUDA_DEQUANT_CUH */

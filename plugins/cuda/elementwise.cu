@@ -80,8 +80,8 @@ memra_status memra_cu_glu(memra_backend *be, const memra_tensor *y, const memra_
   if (st != MEMRA_OK) return st;
   if (act == MEMRA_ACT_SILU) return ew_run<EW_OP_SILU>(be, y, gate, up, 0.f);
   if (act == MEMRA_ACT_GELU_TANH) return ew_run<EW_OP_GELU_TANH>(be, y, gate, up, 0.f);
-  return memra_cu_errf(be, MEMRA_E_INVALID, "glu: activation %d is neither SILU (0) nor GELU_TANH (1)",
-                       act);
+  return memra_cu_errf(be, MEMRA_E_INVALID,
+                       "glu: activation %d is neither SILU (0) nor GELU_TANH (1)", act);
 }
 
 memra_status memra_cu_add(memra_backend *be, const memra_tensor *y, const memra_tensor *a,

@@ -1,6 +1,7 @@
 /* get_rows.cu — y[r] = dequant(table row ids[r]): the embedding lookup.
- * Oracle: plugins/cpu get_rows, bit-exact (the EXACT dequantizers). An id outside the table writes NaN to its row (the
- * host cannot see device ids without a sync; NaN makes the fault visible downstream). */
+ * Oracle: plugins/cpu get_rows, bit-exact (the EXACT dequantizers). An id outside the table writes
+ * NaN to its row (the host cannot see device ids without a sync; NaN makes the fault visible
+ * downstream). */
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/dequant.cuh"
 
@@ -17,12 +18,14 @@ __global__ void get_rows_v1_kernel(float *y, int64_t y_ld, const uint8_t *table,
     float w[32];
     if (id < 0 || id >= t_rows) {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) w[i] = __int_as_float(0x7fc00000);
+      for (int i = 0; i < 32; ++i)
+        w[i] = __int_as_float(0x7fc00000);
     } else {
       memra_deq32<T, false, true>(table + (uint64_t)id * t_nb1, u, w);
     }
 #pragma unroll
-    for (int i = 0; i < 32; ++i) yr[32 * u + i] = w[i];
+    for (int i = 0; i < 32; ++i)
+      yr[32 * u + i] = w[i];
   }
 }
 
@@ -38,10 +41,14 @@ __global__ void get_rows_float_v1_kernel(float *y, int64_t y_ld, const uint8_t *
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < ne0;
        i += (int64_t)gridDim.x * blockDim.x) {
     float v;
-    if (id < 0 || id >= t_rows) v = __int_as_float(0x7fc00000);
-    else if (T == MEMRA_TYPE_F32) v = ((const float *)row)[i];
-    else if (T == MEMRA_TYPE_F16) v = __half2float(__ushort_as_half(((const uint16_t *)row)[i]));
-    else v = memra_bf2f(((const uint16_t *)row)[i]);
+    if (id < 0 || id >= t_rows)
+      v = __int_as_float(0x7fc00000);
+    else if (T == MEMRA_TYPE_F32)
+      v = ((const float *)row)[i];
+    else if (T == MEMRA_TYPE_F16)
+      v = __half2float(__ushort_as_half(((const uint16_t *)row)[i]));
+    else
+      v = memra_bf2f(((const uint16_t *)row)[i]);
     yr[i] = v;
   }
 }
@@ -68,7 +75,8 @@ memra_status memra_cu_get_rows(memra_backend *be, const memra_tensor *y, const m
   const int64_t n = y->ne1, ne0 = y->ne0;
   if (n == 0) return MEMRA_OK;
   if (n > 65535)
-    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "get_rows: %lld rows, at most 65535", (long long)n);
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "get_rows: %lld rows, at most 65535",
+                         (long long)n);
   float *yp = (float *)memra_cu_ptr(y);
   const int64_t y_ld = (int64_t)(y->nb1 / 4);
   const bool is_float = table->type == MEMRA_TYPE_F32 || table->type == MEMRA_TYPE_F16 ||
@@ -78,9 +86,9 @@ memra_status memra_cu_get_rows(memra_backend *be, const memra_tensor *y, const m
   int64_t gx = (work + threads - 1) / threads;
   if (gx > 1024) gx = 1024;
   dim3 grid((unsigned)gx, (unsigned)n);
-#define GR_CASE(TY, K)                                                                           \
-  case TY:                                                                                       \
-    K<TY><<<grid, threads, 0, be->stream>>>(yp, y_ld, tp, table->nb1, table->ne1, idp, ne0);      \
+#define GR_CASE(TY, K)                                                                             \
+  case TY:                                                                                         \
+    K<TY><<<grid, threads, 0, be->stream>>>(yp, y_ld, tp, table->nb1, table->ne1, idp, ne0);       \
     break;
   switch (table->type) {
     GR_CASE(MEMRA_TYPE_F32, get_rows_float_v1_kernel)

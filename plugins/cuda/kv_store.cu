@@ -89,8 +89,9 @@ memra_status memra_cu_kv_store(memra_backend *be, const memra_tensor *k_cache,
       return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "kv_store: %s cache is %s, expected F16 or F32",
                            i ? "v" : "k", memra_type_info(c->type).name);
     if (c->ne0 != k->ne0)
-      return memra_cu_errf(be, MEMRA_E_INVALID, "kv_store: %s cache rows have %lld elements, k %lld",
-                           i ? "v" : "k", (long long)c->ne0, (long long)k->ne0);
+      return memra_cu_errf(be, MEMRA_E_INVALID,
+                           "kv_store: %s cache rows have %lld elements, k %lld", i ? "v" : "k",
+                           (long long)c->ne0, (long long)k->ne0);
     if (memra_cu_align_of(memra_cu_ptr(c), c->nb1) < (uint64_t)memra_type_info(c->type).size)
       return memra_cu_errf(be, MEMRA_E_INVALID, "kv_store: %s cache misaligned", i ? "v" : "k");
   }
@@ -99,17 +100,21 @@ memra_status memra_cu_kv_store(memra_backend *be, const memra_tensor *k_cache,
   if (batch->n_rows == 0) return MEMRA_OK;
   const int threads = 256;
   const unsigned grid = (unsigned)batch->n_rows;
-#define KV_LAUNCH(TK, TV)                                                                        \
-  kv_store_v1_kernel<TK, TV><<<grid, threads, 0, be->stream>>>(                                  \
-      memra_cu_ptr(k_cache), k_cache->nb1, memra_cu_ptr(v_cache), v_cache->nb1,                  \
-      (const float *)memra_cu_ptr(k), (int64_t)(k->nb1 / 4), (const float *)memra_cu_ptr(v),      \
-      (int64_t)(v->nb1 / 4), k->ne0, pos, seq, bt, bt_ld, batch->n_seqs, batch->block_size,      \
+#define KV_LAUNCH(TK, TV)                                                                          \
+  kv_store_v1_kernel<TK, TV><<<grid, threads, 0, be->stream>>>(                                    \
+      memra_cu_ptr(k_cache), k_cache->nb1, memra_cu_ptr(v_cache), v_cache->nb1,                    \
+      (const float *)memra_cu_ptr(k), (int64_t)(k->nb1 / 4), (const float *)memra_cu_ptr(v),       \
+      (int64_t)(v->nb1 / 4), k->ne0, pos, seq, bt, bt_ld, batch->n_seqs, batch->block_size,        \
       batch->max_blocks, k_cache->ne1, v_cache->ne1)
   const bool kh = k_cache->type == MEMRA_TYPE_F16, vh = v_cache->type == MEMRA_TYPE_F16;
-  if (kh && vh) KV_LAUNCH(__half, __half);
-  else if (kh) KV_LAUNCH(__half, float);
-  else if (vh) KV_LAUNCH(float, __half);
-  else KV_LAUNCH(float, float);
+  if (kh && vh)
+    KV_LAUNCH(__half, __half);
+  else if (kh)
+    KV_LAUNCH(__half, float);
+  else if (vh)
+    KV_LAUNCH(float, __half);
+  else
+    KV_LAUNCH(float, float);
 #undef KV_LAUNCH
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;

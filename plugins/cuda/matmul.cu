@@ -41,23 +41,32 @@ __device__ __forceinline__ void mm_fma8(float acc[M], const float *const xr[M], 
     float xv[8];
     if (VEC) {
       const float4 a = __ldg((const float4 *)xp), b = __ldg((const float4 *)xp + 1);
-      xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w; xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
+      xv[0] = a.x;
+      xv[1] = a.y;
+      xv[2] = a.z;
+      xv[3] = a.w;
+      xv[4] = b.x;
+      xv[5] = b.y;
+      xv[6] = b.z;
+      xv[7] = b.w;
     } else {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) xv[i] = __ldg(xp + i);
+      for (int i = 0; i < 8; ++i)
+        xv[i] = __ldg(xp + i);
     }
     float s = acc[m];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) s = fmaf(w[i], xv[i], s);
+    for (int i = 0; i < 8; ++i)
+      s = fmaf(w[i], xv[i], s);
     acc[m] = s;
   }
 }
 
 template <int T, int M, bool VEC>
 __global__ void __launch_bounds__(MM_WARPS * 32, MM_MIN_BLOCKS(M))
-    matmul_v3_kernel(float *__restrict__ y, int64_t y_ld, const float *__restrict__ x,
-                     int64_t x_ld, const uint8_t *__restrict__ w, uint64_t w_nb1,
-                     const float *__restrict__ bias, int64_t N, int64_t K, int64_t rows) {
+    matmul_v3_kernel(float *__restrict__ y, int64_t y_ld, const float *__restrict__ x, int64_t x_ld,
+                     const uint8_t *__restrict__ w, uint64_t w_nb1, const float *__restrict__ bias,
+                     int64_t N, int64_t K, int64_t rows) {
   const int lane = threadIdx.x & 31;
   const int64_t n = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
   if (n >= N) return;
@@ -66,10 +75,12 @@ __global__ void __launch_bounds__(MM_WARPS * 32, MM_MIN_BLOCKS(M))
   const uint8_t *wr = w + (uint64_t)n * w_nb1;
   const float *xr[M];
 #pragma unroll
-  for (int m = 0; m < M; ++m) xr[m] = x + (m0 + (m < mrows ? m : 0)) * x_ld;
+  for (int m = 0; m < M; ++m)
+    xr[m] = x + (m0 + (m < mrows ? m : 0)) * x_ld;
   float acc[M];
 #pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = 0.f;
+  for (int m = 0; m < M; ++m)
+    acc[m] = 0.f;
 
   /* Lane = (unit ul of 8 consecutive units, part of 4): a warp step reads 8 whole units,
    * contiguous. MM_U steps' weights are loaded before any is used (bytes in flight).
@@ -83,7 +94,8 @@ __global__ void __launch_bounds__(MM_WARPS * 32, MM_MIN_BLOCKS(M))
       float wv[MM_UK][16];
       int64_t e0[MM_UK], e1[MM_UK];
 #pragma unroll
-      for (int j = 0; j < MM_UK; ++j) memra_deq16k<T, VEC>(wr, u0 + 8 * j + ul, part, wv[j], &e0[j], &e1[j]);
+      for (int j = 0; j < MM_UK; ++j)
+        memra_deq16k<T, VEC>(wr, u0 + 8 * j + ul, part, wv[j], &e0[j], &e1[j]);
 #pragma unroll
       for (int j = 0; j < MM_UK; ++j) {
         mm_fma8<M, VEC>(acc, xr, mrows, e0[j], wv[j]);
@@ -104,7 +116,8 @@ __global__ void __launch_bounds__(MM_WARPS * 32, MM_MIN_BLOCKS(M))
     for (; u0 + 8 * MM_U <= units; u0 += 8 * MM_U) {
       float wv[MM_U][8];
 #pragma unroll
-      for (int j = 0; j < MM_U; ++j) memra_deq8<T, VEC>(wr, u0 + 8 * j + ul, part, wv[j]);
+      for (int j = 0; j < MM_U; ++j)
+        memra_deq8<T, VEC>(wr, u0 + 8 * j + ul, part, wv[j]);
 #pragma unroll
       for (int j = 0; j < MM_U; ++j)
         mm_fma8<M, VEC>(acc, xr, mrows, 32 * (u0 + 8 * j + ul) + 8 * part, wv[j]);
@@ -140,8 +153,8 @@ template <int T, int M, bool VEC>
 static void launch_m(dim3 grid, cudaStream_t st, float *y, int64_t y_ld, const float *x,
                      int64_t x_ld, const uint8_t *w, uint64_t w_nb1, const float *bias, int64_t N,
                      int64_t K, int64_t rows) {
-  matmul_v3_kernel<T, M, VEC><<<grid, MM_WARPS * 32, 0, st>>>(y, y_ld, x, x_ld, w, w_nb1, bias, N,
-                                                             K, rows);
+  matmul_v3_kernel<T, M, VEC>
+      <<<grid, MM_WARPS * 32, 0, st>>>(y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows);
 }
 
 template <int T, bool VEC>
@@ -156,13 +169,23 @@ static void launch_t(int mt, dim3 grid, cudaStream_t st, float *y, int64_t y_ld,
   }
 }
 
-#define MM_TYPE_CASE(TY)                                                                    \
-  case TY:                                                                                  \
-    if (vec) launch_t<TY, true>(mt, grid, be->stream, yp, y_ld, xp, x_ld, wp, w->nb1, bp,    \
-                                N, K, M);                                                   \
-    else launch_t<TY, false>(mt, grid, be->stream, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N,   \
-                             K, M);                                                         \
+#define MM_TYPE_CASE(TY)                                                                           \
+  case TY:                                                                                         \
+    if (vec)                                                                                       \
+      launch_t<TY, true>(mt, grid, be->stream, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);       \
+    else                                                                                           \
+      launch_t<TY, false>(mt, grid, be->stream, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);      \
     break;
+
+/* True when the bytes spanned by checked tensors a and b intersect. */
+static bool mm_overlap(const memra_tensor *a, const memra_tensor *b) {
+  if (a->buf != b->buf) return false;
+  const uint64_t ea = a->offset + (uint64_t)(a->ne1 > 0 ? a->ne1 - 1 : 0) * a->nb1 +
+                      memra_type_row_bytes(a->type, a->ne0);
+  const uint64_t eb = b->offset + (uint64_t)(b->ne1 > 0 ? b->ne1 - 1 : 0) * b->nb1 +
+                      memra_type_row_bytes(b->type, b->ne0);
+  return a->offset < eb && b->offset < ea;
+}
 
 memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                              const memra_tensor *w, const memra_tensor *bias) {
@@ -192,6 +215,11 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
   }
   if (x->nb1 % 4 || y->nb1 % 4)
     return memra_cu_errf(be, MEMRA_E_INVALID, "matmul: x or y row stride is not whole floats");
+  /* Other warps still read x and w while y is written: no overlap (in place is not
+   * supported, as on the CPU). */
+  if (mm_overlap(y, x) || mm_overlap(y, w))
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "matmul: y overlaps an input (x or w); it cannot be computed in place");
   float *yp = (float *)memra_cu_ptr(y);
   const float *xp = (const float *)memra_cu_ptr(x);
   const uint8_t *wp = (const uint8_t *)memra_cu_ptr(w);

@@ -67,8 +67,8 @@ MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {
   }
   int rc = cu_init(0);
   int count = 0;
-  if (rc == CU_ERROR_NO_DEVICE || (rc == CU_SUCCESS && get_count(&count) == CU_SUCCESS &&
-                                   count <= 0)) {
+  if (rc == CU_ERROR_NO_DEVICE ||
+      (rc == CU_SUCCESS && get_count(&count) == CU_SUCCESS && count <= 0)) {
     snprintf(g_why, sizeof g_why, "no CUDA device");
     return probe_result(0);
   }

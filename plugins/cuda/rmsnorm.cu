@@ -22,7 +22,8 @@ __global__ void __launch_bounds__(256)
   }
   ss = memra_block_sum(ss, sh);
   const float inv = rsqrtf(ss / (float)ne0 + eps);
-  for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) yr[i] = xr[i] * inv * w[i];
+  for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x)
+    yr[i] = xr[i] * inv * w[i];
 }
 
 memra_status memra_cu_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
@@ -42,7 +43,8 @@ memra_status memra_cu_rmsnorm(memra_backend *be, const memra_tensor *y, const me
     if ((st = memra_cu_check_tensor(be, res, "rmsnorm: res", MEMRA_TYPE_F32)) != MEMRA_OK ||
         (st = memra_cu_check_same_shape(be, res, x, "rmsnorm: res and x")) != MEMRA_OK)
       return st;
-    if (res->nb1 % 4) return memra_cu_errf(be, MEMRA_E_INVALID, "rmsnorm: res stride not whole floats");
+    if (res->nb1 % 4)
+      return memra_cu_errf(be, MEMRA_E_INVALID, "rmsnorm: res stride not whole floats");
     rp = (const float *)memra_cu_ptr(res);
     r_ld = (int64_t)(res->nb1 / 4);
   }

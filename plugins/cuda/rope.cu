@@ -6,9 +6,9 @@
  * ver 1: one thread per pair, a row per blockIdx.y.  <- in the vtable */
 #include "plugins/cuda/cuda_common.h"
 
-__global__ void rope_v1_kernel(float *x, int64_t x_ld, const int32_t *pos, int n_head,
-                               int head_dim, int n_rot, int neox, float freq_base,
-                               float freq_scale, const float *ff) {
+__global__ void rope_v1_kernel(float *x, int64_t x_ld, const int32_t *pos, int n_head, int head_dim,
+                               int n_rot, int neox, float freq_base, float freq_scale,
+                               const float *ff) {
   const int64_t r = blockIdx.y;
   const int half = n_rot / 2;
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -48,8 +48,8 @@ memra_status memra_cu_rope(memra_backend *be, const memra_tensor *x, const memra
                          p->freq_base, p->freq_scale);
   const float *ff = NULL;
   if (memra_cu_present(&p->freq_factors)) {
-    if ((st = memra_cu_check_tensor(be, &p->freq_factors, "rope: freq_factors",
-                                    MEMRA_TYPE_F32)) != MEMRA_OK)
+    if ((st = memra_cu_check_tensor(be, &p->freq_factors, "rope: freq_factors", MEMRA_TYPE_F32)) !=
+        MEMRA_OK)
       return st;
     if (p->freq_factors.ne0 < p->n_rot / 2)
       return memra_cu_errf(be, MEMRA_E_INVALID, "rope: freq_factors has %lld elements, need %d",
@@ -59,13 +59,13 @@ memra_status memra_cu_rope(memra_backend *be, const memra_tensor *x, const memra
   if (x->nb1 % 4) return memra_cu_errf(be, MEMRA_E_INVALID, "rope: x stride not whole floats");
   if (x->ne1 == 0) return MEMRA_OK;
   if (x->ne1 > 65535)
-    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "rope: %lld rows, at most 65535", (long long)x->ne1);
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "rope: %lld rows, at most 65535",
+                         (long long)x->ne1);
   const int pairs = p->n_head * (p->n_rot / 2), threads = 128;
   dim3 grid((unsigned)((pairs + threads - 1) / threads), (unsigned)x->ne1);
-  rope_v1_kernel<<<grid, threads, 0, be->stream>>>((float *)memra_cu_ptr(x), (int64_t)(x->nb1 / 4),
-                                                   pp, p->n_head, p->head_dim, p->n_rot,
-                                                   p->mode == MEMRA_ROPE_NEOX, p->freq_base,
-                                                   p->freq_scale, ff);
+  rope_v1_kernel<<<grid, threads, 0, be->stream>>>(
+      (float *)memra_cu_ptr(x), (int64_t)(x->nb1 / 4), pp, p->n_head, p->head_dim, p->n_rot,
+      p->mode == MEMRA_ROPE_NEOX, p->freq_base, p->freq_scale, ff);
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
 }

@@ -36,9 +36,12 @@ int cuDeviceGetAttribute(int *value, int attrib, int dev) {
   int maj = 0, min = 0;
   const char *c = strchr(spec(), ':');
   if (!c || sscanf(c + 1, "%d.%d", &maj, &min) != 2) return 1; /* CUDA_ERROR_INVALID_VALUE */
-  if (attrib == 75) *value = maj;
-  else if (attrib == 76) *value = min;
-  else return 1;
+  if (attrib == 75)
+    *value = maj;
+  else if (attrib == 76)
+    *value = min;
+  else
+    return 1;
   return 0;
 }
 

@@ -30,7 +30,7 @@ const Plugin kPlugins[] = {
 const char kFake[] = "tests/gpu_plugins/libfake_cuda.so";
 
 class GpuPlugin : public ::testing::TestWithParam<Plugin> {
- protected:
+protected:
   void SetUp() override {
     h_ = dlopen(GetParam().path, RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(h_, nullptr) << dlerror();
@@ -73,7 +73,7 @@ TEST_P(GpuPlugin, RealProbeOnThisMachine) {
   const memra_plugin_info *info = probe_();
   void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   void *any = drv ? drv : dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (!any) {  // a machine with no driver: the CI case
+  if (!any) { // a machine with no driver: the CI case
     EXPECT_EQ(info->score, 0);
     EXPECT_STREQ(info->why, "no NVIDIA driver (libcuda.so.1 not found)");
   } else {
@@ -172,4 +172,4 @@ INSTANTIATE_TEST_SUITE_P(Both, GpuPlugin, ::testing::ValuesIn(kPlugins),
                            return std::string(i.param.name);
                          });
 
-}  // namespace
+} // namespace

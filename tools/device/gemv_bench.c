@@ -41,11 +41,13 @@ static int cmp_d(const void *a, const void *b) {
 /* Median seconds of one run of fn over `reps` timed batches of `inner` runs. */
 static double median_time(void (*fn)(void *), void *ctx, int inner, int reps) {
   double t[32];
-  for (int w = 0; w < 3; ++w) fn(ctx);
+  for (int w = 0; w < 3; ++w)
+    fn(ctx);
   MUST(G.vt->synchronize(G.be), "synchronize");
   for (int r = 0; r < reps; ++r) {
     double t0 = now();
-    for (int i = 0; i < inner; ++i) fn(ctx);
+    for (int i = 0; i < inner; ++i)
+      fn(ctx);
     MUST(G.vt->synchronize(G.be), "synchronize");
     t[r] = (now() - t0) / inner;
   }
@@ -65,15 +67,19 @@ static void run_copy(void *p) {
 typedef struct graph_ctx {
   memra_graph *g;
 } graph_ctx;
-static void run_graph(void *p) { MUST(G.vt->graph_launch(G.be, ((graph_ctx *)p)->g), "graph_launch"); }
+static void run_graph(void *p) {
+  MUST(G.vt->graph_launch(G.be, ((graph_ctx *)p)->g), "graph_launch");
+}
 
 static void fill_random(int32_t type, uint8_t *p, uint64_t bytes) {
-  for (uint64_t i = 0; i < bytes; ++i) p[i] = (uint8_t)(rnd() >> 56);
+  for (uint64_t i = 0; i < bytes; ++i)
+    p[i] = (uint8_t)(rnd() >> 56);
   memra_type_traits tr = memra_type_info(type);
   if (tr.blck == 1) { /* float formats: keep values finite and moderate */
     for (uint64_t i = 0; i + 1 < bytes; i += 2) {
-      uint16_t h = type == MEMRA_TYPE_BF16 ? memra_f32_to_bf16((float)((int)(rnd() % 2001) - 1000) * 1e-3f)
-                                           : memra_f32_to_fp16((float)((int)(rnd() % 2001) - 1000) * 1e-3f);
+      uint16_t h = type == MEMRA_TYPE_BF16
+                       ? memra_f32_to_bf16((float)((int)(rnd() % 2001) - 1000) * 1e-3f)
+                       : memra_f32_to_fp16((float)((int)(rnd() % 2001) - 1000) * 1e-3f);
       memcpy(p + i, &h, 2);
     }
   }
@@ -96,8 +102,10 @@ int main(int argc, char **argv) {
   MUST(G.vt->buf_alloc(G.be, cc.n, &cc.b), "buf_alloc");
   {
     uint8_t *tmp = malloc(64 << 20);
-    for (uint64_t i = 0; i < (64u << 20); ++i) tmp[i] = (uint8_t)(rnd() >> 56);
-    for (uint64_t o = 0; o < cc.n; o += 64u << 20) MUST(G.vt->buf_upload(G.be, cc.a, o, tmp, 64u << 20), "upload");
+    for (uint64_t i = 0; i < (64u << 20); ++i)
+      tmp[i] = (uint8_t)(rnd() >> 56);
+    for (uint64_t o = 0; o < cc.n; o += 64u << 20)
+      MUST(G.vt->buf_upload(G.be, cc.a, o, tmp, 64u << 20), "upload");
     free(tmp);
   }
   double tc = median_time(run_copy, &cc, 10, 7);
@@ -107,15 +115,17 @@ int main(int argc, char **argv) {
   printf("device: %s, %d SMs; copy %.0f MiB d2d: %.1f us, %.0f GB/s (read+write)\n", di.name,
          di.n_sms, cc.n / 1048576.0, tc * 1e6, copy_gbs);
 
-  static const struct { const char *name; int64_t n, k, m; } shapes[] = {
-      {"attn_q/out 4096x4096", 4096, 4096, 1},
-      {"ffn_gate/up 14336x4096", 14336, 4096, 1},
-      {"ffn_down 4096x14336", 4096, 14336, 1},
-      {"output 128256x4096", 128256, 4096, 1},
+  static const struct {
+    const char *name;
+    int64_t n, k, m;
+  } shapes[] = {
+      {"attn_q/out 4096x4096", 4096, 4096, 1}, {"ffn_gate/up 14336x4096", 14336, 4096, 1},
+      {"ffn_down 4096x14336", 4096, 14336, 1}, {"output 128256x4096", 128256, 4096, 1},
       {"ffn_gate/up M=8", 14336, 4096, 8},
   };
-  static const int32_t types[] = {MEMRA_TYPE_F16,  MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0,
-                                  MEMRA_TYPE_Q4_1, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q6_K};
+  static const int32_t types[] = {MEMRA_TYPE_F16,  MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0,
+                                  MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_1, MEMRA_TYPE_Q4_K,
+                                  MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q6_K};
   char table[64][160];
   int nt = 0;
   for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ++ti) {
@@ -133,10 +143,12 @@ int main(int argc, char **argv) {
       MUST(G.vt->buf_alloc(G.be, (uint64_t)M * N * 4, &y), "buf_alloc y");
       uint8_t *host = malloc(wbytes);
       fill_random(type, host, wbytes);
-      for (int c = 0; c < copies; ++c) MUST(G.vt->buf_upload(G.be, w, wbytes * c, host, wbytes), "upload w");
+      for (int c = 0; c < copies; ++c)
+        MUST(G.vt->buf_upload(G.be, w, wbytes * c, host, wbytes), "upload w");
       free(host);
       float *xh = malloc((size_t)(M * K) * 4);
-      for (int64_t i = 0; i < M * K; ++i) xh[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+      for (int64_t i = 0; i < M * K; ++i)
+        xh[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
       MUST(G.vt->buf_upload(G.be, x, 0, xh, (uint64_t)(M * K) * 4), "upload x");
       free(xh);
       memra_tensor tx = {x, 0, MEMRA_TYPE_F32, 0, K, M, (uint64_t)K * 4};
@@ -145,7 +157,8 @@ int main(int argc, char **argv) {
       MUST(G.vt->synchronize(G.be), "synchronize");
       MUST(G.vt->graph_begin(G.be), "graph_begin");
       for (int i = 0; i < per_graph; ++i) {
-        memra_tensor tw = {w, wbytes * (uint64_t)(i % copies), type, 0, K, N, memra_type_row_bytes(type, K)};
+        memra_tensor tw = {w, wbytes * (uint64_t)(i % copies), type, 0, K,
+                           N, memra_type_row_bytes(type, K)};
         MUST(G.vt->matmul(G.be, &ty, &tx, &tw, NULL), "matmul");
       }
       MUST(G.vt->graph_end(G.be, &gc.g), "graph_end");
@@ -183,18 +196,24 @@ int main(int argc, char **argv) {
     }
     free(h);
     int32_t *bth = malloc((size_t)nb * 4);
-    for (int i = 0; i < nb; ++i) bth[i] = (i * 7) % nb; /* a shuffled page order */
+    for (int i = 0; i < nb; ++i)
+      bth[i] = (i * 7) % nb; /* a shuffled page order */
     MUST(G.vt->buf_upload(G.be, bt, 0, bth, (uint64_t)nb * 4), "upload");
     free(bth);
     int32_t ps_h[2] = {L - 1, 0};
     MUST(G.vt->buf_upload(G.be, ps, 0, ps_h, 8), "upload");
     float *qh = malloc(32 * 128 * 4);
-    for (int i = 0; i < 32 * 128; ++i) qh[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+    for (int i = 0; i < 32 * 128; ++i)
+      qh[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
     MUST(G.vt->buf_upload(G.be, q, 0, qh, 32 * 128 * 4), "upload");
     free(qh);
     memra_batch b;
     memset(&b, 0, sizeof b);
-    b.n_rows = 1; b.n_seqs = 1; b.block_size = bs; b.max_blocks = nb; b.kv_bucket = L;
+    b.n_rows = 1;
+    b.n_seqs = 1;
+    b.block_size = bs;
+    b.max_blocks = nb;
+    b.kv_bucket = L;
     b.pos = (memra_tensor){ps, 0, MEMRA_TYPE_I32, 0, 1, 1, 4};
     b.seq = (memra_tensor){ps, 4, MEMRA_TYPE_I32, 0, 1, 1, 4};
     b.block_table = (memra_tensor){bt, 0, MEMRA_TYPE_I32, 0, nb, 1, (uint64_t)nb * 4};
@@ -213,15 +232,21 @@ int main(int argc, char **argv) {
     double t = median_time(run_graph, &gc, 5, 7) / layers;
     G.vt->graph_free(G.be, gc.g);
     const double gbs = 2.0 * cbytes / t / 1e9;
-    snprintf(table[nt++], sizeof table[0], "%-5s %-24s %9.1f %8.0f %6.1f%%  (KV %.1f MB, 32 layers)",
-             "F16", li ? "attention L=4096 32/8x128" : "attention L=512 32/8x128", t * 1e6, gbs,
+    snprintf(table[nt++], sizeof table[0],
+             "%-5s %-24s %9.1f %8.0f %6.1f%%  (KV %.1f MB, 32 layers)", "F16",
+             li ? "attention L=4096 32/8x128" : "attention L=512 32/8x128", t * 1e6, gbs,
              100.0 * gbs / copy_gbs, 2.0 * cbytes / 1e6);
-    G.vt->buf_free(G.be, kc); G.vt->buf_free(G.be, vc); G.vt->buf_free(G.be, q);
-    G.vt->buf_free(G.be, o); G.vt->buf_free(G.be, bt); G.vt->buf_free(G.be, ps);
+    G.vt->buf_free(G.be, kc);
+    G.vt->buf_free(G.be, vc);
+    G.vt->buf_free(G.be, q);
+    G.vt->buf_free(G.be, o);
+    G.vt->buf_free(G.be, bt);
+    G.vt->buf_free(G.be, ps);
   }
   printf("\nmatmul v3, attention v2 on %s; copy bandwidth %.0f GB/s\n", di.name, copy_gbs);
   printf("%-5s %-24s %9s %8s %7s\n", "type", "shape (N x K)", "us", "GB/s", "%copy");
-  for (int i = 0; i < nt; ++i) printf("%s\n", table[i]);
+  for (int i = 0; i < nt; ++i)
+    printf("%s\n", table[i]);
   memra_plug_close(&G);
   return 0;
 }

@@ -47,7 +47,8 @@ static void *xmalloc(size_t n) {
 }
 static float *frand_vec(int64_t n, float lo, float hi) {
   float *v = xmalloc((size_t)n * 4);
-  for (int64_t i = 0; i < n; ++i) v[i] = frand(lo, hi);
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = frand(lo, hi);
   return v;
 }
 
@@ -58,7 +59,8 @@ static void *rand_rows(int32_t type, int64_t ne0, int64_t rows, uint64_t *nbytes
   uint8_t *p = xmalloc(rb * rows);
   *nbytes = rb * rows;
   if (type == MEMRA_TYPE_F32) {
-    for (int64_t i = 0; i < ne0 * rows; ++i) ((float *)p)[i] = frand(-1, 1);
+    for (int64_t i = 0; i < ne0 * rows; ++i)
+      ((float *)p)[i] = frand(-1, 1);
     return p;
   }
   if (type == MEMRA_TYPE_F16 || type == MEMRA_TYPE_BF16) {
@@ -67,13 +69,21 @@ static void *rand_rows(int32_t type, int64_t ne0, int64_t rows, uint64_t *nbytes
                                                   : memra_f32_to_bf16(frand(-1, 1));
     return p;
   }
-  for (uint64_t i = 0; i < rb * rows; ++i) p[i] = (uint8_t)(rnd() >> 56);
+  for (uint64_t i = 0; i < rb * rows; ++i)
+    p[i] = (uint8_t)(rnd() >> 56);
   memra_type_traits tr = memra_type_info(type);
   int offs[2] = {-1, -1};
   switch (type) {
-  case MEMRA_TYPE_Q4_0: case MEMRA_TYPE_Q5_0: case MEMRA_TYPE_Q8_0: offs[0] = 0; break;
-  case MEMRA_TYPE_Q4_1: case MEMRA_TYPE_Q5_1: case MEMRA_TYPE_Q4_K: case MEMRA_TYPE_Q5_K:
-    offs[0] = 0; offs[1] = 2; break;
+  case MEMRA_TYPE_Q4_0:
+  case MEMRA_TYPE_Q5_0:
+  case MEMRA_TYPE_Q8_0: offs[0] = 0; break;
+  case MEMRA_TYPE_Q4_1:
+  case MEMRA_TYPE_Q5_1:
+  case MEMRA_TYPE_Q4_K:
+  case MEMRA_TYPE_Q5_K:
+    offs[0] = 0;
+    offs[1] = 2;
+    break;
   case MEMRA_TYPE_Q6_K: offs[0] = 208; break;
   default: break;
   }
@@ -97,8 +107,10 @@ typedef struct dbuf {
 static dbuf dnew(uint64_t size, const void *init) {
   dbuf d = {{NULL, NULL}, size};
   uint8_t *tmp = xmalloc(size + GUARD);
-  if (init) memcpy(tmp, init, size);
-  else memset(tmp, 0xFF, size);
+  if (init)
+    memcpy(tmp, init, size);
+  else
+    memset(tmp, 0xFF, size);
   memset(tmp + size, 0xA5, GUARD);
   for (int i = 0; i < 2; ++i) {
     memra_plug_must(&P[i], P[i].vt->buf_alloc(P[i].be, size + GUARD, &d.b[i]), "buf_alloc");
@@ -108,7 +120,8 @@ static dbuf dnew(uint64_t size, const void *init) {
   return d;
 }
 static void dfree(dbuf *d) {
-  for (int i = 0; i < 2; ++i) P[i].vt->buf_free(P[i].be, d->b[i]);
+  for (int i = 0; i < 2; ++i)
+    P[i].vt->buf_free(P[i].be, d->b[i]);
 }
 static void dpoison(dbuf *d) {
   uint8_t *tmp = xmalloc(d->size);
@@ -202,8 +215,11 @@ static void compare_f32(const char *op, const char *what, const dbuf *d, int64_t
   double err = den > 0 ? sqrt(num / den) : sqrt(num);
   char note[96] = "";
   int pass = err <= tol && bad < 0 && dguard_ok(d);
-  if (bad >= 0) snprintf(note, sizeof note, "nonfinite mismatch at %" PRId64 " (%g vs %g)", bad, a[bad], b[bad]);
-  else if (!dguard_ok(d)) snprintf(note, sizeof note, "guard bytes overwritten");
+  if (bad >= 0)
+    snprintf(note, sizeof note, "nonfinite mismatch at %" PRId64 " (%g vs %g)", bad, a[bad],
+             b[bad]);
+  else if (!dguard_ok(d))
+    snprintf(note, sizeof note, "guard bytes overwritten");
   record(op, what, err, tol, pass, note);
   free(a);
   free(b);
@@ -233,14 +249,14 @@ static int both_ok(const char *op, const char *what, memra_status s0, memra_stat
   record(op, what, 1, 0, 0, note);
   return 0;
 }
-#define BOTH(op, what, call)                                                             \
-  do {                                                                                   \
-    memra_status s_[2];                                                                  \
-    for (int i = 0; i < 2; ++i) {                                                        \
-      s_[i] = (call);                                                                    \
-      if (s_[i] == MEMRA_OK) s_[i] = P[i].vt->synchronize(P[i].be);                      \
-    }                                                                                    \
-    ok_ = both_ok(op, what, s_[0], s_[1]);                                               \
+#define BOTH(op, what, call)                                                                       \
+  do {                                                                                             \
+    memra_status s_[2];                                                                            \
+    for (int i = 0; i < 2; ++i) {                                                                  \
+      s_[i] = (call);                                                                              \
+      if (s_[i] == MEMRA_OK) s_[i] = P[i].vt->synchronize(P[i].be);                                \
+    }                                                                                              \
+    ok_ = both_ok(op, what, s_[0], s_[1]);                                                         \
   } while (0)
 
 /* --- the cases ----------------------------------------------------------------------- */
@@ -264,7 +280,8 @@ static void check_get_rows(void) {
     uint64_t nb;
     void *tab = rand_rows(type, ne0, rows, &nb);
     int32_t ids[7];
-    for (int i = 0; i < n; ++i) ids[i] = (int32_t)(rnd() % rows);
+    for (int i = 0; i < n; ++i)
+      ids[i] = (int32_t)(rnd() % rows);
     ids[3] = (int32_t)rows - 1;
     dbuf dt = dnew(nb, tab), di = dnew(sizeof ids, ids), dy = dnew((uint64_t)n * ne0 * 4, NULL);
     char what[96];
@@ -272,11 +289,12 @@ static void check_get_rows(void) {
              memra_type_info(type).name, n, rows, ne0);
     int ok_;
     BOTH("get_rows", what,
-         (P[i].vt->get_rows(P[i].be, TP(&dy, i, 0, ne0, n),
-                            TP(&dt, i, type, ne0, rows),
+         (P[i].vt->get_rows(P[i].be, TP(&dy, i, 0, ne0, n), TP(&dt, i, type, ne0, rows),
                             TP(&di, i, MEMRA_TYPE_I32, n, 1))));
     if (ok_) compare_f32("get_rows", what, &dy, n * ne0, 1e-7);
-    dfree(&dt); dfree(&di); dfree(&dy);
+    dfree(&dt);
+    dfree(&di);
+    dfree(&dy);
     free(tab);
   }
 }
@@ -303,10 +321,8 @@ static void check_matmul(void) {
                  memra_type_info(type).name, M, N, K, use_bias ? " +bias" : "");
         int ok_;
         BOTH("matmul", what,
-             P[i].vt->matmul(P[i].be, TP(&dy, i, 0, N, M),
-                             TP(&dx, i, 0, K, M),
-                             TP(&dw, i, type, K, N),
-                             use_bias ? TP(&db, i, 0, N, 1) : NULL));
+             P[i].vt->matmul(P[i].be, TP(&dy, i, 0, N, M), TP(&dx, i, 0, K, M),
+                             TP(&dw, i, type, K, N), use_bias ? TP(&db, i, 0, N, 1) : NULL));
         if (ok_) compare_f32("matmul", what, &dy, M * N, 1e-5);
         if (ok_ && M > 1) { /* batch invariance on the plugin under test */
           float *yb = dget(&dy, 1);
@@ -314,9 +330,9 @@ static void check_matmul(void) {
           dbuf d1 = dnew((uint64_t)N * 4, NULL);
           memra_tensor xr = T(&dx, 1, 0, K, 1);
           xr.offset = (uint64_t)r * K * 4;
-          memra_plug_must(&P[1], P[1].vt->matmul(P[1].be, TP(&d1, 1, 0, N, 1), &xr,
-                                                 TP(&dw, 1, type, K, N),
-                                                 use_bias ? TP(&db, 1, 0, N, 1) : NULL),
+          memra_plug_must(&P[1],
+                          P[1].vt->matmul(P[1].be, TP(&d1, 1, 0, N, 1), &xr, TP(&dw, 1, type, K, N),
+                                          use_bias ? TP(&db, 1, 0, N, 1) : NULL),
                           "matmul");
           float *y1 = dget(&d1, 1);
           int same = memcmp(y1, yb + r * N, (size_t)N * 4) == 0;
@@ -324,23 +340,31 @@ static void check_matmul(void) {
           snprintf(w2, sizeof w2, "%s row %" PRId64 " alone == in batch of %" PRId64,
                    memra_type_info(type).name, r, M);
           record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
-          free(y1); free(yb);
+          free(y1);
+          free(yb);
           dfree(&d1);
         }
-        dfree(&dx); dfree(&dy);
+        dfree(&dx);
+        dfree(&dy);
         free(x);
       }
-      dfree(&dw); dfree(&db);
-      free(w); free(bias);
+      dfree(&dw);
+      dfree(&db);
+      free(w);
+      free(bias);
     }
   }
 }
 
 static void check_rmsnorm(void) {
-  struct { int64_t rows, ne0; int res; } cs[] = {{7, 4097, 1}, {7, 4097, 0}, {7 * 5, 128, 0}, {1, 31, 1}};
+  struct {
+    int64_t rows, ne0;
+    int res;
+  } cs[] = {{7, 4097, 1}, {7, 4097, 0}, {7 * 5, 128, 0}, {1, 31, 1}};
   for (int c = 0; c < 4; ++c) {
     const int64_t R = cs[c].rows, E = cs[c].ne0;
-    float *x = frand_vec(R * E, -2, 2), *res = frand_vec(R * E, -1, 1), *w = frand_vec(E, 0.5f, 1.5f);
+    float *x = frand_vec(R * E, -2, 2), *res = frand_vec(R * E, -1, 1),
+          *w = frand_vec(E, 0.5f, 1.5f);
     dbuf dx = dnew((uint64_t)R * E * 4, x), dr = dnew((uint64_t)R * E * 4, res),
          dw = dnew((uint64_t)E * 4, w), dy = dnew((uint64_t)R * E * 4, NULL);
     char what[96];
@@ -348,26 +372,34 @@ static void check_rmsnorm(void) {
     int ok_;
     BOTH("rmsnorm", what,
          P[i].vt->rmsnorm(P[i].be, TP(&dy, i, 0, E, R), TP(&dx, i, 0, E, R),
-                          cs[c].res ? TP(&dr, i, 0, E, R) : NULL,
-                          TP(&dw, i, 0, E, 1), 1e-5f));
+                          cs[c].res ? TP(&dr, i, 0, E, R) : NULL, TP(&dw, i, 0, E, 1), 1e-5f));
     if (ok_) {
       compare_f32("rmsnorm", what, &dy, R * E, 1e-5);
       if (cs[c].res) compare_f32("rmsnorm", "  x written back (x + res)", &dx, R * E, 0);
     }
-    dfree(&dx); dfree(&dr); dfree(&dw); dfree(&dy);
-    free(x); free(res); free(w);
+    dfree(&dx);
+    dfree(&dr);
+    dfree(&dw);
+    dfree(&dy);
+    free(x);
+    free(res);
+    free(w);
   }
 }
 
 static void check_rope(void) {
-  struct { int mode, n_head, hd, n_rot, ff; } cs[] = {
-      {MEMRA_ROPE_NORM, 5, 64, 64, 0}, {MEMRA_ROPE_NEOX, 5, 64, 64, 0},
-      {MEMRA_ROPE_NORM, 3, 128, 128, 1}, {MEMRA_ROPE_NEOX, 7, 80, 32, 1}};
+  struct {
+    int mode, n_head, hd, n_rot, ff;
+  } cs[] = {{MEMRA_ROPE_NORM, 5, 64, 64, 0},
+            {MEMRA_ROPE_NEOX, 5, 64, 64, 0},
+            {MEMRA_ROPE_NORM, 3, 128, 128, 1},
+            {MEMRA_ROPE_NEOX, 7, 80, 32, 1}};
   for (int c = 0; c < 4; ++c) {
     const int64_t R = 9, E = (int64_t)cs[c].n_head * cs[c].hd;
     float *x = frand_vec(R * E, -1, 1), *ff = frand_vec(cs[c].n_rot / 2, 1, 8);
     int32_t pos[9];
-    for (int i = 0; i < R; ++i) pos[i] = (int32_t)(rnd() % 5000);
+    for (int i = 0; i < R; ++i)
+      pos[i] = (int32_t)(rnd() % 5000);
     pos[0] = 0;
     dbuf dx = dnew((uint64_t)R * E * 4, x), dp = dnew(sizeof pos, pos),
          df = dnew((uint64_t)cs[c].n_rot / 2 * 4, ff);
@@ -376,14 +408,21 @@ static void check_rope(void) {
              cs[c].n_head, cs[c].hd, cs[c].n_rot, cs[c].ff ? " +freq_factors" : "");
     int ok_;
     BOTH("rope", what, ({
-           memra_rope_params p = {cs[c].n_head, cs[c].hd, cs[c].n_rot, cs[c].mode, 500000.f, 1.f,
+           memra_rope_params p = {cs[c].n_head,
+                                  cs[c].hd,
+                                  cs[c].n_rot,
+                                  cs[c].mode,
+                                  500000.f,
+                                  1.f,
                                   cs[c].ff ? T(&df, i, 0, cs[c].n_rot / 2, 1) : NONE()};
-           P[i].vt->rope(P[i].be, TP(&dx, i, 0, E, R),
-                         TP(&dp, i, MEMRA_TYPE_I32, R, 1), &p);
+           P[i].vt->rope(P[i].be, TP(&dx, i, 0, E, R), TP(&dp, i, MEMRA_TYPE_I32, R, 1), &p);
          }));
     if (ok_) compare_f32("rope", what, &dx, R * E, 1e-6);
-    dfree(&dx); dfree(&dp); dfree(&df);
-    free(x); free(ff);
+    dfree(&dx);
+    dfree(&dp);
+    dfree(&df);
+    free(x);
+    free(ff);
   }
 }
 
@@ -396,12 +435,16 @@ typedef struct kvfix {
 
 static kvfix kv_fixture(int n_seqs, int block_size, int max_blocks, const int32_t *pos,
                         const int32_t *seq, int n_rows) {
-  kvfix f = {n_seqs, block_size, max_blocks, n_seqs * max_blocks, NULL, {{0}, 0}, {{0}, 0}, {{0}, 0}};
+  kvfix f = {n_seqs, block_size, max_blocks, n_seqs * max_blocks,
+             NULL,   {{0}, 0},   {{0}, 0},   {{0}, 0}};
   f.bt = xmalloc((size_t)f.n_pages * 4);
-  for (int i = 0; i < f.n_pages; ++i) f.bt[i] = i;
+  for (int i = 0; i < f.n_pages; ++i)
+    f.bt[i] = i;
   for (int i = f.n_pages - 1; i > 0; --i) {
     int j = (int)(rnd() % (uint64_t)(i + 1));
-    int32_t t = f.bt[i]; f.bt[i] = f.bt[j]; f.bt[j] = t;
+    int32_t t = f.bt[i];
+    f.bt[i] = f.bt[j];
+    f.bt[j] = t;
   }
   f.dbt = dnew((uint64_t)f.n_pages * 4, f.bt);
   f.dpos = dnew((uint64_t)n_rows * 4, pos);
@@ -422,7 +465,9 @@ static memra_batch kv_batch(const kvfix *f, int i, int n_rows, int kv_bucket) {
   return b;
 }
 static void kv_free(kvfix *f) {
-  dfree(&f->dbt); dfree(&f->dpos); dfree(&f->dseq);
+  dfree(&f->dbt);
+  dfree(&f->dpos);
+  dfree(&f->dseq);
   free(f->bt);
 }
 
@@ -439,7 +484,8 @@ static void check_kv_store(void) {
     const int64_t slots = (int64_t)f.n_pages * f.block_size;
     uint64_t cb;
     void *kc = rand_rows(ctype, width, slots, &cb), *vc = rand_rows(ctype, width, slots, &cb);
-    float *k = frand_vec((int64_t)n_rows * width, -1, 1), *v = frand_vec((int64_t)n_rows * width, -1, 1);
+    float *k = frand_vec((int64_t)n_rows * width, -1, 1),
+          *v = frand_vec((int64_t)n_rows * width, -1, 1);
     dbuf dkc = dnew(cb, kc), dvc = dnew(cb, vc), dk = dnew((uint64_t)n_rows * width * 4, k),
          dv = dnew((uint64_t)n_rows * width * 4, v);
     char what[96];
@@ -449,8 +495,7 @@ static void check_kv_store(void) {
     BOTH("kv_store", what, ({
            memra_batch b = kv_batch(&f, i, n_rows, 400);
            P[i].vt->kv_store(P[i].be, TP(&dkc, i, ctype, width, slots),
-                             TP(&dvc, i, ctype, width, slots),
-                             TP(&dk, i, 0, width, n_rows),
+                             TP(&dvc, i, ctype, width, slots), TP(&dk, i, 0, width, n_rows),
                              TP(&dv, i, 0, width, n_rows), &b);
          }));
     if (ok_) { /* whole caches: the rows written and every row not written */
@@ -460,17 +505,29 @@ static void check_kv_store(void) {
         int same = memcmp(a, b, cb) == 0 && dguard_ok(d);
         record("kv_store", c ? "  v cache bytes identical" : "  k cache bytes identical", !same, 0,
                same, NULL);
-        free(a); free(b);
+        free(a);
+        free(b);
       }
     }
-    dfree(&dkc); dfree(&dvc); dfree(&dk); dfree(&dv);
-    free(kc); free(vc); free(k); free(v);
+    dfree(&dkc);
+    dfree(&dvc);
+    dfree(&dk);
+    dfree(&dv);
+    free(kc);
+    free(vc);
+    free(k);
+    free(v);
     kv_free(&f);
   }
 }
 
 static void check_attention(void) {
-  struct { int32_t ctype; int n_head, n_kv, hd, window; float softcap; int rows, maxpos; } cs[] = {
+  struct {
+    int32_t ctype;
+    int n_head, n_kv, hd, window;
+    float softcap;
+    int rows, maxpos;
+  } cs[] = {
       {MEMRA_TYPE_F16, 8, 2, 64, 0, 0.f, 5, 700},
       {MEMRA_TYPE_F32, 8, 2, 64, 0, 0.f, 5, 700},
       {MEMRA_TYPE_F16, 9, 3, 80, 50, 0.f, 4, 300},
@@ -484,20 +541,27 @@ static void check_attention(void) {
     int32_t pos[64], seq[64];
     int maxp = 0;
     for (int r = 0; r < n_rows; ++r) {
-      if (c == 5) { seq[r] = 0; pos[r] = 3 + r; }
-      else { seq[r] = r % 3; pos[r] = r == 0 ? 0 : (int32_t)(rnd() % (uint64_t)cs[c].maxpos); }
+      if (c == 5) {
+        seq[r] = 0;
+        pos[r] = 3 + r;
+      } else {
+        seq[r] = r % 3;
+        pos[r] = r == 0 ? 0 : (int32_t)(rnd() % (uint64_t)cs[c].maxpos);
+      }
       if (pos[r] > maxp) maxp = pos[r];
     }
     const int bs = 16, mb = (maxp + 1 + bs - 1) / bs + 1;
     kvfix f = kv_fixture(3, bs, mb, pos, seq, n_rows);
     const int64_t slots = (int64_t)f.n_pages * bs;
     uint64_t cb;
-    void *kc = rand_rows(cs[c].ctype, width, slots, &cb), *vc = rand_rows(cs[c].ctype, width, slots, &cb);
+    void *kc = rand_rows(cs[c].ctype, width, slots, &cb),
+         *vc = rand_rows(cs[c].ctype, width, slots, &cb);
     float *q = frand_vec((int64_t)n_rows * qw, -1, 1);
     dbuf dkc = dnew(cb, kc), dvc = dnew(cb, vc), dq = dnew((uint64_t)n_rows * qw * 4, q),
          dout = dnew((uint64_t)n_rows * qw * 4, NULL);
-    memra_attn_params p = {cs[c].n_head, cs[c].n_kv, cs[c].hd, cs[c].window,
-                           1.0f / sqrtf((float)cs[c].hd), cs[c].softcap};
+    memra_attn_params p = {
+        cs[c].n_head, cs[c].n_kv, cs[c].hd, cs[c].window, 1.0f / sqrtf((float)cs[c].hd),
+        cs[c].softcap};
     char what[96];
     snprintf(what, sizeof what, "%s h%d/kv%d d%d win%d cap%g rows %d pos<=%d",
              memra_type_info(cs[c].ctype).name, p.n_head, p.n_kv_head, p.head_dim, p.window,
@@ -505,8 +569,7 @@ static void check_attention(void) {
     int ok_;
     BOTH("attention", what, ({
            memra_batch b = kv_batch(&f, i, n_rows, maxp + 1);
-           P[i].vt->attention(P[i].be, TP(&dout, i, 0, qw, n_rows),
-                              TP(&dq, i, 0, qw, n_rows),
+           P[i].vt->attention(P[i].be, TP(&dout, i, 0, qw, n_rows), TP(&dq, i, 0, qw, n_rows),
                               TP(&dkc, i, cs[c].ctype, width, slots),
                               TP(&dvc, i, cs[c].ctype, width, slots), &b, &p);
          }));
@@ -520,10 +583,10 @@ static void check_attention(void) {
       b.seq.offset = (uint64_t)r * 4;
       memra_tensor qr = T(&dq, 1, 0, qw, 1);
       qr.offset = (uint64_t)r * qw * 4;
-      memra_plug_must(&P[1], P[1].vt->attention(P[1].be, TP(&d1, 1, 0, qw, 1), &qr,
-                                                TP(&dkc, 1, cs[c].ctype, width, slots),
-                                                TP(&dvc, 1, cs[c].ctype, width, slots),
-                                                &b, &p),
+      memra_plug_must(&P[1],
+                      P[1].vt->attention(P[1].be, TP(&d1, 1, 0, qw, 1), &qr,
+                                         TP(&dkc, 1, cs[c].ctype, width, slots),
+                                         TP(&dvc, 1, cs[c].ctype, width, slots), &b, &p),
                       "attention");
       float *o1 = dget(&d1, 1);
       int same = memcmp(o1, ob + (int64_t)r * qw, (size_t)qw * 4) == 0;
@@ -531,11 +594,17 @@ static void check_attention(void) {
       snprintf(w2, sizeof w2, "attention row %d alone (bucket %d) == in batch (bucket %d)", r,
                pos[r] + 1, maxp + 1);
       record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
-      free(o1); free(ob);
+      free(o1);
+      free(ob);
       dfree(&d1);
     }
-    dfree(&dkc); dfree(&dvc); dfree(&dq); dfree(&dout);
-    free(kc); free(vc); free(q);
+    dfree(&dkc);
+    dfree(&dvc);
+    dfree(&dq);
+    dfree(&dout);
+    free(kc);
+    free(vc);
+    free(q);
     kv_free(&f);
   }
 }
@@ -550,25 +619,26 @@ static void check_elementwise(void) {
     const char *what = act ? "GELU_TANH [7 x 4097]" : "SILU [7 x 4097]";
     dpoison(&dy);
     BOTH("glu", what,
-         P[i].vt->glu(P[i].be, TP(&dy, i, 0, E, R), TP(&da, i, 0, E, R),
-                      TP(&db, i, 0, E, R), act));
+         P[i].vt->glu(P[i].be, TP(&dy, i, 0, E, R), TP(&da, i, 0, E, R), TP(&db, i, 0, E, R), act));
     if (ok_) compare_f32("glu", what, &dy, R * E, 1e-6);
   }
   dpoison(&dy);
   BOTH("add", "[7 x 4097]",
-       P[i].vt->add(P[i].be, TP(&dy, i, 0, E, R), TP(&da, i, 0, E, R),
-                    TP(&db, i, 0, E, R)));
+       P[i].vt->add(P[i].be, TP(&dy, i, 0, E, R), TP(&da, i, 0, E, R), TP(&db, i, 0, E, R)));
   if (ok_) compare_f32("add", "[7 x 4097]", &dy, R * E, 0);
   dpoison(&dy);
   BOTH("scale", "[7 x 4097] x 0.37",
-       P[i].vt->scale(P[i].be, TP(&dy, i, 0, E, R), TP(&da, i, 0, E, R),
-                      0.37f));
+       P[i].vt->scale(P[i].be, TP(&dy, i, 0, E, R), TP(&da, i, 0, E, R), 0.37f));
   if (ok_) compare_f32("scale", "[7 x 4097] x 0.37", &dy, R * E, 0);
-  dfree(&da); dfree(&db); dfree(&dy);
-  free(a); free(b);
+  dfree(&da);
+  dfree(&db);
+  dfree(&dy);
+  free(a);
+  free(b);
 
   int32_t v[37];
-  for (int i = 0; i < 37; ++i) v[i] = (int32_t)(rnd() % 100000) - 50000;
+  for (int i = 0; i < 37; ++i)
+    v[i] = (int32_t)(rnd() % 100000) - 50000;
   dbuf dv = dnew(sizeof v, v);
   BOTH("add_i32", "[37] += 3", P[i].vt->add_i32(P[i].be, TP(&dv, i, MEMRA_TYPE_I32, 37, 1), 3));
   if (ok_) compare_i32("add_i32", "[37] += 3", &dv, 37);
@@ -578,19 +648,21 @@ static void check_elementwise(void) {
 static void check_argmax(void) {
   const int64_t R = 5, V = g_quick ? 1001 : 50001;
   float *x = frand_vec(R * V, -10, 10);
-  x[0 * V + 17] = 50.f; x[0 * V + 9000 % V] = 50.f; /* tie: lowest index wins */
-  x[1 * V + V - 1] = 60.f;                          /* max at the end */
-  x[2 * V + 0] = 70.f;                              /* max at the start */
-  x[3 * V + 5] = NAN; x[3 * V + 6] = 80.f;          /* NaN never wins */
+  x[0 * V + 17] = 50.f;
+  x[0 * V + 9000 % V] = 50.f; /* tie: lowest index wins */
+  x[1 * V + V - 1] = 60.f;    /* max at the end */
+  x[2 * V + 0] = 70.f;        /* max at the start */
+  x[3 * V + 5] = NAN;
+  x[3 * V + 6] = 80.f; /* NaN never wins */
   dbuf dx = dnew((uint64_t)R * V * 4, x), di = dnew((uint64_t)R * 4, NULL);
   char what[96];
   snprintf(what, sizeof what, "[%" PRId64 " x %" PRId64 "] ties, ends, NaN", R, V);
   int ok_;
   BOTH("argmax", what,
-       P[i].vt->argmax(P[i].be, TP(&di, i, MEMRA_TYPE_I32, R, 1),
-                       TP(&dx, i, 0, V, R)));
+       P[i].vt->argmax(P[i].be, TP(&di, i, MEMRA_TYPE_I32, R, 1), TP(&dx, i, 0, V, R)));
   if (ok_) compare_i32("argmax", what, &di, R);
-  dfree(&dx); dfree(&di);
+  dfree(&dx);
+  dfree(&di);
   free(x);
 }
 
@@ -610,8 +682,8 @@ static void check_graph(void) {
   int32_t pos0 = 5;
   dbuf dw = dnew(nb, w), dx = dnew((uint64_t)K * 4, x0), dp = dnew(4, &pos0),
        dy = dnew((uint64_t)N * 4, NULL), did = dnew(12, NULL);
-  memra_tensor tw = T(&dw, 1, MEMRA_TYPE_Q4_K, K, N), tx = T(&dx, 1, 0, K, 1), tp = T(&dp, 1, MEMRA_TYPE_I32, 1, 1),
-               ty = T(&dy, 1, 0, N, 1);
+  memra_tensor tw = T(&dw, 1, MEMRA_TYPE_Q4_K, K, N), tx = T(&dx, 1, 0, K, 1),
+               tp = T(&dp, 1, MEMRA_TYPE_I32, 1, 1), ty = T(&dy, 1, 0, N, 1);
   memra_rope_params rp = {8, 128, 128, MEMRA_ROPE_NORM, 10000.f, 1.f, NONE()};
   int32_t ids[2][3];
   for (int mode = 0; mode < 2; ++mode) {
@@ -643,8 +715,13 @@ static void check_graph(void) {
   snprintf(what, sizeof what, "3 steps eager %d,%d,%d vs replay %d,%d,%d", ids[0][0], ids[0][1],
            ids[0][2], ids[1][0], ids[1][1], ids[1][2]);
   record("graph", what, !same, 0, same, same ? "identical" : "differs");
-  dfree(&dw); dfree(&dx); dfree(&dp); dfree(&dy); dfree(&did);
-  free(w); free(x0);
+  dfree(&dw);
+  dfree(&dx);
+  dfree(&dp);
+  dfree(&dy);
+  dfree(&did);
+  free(w);
+  free(x0);
 }
 
 /* Hostile arguments: a one-line error, never a crash. */
@@ -663,7 +740,9 @@ static void check_errors(void) {
   memra_tensor w = T(&dw, 1, MEMRA_TYPE_Q2_K, 256, 1);
   memra_tensor x1 = T(&dx, 1, 0, 256, 1), y1 = T(&dy, 1, 0, 1, 1);
   st = vt->matmul(be, &y1, &x1, &w, NULL);
-  dfree(&dw); dfree(&dx); dfree(&dy);
+  dfree(&dw);
+  dfree(&dx);
+  dfree(&dy);
   ok = st == MEMRA_E_UNSUPPORTED || st == MEMRA_OK;
   record("errors", "matmul: Q2_K weights", st != MEMRA_OK && !ok, 0, ok, vt->last_error(be));
   if (!g_quick) { /* the sanitizer reports the refused cudaMalloc as an API error */
@@ -681,10 +760,14 @@ int main(int argc, char **argv) {
   const char *paths[2] = {NULL, NULL};
   int np = 0;
   for (int a = 1; a < argc; ++a) {
-    if (!strcmp(argv[a], "--quick")) g_quick = 1;
-    else if (!strcmp(argv[a], "--seed") && a + 1 < argc) g_rng = strtoull(argv[++a], NULL, 0) | 1;
-    else if (np < 2) paths[np++] = argv[a];
-    else np = 3;
+    if (!strcmp(argv[a], "--quick"))
+      g_quick = 1;
+    else if (!strcmp(argv[a], "--seed") && a + 1 < argc)
+      g_rng = strtoull(argv[++a], NULL, 0) | 1;
+    else if (np < 2)
+      paths[np++] = argv[a];
+    else
+      np = 3;
   }
   if (np != 2) {
     fprintf(stderr, "usage: opcheck [--quick] [--seed N] REF.so TEST.so\n");
@@ -704,9 +787,11 @@ int main(int argc, char **argv) {
   check_errors();
   printf("\n%-10s %-64s %10s %8s %s\n", "op", "case", "rel err", "tol", "result");
   for (int r = 0; r < g_nres; ++r)
-    printf("%-10s %-64s %10.2e %8.0e %s%s%s\n", g_res[r].op, g_res[r].what, g_res[r].err, g_res[r].tol,
-           g_res[r].pass ? "PASS" : "FAIL", g_res[r].note[0] ? "  " : "", g_res[r].note);
+    printf("%-10s %-64s %10.2e %8.0e %s%s%s\n", g_res[r].op, g_res[r].what, g_res[r].err,
+           g_res[r].tol, g_res[r].pass ? "PASS" : "FAIL", g_res[r].note[0] ? "  " : "",
+           g_res[r].note);
   printf("opcheck %s vs %s: %d cases, %d failed\n", P[1].vt->name, P[0].vt->name, g_nres, g_nfail);
-  for (int i = 0; i < 2; ++i) memra_plug_close(&P[i]);
+  for (int i = 0; i < 2; ++i)
+    memra_plug_close(&P[i]);
   return g_nfail ? 1 : 0;
 }
