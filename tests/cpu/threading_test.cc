@@ -1,4 +1,4 @@
-// threading_test.cc — every parallel op gives bit-identical results with 1, 2 and 3
+// threading_test.cc — every parallel op gives bit-identical results with 1, 2, 3 and 8
 // threads: each output element is computed whole, in an order fixed by the element.
 // Shapes are large enough that every op really runs in parallel.
 #include "tests/cpu/cpu_test_util.h"
@@ -88,14 +88,37 @@ std::vector<std::vector<float>> run_all(int n_threads) {
   memra_attn_params ap = {nh, nkv, hd, 0, 0.125f, 0.0f};
   EXPECT_EQ(MEMRA_OK, c.vt->attention(c.be, &o.t, &q.t, &kc.t, &vc.t, &qb, &ap)) << c.err();
   outs.push_back(o.get<float>());
+
+  // get_rows of a Q4_1 table, then argmax over its rows (ids carried as floats).
+  const int64_t vocab = 4099, d = 576, n_ids = 257;
+  uint64_t rb = memra_type_row_bytes(MEMRA_TYPE_Q4_1, d);
+  std::vector<uint8_t> tbl(vocab * rb);
+  auto tsrc = randf(g, vocab * d);
+  for (int64_t r = 0; r < vocab; ++r)
+    memra_quantize_row(MEMRA_TYPE_Q4_1, &tsrc[r * d], &tbl[r * rb], d);
+  std::vector<int32_t> idv(n_ids);
+  for (auto &i : idv)
+    i = (int32_t)(g() % vocab);
+  Dev dt(c, MEMRA_TYPE_Q4_1, d, vocab), di(c, MEMRA_TYPE_I32, n_ids, 1),
+      dr(c, MEMRA_TYPE_F32, d, n_ids), am(c, MEMRA_TYPE_I32, n_ids, 1);
+  dt.put_bytes(tbl.data());
+  di.put(idv);
+  EXPECT_EQ(MEMRA_OK, c.vt->get_rows(c.be, &dr.t, &dt.t, &di.t)) << c.err();
+  outs.push_back(dr.get<float>());
+  EXPECT_EQ(MEMRA_OK, c.vt->argmax(c.be, &am.t, &dr.t)) << c.err();
+  std::vector<int32_t> amax = am.get<int32_t>();
+  std::vector<float> af(amax.size());
+  for (size_t i = 0; i < amax.size(); ++i)
+    af[i] = (float)amax[i] + 1.0f; // never all zeros
+  outs.push_back(af);
   return outs;
 }
 
 } // namespace
 
-TEST(CpuThreading, OneTwoThreeThreadsGiveIdenticalBits) {
+TEST(CpuThreading, OneTwoThreeEightThreadsGiveIdenticalBits) {
   std::vector<std::vector<float>> one = run_all(1);
-  for (int n : {2, 3}) {
+  for (int n : {2, 3, 8}) { // 8: more threads than this machine may have cores
     std::vector<std::vector<float>> other = run_all(n);
     ASSERT_EQ(one.size(), other.size());
     for (size_t i = 0; i < one.size(); ++i) {
