@@ -94,7 +94,8 @@ void CheckParity(const memra_tokenizer *t, const std::string &name, bool parse_s
     if (got != exp[i].ids && ++mismatches <= 5)
       ADD_FAILURE() << name << " line " << i << " (" << s.substr(0, 60) << "): ids differ";
     if (!exp[i].roundtrips) continue;
-    ASSERT_EQ(MEMRA_OK, memra_tokenize(t, s.data(), s.size(), false, parse_special, &ids, &n, &err));
+    ASSERT_EQ(MEMRA_OK,
+              memra_tokenize(t, s.data(), s.size(), false, parse_special, &ids, &n, &err));
     std::string back = Decode(t, ids, n);
     memra_free(ids);
     EXPECT_EQ(s, back) << name << " line " << i;
@@ -104,6 +105,31 @@ void CheckParity(const memra_tokenizer *t, const std::string &name, bool parse_s
   // The reference round-trips most strings (Qwen's NFC changes the decomposed ones);
   // a fixture that checks none would be a defect.
   EXPECT_GE(roundtrips, corpus.size() * 7 / 10) << name;
+}
+
+// Random id sequences, many cutting UTF-8 sequences apart: the streamed decode equals HF's
+// decode (ByteLevel decoder: from_utf8_lossy over the whole byte string).
+void CheckDecode(const memra_tokenizer *t, const std::string &name) {
+  std::vector<std::string> lines = ReadLines("tests/text/data/" + name + ".decode");
+  ASSERT_GE(lines.size(), 400u);
+  size_t replaced = 0;
+  for (size_t i = 0; i < lines.size(); i++) {
+    size_t tab = lines[i].find('\t');
+    ASSERT_NE(std::string::npos, tab);
+    std::istringstream in(lines[i].substr(0, tab));
+    std::vector<int32_t> ids;
+    int32_t id;
+    while (in >> id)
+      ids.push_back(id);
+    std::string js = lines[i].substr(tab + 1);
+    cJSON *j = cJSON_ParseWithLength(js.data(), js.size());
+    ASSERT_TRUE(cJSON_IsString(j)) << name << " line " << i;
+    std::string want = j->valuestring;
+    cJSON_Delete(j);
+    EXPECT_EQ(want, Decode(t, ids.data(), ids.size())) << name << " line " << i;
+    replaced += want.find("\xEF\xBF\xBD") != std::string::npos;
+  }
+  EXPECT_GT(replaced, lines.size() / 4) << "the fixture should break many sequences";
 }
 
 void CheckHf(const std::string &name) {
@@ -122,6 +148,7 @@ void CheckHf(const std::string &name) {
   }
   memra_free(tmpl);
   CheckParity(t, name);
+  if (name != "llama2") CheckDecode(t, name);
   memra_tokenizer_free(t);
 }
 
@@ -199,6 +226,7 @@ TEST(TokenizerParity, SmolLM2Gguf) {
   memra_gguf_close(g); // the tokenizer keeps its own copy
   EXPECT_EQ(49152, memra_tokenizer_n_vocab(t));
   CheckParity(t, "smollm2");
+  CheckDecode(t, "smollm2");
   memra_tokenizer_free(t);
 }
 

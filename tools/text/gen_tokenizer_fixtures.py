@@ -11,6 +11,9 @@ the tokenizer metadata is also written, alone, to smollm2_vocab.gguf.gz for the 
 Also pretok_<pre>.gz: per corpus line, the byte lengths of the pieces HF's pre-tokenizer
 for that tokenizer.ggml.pre value makes (gpt2, smollm, llama-bpe, qwen2, deepseek-v3).
 
+<vocab>.decode.gz (byte-level vocabularies): random id sequences, many of them cutting
+UTF-8 sequences, and HF's decode of each (skip_special_tokens=False).
+
 Gemma 3 (SentencePiece with real scores; optional input, see --gemma-part): the reference
 is the sentencepiece library on a ModelProto rebuilt from the GGUF metadata; the ids assume
 add_bos and no special-token parsing (sentencepiece never matches control-token text).
@@ -343,6 +346,22 @@ def gemma3_fixtures(part, out, strings):
     os.remove(tmp)
 
 
+def decode_lines(tk, seed):
+    """Random id sequences (a third of the ids single-byte tokens, so UTF-8 sequences get cut
+    and broken) with HF's decode of each: "id id ...<TAB>json string"."""
+    r = random.Random(seed)
+    n = tk.get_vocab_size(with_added_tokens=True)
+    vocab = tk.get_vocab(with_added_tokens=True)
+    single = sorted(i for t, i in vocab.items() if len(t) == 1)
+    lines = []
+    for _ in range(400):
+        ids = [r.choice(single) if r.random() < 0.35 else r.randrange(n) for _ in range(r.randrange(1, 24))]
+        # (a NUL would cut the JSON string short in the C reader: byte 0 is left out)
+        ids = [i for i in ids if tk.id_to_token(i) is not None and "\x00" not in tk.decode([i])]
+        lines.append(" ".join(map(str, ids)) + "\t" + json.dumps(tk.decode(ids, skip_special_tokens=False)))
+    return "\n".join(lines) + "\n"
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser()
@@ -365,6 +384,8 @@ def main():
         with gzip.open(os.path.join(d, "tokenizer.json.gz"), "rb") as g:
             tk = Tokenizer.from_str(g.read().decode("utf-8"))
         gz_write(os.path.join(a.out, v + ".ids.gz"), ids_lines(tk, strings))
+        if v != "llama2":  # byte-level vocabularies: ByteLevel decoder = from_utf8_lossy
+            gz_write(os.path.join(a.out, v + ".decode.gz"), decode_lines(tk, len(v)))
         print(v, "done")
     for name, pt in pre_tokenizer_refs().items():
         gz_write(os.path.join(a.out, "pretok_%s.gz" % name), pretok_lines(pt, strings))
@@ -376,6 +397,7 @@ def main():
     tk, (toks, types, merges, f) = smollm2_reference(a.smol_gguf)
     write_smol_gguf(os.path.join(a.out, "smollm2_vocab.gguf.gz"), toks, types, merges, f)
     gz_write(os.path.join(a.out, "smollm2.ids.gz"), ids_lines(tk, strings))
+    gz_write(os.path.join(a.out, "smollm2.decode.gz"), decode_lines(tk, 7))
     print("smollm2 done;", len(strings), "strings")
 
 
