@@ -310,10 +310,11 @@ extern "C" void cpu_f16_to_f32_row(const uint16_t *src, float *dst, int64_t n);
 
 TEST(CpuKvStore, F16WideningMatchesQuantLibraryForEveryHalf) {
   std::vector<uint16_t> h(65536);
-  for (int i = 0; i < 65536; ++i) h[i] = (uint16_t)i;
+  for (int i = 0; i < 65536; ++i)
+    h[i] = (uint16_t)i;
   std::vector<float> got(65536 + 3);
   cpu_f16_to_f32_row(h.data(), got.data(), 65536);
-  cpu_f16_to_f32_row(h.data() + 5, got.data() + 65536, 3);  // an unaligned tail
+  cpu_f16_to_f32_row(h.data() + 5, got.data() + 65536, 3); // an unaligned tail
   for (int i = 0; i < 65536; ++i) {
     float want = memra_fp16_to_f32((uint16_t)i);
     if (std::isnan(want)) {
@@ -322,5 +323,6 @@ TEST(CpuKvStore, F16WideningMatchesQuantLibraryForEveryHalf) {
     }
     ASSERT_EQ(0, memcmp(&want, &got[i], 4)) << "half 0x" << std::hex << i;
   }
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(memra_fp16_to_f32((uint16_t)(5 + i)), got[65536 + i]);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(memra_fp16_to_f32((uint16_t)(5 + i)), got[65536 + i]);
 }
