@@ -1,6 +1,7 @@
 /* detok.c — the stream-safe detokenizer: token pieces are fed byte by byte through a small
  * UTF-8 state so that only whole characters leave; invalid sequences become U+FFFD, one
- * per maximal subpart, as Rust's from_utf8_lossy (HF's ByteLevel decoder) does. */
+ * per maximal subpart as Rust's from_utf8_lossy (HF's ByteLevel decoder) for byte-level
+ * vocabularies, one per byte as sentencepiece for SPM ones. */
 #include <string.h>
 
 #include "core/text/tok_internal.h"
@@ -28,7 +29,7 @@ static void drain(memra_detok *d, char *out, size_t cap, size_t *o) {
     } else if (memra_utf8_prefix_ok(p, d->n_pending)) {
       return;
     } else {
-      l = memra_utf8_invalid_len(p, d->n_pending);
+      l = d->per_byte ? 1 : memra_utf8_invalid_len(p, d->n_pending);
       put("\xEF\xBF\xBD", 3, out, cap, o);
     }
     memmove(d->pending, d->pending + l, d->n_pending - l);
@@ -45,6 +46,7 @@ size_t memra_detok_push(memra_detok *d, const memra_tokenizer *t, int32_t id, ch
   /* HF's Strip decoder for SPM vocabularies that prepend a space: one leading space goes. */
   if (d->first && t->kind == MEMRA_TOK_SPM && t->add_space_prefix && n && s[0] == ' ') s++, n--;
   d->first = false;
+  d->per_byte = t->kind == MEMRA_TOK_SPM;
   for (size_t i = 0; i < n; i++) {
     uint8_t b = (uint8_t)s[i];
     if (d->n_pending == 0 && b < 0x80) { /* the common case: ASCII goes straight out */
@@ -61,7 +63,9 @@ size_t memra_detok_push(memra_detok *d, const memra_tokenizer *t, int32_t id, ch
 size_t memra_detok_flush(memra_detok *d, char *out, size_t cap) {
   size_t o = 0;
   if (cap) out[0] = '\0';
-  if (d->n_pending) put("\xEF\xBF\xBD", 3, out, cap, &o); /* an incomplete tail: one U+FFFD */
+  /* An incomplete tail: one U+FFFD, or one per byte for SPM. */
+  for (size_t i = 0; i < (d->per_byte ? d->n_pending : d->n_pending ? 1 : 0); i++)
+    put("\xEF\xBF\xBD", 3, out, cap, &o);
   d->n_pending = 0;
   if (cap) out[o] = '\0';
   return o;

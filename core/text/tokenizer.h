@@ -50,7 +50,8 @@ const char *memra_token_piece(const memra_tokenizer *t, int32_t id, size_t *len)
 typedef struct memra_detok {
   char pending[16];
   size_t n_pending;
-  bool first; /* SPM: the leading space of the first piece is dropped */
+  bool first;    /* SPM: the leading space of the first piece is dropped */
+  bool per_byte; /* SPM (set by push): one U+FFFD per invalid byte, as sentencepiece */
 } memra_detok;
 
 void memra_detok_init(memra_detok *d);
@@ -59,7 +60,10 @@ void memra_detok_init(memra_detok *d);
 size_t memra_detok_push(memra_detok *d, const memra_tokenizer *t, int32_t id, char *out,
                         size_t cap);
 /* Whatever is still pending (an incomplete sequence at the end), as U+FFFD per the
- * reference's rules. */
+ * reference's rules. Invalid bytes: byte-level (gpt2) vocabularies give one U+FFFD per
+ * maximal invalid subpart (from_utf8_lossy, HF's ByteLevel decoder); SPM vocabularies one
+ * per invalid byte (sentencepiece; HF's ByteFallback instead replaces a whole run of byte
+ * tokens that holds any invalid byte, which a streaming decoder cannot know early). */
 size_t memra_detok_flush(memra_detok *d, char *out, size_t cap);
 
 #ifdef __cplusplus

@@ -104,20 +104,20 @@ TEST(Tokenizer, StreamingHoldsIncompleteUtf8) {
   EXPECT_EQ(4u, memra_detok_push(&d, t, ids[4], buf, sizeof buf));
   EXPECT_STREQ("\xF0\x9F\xAB\xA0", buf);
   EXPECT_EQ(0u, memra_detok_flush(&d, buf, sizeof buf));
-  // A stray continuation byte is one U+FFFD at once; an unfinished sequence at the end is
-  // one U+FFFD at flush; an interrupted one is U+FFFD then the interrupting text.
+  // SPM, as sentencepiece: a stray continuation byte is one U+FFFD at once; an
+  // interrupted sequence is one U+FFFD per byte, then the interrupting text; an unfinished
+  // one at the end is one U+FFFD per byte at flush.
   memra_detok_init(&d);
   EXPECT_EQ(3u, memra_detok_push(&d, t, 3 + 0x80, buf, sizeof buf));
   EXPECT_STREQ("\xEF\xBF\xBD", buf);
   EXPECT_EQ(0u, memra_detok_push(&d, t, 3 + 0xE2, buf, sizeof buf));
   EXPECT_EQ(0u, memra_detok_push(&d, t, 3 + 0x82, buf, sizeof buf));
-  EXPECT_EQ(4u, memra_detok_push(&d, t, 3 + 'A', buf, sizeof buf));
-  EXPECT_STREQ("\xEF\xBF\xBD"
-               "A",
-               buf);
+  EXPECT_EQ(7u, memra_detok_push(&d, t, 3 + 'A', buf, sizeof buf));
+  EXPECT_EQ(std::string("\xEF\xBF\xBD\xEF\xBF\xBD") + "A", buf);
   EXPECT_EQ(0u, memra_detok_push(&d, t, 3 + 0xE2, buf, sizeof buf));
-  EXPECT_EQ(3u, memra_detok_flush(&d, buf, sizeof buf));
-  EXPECT_STREQ("\xEF\xBF\xBD", buf);
+  EXPECT_EQ(0u, memra_detok_push(&d, t, 3 + 0x82, buf, sizeof buf));
+  EXPECT_EQ(6u, memra_detok_flush(&d, buf, sizeof buf));
+  EXPECT_STREQ("\xEF\xBF\xBD\xEF\xBF\xBD", buf);
   // A small out buffer truncates, never overflows.
   memra_detok_init(&d);
   std::vector<int32_t> w = Encode(t, "internationalization", false, true);
@@ -125,6 +125,28 @@ TEST(Tokenizer, StreamingHoldsIncompleteUtf8) {
   size_t got = memra_detok_push(&d, t, w[0], tiny, sizeof tiny);
   EXPECT_LE(got, 3u);
   EXPECT_EQ('\0', tiny[got]);
+}
+
+// Byte-level vocabularies: one U+FFFD per maximal invalid subpart (from_utf8_lossy).
+TEST(Tokenizer, ByteLevelStreamingIsLossyPerSubpart) {
+  Tok k;
+  LoadSmol(&k);
+  auto byte_tok = [&](uint8_t b) {
+    char u[4];
+    size_t n = memra_utf8_encode(memra_byte_to_cp(b), u);
+    return memra_tokenizer_find(k.t, u, n);
+  };
+  memra_detok d;
+  memra_detok_init(&d);
+  char buf[64];
+  EXPECT_EQ(0u, memra_detok_push(&d, k.t, byte_tok(0xE2), buf, sizeof buf));
+  EXPECT_EQ(0u, memra_detok_push(&d, k.t, byte_tok(0x82), buf, sizeof buf));
+  EXPECT_EQ(4u, memra_detok_push(&d, k.t, byte_tok('A'), buf, sizeof buf));
+  EXPECT_EQ(std::string("\xEF\xBF\xBD") + "A", buf);
+  EXPECT_EQ(0u, memra_detok_push(&d, k.t, byte_tok(0xF0), buf, sizeof buf));
+  EXPECT_EQ(0u, memra_detok_push(&d, k.t, byte_tok(0x9F), buf, sizeof buf));
+  EXPECT_EQ(3u, memra_detok_flush(&d, buf, sizeof buf));
+  EXPECT_STREQ("\xEF\xBF\xBD", buf);
 }
 
 TEST(Tokenizer, SpmLeadingSpaceAndBos) {
