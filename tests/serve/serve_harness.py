@@ -9,8 +9,13 @@ import sys
 import time
 
 
+SERVERS = []  # started servers: their logs are printed when a check fails
+
+
 def fail(msg):
     print("FAIL: " + msg, flush=True)
+    for srv in SERVERS:
+        print("---- memra serve log (last 4000 bytes) ----\n" + srv.text()[-4000:], flush=True)
     sys.exit(1)
 
 
@@ -34,6 +39,7 @@ class Server:
         self.log = open(self.log_path, "w+")
         args = [binary, "-m", model_path(), "--backend", plugin, "--port", "0", "-t", "2"] + extra
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        SERVERS.append(self)
         self.port = None
         deadline = time.time() + 60
         while time.time() < deadline and self.port is None:

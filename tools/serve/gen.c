@@ -48,6 +48,7 @@ typedef struct stream {
   size_t n, off;
   size_t t_sent;
   int32_t k_sent;
+  double t_out; /* when the last event went out */
   bool started, finished, done_sent;
 } stream;
 
@@ -67,6 +68,10 @@ static bool produce(stream *st) {
     return st->buf != NULL;
   }
   st->started = true;
+  /* The connection timeout counts a quiet stream as idle: a slow prefill or a slow
+   * backend must not get the stream closed, so say something well before it. */
+  double keepalive = st->s->cfg.conn_timeout_s / 3.0;
+  if (keepalive > 10) keepalive = 10;
   pthread_mutex_lock(&r->mu);
   for (;;) {
     bool news = r->n_text > st->t_sent || (st->rc.logprobs && r->n_toks > st->k_sent);
@@ -76,7 +81,14 @@ static bool produce(stream *st) {
       pthread_mutex_unlock(&r->mu);
       return false;
     }
+    if (memra_serve_now() - st->t_out > keepalive) {
+      pthread_mutex_unlock(&r->mu);
+      st->t_out = memra_serve_now();
+      st->buf = memra_strndup(": keep-alive\n\n", 14); /* an SSE comment: clients skip it */
+      return st->buf != NULL;
+    }
   }
+  st->t_out = memra_serve_now();
   char msg[320];
   int fail = r->done ? failure(st->s, r, msg, sizeof msg) : 0;
   if (fail) {
@@ -136,6 +148,7 @@ static enum MHD_Result start_stream(memra_server *s, struct MHD_Connection *c, m
   st->c = c;
   st->r = r;
   st->rc = *rc;
+  st->t_out = memra_serve_now();
   struct MHD_Response *resp =
       MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
   if (!resp) {
