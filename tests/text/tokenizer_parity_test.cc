@@ -242,6 +242,7 @@ TEST(TokenizerParity, Gemma3SpmScores) {
   memra_gguf_close(g);
   EXPECT_EQ(262144, memra_tokenizer_n_vocab(t));
   CheckParity(t, "gemma3", false);
+  CheckDecode(t, "gemma3"); // against sentencepiece's decode
   memra_tokenizer_free(t);
 }
 

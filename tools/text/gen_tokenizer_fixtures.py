@@ -322,6 +322,17 @@ def gemma3_fixtures(part, out, strings):
         ids = sp.encode(s)
         lines.append(" ".join([str(int(sp.decode(ids) == s))] + [str(i) for i in [bos] + ids]))
     gz_write(os.path.join(out, "gemma3.ids.gz"), "\n".join(lines) + "\n")
+    # Decoding random sequences (no control tokens: sentencepiece drops their text, HF and
+    # llama.cpp print it); a third of the ids are byte tokens, so UTF-8 gets cut.
+    r = random.Random(3)
+    byte_ids = [i for i, y in enumerate(ty) if y == 6 and i != 0]
+    plain = [i for i, y in enumerate(ty) if y in (1, 4)]
+    dl = []
+    for _ in range(400):
+        ids = [r.choice(byte_ids) if r.random() < 0.35 else r.choice(plain) for _ in range(r.randrange(1, 24))]
+        ids = [i for i in ids if toks[i] != "<0x00>"]  # a NUL would cut the C reader's JSON
+        dl.append(" ".join(map(str, ids)) + "\t" + json.dumps(sp.decode(ids)))
+    gz_write(os.path.join(out, "gemma3.decode.gz"), "\n".join(dl) + "\n")
     tmp = os.path.join(out, "gemma3_vocab.gguf.tmp")
     w = gguf.GGUFWriter(tmp, "gemma3")
     w.add_tokenizer_model(kv["tokenizer.ggml.model"])
