@@ -4,10 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bazel build //backends/sm90a:libmemra_sm90a //backends/sm120a:libmemra_sm120a \
-  //plugins/cpu:libmemra_cpu.so //tools/device:opcheck //tools/device:gemv_bench
+  //plugins/cpu:libmemra_cpu.so //tools/device:opcheck //tools/device:gemv_bench \
+  //tools/memra:memra //tools/synth:memra-synth
 mkdir -p dist
 for f in backends/sm90a/libmemra_sm90a.so backends/sm120a/libmemra_sm120a.so \
-  plugins/cpu/libmemra_cpu.so tools/device/opcheck tools/device/gemv_bench; do
+  plugins/cpu/libmemra_cpu.so tools/device/opcheck tools/device/gemv_bench tools/memra/memra \
+  tools/synth/memra-synth; do
   install -m 0755 "bazel-bin/$f" dist/
 done
 ls -la dist
