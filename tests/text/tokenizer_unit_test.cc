@@ -411,3 +411,39 @@ TEST(Tokenizer, CorruptedVocabulariesNeverCrash) {
 }
 
 } // namespace
+
+namespace {
+
+// add_bos_token / add_eos_token from the metadata; memra_tokenize's add_bos switches both.
+TEST(Tokenizer, BosEosFollowTheVocabulary) {
+  memra_err err = {};
+  Vocab v;
+  AddByteLevel(&v, "gpt2");
+  int32_t types[257];
+  for (int i = 0; i < 257; i++)
+    types[i] = 1;
+  types[0] = types[1] = 3; // bytes 0 and 1 (shown as U+0100, U+0101) become control tokens
+  memra_gguf_writer_set_arr(v.w, "tokenizer.ggml.token_type", MEMRA_GGUF_I32, types, 257);
+  memra_gguf_writer_set_u32(v.w, "tokenizer.ggml.bos_token_id", 0);
+  memra_gguf_writer_set_u32(v.w, "tokenizer.ggml.eos_token_id", 1);
+  memra_gguf_writer_set_bool(v.w, "tokenizer.ggml.add_bos_token", true);
+  memra_gguf_writer_set_bool(v.w, "tokenizer.ggml.add_eos_token", true);
+  Tok t;
+  ASSERT_EQ(MEMRA_OK, v.Load(&t.t, &err)) << err.msg;
+  EXPECT_TRUE(memra_tokenizer_add_bos(t.t));
+  std::vector<int32_t> ids = Encode(t.t, "he", true, false);
+  EXPECT_EQ(std::vector<int32_t>({0, 256, 1}), ids);
+  EXPECT_EQ(std::vector<int32_t>({256}), Encode(t.t, "he", false, false));
+  // Control text becomes the control token only with parse_special.
+  EXPECT_EQ(std::vector<int32_t>({256, 0}), Encode(t.t, "he\xC4\x80", false, true));
+  std::vector<int32_t> plain = Encode(t.t, "he\xC4\x80", false, false);
+  ASSERT_EQ(3u, plain.size()); // "he", then the two bytes of U+0100 as byte tokens
+  EXPECT_EQ(256, plain[0]);
+  EXPECT_NE(0, plain[1]);
+  EXPECT_TRUE(memra_tokenizer_is_eog(t.t, 1));
+  EXPECT_FALSE(memra_tokenizer_is_eog(t.t, 0));
+  // Empty text: just the added tokens, and a valid (freeable) array.
+  EXPECT_EQ(std::vector<int32_t>({0, 1}), Encode(t.t, "", true, true));
+}
+
+} // namespace
