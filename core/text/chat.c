@@ -5,7 +5,8 @@
  *             template); Qwen3 (<think> handling of assistant turns after the last query)
  *   Llama 3   <|start_header_id|>: 3.0; 3.1 (always a system header with the knowledge and
  *             today dates)
- *   Llama 2   [INST] + <<SYS>>;  Mistral  [INST] (v0.1/v0.2, no system role)
+ *   Llama 2   [INST] + <<SYS>>;  Mistral  [INST]: v0.1/v0.2 (no system role); v0.3 (the
+ *             system text opens the last user turn; tool calls not supported)
  *   Gemma     <start_of_turn>: 1/2 (no system role); 3 (system text before the first turn) */
 #include "core/text/chat.h"
 
@@ -298,6 +299,36 @@ static memra_status render_mistral(sb *b, const memra_chat_msg *m, size_t n, con
   return MEMRA_OK;
 }
 
+/* Mistral v0.3 style: the system message joins the LAST user turn; "[/INST]" unspaced. */
+static memra_status render_mistral_v3(sb *b, const memra_chat_msg *m, size_t n, const char *bos,
+                                      const char *eos, memra_err *err) {
+  const char *sys = NULL;
+  if (n && is(m[0].role, "system")) sys = m[0].content, m++, n--;
+  memra_status st = alternate(m, n, err);
+  if (st) return st;
+  puts_(b, bos);
+  for (size_t i = 0; i < n; i++) {
+    if (is(m[i].role, "user")) {
+      puts_(b, "[INST] ");
+      if (sys && i + 1 == n) {
+        puts_(b, sys);
+        puts_(b, "\n\n");
+      }
+      puts_(b, m[i].content);
+      puts_(b, "[/INST]");
+    } else if (is(m[i].role, "assistant")) {
+      puts_(b, " ");
+      put_trim(b, m[i].content);
+      puts_(b, eos);
+    } else {
+      return memra_errf(err, MEMRA_E_INVALID,
+                        "chat: this Mistral template supports only user and assistant roles "
+                        "after an optional system message");
+    }
+  }
+  return MEMRA_OK;
+}
+
 static memra_status render_gemma(sb *b, const char *tmpl, const memra_chat_msg *m, size_t n,
                                  bool gen, const char *bos, memra_err *err) {
   const char *prefix = NULL;
@@ -348,6 +379,8 @@ memra_status memra_chat_render(const char *tmpl, const memra_chat_msg *msgs, siz
     st = render_gemma(&b, tmpl, msgs, n_msgs, gen, bos, err);
   } else if (strstr(tmpl, "[INST]") && strstr(tmpl, "<<SYS>>")) {
     st = render_llama2(&b, msgs, n_msgs, bos, eos, err);
+  } else if (strstr(tmpl, "[INST]") && strstr(tmpl, "system_message")) {
+    st = render_mistral_v3(&b, msgs, n_msgs, bos, eos, err);
   } else if (strstr(tmpl, "[INST]")) {
     st = render_mistral(&b, msgs, n_msgs, bos, eos, err);
   } else {

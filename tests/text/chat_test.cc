@@ -63,8 +63,8 @@ TEST(Chat, MatchesJinjaOnEveryCase) {
     memra_free(out);
   }
   cJSON_Delete(doc);
-  for (const char *n :
-       {"smollm2", "qwen3", "llama3", "llama3_1", "llama2", "mistral", "gemma2", "gemma3"})
+  for (const char *n : {"smollm2", "qwen3", "llama3", "llama3_1", "llama2", "mistral", "mistral_v3",
+                        "gemma2", "gemma3"})
     EXPECT_GE(ok[n], 14) << n; // multi-turn, with and without a system prompt
   EXPECT_GE(errors["mistral"], 4);
 }
