@@ -12,7 +12,9 @@ BE=${BACKEND:-sm90a}
 BIG=${BIG:-1}
 mkdir -p "$O" "$W"
 export PATH="$PATH:/usr/local/cuda/bin"
-MEMRA=("$D/memra" --plugin-dir "$D" --backend "$BE")
+export LD_LIBRARY_PATH="$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" # libcjson travels in dist/
+OPTS=(--plugin-dir "$D" --backend "$BE")
+MEMRA=("$D/memra" "${OPTS[@]}")
 declare -a SUMMARY
 row() { SUMMARY+=("$(printf '%-40s %s' "$1" "$2")"); echo ">> $1: $2"; }
 
@@ -43,23 +45,26 @@ row "smollm2-135m-shape Q8_0 vs transformers" \
 if [ "$BE" != cpu ]; then
   timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "${MEMRA[@]}" -m "$W/s135.gguf" \
     --prompt-ids 1,2,3,4,5,6,7 -n 12 --temp 0 >"$O/memcheck.txt" 2>&1
-  row "compute-sanitizer memcheck (run -n 12)" "$(grep 'ERROR SUMMARY' "$O/memcheck.txt" | tail -1) rc $?"
+  mc_rc=$?
+  row "compute-sanitizer memcheck (run -n 12)" "$(grep 'ERROR SUMMARY' "$O/memcheck.txt" | tail -1) rc $mc_rc"
 fi
 
 # 4. The 8B shape: graph gate and benchmarks.
 if [ "$BIG" = 1 ]; then
   for ty in q4_k_m f16; do
     t0=$(date +%s)
-    timeout 200 "$D/memra-synth" --preset llama31-8b --types $ty --seed 1 -o "$W/l8-$ty.gguf" || row "synth $ty" FAIL
+    [ -s "$W/l8-$ty.gguf" ] ||
+      timeout 200 "$D/memra-synth" --preset llama31-8b --types $ty --seed 1 -o "$W/l8-$ty.gguf" ||
+      row "synth $ty" FAIL
     echo "synth $ty: $(( $(date +%s) - t0 )) s, $(du -h "$W/l8-$ty.gguf" | cut -f1)"
   done
-  timeout 150 "${MEMRA[@]}" gate graph -m "$W/l8-q4_k_m.gguf" --gate-p 200 -n 300 >"$O/gate.txt" 2>&1
+  timeout 150 "$D/memra" gate graph "${OPTS[@]}" -m "$W/l8-q4_k_m.gguf" --gate-p 200 -n 300 >"$O/gate.txt" 2>&1
   gate_rc=$?
   cat "$O/gate.txt"
   row "graph gate 8B Q4_K_M (rc $gate_rc)" "$(grep -E 'PASS|MISMATCH|FAIL' "$O/gate.txt" | head -1)"
   row "graph gate detail" "$(head -1 "$O/gate.txt" | sed 's/.*prompt/prompt/')"
   for ty in q4_k_m f16; do
-    timeout 150 "${MEMRA[@]}" bench -m "$W/l8-$ty.gguf" --bench-p 512 --bench-n 128 --bench-d 0,512 -r 3 \
+    timeout 150 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 512 --bench-n 128 --bench-d 0,512 -r 3 \
       >"$O/bench-$ty.md" 2>"$O/bench-$ty.err"
     cat "$O/bench-$ty.md" "$O/bench-$ty.err" | tail -8
   done

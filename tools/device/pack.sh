@@ -12,4 +12,5 @@ for f in backends/sm90a/libmemra_sm90a.so backends/sm120a/libmemra_sm120a.so \
   tools/synth/memra-synth; do
   install -m 0755 "bazel-bin/$f" dist/
 done
+cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 dist/  # the GPU machine lacks it
 ls -la dist
