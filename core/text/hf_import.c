@@ -151,6 +151,12 @@ memra_status memra_hf_tokenizer_to_gguf(const char *json, size_t len, const char
     }
     if (id->valueint + 1 > n) n = id->valueint + 1;
   }
+  long entries = cJSON_GetArraySize(vocab) + cJSON_GetArraySize(added);
+  if (n > 2 * entries + 1024) { /* holes are rare: never allocate for ids the file lacks */
+    st = memra_errf(err, MEMRA_E_FORMAT, "tokenizer.json: ids up to %ld for %ld tokens", n - 1,
+                    entries);
+    goto done;
+  }
   long nm = cJSON_GetArraySize(jm);
   toks = memra_calloc((size_t)n + 1, sizeof *toks);
   types = memra_calloc((size_t)n + 1, sizeof *types);

@@ -447,3 +447,54 @@ TEST(Tokenizer, BosEosFollowTheVocabulary) {
 }
 
 } // namespace
+
+namespace {
+
+memra_status ImportJson(const std::string &js, memra_err *err) {
+  memra_gguf_writer *w = memra_gguf_writer_new(0);
+  memra_status st = memra_hf_tokenizer_to_gguf(js.data(), js.size(), nullptr, 0, w, err);
+  memra_gguf_writer_free(w);
+  return st;
+}
+
+TEST(HfImport, HostileTokenizerJsonGivesOneLineErrors) {
+  memra_err err = {};
+  EXPECT_EQ(MEMRA_E_FORMAT, ImportJson("{\"model\": ", &err));
+  EXPECT_STREQ("tokenizer.json: not valid JSON", err.msg);
+  EXPECT_EQ(MEMRA_E_UNSUPPORTED, ImportJson("{\"model\": {\"type\": \"Unigram\"}}", &err));
+  EXPECT_STREQ("tokenizer.json: model type 'Unigram' (supported: BPE)", err.msg);
+  const std::string bl = ", \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}";
+  EXPECT_EQ(MEMRA_E_FORMAT,
+            ImportJson("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}}" + bl, &err));
+  EXPECT_STREQ("tokenizer.json: model.vocab (object) and model.merges (array) required", err.msg);
+  EXPECT_EQ(
+      MEMRA_E_FORMAT,
+      ImportJson("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 15000000}, \"merges\": []}" +
+                     bl,
+                 &err));
+  EXPECT_STREQ("tokenizer.json: ids up to 15000000 for 1 tokens", err.msg);
+  EXPECT_EQ(
+      MEMRA_E_FORMAT,
+      ImportJson("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -3}, \"merges\": []}" + bl,
+                 &err));
+  EXPECT_STREQ("tokenizer.json: vocab entry 'a' has a bad id", err.msg);
+  EXPECT_EQ(
+      MEMRA_E_FORMAT,
+      ImportJson("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, "
+                 "\"merges\": [7]}" +
+                     bl,
+                 &err));
+  EXPECT_STREQ("tokenizer.json: merges[0] is neither \"a b\" nor [a, b]", err.msg);
+  EXPECT_EQ(
+      MEMRA_E_UNSUPPORTED,
+      ImportJson("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}", &err));
+  EXPECT_STREQ("tokenizer.json: BPE without ByteLevel or SentencePiece-style spaces", err.msg);
+  // A minimal valid byte-level file imports.
+  EXPECT_EQ(MEMRA_OK, ImportJson("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, "
+                                 "\"ab\": 2}, \"merges\": [[\"a\", \"b\"]]}" +
+                                     bl,
+                                 &err))
+      << err.msg;
+}
+
+} // namespace
