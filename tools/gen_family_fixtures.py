@@ -88,25 +88,29 @@ def randomize(model, seed):
                 p.copy_(p + 0.2 * torch.randn(p.shape, generator=g))
 
 
-def trim_vocab(src, dst, n_vocab):
+def trim_vocab(src, dst, n_vocab, name):
     """Copies the converter's GGUF keeping the first n_vocab embedding/output rows and
-    tokens; the merges (which name tokens beyond n_vocab) are dropped."""
+    tokens; the merges (which name tokens beyond n_vocab) are dropped, and general.name
+    (which the converter takes from the temporary folder) is fixed so reruns are
+    byte-identical."""
     import gguf
     r = gguf.GGUFReader(src)
     arch = r.fields["general.architecture"].contents()
     w = gguf.GGUFWriter(dst, arch)
-    for name, f in r.fields.items():
-        if name.startswith("GGUF.") or name == "general.architecture" or \
-                name == "tokenizer.ggml.merges":
+    for key, f in r.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture" or \
+                key == "tokenizer.ggml.merges":
             continue
         vtype = f.types[0]
         val = f.contents()
         sub = None
         if vtype == gguf.GGUFValueType.ARRAY:
             sub = f.types[-1]
-            if name in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type"):
+            if key in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type"):
                 val = val[:n_vocab]
-        w.add_key_value(name, val, vtype, sub_type=sub)
+        if key == "general.name":
+            val = "tiny-" + name
+        w.add_key_value(key, val, vtype, sub_type=sub)
     for t in r.tensors:
         data = np.array(t.data)
         if t.name in ("token_embd.weight", "output.weight"):
@@ -146,7 +150,7 @@ def tiny(name, make, convert):
         subprocess.run([sys.executable, convert, d, "--outtype", "f32", "--outfile", full] +
                        (["--no-mtp"] if name != "qwen3moe" else []), check=True, env=env,
                        stdout=subprocess.DEVNULL)
-        trim_vocab(full, os.path.join(OUT, name + ".gguf"), TINY_VOCAB)
+        trim_vocab(full, os.path.join(OUT, name + ".gguf"), TINY_VOCAB, name)
     pre, dec = hf_logits(model, TINY_IDS)
     pre[:, :TINY_VOCAB].astype("<f4").tofile(os.path.join(OUT, name + ".prefill.f32"))
     dec[:, :TINY_VOCAB].astype("<f4").tofile(os.path.join(OUT, name + ".decode.f32"))
