@@ -5,7 +5,29 @@
 // window cuts in.
 #include "tests/families/family_fixture.h"
 
+extern "C" {
+#include "core/text/tokenizer.h"
+}
+
 #include <cstdlib>
+
+static std::string unescape(const std::string &s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == 'n') out += '\n', ++i;
+    else if (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == '\\') out += '\\', ++i;
+    else out += s[i];
+  }
+  return out;
+}
+
+static std::string prompt_text(const std::string &path) {
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("prompt_text ", 0) == 0) return unescape(line.substr(12));
+  return "";
+}
 
 static std::string model_path() {
   const char *p = getenv("MEMRA_GEMMA3");
@@ -54,6 +76,25 @@ TEST_P(Gemma3, LogitsAndGreedyTokensMatchTransformers) {
     EXPECT_EQ(want, got) << "greedy ids differ from transformers, kv "
                          << (kv == MEMRA_TYPE_F32 ? "f32" : "f16");
   }
+}
+
+// The SPM vocabulary of the GGUF: BOS added, <start_of_turn>/<end_of_turn> parsed.
+TEST_P(Gemma3, PromptTokenizationMatchesTransformers) {
+  memra_gguf *g = nullptr;
+  memra_err err = {};
+  ASSERT_EQ(MEMRA_OK, memra_gguf_open(model_path().c_str(), &g, &err)) << err.msg;
+  memra_tokenizer *t = nullptr;
+  ASSERT_EQ(MEMRA_OK, memra_tokenizer_from_gguf(g, &t, &err)) << err.msg;
+  std::string text = prompt_text(fixture() + ".txt");
+  ASSERT_FALSE(text.empty());
+  int32_t *ids = nullptr;
+  size_t n = 0;
+  ASSERT_EQ(MEMRA_OK, memra_tokenize(t, text.data(), text.size(), true, true, &ids, &n, &err));
+  std::vector<int32_t> got(ids, ids + n);
+  EXPECT_EQ(read_ids(fixture() + ".txt", "prompt"), got);
+  memra_free(ids);
+  memra_tokenizer_free(t);
+  memra_gguf_close(g);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Gemma3, ::testing::Values(0, 1, 2, 3));
