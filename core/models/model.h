@@ -29,7 +29,7 @@ typedef enum memra_arch {
   MEMRA_ARCH_QWEN35MOE = 7, /* routed + shared experts, tiled heads */
 } memra_arch;
 
-#define MEMRA_SUPPORTED_ARCHS "llama, qwen2, qwen3"
+#define MEMRA_SUPPORTED_ARCHS "llama, qwen2, qwen3, gemma3, qwen3moe, qwen3next, qwen35, qwen35moe"
 
 typedef struct memra_hparams {
   memra_arch arch;

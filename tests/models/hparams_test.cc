@@ -72,7 +72,9 @@ TEST(Hparams, UnknownArchitectureListsTheSupportedOnes) {
   memra_hparams hp;
   memra_err err = {};
   EXPECT_EQ(MEMRA_E_UNSUPPORTED, memra_hparams_read(b.g, &hp, &err));
-  EXPECT_STREQ("architecture 'mamba' is not supported (supported: llama, qwen2, qwen3)", err.msg);
+  EXPECT_STREQ("architecture 'mamba' is not supported (supported: llama, qwen2, qwen3, gemma3, "
+               "qwen3moe, qwen3next, qwen35, qwen35moe)",
+               err.msg);
 }
 
 TEST(Hparams, BadValuesAreNamed) {

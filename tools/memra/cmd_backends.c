@@ -9,14 +9,7 @@
 
 int memra_cmd_backends(int argc, char **argv, int first) {
   memra_opts o;
-  memra_opts_defaults(&o);
-  memra_err err = {{0}};
-  const char *pos[1];
-  int n_pos;
-  if (memra_opts_parse(&o, argc, argv, first, pos, 0, &n_pos, &err)) {
-    fprintf(stderr, "memra backends: %s\n", err.msg);
-    return 2;
-  }
+  if (!memra_opts_from_args(&o, argc, argv, first, "backends")) return 2;
   const char *dir = o.plugin_dir[0] ? o.plugin_dir : NULL;
   char dirs[8][1024];
   size_t n_dirs = memra_plugin_dirs(dir, dirs, 8);

@@ -118,30 +118,38 @@ static char *chomp(char *line) {
 
 int memra_cmd_chat(int argc, char **argv, int first) {
   memra_opts o;
-  memra_opts_defaults(&o);
+  if (!memra_opts_from_args(&o, argc, argv, first, "chat")) return 2;
   memra_err err = {{0}};
-  const char *pos[1];
-  int n_pos;
-  if (memra_opts_parse(&o, argc, argv, first, pos, 0, &n_pos, &err)) {
-    fprintf(stderr, "memra chat: %s\n", err.msg);
-    return 2;
-  }
   memra_session s;
   if (memra_session_open(&s, &o, 1, &err)) {
     fprintf(stderr, "memra: %s\n", err.msg);
     return 1;
   }
+  /* The model's template, unless --chat-template names a built-in one; a model without a
+   * template (base models) gets its family's built-in one, and says so. */
   memra_str tmpl_str;
   char *tmpl = NULL;
-  if (memra_gguf_get_str(s.g, "tokenizer.chat_template", &tmpl_str, &err) == MEMRA_OK)
+  const char *family = o.chat_template[0] ? o.chat_template : NULL;
+  if (!family && memra_gguf_get_str(s.g, "tokenizer.chat_template", &tmpl_str, &err) == MEMRA_OK)
     tmpl = memra_strndup(tmpl_str.ptr, (size_t)tmpl_str.len);
-  memra_sampler_params sp = memra_sampler_defaults();
-  sp.temperature = o.temperature;
-  sp.top_k = o.top_k;
-  sp.top_p = o.top_p;
-  sp.min_p = o.min_p;
-  sp.repeat_penalty = o.repeat_penalty;
-  sp.seed = o.seed;
+  else if (!family) {
+    const char *arch = s.m->hp.arch_name;
+    family = !strncmp(arch, "gemma", 5) ? "gemma" : !strncmp(arch, "llama", 5) ? "llama3" : "chatml";
+    fprintf(stderr, "memra chat: the model has no chat template; using the built-in %s one "
+                    "(--chat-template chooses)\n", family);
+  }
+  if (family) {
+    const char *b = memra_chat_builtin(family);
+    if (!b) {
+      fprintf(stderr, "memra chat: --chat-template '%s': expected chatml, llama3 or gemma\n",
+              family);
+      memra_session_close(&s);
+      return 2;
+    }
+    tmpl = memra_strndup(b, strlen(b));
+  }
+  bool greedy;
+  memra_sampler_params sp = memra_opts_sampling(&o, &greedy);
   memra_sampler *smp = NULL;
   chat_state cs = {0};
   memra_status st = memra_sampler_new(&sp, s.m->hp.n_vocab, &smp, &err);
@@ -168,7 +176,7 @@ int memra_cmd_chat(int argc, char **argv, int first) {
       st = memra_errf(&err, MEMRA_E_OOM, "conversation too long (%d turns)", MAX_TURNS);
       break;
     }
-    st = turn(&s, smp, &cs, tmpl, o.n_predict, o.temperature == 0 && o.repeat_penalty == 1, &err);
+    st = turn(&s, smp, &cs, tmpl, o.n_predict, greedy, &err);
   }
   if (st) fprintf(stderr, "memra chat: %s\n", err.msg);
   reset(&cs, NULL);

@@ -1,7 +1,7 @@
 /* memra gate graph — CUDA graph replay must give BIT-IDENTICAL greedy tokens to eager
  * execution: prime a prompt of P tokens, then decode N greedy tokens both ways (crossing
  * KV buckets, so several graphs are captured) and compare every token.
- *   memra gate graph -m MODEL --gate-p 200 -n 400 */
+ *   memra gate graph -m MODEL --gate-p 200 -n 300 */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,15 +40,8 @@ int memra_cmd_gate(int argc, char **argv, int first) {
     return 2;
   }
   memra_opts o;
-  memra_opts_defaults(&o);
-  o.n_predict = 400;
+  if (!memra_opts_from_args(&o, argc, argv, first + 1, "gate")) return 2;
   memra_err err = {{0}};
-  const char *pos[1];
-  int n_pos;
-  if (memra_opts_parse(&o, argc, argv, first + 1, pos, 0, &n_pos, &err)) {
-    fprintf(stderr, "memra gate: %s\n", err.msg);
-    return 2;
-  }
   const int32_t P = o.gate_p, N = o.n_predict;
   if (o.n_ctx < P + N + 1) o.n_ctx = P + N + 1;
   memra_session s;

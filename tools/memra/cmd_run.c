@@ -95,14 +95,8 @@ static memra_status dump_logits(memra_session *s, const int32_t *ids, int32_t n,
 
 int memra_cmd_run(int argc, char **argv, int first) {
   memra_opts o;
-  memra_opts_defaults(&o);
+  if (!memra_opts_from_args(&o, argc, argv, first, "run")) return 2;
   memra_err err = {{0}};
-  const char *pos[1];
-  int n_pos;
-  if (memra_opts_parse(&o, argc, argv, first, pos, 0, &n_pos, &err)) {
-    fprintf(stderr, "memra run: %s\n", err.msg);
-    return 2;
-  }
   char *stdin_prompt = NULL;
   if (!o.prompt_set && !o.prompt_ids_set) {
     stdin_prompt = read_stdin();
@@ -130,18 +124,13 @@ int memra_cmd_run(int argc, char **argv, int first) {
   }
   memra_sampler *smp = NULL;
   int32_t *gen = NULL;
+  bool greedy = false;
   if (!st && n_ids > s.ctx->p.n_ctx) /* before anything reaches stdout */
     st = memra_errf(&err, MEMRA_E_INVALID, "prompt of %d tokens does not fit the context of %d",
                     n_ids, s.ctx->p.n_ctx);
   if (!st && o.dump_logits[0]) st = dump_logits(&s, ids, n_ids, o.dump_logits, &err);
   if (!st) {
-    memra_sampler_params sp = memra_sampler_defaults();
-    sp.temperature = o.temperature;
-    sp.top_k = o.top_k;
-    sp.top_p = o.top_p;
-    sp.min_p = o.min_p;
-    sp.repeat_penalty = o.repeat_penalty;
-    sp.seed = o.seed;
+    memra_sampler_params sp = memra_opts_sampling(&o, &greedy);
     st = memra_sampler_new(&sp, s.m->hp.n_vocab, &smp, &err);
   }
   if (!st && !(gen = memra_malloc(sizeof(int32_t) * (size_t)(o.n_predict + 1))))
@@ -150,7 +139,6 @@ int memra_cmd_run(int argc, char **argv, int first) {
   if (!st) {
     FILE *out = o.print_ids ? NULL : stdout;
     if (out && o.prompt_set && !o.no_display_prompt) fputs(o.prompt, out);
-    bool greedy = o.temperature == 0 && o.repeat_penalty == 1;
     st = memra_generate(&s, smp, ids, n_ids, 0, o.n_predict, greedy, out ? print_text : NULL, out,
                         gen, &gs, &err);
     if (out) fputc('\n', out);

@@ -53,6 +53,8 @@ static const opt_spec SPECS[] = {
     STR("output", 'o', bench_output, "bench: md | json"),
     NUM("gate-p", 0, OPT_INT, gate_p, 1, 1 << 24, "gate: prompt tokens primed before decoding"),
     STR("system", 0, system, "chat: system prompt"),
+    STR("chat-template", 0, chat_template,
+        "chat: built-in template (chatml, llama3, gemma) instead of the model's"),
     STR("config", 0, config, "INI file with defaults for these flags ([memra] section)"),
 };
 enum { N_SPECS = sizeof SPECS / sizeof SPECS[0] };
@@ -235,4 +237,26 @@ void memra_opts_usage(FILE *f) {
     else snprintf(names, sizeof names, "    --%s", SPECS[i].name);
     fprintf(f, "  %-26s %s\n", names, SPECS[i].help);
   }
+}
+
+bool memra_opts_from_args(memra_opts *o, int argc, char **argv, int first, const char *cmd) {
+  memra_opts_defaults(o);
+  memra_err err = {{0}};
+  const char *pos[1];
+  int n_pos;
+  if (memra_opts_parse(o, argc, argv, first, pos, 0, &n_pos, &err) == MEMRA_OK) return true;
+  fprintf(stderr, "memra %s: %s\n", cmd, err.msg);
+  return false;
+}
+
+memra_sampler_params memra_opts_sampling(const memra_opts *o, bool *greedy) {
+  memra_sampler_params sp = memra_sampler_defaults();
+  sp.temperature = o->temperature;
+  sp.top_k = o->top_k;
+  sp.top_p = o->top_p;
+  sp.min_p = o->min_p;
+  sp.repeat_penalty = o->repeat_penalty;
+  sp.seed = o->seed;
+  if (greedy) *greedy = o->temperature == 0 && o->repeat_penalty == 1;
+  return sp;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "core/base/err.h"
+#include "core/text/sampler.h"
 
 typedef struct memra_opts {
   char model[1024];
@@ -40,6 +41,7 @@ typedef struct memra_opts {
   char bench_output[16]; /* md | json */
   int32_t gate_p; /* gate: prompt tokens before decoding */
   char system[4096]; /* chat: system prompt */
+  char chat_template[16]; /* chat: chatml | llama3 | gemma, overrides the model's */
   char config[1024];
 } memra_opts;
 
@@ -50,6 +52,13 @@ void memra_opts_defaults(memra_opts *o);
  * Returns MEMRA_E_INVALID with a one-line message naming the flag on any error. */
 memra_status memra_opts_parse(memra_opts *o, int argc, char **argv, int first,
                               const char **positional, int max_pos, int *n_pos, memra_err *err);
+
+/* Defaults, then argv[first..) with no positional arguments; on error prints
+ * "memra CMD: message" and returns false. */
+bool memra_opts_from_args(memra_opts *o, int argc, char **argv, int first, const char *cmd);
+
+/* The sampling flags as sampler parameters; greedy: temperature 0 and no penalty. */
+memra_sampler_params memra_opts_sampling(const memra_opts *o, bool *greedy);
 
 /* The path of the default model in the cache (SmolLM2-135M-Instruct Q4_1). */
 void memra_default_model_path(char *out, size_t cap);
