@@ -5,6 +5,7 @@
 
 #include "tools/cli/cmd_tokenize.h"
 #include "tools/memra/commands.h"
+#include "tools/serve/cmd_serve.h"
 #include "tools/memra/options.h"
 
 static void usage(FILE *f) {
@@ -14,6 +15,7 @@ static void usage(FILE *f) {
           "       memra info [--full] FILE.gguf       metadata and tensor table\n"
           "       memra bench [options]       pp/tg tokens per second, median of -r runs\n"
           "       memra chat [options]        conversation (one message per stdin line)\n"
+          "       memra serve [options]       OpenAI-compatible HTTP server (see --help)\n"
           "       memra tokenize [options]    text to token ids\n"
           "       memra gate graph [options]  graph replay == eager, token for token\n"
           "options:\n");
@@ -34,9 +36,10 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return memra_cmd_bench(argc, argv, 2);
     if (!strcmp(cmd, "chat")) return memra_cmd_chat(argc, argv, 2);
     if (!strcmp(cmd, "gate")) return memra_cmd_gate(argc, argv, 2);
+    if (!strcmp(cmd, "serve")) return memra_cmd_serve(argc, argv, 2);
     if (!strcmp(cmd, "tokenize")) return memra_cmd_tokenize(argc - 1, argv + 1);
-    fprintf(stderr, "memra: unknown command '%s' (expected run, backends, info, bench, "
-            "tokenize; see memra --help)\n", cmd);
+    fprintf(stderr, "memra: unknown command '%s' (expected run, chat, serve, backends, info, "
+            "bench, tokenize, gate; see memra --help)\n", cmd);
     return 2;
   }
   return memra_cmd_run(argc, argv, 1);
