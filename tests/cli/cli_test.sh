@@ -63,6 +63,12 @@ expect_has "$pty" "> " "chat prompt on a terminal"
 expect_has "$pty" "(history cleared)" "chat /reset"
 [ "$(grep -c Paris <<<"$pty")" -ge 2 ] || fail "chat on a pty: [$pty]"
 
+# A progress bar while the model loads on a terminal; none when stderr is a pipe.
+bar=$(script -qec "$MEMRA run ${M[*]} -p x -n 1 --temp 0" /dev/null 2>&1)
+expect_has "$bar" "loading model [" "progress bar on a terminal"
+nobar=$($MEMRA run "${M[@]}" -p x -n 1 --temp 0 2>&1 >/dev/null)
+if grep -q "loading model" <<<"$nobar"; then fail "progress bar drawn without a terminal"; fi
+
 # backends, info, bench.
 b=$($MEMRA backends --plugin-dir "$PLUGINS")
 expect_has "$b" "auto picks this" "backends"

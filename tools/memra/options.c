@@ -44,7 +44,7 @@ static const opt_spec SPECS[] = {
     STR("plugin-dir", 0, plugin_dir, "folder searched first for libmemra_*.so plugins"),
     BOOL("print-ids", print_ids, "print the generated ids as a JSON array"),
     STR("dump-logits", 0, dump_logits, "write prompt logits (f32, [positions x vocab]) to FILE"),
-    STR("kv-type", 0, kv_type, "KV cache type: f16 | f32"),
+    STR("kv-type", 0, kv_type, "KV cache type: auto (f32 on the CPU oracle, f16 on GPUs) | f16 | f32"),
     BOOL("no-display-prompt", no_display_prompt, "do not echo the prompt"),
     STR("bench-p", 0, bench_p, "bench: prompt lengths, comma-separated"),
     STR("bench-n", 0, bench_n, "bench: generation lengths, comma-separated"),
@@ -72,7 +72,7 @@ void memra_opts_defaults(memra_opts *o) {
   o->n_ubatch = 512;
   o->threads = 0;
   snprintf(o->backend, sizeof o->backend, "auto");
-  snprintf(o->kv_type, sizeof o->kv_type, "f16");
+  snprintf(o->kv_type, sizeof o->kv_type, "auto");
   snprintf(o->bench_p, sizeof o->bench_p, "512");
   snprintf(o->bench_n, sizeof o->bench_n, "128");
   snprintf(o->bench_d, sizeof o->bench_d, "0");

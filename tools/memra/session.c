@@ -48,10 +48,12 @@ memra_status memra_session_open(memra_session *s, const memra_opts *o, int32_t n
                         "tools/fetch_default_model.sh)",
                         s->model_path);
   }
-  int32_t kv_type;
+  int32_t kv_type = -1; /* auto: decided once the backend is known */
   if (!strcmp(o->kv_type, "f16")) kv_type = MEMRA_TYPE_F16;
   else if (!strcmp(o->kv_type, "f32")) kv_type = MEMRA_TYPE_F32;
-  else return memra_errf(err, MEMRA_E_INVALID, "--kv-type '%s': expected f16 or f32", o->kv_type);
+  else if (strcmp(o->kv_type, "auto") != 0)
+    return memra_errf(err, MEMRA_E_INVALID, "--kv-type '%s': expected auto, f16 or f32",
+                      o->kv_type);
 
   memra_status st = memra_gguf_open(s->model_path, &s->g, err);
   if (st) return st;
@@ -68,7 +70,8 @@ memra_status memra_session_open(memra_session *s, const memra_opts *o, int32_t n
   cp.n_ctx = o->n_ctx;
   cp.n_ubatch = o->n_ubatch;
   cp.n_seq_max = n_seq_max;
-  cp.kv_type = kv_type;
+  /* The CPU plugin is the float32 oracle, so its cache is too; GPUs halve the KV bytes. */
+  cp.kv_type = kv_type >= 0 ? kv_type : !strcmp(s->bh.name, "cpu") ? MEMRA_TYPE_F32 : MEMRA_TYPE_F16;
   if ((st = memra_ctx_new(s->m, &cp, &s->ctx, err))) goto fail;
   return MEMRA_OK;
 fail:
