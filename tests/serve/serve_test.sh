@@ -13,4 +13,4 @@ if [ -z "$py" ]; then
   echo "serve_test: no python3 with the openai package: pip install -r tests/serve/requirements.txt" >&2
   exit 1
 fi
-exec "$py" tests/serve/serve_test.py tools/serve/memra-serve plugins/cpu/libmemra_cpu.so
+exec "$py" tests/serve/serve_test.py tools/serve/memra-serve plugins/cpu/libmemra_cpu.so "$@"
