@@ -400,6 +400,28 @@ def test_admission_and_shutdown(binary, plugin):
         pass
 
 
+def test_shutdown_cancels(binary, plugin):
+    section("shutdown deadline: unfinished requests are cancelled with 503, exit 0")
+    srv = Server(binary, plugin, ["--ctx-size", "512", "--shutdown-timeout", "0.5"])
+    out = {}
+
+    def go():
+        out["r"] = srv.request("POST", "/v1/completions",
+                               {"prompt": LONG_PROMPT, "max_tokens": 400, "temperature": 0})
+
+    t = threading.Thread(target=go)
+    t.start()
+    wait_metric_plain(srv, "memra_active_sequences", lambda v: v == 1)
+    t0 = time.time()
+    rc = srv.stop(signal.SIGINT, timeout=60)
+    t.join()
+    check(rc == 0, "exit status %d:\n%s" % (rc, srv.text()))
+    st, j = out["r"]
+    check(st == 503 and "request cancelled" in j["error"]["message"], "cancelled: %d %r" % (st, j))
+    check("cancelled 1 unfinished requests" in srv.text(), "no cancel message:\n" + srv.text())
+    check(time.time() - t0 < 30, "shutdown took %.1f s" % (time.time() - t0))
+
+
 def wait_metric_plain(srv, key, pred, timeout=20):
     end = time.time() + timeout
     while time.time() < end:
@@ -432,6 +454,7 @@ def main():
         if srv.proc.poll() is None:
             srv.proc.kill()
     test_admission_and_shutdown(binary, plugin)
+    test_shutdown_cancels(binary, plugin)
     print("PASS (%.1f s)" % (time.time() - t0), flush=True)
 
 
