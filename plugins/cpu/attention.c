@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "plugins/cpu/cpu_backend.h"
+#include "plugins/quant/fp8.h"
 
 typedef struct attn_ctx {
   memra_backend *be;
@@ -22,10 +23,16 @@ static int32_t window_lo(int32_t pos, int32_t window) {
   return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
 }
 
-/* The head_dim values of KV head g at slot, as float32 (into tmp for an F16 cache). */
+/* The head_dim values of KV head g at slot, as float32 (into tmp for an F16 or FP8
+ * cache; both widen exactly). */
 static const float *kv_head(const memra_tensor *c, int64_t slot, int g, int hd, float *tmp) {
   const uint8_t *row = cpu_row(c, slot);
   if (c->type == MEMRA_TYPE_F32) return (const float *)(const void *)row + (int64_t)g * hd;
+  if (c->type == MEMRA_TYPE_F8_E4M3) {
+    for (int i = 0; i < hd; ++i)
+      tmp[i] = memra_fp8_e4m3_to_f32(row[(int64_t)g * hd + i]);
+    return tmp;
+  }
   cpu_f16_to_f32_row((const uint16_t *)(const void *)row + (int64_t)g * hd, tmp, hd);
   return tmp;
 }

@@ -75,7 +75,8 @@ static inline bool cpu_present(const memra_tensor *t) { return t != NULL && t->b
 #define CPU_T(type) (1ull << (type))
 #define CPU_F32 CPU_T(MEMRA_TYPE_F32)
 #define CPU_I32 CPU_T(MEMRA_TYPE_I32)
-#define CPU_KV (CPU_T(MEMRA_TYPE_F32) | CPU_T(MEMRA_TYPE_F16))
+#define CPU_KV (CPU_T(MEMRA_TYPE_F32) | CPU_T(MEMRA_TYPE_F16) | CPU_T(MEMRA_TYPE_F8_E4M3))
+#define CPU_I64 CPU_T(MEMRA_TYPE_I64)
 
 /* Address of row r of a validated view. */
 static inline uint8_t *cpu_row(const memra_tensor *t, int64_t r) {
@@ -171,5 +172,8 @@ memra_status cpu_gated_delta_rule(memra_backend *be, const memra_tensor *out,
                                   const memra_tensor *b, const memra_tensor *a_log,
                                   const memra_tensor *dt_bias, const memra_tensor *state,
                                   const memra_batch *batch, const memra_gdn_params *p);
+/* ABI minor 2 (sample.c) */
+memra_status cpu_sample(memra_backend *be, const memra_tensor *ids, const memra_tensor *logits,
+                        const memra_tensor *rng, const memra_sample_params *p);
 
 #endif /* MEMRA_CPU_BACKEND_H */

@@ -1,17 +1,21 @@
 /* kv_store.c — writes each row's k and v into its paged KV slot (see memra_batch):
  * slot = block_table[seq][pos / block_size] * block_size + pos % block_size.
- * Caches are F32 or F16 (round to nearest even), one row of n_kv_head * head_dim per
+ * Caches are F32, F16 or F8_E4M3 (round to nearest even; FP8 saturates at +-448), one row of n_kv_head * head_dim per
  * slot. Rows are written in order, so if two rows name one slot the later one wins. */
 #include <inttypes.h>
 #include <string.h>
 
 #include "plugins/cpu/cpu_backend.h"
+#include "plugins/quant/fp8.h"
 #include "plugins/quant/quant.h"
 
 static void store_row(const memra_tensor *cache, int64_t slot, const float *src, int64_t n) {
   uint8_t *dst = cpu_row(cache, slot);
   if (cache->type == MEMRA_TYPE_F32) {
     memcpy(dst, src, (size_t)n * sizeof(float));
+  } else if (cache->type == MEMRA_TYPE_F8_E4M3) {
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = memra_f32_to_fp8_e4m3(src[i]);
   } else {
     uint16_t *h = (uint16_t *)(void *)dst;
     for (int64_t i = 0; i < n; ++i)

@@ -115,6 +115,9 @@ static const memra_backend_vt cpu_vt = {
     .ssm_conv = cpu_ssm_conv,
     .gated_delta_rule = cpu_gated_delta_rule,
 #endif
+#if MEMRA_ABI_MINOR >= 2 /* sampling on the device (sample.c) */
+    .sample = cpu_sample,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 1u
+#define MEMRA_ABI_MINOR 2u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -131,6 +131,14 @@ typedef struct memra_gdn_params {
   float eps;          /* q/k L2 norm: x / sqrt(sum x^2 + eps) */
   int32_t pad_;
 } memra_gdn_params;
+
+/* Sampling filters (ABI minor 2), host scalars: a graph is captured per setting. */
+typedef struct memra_sample_params {
+  float temperature; /* <= 0: argmax (lowest index on ties), the rest is ignored */
+  int32_t top_k;     /* keep the k most probable; <= 0 or >= n_vocab: all */
+  float top_p;       /* keep the shortest prefix holding >= top_p of the top-k mass; >= 1: all */
+  float min_p;       /* keep p >= min_p * p_max; <= 0: all */
+} memra_sample_params;
 
 typedef struct memra_device_info {
   char name[128];          /* "NVIDIA H200", "CPU (2 threads)" */
@@ -275,6 +283,24 @@ typedef struct memra_backend_vt {
                                    const memra_tensor *b, const memra_tensor *a_log,
                                    const memra_tensor *dt_bias, const memra_tensor *state,
                                    const memra_batch *batch, const memra_gdn_params *p);
+
+  /* --- ABI minor 2: sampling on the device (optional: NULL = the core samples on the
+   * host). One draw per row r of logits [n, n_vocab] (F32) into ids I32 [n], from the
+   * row's generator state rng I64 [n] (u64 bits, device memory, seeded by the host with
+   * buf_upload, advanced here: a replayed graph draws fresh numbers every step).
+   * Exact definition (plugins/cpu/sample.c is the oracle):
+   *   temperature <= 0: ids[r] = argmax, as the argmax op; rng is not advanced.
+   *   rng[r] += 0x9E3779B97F4A7C15; u = (splitmix64_mix(rng[r]) >> 11) * 2^-53, in [0, 1).
+   *   z_i = logit_i / temperature (f32; NaN counts as -inf); p_i = expf(z_i - max z).
+   *   Tokens are ordered by (p desc, id asc); every filter keeps a prefix of that order:
+   *   top_k the first k; top_p the shortest prefix whose mass (double sums) is >= top_p
+   *   times the mass of the top-k prefix; min_p those with p_i >= min_p (p_max is 1).
+   *   The kept set is the shortest of the three; S is its mass; the token is the first
+   *   of the order whose inclusive prefix mass exceeds u * S (the last kept one if
+   *   rounding leaves none). Float sums may differ in the last bits between plugins, so
+   *   a GPU agrees with the CPU except when u * S lies within rounding of a boundary. */
+  memra_status (*sample)(memra_backend *be, const memra_tensor *ids, const memra_tensor *logits,
+                         const memra_tensor *rng, const memra_sample_params *p);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -33,7 +33,10 @@ typedef enum memra_type {
   MEMRA_TYPE_I64 = 27,
   MEMRA_TYPE_F64 = 28,
   MEMRA_TYPE_BF16 = 30,
-  MEMRA_TYPE_COUNT = 40 /* upper bound on ids; not every id below it is a type */
+  MEMRA_TYPE_COUNT = 40, /* upper bound on GGUF ids; not every id below it is a type */
+  /* memra-only types: ids above 40 (ggml's last, MXFP4, is 39), never read from a GGUF
+   * file (gguf_read refuses ids >= MEMRA_TYPE_COUNT). */
+  MEMRA_TYPE_F8_E4M3 = 41, /* OCP FP8 e4m3fn: bias 7, no inf, 0x7f/0xff NaN, max 448; KV cache */
 } memra_type;
 
 /* Elements per block and bytes per block; {0, 0} for ids memra does not know. */
@@ -65,6 +68,7 @@ static inline memra_type_traits memra_type_info(int32_t t) {
   case MEMRA_TYPE_I32: return (memra_type_traits){"I32", 1, 4};
   case MEMRA_TYPE_I64: return (memra_type_traits){"I64", 1, 8};
   case MEMRA_TYPE_F64: return (memra_type_traits){"F64", 1, 8};
+  case MEMRA_TYPE_F8_E4M3: return (memra_type_traits){"F8_E4M3", 1, 1};
   default: return (memra_type_traits){0, 0, 0};
   }
 }
