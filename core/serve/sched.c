@@ -45,9 +45,12 @@ struct memra_sched {
 };
 
 static void set_gauges(memra_sched *s) {
+  pthread_mutex_lock(&s->mu);
+  int64_t queued = s->q_n, active = s->n_active;
+  pthread_mutex_unlock(&s->mu);
   pthread_mutex_lock(&s->met->mu);
-  s->met->queue_depth = s->q_n;
-  s->met->active_seqs = s->n_active;
+  s->met->queue_depth = queued;
+  s->met->active_seqs = active;
   s->met->kv_blocks_in_use = memra_kv_pages_in_use(&s->c->pages);
   pthread_mutex_unlock(&s->met->mu);
 }
