@@ -11,9 +11,7 @@
  * and the FFN is routed + shared experts (qwen3next, qwen35moe) or SwiGLU (qwen35).
  * Value heads map to q/k heads grouped (qwen3next) or tiled (qwen35*; the converter
  * reorders their v heads). Each residual add is fused into the next rmsnorm. */
-#include <math.h>
-
-#include "core/models/forward.h"
+#include "core/models/blocks.h"
 
 #define CALL MEMRA_FWD_CALL
 
@@ -67,7 +65,6 @@ static memra_status attn_mixer(memra_ctx *c, int il, const memra_tensor *xn,
   memra_backend *be = m->be;
   const memra_layer *l = &m->layers[il];
   const int64_t n = c->n_rows, D = hp->head_dim;
-  const memra_batch *bt = &c->batch;
   const memra_tensor none = {0};
   memra_tensor qg = memra_rows(c->qg, n), q = memra_rows(c->q, n), k = memra_rows(c->k, n),
                v = memra_rows(c->v, n), attn = memra_rows(c->attn, n);
@@ -81,25 +78,8 @@ static memra_status attn_mixer(memra_ctx *c, int il, const memra_tensor *xn,
   memra_tensor qh = memra_per_head(q, n, D), kh = memra_per_head(k, n, D);
   CALL("q norm", vt->rmsnorm(be, &qh, &qh_in, &none, &l->q_norm, hp->eps));
   CALL("k norm", vt->rmsnorm(be, &kh, &kh, &none, &l->k_norm, hp->eps));
-  const memra_rope_params rope = {.n_head = hp->n_head,
-                                  .head_dim = hp->head_dim,
-                                  .n_rot = hp->n_rot,
-                                  .mode = hp->rope_mode,
-                                  .freq_base = hp->rope_base,
-                                  .freq_scale = hp->rope_scale,
-                                  .freq_factors = none};
-  memra_rope_params rope_k = rope;
-  rope_k.n_head = hp->n_head_kv;
-  const memra_attn_params ap = {.n_head = hp->n_head,
-                                .n_kv_head = hp->n_head_kv,
-                                .head_dim = hp->head_dim,
-                                .window = 0,
-                                .scale = hp->attn_scale,
-                                .softcap = 0};
-  CALL("rope q", vt->rope(be, &q, &bt->pos, &rope));
-  CALL("rope k", vt->rope(be, &k, &bt->pos, &rope_k));
-  CALL("kv_store", vt->kv_store(be, &c->k_cache[il], &c->v_cache[il], &k, &v, bt));
-  CALL("attention", vt->attention(be, &attn, &q, &c->k_cache[il], &c->v_cache[il], bt, &ap));
+  const memra_attn_cfg cfg = memra_attn_cfg_default(hp); /* n_rot < head_dim: partial */
+  MEMRA_TRY(memra_blk_rope_attend(c, il, &q, &k, &v, &attn, &cfg, err));
   memra_tensor ah = memra_per_head(attn, n, D);
   CALL("attention gate", vt->sigmoid_gate(be, &ah, &ah, &gate));
   CALL("matmul o", vt->matmul(be, out, &attn, &l->wo, &none));
@@ -110,45 +90,24 @@ memra_status memra_qwen3next_forward(memra_ctx *c, memra_err *err) {
   const memra_model *m = c->m;
   const memra_hparams *hp = &m->hp;
   const memra_backend_vt *vt = m->vt;
-  memra_backend *be = m->be;
   const int64_t n = c->n_rows;
   if (!vt->sigmoid_gate || !vt->ssm_conv || !vt->gated_delta_rule)
     return memra_errf(err, MEMRA_E_UNSUPPORTED, "backend %s has no Gated DeltaNet ops",
                       vt->name);
-  memra_tensor x = memra_rows(c->x, n), xn = memra_rows(c->xn, n), proj = memra_rows(c->proj, n),
-               gate = memra_rows(c->gate, n), up = memra_rows(c->up, n), ids = c->ids;
-  ids.ne0 = n;
-  const memra_tensor none = {0};
-  CALL("get_rows", vt->get_rows(be, &x, &m->tok_embd, &ids));
+  const memra_tensor x = memra_rows(c->x, n), xn = memra_rows(c->xn, n),
+                     proj = memra_rows(c->proj, n);
+
+  MEMRA_TRY(memra_blk_embed(c, &x, err));
   const memra_tensor *pending = NULL; /* residual not yet added into x */
-  memra_status st;
   for (int il = 0; il < hp->n_layer; ++il) {
     const memra_layer *l = &m->layers[il];
-    CALL("attn rmsnorm", vt->rmsnorm(be, &xn, &x, pending ? pending : &none, &l->attn_norm,
-                                     hp->eps));
-    st = memra_hparams_layer_recurrent(hp, il) ? gdn_mixer(c, il, &xn, &proj, err)
-                                               : attn_mixer(c, il, &xn, &proj, err);
-    if (st) return st;
-    CALL("ffn rmsnorm", vt->rmsnorm(be, &xn, &x, &proj, &l->ffn_norm, hp->eps));
-    if (hp->n_expert > 0) {
-      if ((st = memra_moe_ffn(c, l, &xn, &proj, err))) return st;
-    } else {
-      gate.ne0 = up.ne0 = hp->n_ff;
-      gate.nb1 = up.nb1 = 4u * (uint64_t)hp->n_ff;
-      CALL("matmul gate", vt->matmul(be, &gate, &xn, &l->w_gate, &none));
-      CALL("matmul up", vt->matmul(be, &up, &xn, &l->w_up, &none));
-      CALL("glu", vt->glu(be, &gate, &gate, &up, MEMRA_ACT_SILU));
-      CALL("matmul down", vt->matmul(be, &proj, &gate, &l->w_down, &none));
-    }
+    MEMRA_TRY(memra_blk_add_norm(c, "attn rmsnorm", &xn, &x, pending, &l->attn_norm, err));
+    MEMRA_TRY(memra_hparams_layer_recurrent(hp, il) ? gdn_mixer(c, il, &xn, &proj, err)
+                                                    : attn_mixer(c, il, &xn, &proj, err));
+    MEMRA_TRY(memra_blk_add_norm(c, "ffn rmsnorm", &xn, &x, &proj, &l->ffn_norm, err));
+    MEMRA_TRY(hp->n_expert > 0 ? memra_moe_ffn(c, l, &xn, &proj, err)
+                               : memra_blk_glu_ffn(c, l, &xn, &proj, MEMRA_ACT_SILU, err));
     pending = &proj;
   }
-  CALL("output rmsnorm", vt->rmsnorm(be, &xn, &x, pending, &m->output_norm, hp->eps));
-  if (c->n_out > 0) {
-    memra_tensor sel = memra_rows(c->sel, c->n_out), logits = memra_rows(c->logits, c->n_out),
-                 out_rows = c->out_rows;
-    out_rows.ne0 = c->n_out;
-    CALL("select rows", vt->get_rows(be, &sel, &xn, &out_rows));
-    CALL("matmul output", vt->matmul(be, &logits, &sel, &m->output, &none));
-  }
-  return MEMRA_OK;
+  return memra_blk_logits(c, &x, &xn, pending, err);
 }

@@ -1,0 +1,117 @@
+/* blocks.c — the forward-pass steps the families share (see blocks.h). Each is a fixed
+ * sequence of vtable calls on row views of the context's activation buffers. */
+#include "core/models/blocks.h"
+
+#define CALL MEMRA_FWD_CALL
+
+memra_attn_cfg memra_attn_cfg_default(const memra_hparams *hp) {
+  const memra_attn_cfg cfg = {.rope = {.n_head = hp->n_head,
+                                       .head_dim = hp->head_dim,
+                                       .n_rot = hp->n_rot,
+                                       .mode = hp->rope_mode,
+                                       .freq_base = hp->rope_base,
+                                       .freq_scale = hp->rope_scale},
+                              .attn = {.n_head = hp->n_head,
+                                       .n_kv_head = hp->n_head_kv,
+                                       .head_dim = hp->head_dim,
+                                       .window = 0,
+                                       .scale = hp->attn_scale,
+                                       .softcap = 0},
+                              .qkv_bias = false};
+  return cfg;
+}
+
+memra_status memra_blk_embed(memra_ctx *c, const memra_tensor *x, memra_err *err) {
+  const memra_model *m = c->m;
+  memra_tensor ids = c->ids;
+  ids.ne0 = c->n_rows;
+  CALL("get_rows", m->vt->get_rows(m->be, x, &m->tok_embd, &ids));
+  return MEMRA_OK;
+}
+
+memra_status memra_blk_add_norm(memra_ctx *c, const char *what, const memra_tensor *xn,
+                                const memra_tensor *x, const memra_tensor *add,
+                                const memra_tensor *w, memra_err *err) {
+  const memra_model *m = c->m;
+  const memra_tensor none = {0};
+  CALL(what, m->vt->rmsnorm(m->be, xn, x, add ? add : &none, w, m->hp.eps));
+  return MEMRA_OK;
+}
+
+memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
+                                   const memra_tensor *k, const memra_tensor *v,
+                                   const memra_tensor *attn, const memra_attn_cfg *cfg,
+                                   memra_err *err) {
+  const memra_model *m = c->m;
+  const memra_backend_vt *vt = m->vt;
+  memra_backend *be = m->be;
+  const memra_batch *b = &c->batch;
+  memra_rope_params rope_k = cfg->rope;
+  rope_k.n_head = m->hp.n_head_kv;
+  CALL("rope q", vt->rope(be, q, &b->pos, &cfg->rope));
+  CALL("rope k", vt->rope(be, k, &b->pos, &rope_k));
+  CALL("kv_store", vt->kv_store(be, &c->k_cache[il], &c->v_cache[il], k, v, b));
+  CALL("attention", vt->attention(be, attn, q, &c->k_cache[il], &c->v_cache[il], b, &cfg->attn));
+  return MEMRA_OK;
+}
+
+memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
+                                 const memra_tensor *out, const memra_attn_cfg *cfg,
+                                 memra_err *err) {
+  const memra_model *m = c->m;
+  const memra_hparams *hp = &m->hp;
+  const memra_backend_vt *vt = m->vt;
+  memra_backend *be = m->be;
+  const memra_layer *l = &m->layers[il];
+  const int64_t n = c->n_rows;
+  const memra_tensor none = {0};
+  const bool bias = cfg->qkv_bias;
+  memra_tensor q = memra_rows(c->q, n), k = memra_rows(c->k, n), v = memra_rows(c->v, n),
+               attn = memra_rows(c->attn, n);
+  CALL("matmul q", vt->matmul(be, &q, xn, &l->wq, bias ? &l->bq : &none));
+  CALL("matmul k", vt->matmul(be, &k, xn, &l->wk, bias ? &l->bk : &none));
+  CALL("matmul v", vt->matmul(be, &v, xn, &l->wv, bias ? &l->bv : &none));
+  if (l->q_norm.buf) {
+    memra_tensor qh = memra_per_head(q, n, hp->head_dim), kh = memra_per_head(k, n, hp->head_dim);
+    CALL("q norm", vt->rmsnorm(be, &qh, &qh, &none, &l->q_norm, hp->eps));
+    CALL("k norm", vt->rmsnorm(be, &kh, &kh, &none, &l->k_norm, hp->eps));
+  }
+  memra_status st = memra_blk_rope_attend(c, il, &q, &k, &v, &attn, cfg, err);
+  if (st) return st;
+  CALL("matmul o", vt->matmul(be, out, &attn, &l->wo, &none));
+  return MEMRA_OK;
+}
+
+memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
+                               const memra_tensor *out, memra_act act, memra_err *err) {
+  const memra_model *m = c->m;
+  const memra_backend_vt *vt = m->vt;
+  memra_backend *be = m->be;
+  const int64_t n = c->n_rows, ff = m->hp.n_ff;
+  const memra_tensor none = {0};
+  /* the buffers are as wide as the widest FFN of the model (the shared expert may be) */
+  memra_tensor gate = memra_rows(c->gate, n), up = memra_rows(c->up, n);
+  gate.ne0 = up.ne0 = ff;
+  gate.nb1 = up.nb1 = 4u * (uint64_t)ff;
+  CALL("matmul gate", vt->matmul(be, &gate, xn, &l->w_gate, &none));
+  CALL("matmul up", vt->matmul(be, &up, xn, &l->w_up, &none));
+  CALL("glu", vt->glu(be, &gate, &gate, &up, act));
+  CALL("matmul down", vt->matmul(be, out, &gate, &l->w_down, &none));
+  return MEMRA_OK;
+}
+
+memra_status memra_blk_logits(memra_ctx *c, const memra_tensor *x, const memra_tensor *xn,
+                              const memra_tensor *pending, memra_err *err) {
+  const memra_model *m = c->m;
+  const memra_backend_vt *vt = m->vt;
+  memra_backend *be = m->be;
+  const memra_tensor none = {0};
+  CALL("output rmsnorm", vt->rmsnorm(be, xn, x, pending, &m->output_norm, m->hp.eps));
+  if (c->n_out <= 0) return MEMRA_OK;
+  memra_tensor sel = memra_rows(c->sel, c->n_out), logits = memra_rows(c->logits, c->n_out),
+               out_rows = c->out_rows;
+  out_rows.ne0 = c->n_out;
+  CALL("select rows", vt->get_rows(be, &sel, xn, &out_rows));
+  CALL("matmul output", vt->matmul(be, &logits, &sel, &m->output, &none));
+  return MEMRA_OK;
+}

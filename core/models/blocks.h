@@ -1,0 +1,57 @@
+/* blocks.h — the steps the family forward passes share (blocks.c): the embedding lookup,
+ * the fused residual-add + RMSNorm, the attention block, the gated FFN and the logits
+ * tail. Each family file composes them and keeps only what is its own. Every step issues
+ * the same vtable calls, with the same error prefixes, that the families issued inline.
+ * Internal to core/models. */
+#ifndef MEMRA_BLOCKS_H
+#define MEMRA_BLOCKS_H
+
+#include "core/models/forward.h"
+
+/* What differs between the families' attention blocks. */
+typedef struct memra_attn_cfg {
+  memra_rope_params rope; /* for q; k is roped with the same, over n_head_kv heads */
+  memra_attn_params attn;
+  bool qkv_bias;          /* add bq, bk, bv (the llama family; absent ones are zero views) */
+} memra_attn_cfg;
+
+/* The hparams' defaults: rope_base/rope_scale without frequency factors, full causal
+ * attention (no window, no softcap) scaled by attn_scale, no q/k/v biases. */
+memra_attn_cfg memra_attn_cfg_default(const memra_hparams *hp);
+
+/* Returns from the calling function when expr fails (its message is already set). */
+#define MEMRA_TRY(expr)                                                                        \
+  do {                                                                                         \
+    memra_status st_ = (expr);                                                                 \
+    if (st_ != MEMRA_OK) return st_;                                                           \
+  } while (0)
+
+/* x [n, n_embd] = the embedding rows of the batch's tokens. */
+memra_status memra_blk_embed(memra_ctx *c, const memra_tensor *x, memra_err *err);
+
+/* x += *add (when add is not NULL), then xn = rmsnorm(x) * w; what names it in errors. */
+memra_status memra_blk_add_norm(memra_ctx *c, const char *what, const memra_tensor *xn,
+                                const memra_tensor *x, const memra_tensor *add,
+                                const memra_tensor *w, memra_err *err);
+
+/* q, k = rope(q, k) ; cache k, v in layer il ; attn = attention(q, cache). */
+memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
+                                   const memra_tensor *k, const memra_tensor *v,
+                                   const memra_tensor *attn, const memra_attn_cfg *cfg,
+                                   memra_err *err);
+
+/* out = attention of layer il on xn: q,k,v = xn W (+b) ; q,k = rmsnorm per head (when the
+ * layer has q_norm) ; rope ; cache ; attention ; out = a Wo. */
+memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
+                                 const memra_tensor *out, const memra_attn_cfg *cfg,
+                                 memra_err *err);
+
+/* out = (act(xn Wgate) * (xn Wup)) Wdown with the layer's dense FFN (width n_ff). */
+memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
+                               const memra_tensor *out, memra_act act, memra_err *err);
+
+/* x += *pending ; logits = rmsnorm(x) Wout for the rows asked for (xn is scratch). */
+memra_status memra_blk_logits(memra_ctx *c, const memra_tensor *x, const memra_tensor *xn,
+                              const memra_tensor *pending, memra_err *err);
+
+#endif
