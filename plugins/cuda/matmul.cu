@@ -24,6 +24,7 @@
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/dequant.cuh"
 #include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/matmul_kq.cuh"
 
 enum { MM_WARPS = 4, MM_MAX_M = 8, MM_U = 4, MM_UK = 2 };
 /* Decode (M = 1) kernels are held to 64 registers: 8 blocks (32 warps) per SM, so a
@@ -240,6 +241,29 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: %lld x %lld output too large",
                          (long long)M, (long long)N);
   dim3 grid((unsigned)gx, (unsigned)gy);
+  /* v5 for the K-quants (matmul_kq.cuh): Q4_K / Q5_K whenever w's rows are 16-byte aligned,
+   * Q6_K always. A property of w alone, so a row takes the same kernel alone and in any
+   * batch (batch invariance). */
+  const bool kq16 = (w->type == MEMRA_TYPE_Q4_K || w->type == MEMRA_TYPE_Q5_K) && walign >= 16;
+  if (kq16 || w->type == MEMRA_TYPE_Q6_K) {
+    const bool xv = memra_cu_align_of(xp, x->nb1 * (M > 1)) >= 16;
+#define MKQ_CASE(TY)                                                                               \
+  case TY:                                                                                         \
+    if (xv)                                                                                        \
+      mkq_launch<TY, true>(mt, be->stream, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);           \
+    else                                                                                           \
+      mkq_launch<TY, false>(mt, be->stream, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);          \
+    break;
+    switch (w->type) {
+      MKQ_CASE(MEMRA_TYPE_Q4_K)
+      MKQ_CASE(MEMRA_TYPE_Q5_K)
+      MKQ_CASE(MEMRA_TYPE_Q6_K)
+    default: break;
+    }
+#undef MKQ_CASE
+    MEMRA_CU_LAUNCHED();
+    return MEMRA_OK;
+  }
   switch (w->type) {
     MM_TYPE_CASE(MEMRA_TYPE_F32)
     MM_TYPE_CASE(MEMRA_TYPE_F16)
