@@ -12,7 +12,9 @@ if [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "test: nvcc not found: the GPU plugin builds and their tests are skipped" >&2
   skip="-//backends/... -//tests/gpu_plugins/..."
 fi
+# Bazel's strict PATH sees only /usr/bin: name the python3 that has the test packages.
 env_flags="--test_env=MEMRA_MODEL=$MEMRA_MODEL --test_env=MEMRA_GEMMA3=$MEMRA_GEMMA3"
+env_flags="$env_flags --test_env=MEMRA_PYTHON=$(command -v python3)"
 status=0
 bazel test $env_flags -- //... $skip || status=1
 # The sanitizer pass leaves out the real Gemma 3 run (minutes of model math, no new code
