@@ -24,18 +24,24 @@ struct Engine {
   memra_ctx *c = nullptr;
   memra_err err = {};
 
-  // Opens path on the CPU plugin built beside the test (runfiles path).
-  bool open(const std::string &path, int32_t kv_type, int32_t n_ctx = 256) {
+  // Opens path on the CPU plugin built beside the test (runfiles path) with a context of
+  // params p.
+  bool open_with(const std::string &path, const memra_ctx_params &p) {
     memra_open_params op = {sizeof op, 2, 0};
     if (memra_backend_open("plugins/cpu/libmemra_cpu.so", nullptr, &op, &bh, &err)) return false;
     if (memra_gguf_open(path.c_str(), &g, &err)) return false;
     if (memra_model_load(g, bh.vt, bh.be, nullptr, nullptr, &m, &err)) return false;
+    return memra_ctx_new(m, &p, &c, &err) == MEMRA_OK;
+  }
+  // Odd ubatch and page size by default: prefill crosses chunk and page boundaries.
+  bool open(const std::string &path, int32_t kv_type, int32_t n_ctx = 256, int32_t n_ubatch = 7,
+            int32_t block_size = 5) {
     memra_ctx_params p = memra_ctx_defaults();
     p.n_ctx = n_ctx;
-    p.n_ubatch = 7;  // odd chunks: prefill crosses chunk boundaries
-    p.block_size = 5; // odd pages: positions cross page boundaries
+    p.n_ubatch = n_ubatch;
+    p.block_size = block_size;
     p.kv_type = kv_type;
-    return memra_ctx_new(m, &p, &c, &err) == MEMRA_OK;
+    return open_with(path, p);
   }
   ~Engine() {
     memra_ctx_free(c);
@@ -49,7 +55,7 @@ inline std::vector<float> read_f32(const std::string &path) {
   std::ifstream f(path, std::ios::binary);
   std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   std::vector<float> v(bytes.size() / 4);
-  memcpy(v.data(), bytes.data(), v.size() * 4);
+  if (!v.empty()) memcpy(v.data(), bytes.data(), v.size() * 4);
   return v;
 }
 

@@ -3,7 +3,7 @@
 // position logits after prefill and the greedy tokens after it, for three short prompts
 // (one in the chat format) and one of over 512 tokens, where the local layers' sliding
 // window cuts in.
-#include "tests/families/family_fixture.h"
+#include "tests/e2e/engine_fixture.h"
 
 extern "C" {
 #include "core/text/tokenizer.h"

@@ -3,7 +3,7 @@
 // transformers float32 logits of every position of a fixed token sequence: prefill (the
 // whole sequence in odd-sized chunks) and token-by-token decode are checked separately,
 // each against HF's own prefill and cached decode.
-#include "tests/families/family_fixture.h"
+#include "tests/e2e/engine_fixture.h"
 
 static std::string fx(const std::string &name) { return "tests/families/fixtures/" + name; }
 
@@ -69,17 +69,13 @@ TEST_P(Tiny, InterleavedSequencesAndSlotReuse) {
                      dec = read_f32(fx(name + ".decode.f32"));
   const size_t n = ids.size();
   Engine e;
-  memra_open_params op = {sizeof op, 2, 0};
-  ASSERT_EQ(MEMRA_OK, memra_backend_open("plugins/cpu/libmemra_cpu.so", nullptr, &op, &e.bh, &e.err));
-  ASSERT_EQ(MEMRA_OK, memra_gguf_open(fx(name + ".gguf").c_str(), &e.g, &e.err));
-  ASSERT_EQ(MEMRA_OK, memra_model_load(e.g, e.bh.vt, e.bh.be, nullptr, nullptr, &e.m, &e.err));
   memra_ctx_params p = memra_ctx_defaults();
   p.n_ctx = 64;
   p.n_seq_max = 2;
   p.n_ubatch = 8;
   p.block_size = 3;
   p.kv_type = MEMRA_TYPE_F32;
-  ASSERT_EQ(MEMRA_OK, memra_ctx_new(e.m, &p, &e.c, &e.err)) << e.err.msg;
+  ASSERT_TRUE(e.open_with(fx(name + ".gguf"), p)) << e.err.msg;
   const size_t nv = (size_t)e.m->hp.n_vocab;
   ASSERT_EQ(MEMRA_OK, memra_kv_pages_reserve(&e.c->pages, 0, (int32_t)n, &e.err));
   ASSERT_EQ(MEMRA_OK, memra_kv_pages_reserve(&e.c->pages, 1, (int32_t)n, &e.err));
