@@ -1,5 +1,5 @@
 /* attention.cu — softmax(scale * q k^T) v over each row's window of its own sequence's
- * paged KV cache (F16 or F32). Oracle: plugins/cpu attention.
+ * paged KV cache (F16, F32, or FP8 e4m3 dequantized on read). Oracle: plugins/cpu attention.
  *
  * ver 1: split-KV flash decode. The KV positions are cut into fixed chunks of 64;
  *   block (chunk, kv head, row) runs an online softmax over its chunk for all the query
@@ -20,6 +20,7 @@
 
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/fp8.cuh"
 
 enum {
   ATT_MAX_SPLIT = 65535 /* grid x */,
@@ -53,7 +54,13 @@ struct att_args {
 /* Loads VW consecutive cache elements as floats (VW 8: one 16-byte load of F16, two of
  * F32; VW 1: one element). */
 template <typename TC, int VW> __device__ __forceinline__ void att_load(const TC *p, float v[VW]) {
-  if (VW == 8 && sizeof(TC) == 2) {
+  if (VW == 8 && sizeof(TC) == 1) { /* FP8: one 8-byte load */
+    const uint2 u = __ldg((const uint2 *)p);
+    const uint8_t *b = (const uint8_t *)&u;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      v[i] = memra_fp8_e4m3_to_f32(b[i]);
+  } else if (VW == 8 && sizeof(TC) == 2) {
     const uint4 u = __ldg((const uint4 *)p);
     const __half2 *h = (const __half2 *)&u;
 #pragma unroll
@@ -278,9 +285,10 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
     return memra_cu_errf(be, MEMRA_E_INVALID, "attention: q has %lld rows, batch %d",
                          (long long)q->ne1, batch->n_rows);
   if (k_cache->type != v_cache->type ||
-      (k_cache->type != MEMRA_TYPE_F16 && k_cache->type != MEMRA_TYPE_F32))
+      (k_cache->type != MEMRA_TYPE_F16 && k_cache->type != MEMRA_TYPE_F32 &&
+       k_cache->type != MEMRA_TYPE_F8_E4M3))
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED,
-                         "attention: caches are %s and %s, expected both F16 or both F32",
+                         "attention: caches are %s and %s, expected both F16, F32 or F8_E4M3",
                          memra_type_info(k_cache->type).name, memra_type_info(v_cache->type).name);
   if (k_cache->ne0 != (int64_t)p->n_kv_head * p->head_dim || v_cache->ne0 != k_cache->ne0)
     return memra_cu_errf(
@@ -340,7 +348,12 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
         batch->n_rows - r0 < (int64_t)group_rows ? batch->n_rows - r0 : (int64_t)group_rows;
     a.row0 = r0;
     dim3 g1((unsigned)a.n_split, (unsigned)p->n_kv_head, (unsigned)nr);
-    if (k_cache->type == MEMRA_TYPE_F16) {
+    if (k_cache->type == MEMRA_TYPE_F8_E4M3) {
+      if (vec)
+        attention_split_v2_kernel<memra_f8, 8><<<g1, ATT_THREADS, 0, be->stream>>>(a);
+      else
+        attention_split_v2_kernel<memra_f8, 1><<<g1, ATT_THREADS, 0, be->stream>>>(a);
+    } else if (k_cache->type == MEMRA_TYPE_F16) {
       if (vec)
         attention_split_v2_kernel<__half, 8><<<g1, ATT_THREADS, 0, be->stream>>>(a);
       else

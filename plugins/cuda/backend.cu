@@ -156,6 +156,11 @@ static void *cu_get_proc(memra_backend *be, const char *name) {
   return NULL;
 }
 
+#if MEMRA_ABI_MINOR >= 2 /* sample.cu */
+memra_status memra_cu_sample(memra_backend *be, const memra_tensor *ids, const memra_tensor *logits,
+                             const memra_tensor *rng, const memra_sample_params *p);
+#endif
+
 /* Filled by name, not position: slots a later ABI minor appends stay NULL ("no kernel")
  * until this plugin implements them, and the file builds against either header. */
 static const memra_backend_vt *cu_vtable(void) {
@@ -191,6 +196,9 @@ static const memra_backend_vt *cu_vtable(void) {
     v.graph_launch = memra_cu_graph_launch;
     v.graph_free = memra_cu_graph_free;
     v.get_proc = cu_get_proc;
+#if MEMRA_ABI_MINOR >= 2
+    v.sample = memra_cu_sample;
+#endif
     return v;
   }();
   return &vt;

@@ -1,4 +1,4 @@
-/* kv_store.cu — writes k, v rows into the paged caches (F16 or F32) at each row's slot:
+/* kv_store.cu — writes k, v rows into the paged caches (F16, F32 or F8_E4M3) at each row's slot:
  * block_table[seq][pos / block_size] * block_size + pos % block_size.
  * Oracle: plugins/cpu kv_store. Positions, sequences and page ids are device data the
  * host cannot check without a sync: a row whose slot falls outside the cache is skipped
@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "plugins/cuda/cuda_common.h"
+#include "plugins/cuda/fp8.cuh"
 
 /* Slot of row r, or -1 when its seq, position or page is out of range. */
 __device__ __forceinline__ int64_t memra_kv_slot(int64_t r, const int32_t *pos, const int32_t *seq,
@@ -85,8 +86,9 @@ memra_status memra_cu_kv_store(memra_backend *be, const memra_tensor *k_cache,
                          (long long)k->ne1, batch->n_rows);
   for (int i = 0; i < 2; ++i) {
     const memra_tensor *c = i ? v_cache : k_cache;
-    if (c->type != MEMRA_TYPE_F16 && c->type != MEMRA_TYPE_F32)
-      return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "kv_store: %s cache is %s, expected F16 or F32",
+    if (c->type != MEMRA_TYPE_F16 && c->type != MEMRA_TYPE_F32 && c->type != MEMRA_TYPE_F8_E4M3)
+      return memra_cu_errf(be, MEMRA_E_UNSUPPORTED,
+                           "kv_store: %s cache is %s, expected F16, F32 or F8_E4M3",
                            i ? "v" : "k", memra_type_info(c->type).name);
     if (c->ne0 != k->ne0)
       return memra_cu_errf(be, MEMRA_E_INVALID,
@@ -107,7 +109,14 @@ memra_status memra_cu_kv_store(memra_backend *be, const memra_tensor *k_cache,
       (int64_t)(v->nb1 / 4), k->ne0, pos, seq, bt, bt_ld, batch->n_seqs, batch->block_size,        \
       batch->max_blocks, k_cache->ne1, v_cache->ne1)
   const bool kh = k_cache->type == MEMRA_TYPE_F16, vh = v_cache->type == MEMRA_TYPE_F16;
-  if (kh && vh)
+  const bool k8 = k_cache->type == MEMRA_TYPE_F8_E4M3, v8 = v_cache->type == MEMRA_TYPE_F8_E4M3;
+  /* FP8 (ABI minor 2): both caches FP8; mixed FP8 caches are refused, as on attention. */
+  if (k8 != v8)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "kv_store: caches are %s and %s: FP8 needs both",
+                         memra_type_info(k_cache->type).name, memra_type_info(v_cache->type).name);
+  if (k8)
+    KV_LAUNCH(memra_f8, memra_f8);
+  else if (kh && vh)
     KV_LAUNCH(__half, __half);
   else if (kh)
     KV_LAUNCH(__half, float);
