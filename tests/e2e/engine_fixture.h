@@ -76,6 +76,35 @@ inline std::vector<int32_t> read_ids(const std::string &path, const std::string 
   return {};
 }
 
+// The "prompt_text" line of a fixture file, its \n and \\ escapes undone.
+inline std::string read_prompt_text(const std::string &path) {
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("prompt_text ", 0) != 0) continue;
+    std::string text;
+    for (size_t i = 12; i < line.size(); ++i) {
+      const bool esc = line[i] == '\\' && i + 1 < line.size() &&
+                       (line[i + 1] == 'n' || line[i + 1] == '\\');
+      text += esc ? (line[++i] == 'n' ? '\n' : '\\') : line[i];
+    }
+    return text;
+  }
+  return "";
+}
+
+// Greedy decoding after a prompt of pos tokens in sequence 0: count argmax ids, each fed
+// back, appended to *got. Call it in ASSERT_NO_FATAL_FAILURE.
+inline void greedy_continue(Engine &e, int32_t pos, size_t count, std::vector<int32_t> *got) {
+  for (size_t i = 0; i < count; ++i) {
+    int32_t id;
+    ASSERT_EQ(MEMRA_OK, memra_ctx_argmax(e.c, &id, &e.err)) << e.err.msg;
+    got->push_back(id);
+    ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, &id, 1, pos++, false, nullptr, &e.err))
+        << e.err.msg;
+  }
+}
+
 inline double rel_l2(const float *a, const float *ref, size_t n) {
   double num = 0, den = 0;
   for (size_t i = 0; i < n; ++i) {
