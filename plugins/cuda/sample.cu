@@ -19,9 +19,14 @@
 #include <math.h>
 #include <stdint.h>
 
+/* MEMRA_SMP_HOST_EMULATION: tests/sampling compiles the kernel as single-threaded host
+ * C++ (one thread, one warp) to check the algorithm against the CPU oracle. */
+#ifndef MEMRA_SMP_HOST_EMULATION
 #include "plugins/cuda/cuda_common.h"
+#define MEMRA_SMP_THREADS 1024
+#endif
 
-enum { SMP_THREADS = 1024, SMP_WARPS = SMP_THREADS / 32 };
+enum { SMP_THREADS = MEMRA_SMP_THREADS, SMP_WARPS = (SMP_THREADS + 31) / 32 };
 static const uint32_t SMP_ONE_BITS = 0x3f800000u; /* 1.0f: the largest p */
 
 __device__ __forceinline__ uint64_t smp_mix(uint64_t z) {
@@ -235,6 +240,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
   }
 }
 
+#ifndef MEMRA_SMP_HOST_EMULATION
 memra_status memra_cu_sample(memra_backend *be, const memra_tensor *ids, const memra_tensor *logits,
                              const memra_tensor *rng, const memra_sample_params *p) {
   if (!p) return memra_cu_errf(be, MEMRA_E_INVALID, "sample: params are absent");
@@ -267,3 +273,4 @@ memra_status memra_cu_sample(memra_backend *be, const memra_tensor *ids, const m
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
 }
+#endif /* MEMRA_SMP_HOST_EMULATION */
