@@ -17,6 +17,12 @@
  *  4   (tried, reverted) v3 + software pipeline: the next steps' raw bytes loaded before
  *      this step's decode. F16 72 -> 65% at 4096^2, 91 -> 74% on ffn_down; Q4_K within
  *      noise: latency was not the limit.
+ *  5   K-quants (Q4_K, Q5_K, Q6_K) in matmul_kq.cuh: 8 weight rows per block share each
+ *      lane's x registers, scale/min factored out of the inner loop, nibble -> float by one
+ *      PRMT (1/2 + q/2^(B+1)); ~4.3 instructions per weight (v3: 12).
+ *      Q4_K 4096^2 6.1 us 36%, 128256x4096 117 us 59%; Q6_K 200 us 50% <- vtable
+ *      (5b, tried, reverted: batch path decoding each row once for all x rows; M = 8
+ *      249 -> 285 us.)
  * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read
  * once per 8 rows (from L2 when they fit), but every row is reduced in exactly the order a
  * lone row is, so a row's result never depends on the batch around it (batch invariance).
