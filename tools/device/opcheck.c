@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plugins/quant/fp8.h"
 #include "plugins/quant/quant.h"
 #include "tools/device/plugpair.h"
 
@@ -61,6 +62,11 @@ static void *rand_rows(int32_t type, int64_t ne0, int64_t rows, uint64_t *nbytes
   if (type == MEMRA_TYPE_F32) {
     for (int64_t i = 0; i < ne0 * rows; ++i)
       ((float *)p)[i] = frand(-1, 1);
+    return p;
+  }
+  if (type == MEMRA_TYPE_F8_E4M3) { /* FP8 KV cache: encoded values, never the NaN code */
+    for (int64_t i = 0; i < ne0 * rows; ++i)
+      p[i] = memra_f32_to_fp8_e4m3(frand(-1, 1));
     return p;
   }
   if (type == MEMRA_TYPE_F16 || type == MEMRA_TYPE_BF16) {
@@ -472,8 +478,8 @@ static void kv_free(kvfix *f) {
 }
 
 static void check_kv_store(void) {
-  for (int ct = 0; ct < 2; ++ct) {
-    const int32_t ctype = ct ? MEMRA_TYPE_F32 : MEMRA_TYPE_F16;
+  for (int ct = 0; ct < 3; ++ct) { /* F16, F32, F8_E4M3 (ABI minor 2) */
+    const int32_t ctype = ct == 2 ? MEMRA_TYPE_F8_E4M3 : ct ? MEMRA_TYPE_F32 : MEMRA_TYPE_F16;
     const int n_rows = 11, width = 3 * 64;
     int32_t pos[11], seq[11];
     for (int r = 0; r < n_rows; ++r) { /* distinct (seq, pos): no two rows share a slot */
@@ -534,8 +540,12 @@ static void check_attention(void) {
       {MEMRA_TYPE_F16, 4, 1, 256, 0, 30.f, 3, 200},
       {MEMRA_TYPE_F16, 32, 8, 128, 0, 0.f, 2, 4100},
       {MEMRA_TYPE_F32, 6, 6, 96, 0, 0.f, 37, 40}, /* prefill-like: many rows of one seq */
+      /* FP8 e4m3 caches (ABI minor 2): the same bytes dequantized on read, so the F16
+       * tolerance; 8-wide loads (d 128), and d 36 for the scalar path. */
+      {MEMRA_TYPE_F8_E4M3, 32, 8, 128, 0, 0.f, 2, 4100},
+      {MEMRA_TYPE_F8_E4M3, 4, 4, 36, 20, 0.f, 5, 300},
   };
-  const int n_cases = g_quick ? 2 : 6;
+  const int n_cases = g_quick ? 2 : (int)(sizeof cs / sizeof cs[0]);
   for (int c = 0; c < n_cases; ++c) {
     const int n_rows = cs[c].rows, width = cs[c].n_kv * cs[c].hd, qw = cs[c].n_head * cs[c].hd;
     int32_t pos[64], seq[64];
@@ -666,6 +676,116 @@ static void check_argmax(void) {
   free(x);
 }
 
+/* Sampling on the device (ABI minor 2): the same seeds, logits and filters in both
+ * plugins. The kernels sum masses in different orders, so a draw may differ when u * S
+ * lies within rounding of a CDF boundary: pass = the generator states identical, every
+ * temperature-0 row identical to argmax, and at least 99% of the sampled tokens
+ * identical. Then the plugin under test alone: a graph of one sample op replayed 3 times
+ * gives exactly the 3 eager draws from the same seeds (the state advances on the device). */
+static void check_sample(void) {
+  if (!P[0].vt->sample || !P[1].vt->sample) {
+    record("sample", "slot", 0, 0, !P[0].vt->sample, "test plugin has no sample slot");
+    return;
+  }
+  const int64_t R = 6, V = g_quick ? 1003 : 32003;
+  const int steps = g_quick ? 3 : 8;
+  const memra_sample_params sp[] = {
+      {0.0f, 0, 1.0f, 0.0f},    {1.0f, 0, 1.0f, 0.0f},  {0.8f, 40, 0.95f, 0.05f},
+      {1.2f, 0, 0.9f, 0.0f},    {0.7f, 0, 1.0f, 0.1f},  {1.0f, 1, 1.0f, 0.0f},
+      {1.5f, 5, 0.5f, 0.0f},
+  };
+  float *x = frand_vec(R * V, -8, 8);
+  for (int64_t i = 0; i < V; i += 7) /* exact ties in row 1 */
+    x[V + i] = roundf(x[V + i]);
+  x[2 * V + 11] = NAN;
+  uint64_t seeds[6];
+  for (int r = 0; r < R; ++r)
+    seeds[r] = rnd();
+  dbuf dx = dnew((uint64_t)R * V * 4, x), di = dnew((uint64_t)R * 4, NULL),
+       ds = dnew(sizeof seeds, seeds), da = dnew((uint64_t)R * 4, NULL);
+  int ok_;
+  for (size_t c = 0; c < sizeof sp / sizeof sp[0]; ++c) {
+    char what[96];
+    snprintf(what, sizeof what, "[%" PRId64 " x %" PRId64 "] T %.1f k %d p %.2f min_p %.2f, %d steps",
+             R, V, sp[c].temperature, sp[c].top_k, sp[c].top_p, sp[c].min_p, steps);
+    for (int i = 0; i < 2; ++i)
+      memra_plug_must(&P[i], P[i].vt->buf_upload(P[i].be, ds.b[i], 0, seeds, sizeof seeds),
+                      "upload");
+    int64_t same = 0, total = 0;
+    ok_ = 1;
+    for (int s = 0; s < steps && ok_; ++s) {
+      dpoison(&di);
+      BOTH("sample", what,
+           P[i].vt->sample(P[i].be, TP(&di, i, MEMRA_TYPE_I32, R, 1), TP(&dx, i, 0, V, R),
+                           TP(&ds, i, MEMRA_TYPE_I64, R, 1), &sp[c]));
+      if (!ok_) break;
+      int32_t *a = dget(&di, 0), *b = dget(&di, 1);
+      for (int64_t r = 0; r < R; ++r)
+        same += a[r] == b[r];
+      total += R;
+      free(a);
+      free(b);
+    }
+    if (!ok_) continue;
+    uint64_t *sa = dget(&ds, 0), *sb = dget(&ds, 1);
+    const int states = memcmp(sa, sb, sizeof seeds) == 0 && dguard_ok(&ds) && dguard_ok(&di);
+    free(sa);
+    free(sb);
+    const double agree = (double)same / (double)total;
+    char note[96];
+    snprintf(note, sizeof note, "%" PRId64 "/%" PRId64 " tokens agree, states %s", same, total,
+             states ? "identical" : "DIFFER");
+    const int exact = sp[c].temperature <= 0.0f;
+    record("sample", what, 1.0 - agree, exact ? 0 : 0.01,
+           states && (exact ? same == total : agree >= 0.99), note);
+    if (exact) { /* temperature 0 is the argmax op */
+      BOTH("sample", "  T 0 == argmax op",
+           P[i].vt->argmax(P[i].be, TP(&da, i, MEMRA_TYPE_I32, R, 1), TP(&dx, i, 0, V, R)));
+      if (ok_) {
+        int32_t *a = dget(&da, 1), *b = dget(&di, 1);
+        const int eq = memcmp(a, b, (size_t)R * 4) == 0;
+        record("sample", "  T 0 == argmax op (test plugin)", !eq, 0, eq, NULL);
+        free(a);
+        free(b);
+      }
+    }
+  }
+  /* Graph replay vs eager on the plugin under test. */
+  const memra_backend_vt *vt = P[1].vt;
+  memra_backend *be = P[1].be;
+  if (vt->graph_begin) {
+    const memra_sample_params g = {0.9f, 50, 0.9f, 0.02f};
+    int32_t ids[2][3][6];
+    for (int mode = 0; mode < 2; ++mode) {
+      memra_plug_must(&P[1], vt->buf_upload(be, ds.b[1], 0, seeds, sizeof seeds), "upload");
+      memra_tensor ti = T(&di, 1, MEMRA_TYPE_I32, R, 1), tx = T(&dx, 1, 0, V, R),
+                   ts = T(&ds, 1, MEMRA_TYPE_I64, R, 1);
+      memra_graph *gr = NULL;
+      if (mode == 1) {
+        memra_plug_must(&P[1], vt->graph_begin(be), "graph_begin");
+        memra_plug_must(&P[1], vt->sample(be, &ti, &tx, &ts, &g), "sample");
+        memra_plug_must(&P[1], vt->graph_end(be, &gr), "graph_end");
+      }
+      for (int s = 0; s < 3; ++s) {
+        if (mode == 1) memra_plug_must(&P[1], vt->graph_launch(be, gr), "graph_launch");
+        else memra_plug_must(&P[1], vt->sample(be, &ti, &tx, &ts, &g), "sample");
+        memra_plug_must(&P[1], vt->buf_download(be, di.b[1], 0, ids[mode][s], (uint64_t)R * 4),
+                        "download");
+      }
+      if (gr) vt->graph_free(be, gr);
+    }
+    const int same = memcmp(ids[0], ids[1], sizeof ids[0]) == 0;
+    const int fresh = memcmp(ids[1][0], ids[1][1], sizeof ids[1][0]) != 0;
+    record("graph", "sample: 3 replays == 3 eager draws, fresh each step", !(same && fresh), 0,
+           same && fresh, same ? (fresh ? "identical" : "replays repeat one draw") : "differs");
+  }
+  dfree(&dx);
+  dfree(&di);
+  dfree(&ds);
+  dfree(&da);
+  free(x);
+}
+
 /* Eager vs graph replay on the plugin under test: a little decode step (position
  * advanced on the device, rope, matmul, argmax) run 3 times each way. */
 static void check_graph(void) {
@@ -783,6 +903,7 @@ int main(int argc, char **argv) {
   check_attention();
   check_elementwise();
   check_argmax();
+  check_sample();
   check_graph();
   check_errors();
   printf("\n%-10s %-64s %10s %8s %s\n", "op", "case", "rel err", "tol", "result");
