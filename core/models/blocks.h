@@ -12,7 +12,7 @@
 typedef struct memra_attn_cfg {
   memra_rope_params rope; /* for q; k is roped with the same, over n_head_kv heads */
   memra_attn_params attn;
-  bool qkv_bias;          /* add bq, bk, bv (the llama family; absent ones are zero views) */
+  bool qkv_bias; /* add bq, bk, bv (the llama family; absent ones are zero views) */
 } memra_attn_cfg;
 
 /* The hparams' defaults: rope_base/rope_scale without frequency factors, full causal
@@ -20,10 +20,10 @@ typedef struct memra_attn_cfg {
 memra_attn_cfg memra_attn_cfg_default(const memra_hparams *hp);
 
 /* Returns from the calling function when expr fails (its message is already set). */
-#define MEMRA_TRY(expr)                                                                        \
-  do {                                                                                         \
-    memra_status st_ = (expr);                                                                 \
-    if (st_ != MEMRA_OK) return st_;                                                           \
+#define MEMRA_TRY(expr)                                                                            \
+  do {                                                                                             \
+    memra_status st_ = (expr);                                                                     \
+    if (st_ != MEMRA_OK) return st_;                                                               \
   } while (0)
 
 /* x [n, n_embd] = the embedding rows of the batch's tokens. */

@@ -14,7 +14,7 @@ memra_status memra_llama_forward(memra_ctx *c, memra_err *err) {
   const memra_tensor x = memra_rows(c->x, n), xn = memra_rows(c->xn, n),
                      proj = memra_rows(c->proj, n);
   memra_attn_cfg attn = memra_attn_cfg_default(&m->hp);
-  attn.qkv_bias = true;                    /* qwen2; zero views elsewhere */
+  attn.qkv_bias = true;                   /* qwen2; zero views elsewhere */
   attn.rope.freq_factors = m->rope_freqs; /* llama 3.1 long-context factors, if present */
 
   MEMRA_TRY(memra_blk_embed(c, &x, err));

@@ -22,8 +22,8 @@ static memra_tensor cols(memra_tensor t, int64_t c0, int64_t w) {
   return t;
 }
 
-static memra_status gdn_mixer(memra_ctx *c, int il, const memra_tensor *xn,
-                              const memra_tensor *out, memra_err *err) {
+static memra_status gdn_mixer(memra_ctx *c, int il, const memra_tensor *xn, const memra_tensor *out,
+                              memra_err *err) {
   const memra_model *m = c->m;
   const memra_hparams *hp = &m->hp;
   const memra_backend_vt *vt = m->vt;
@@ -32,9 +32,9 @@ static memra_status gdn_mixer(memra_ctx *c, int il, const memra_tensor *xn,
   const int64_t n = c->n_rows, d = hp->ssm_head_dim, KD = (int64_t)hp->ssm_k_heads * d,
                 VD = (int64_t)hp->ssm_v_heads * d;
   const memra_tensor none = {0};
-  memra_tensor qkv = memra_rows(c->qkv, n), u = memra_rows(c->conv_out, n),
-               z = memra_rows(c->z, n), o = memra_rows(c->gdn_out, n),
-               b = memra_rows(c->gbeta, n), a = memra_rows(c->galpha, n);
+  memra_tensor qkv = memra_rows(c->qkv, n), u = memra_rows(c->conv_out, n), z = memra_rows(c->z, n),
+               o = memra_rows(c->gdn_out, n), b = memra_rows(c->gbeta, n),
+               a = memra_rows(c->galpha, n);
   CALL("matmul qkv", vt->matmul(be, &qkv, xn, &l->ssm_qkv, &none));
   CALL("matmul z", vt->matmul(be, &z, xn, &l->ssm_z, &none));
   CALL("matmul beta", vt->matmul(be, &b, xn, &l->ssm_beta, &none));
@@ -92,8 +92,7 @@ memra_status memra_qwen3next_forward(memra_ctx *c, memra_err *err) {
   const memra_backend_vt *vt = m->vt;
   const int64_t n = c->n_rows;
   if (!vt->sigmoid_gate || !vt->ssm_conv || !vt->gated_delta_rule)
-    return memra_errf(err, MEMRA_E_UNSUPPORTED, "backend %s has no Gated DeltaNet ops",
-                      vt->name);
+    return memra_errf(err, MEMRA_E_UNSUPPORTED, "backend %s has no Gated DeltaNet ops", vt->name);
   const memra_tensor x = memra_rows(c->x, n), xn = memra_rows(c->xn, n),
                      proj = memra_rows(c->proj, n);
 

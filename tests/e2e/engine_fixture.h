@@ -70,7 +70,8 @@ inline std::vector<int32_t> read_ids(const std::string &path, const std::string 
     if (key != name) continue;
     std::vector<int32_t> ids;
     int32_t v;
-    while (is >> v) ids.push_back(v);
+    while (is >> v)
+      ids.push_back(v);
     return ids;
   }
   return {};
@@ -84,8 +85,8 @@ inline std::string read_prompt_text(const std::string &path) {
     if (line.rfind("prompt_text ", 0) != 0) continue;
     std::string text;
     for (size_t i = 12; i < line.size(); ++i) {
-      const bool esc = line[i] == '\\' && i + 1 < line.size() &&
-                       (line[i + 1] == 'n' || line[i + 1] == '\\');
+      const bool esc =
+          line[i] == '\\' && i + 1 < line.size() && (line[i + 1] == 'n' || line[i + 1] == '\\');
       text += esc ? (line[++i] == 'n' ? '\n' : '\\') : line[i];
     }
     return text;
@@ -100,8 +101,7 @@ inline void greedy_continue(Engine &e, int32_t pos, size_t count, std::vector<in
     int32_t id;
     ASSERT_EQ(MEMRA_OK, memra_ctx_argmax(e.c, &id, &e.err)) << e.err.msg;
     got->push_back(id);
-    ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, &id, 1, pos++, false, nullptr, &e.err))
-        << e.err.msg;
+    ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, &id, 1, pos++, false, nullptr, &e.err)) << e.err.msg;
   }
 }
 

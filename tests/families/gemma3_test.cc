@@ -17,12 +17,14 @@ static std::string model_path() {
 }
 
 class Gemma3 : public ::testing::TestWithParam<int> {
- protected:
+protected:
   void SetUp() override {
     if (model_path().empty())
       GTEST_SKIP() << "MEMRA_GEMMA3 is not set (tools/fetch_gemma3.sh prints the path)";
   }
-  std::string fixture() { return "tests/families/fixtures/gemma3_case" + std::to_string(GetParam()); }
+  std::string fixture() {
+    return "tests/families/fixtures/gemma3_case" + std::to_string(GetParam());
+  }
 };
 
 TEST_P(Gemma3, LogitsAndGreedyTokensMatchTransformers) {

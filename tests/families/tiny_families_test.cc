@@ -19,8 +19,8 @@ static void check_positions(const char *what, const std::string &name, const flo
     worst = e > worst ? e : worst;
     EXPECT_LT(e, tol) << name << " " << what << " position " << p;
   }
-  printf("%s %s: worst position logits rel L2 %.3g over %zu positions\n", name.c_str(), what,
-         worst, n_pos);
+  printf("%s %s: worst position logits rel L2 %.3g over %zu positions\n", name.c_str(), what, worst,
+         n_pos);
 }
 
 TEST_P(Tiny, PrefillAndDecodeLogitsMatchTransformers) {
@@ -46,8 +46,8 @@ TEST_P(Tiny, PrefillAndDecodeLogitsMatchTransformers) {
     Engine d;
     ASSERT_TRUE(d.open(fx(name + ".gguf"), kv, 64)) << d.err.msg;
     for (size_t p = 0; p < n; ++p)
-      ASSERT_EQ(MEMRA_OK, memra_ctx_eval(d.c, 0, &ids[p], 1, (int32_t)p, true,
-                                         lg.data() + p * nv, &d.err))
+      ASSERT_EQ(MEMRA_OK,
+                memra_ctx_eval(d.c, 0, &ids[p], 1, (int32_t)p, true, lg.data() + p * nv, &d.err))
           << d.err.msg;
     check_positions("decode", tag, lg.data(), dec, n, nv, tol);
   }
@@ -108,7 +108,8 @@ TEST_P(Tiny, InterleavedSequencesAndSlotReuse) {
 TEST(TinyLoad, BackendWithoutNewOpsIsRefused) {
   Engine e;
   memra_open_params op = {sizeof op, 1, 0};
-  ASSERT_EQ(MEMRA_OK, memra_backend_open("plugins/cpu/libmemra_cpu.so", nullptr, &op, &e.bh, &e.err));
+  ASSERT_EQ(MEMRA_OK,
+            memra_backend_open("plugins/cpu/libmemra_cpu.so", nullptr, &op, &e.bh, &e.err));
   struct Case {
     const char *model, *want;
     void (*strip)(memra_backend_vt *);
