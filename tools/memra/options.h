@@ -31,7 +31,8 @@ typedef struct memra_opts {
   char plugin_dir[1024];
   bool print_ids;
   char dump_logits[1024];
-  char kv_type[8]; /* f16 | f32 */
+  char kv_type[8]; /* auto | f16 | f32 | f8 */
+  bool device_sampling; /* sample on the device (the plugin's sample op), not the host */
   bool no_display_prompt;
   /* bench */
   char bench_p[256]; /* "512" or "512,4096" */

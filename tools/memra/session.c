@@ -51,9 +51,18 @@ memra_status memra_session_open(memra_session *s, const memra_opts *o, int32_t n
   int32_t kv_type = -1; /* auto: decided once the backend is known */
   if (!strcmp(o->kv_type, "f16")) kv_type = MEMRA_TYPE_F16;
   else if (!strcmp(o->kv_type, "f32")) kv_type = MEMRA_TYPE_F32;
+  else if (!strcmp(o->kv_type, "f8")) kv_type = MEMRA_TYPE_F8_E4M3;
   else if (strcmp(o->kv_type, "auto") != 0)
-    return memra_errf(err, MEMRA_E_INVALID, "--kv-type '%s': expected auto, f16 or f32",
+    return memra_errf(err, MEMRA_E_INVALID, "--kv-type '%s': expected auto, f16, f32 or f8",
                       o->kv_type);
+  s->device_sampling = o->device_sampling;
+  s->dev_sample = (memra_sample_params){o->temperature, o->top_k, o->top_p, o->min_p};
+  s->dev_seed = o->seed;
+  if (o->device_sampling && o->repeat_penalty != 1.0f)
+    return memra_errf(err, MEMRA_E_INVALID,
+                      "--device-sampling: penalties are applied on the host only; drop "
+                      "--repeat-penalty %g",
+                      o->repeat_penalty);
 
   memra_status st = memra_gguf_open(s->model_path, &s->g, err);
   if (st) return st;

@@ -16,6 +16,10 @@ typedef struct memra_session {
   memra_tokenizer *tok;
   memra_ctx *ctx;
   char model_path[1024];
+  /* --device-sampling: the plugin's sample op draws each token (generate.c). */
+  bool device_sampling;
+  memra_sample_params dev_sample;
+  uint64_t dev_seed;
 } memra_session;
 
 /* Opens everything in o (the default model when o->model is empty); n_seq_max sequences.
