@@ -30,6 +30,28 @@ for model in tests/e2e/fixtures/tiny-qwen3.gguf tests/e2e/fixtures/tiny-llama.gg
   check "$name: --device-sampling top-k 1 == greedy" \
     "$($MEMRA run "${M[@]}" --temp 1.3 --top-k 1 --seed 3 --device-sampling 2>/dev/null)" "$greedy"
 done
+# --kv-type f8 end to end: greedy tokens against the F32 cache's. FP8 keeps 3 mantissa
+# bits, so the tiny random models (small logit margins) may diverge after a while:
+# measured with the context accepting FP8, tiny-qwen3 agrees on all 24 tokens and
+# tiny-llama on the first 8; both are asserted. Until core/models/context.c accepts
+# F8_E4M3 the run must fail with exactly the context's refusal (f8 parsed and passed on).
+for spec in tiny-qwen3:24 tiny-llama:8; do
+  model=tests/e2e/fixtures/${spec%%:*}.gguf n=${spec##*:}
+  M=(-m "$model" --backend cpu --plugin-dir "$PLUG" --prompt-ids 1,2,3 -n 24 --print-ids
+     --no-display-prompt --temp 0)
+  f32=$($MEMRA run "${M[@]}" --kv-type f32 2>/dev/null)
+  f8=$($MEMRA run "${M[@]}" --kv-type f8 2>&1)
+  if [[ "$f8" == *"context: KV cache type must be F16 or F32"* ]]; then
+    echo "PENDING ${spec%%:*} --kv-type f8: core/models/context.c refuses F8_E4M3 (one-line change)"
+    continue
+  fi
+  f8=$(tail -1 <<<"$f8")
+  check "${spec%%:*} --kv-type f8 greedy: first $n tokens as with f32" \
+    "$(cut -d, -f1-$n <<<"${f8#[}")" "$(cut -d, -f1-$n <<<"${f32#[}")"
+  check "${spec%%:*} --kv-type f8 sampled on the device: reproducible" \
+    "$($MEMRA run "${M[@]}" --kv-type f8 --temp 0.8 --seed 4 --device-sampling 2>/dev/null)" \
+    "$($MEMRA run "${M[@]}" --kv-type f8 --temp 0.8 --seed 4 --device-sampling 2>/dev/null)"
+done
 msg=$($MEMRA run -m tests/e2e/fixtures/tiny-qwen3.gguf --backend cpu --plugin-dir "$PLUG" -p x \
   --temp 0.9 --device-sampling --repeat-penalty 1.1 2>&1 >/dev/null)
 check "penalties refused" "$msg" \
