@@ -10,6 +10,8 @@ O=${OUT:-/tmp/memra-e2e}
 W=${WORK:-/tmp/memra-models}
 BE=${BACKEND:-sm90a}
 BIG=${BIG:-1}
+TYPES=${TYPES:-q4_k_m f16}   # 8B-shape weight mixes to synthesize and benchmark
+SMALL=${SMALL:-1}            # 0 skips steps 1-3 (fixtures, transformers, memcheck)
 mkdir -p "$O" "$W"
 export PATH="$PATH:/usr/local/cuda/bin"
 export LD_LIBRARY_PATH="$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" # libcjson travels in dist/
@@ -19,7 +21,7 @@ declare -a SUMMARY
 row() { SUMMARY+=("$(printf '%-40s %s' "$1" "$2")"); echo ">> $1: $2"; }
 
 # 1. Tiny fixtures (our writer) on the backend vs llama.cpp's logits, F32 KV cache.
-for t in tiny-llama tiny-qwen2 tiny-qwen3; do
+[ "$SMALL" = 1 ] && for t in tiny-llama tiny-qwen2 tiny-qwen3; do
   f=tests/e2e/fixtures/$t
   ids=$(cut -d' ' -f2- "$f.txt" | tr ' ' ',')
   "${MEMRA[@]}" -m "$f.gguf" --prompt-ids "$ids" -n 1 --temp 0 --kv-type f32 \
@@ -34,15 +36,17 @@ print(f'max rel L2 {e:.2e} over {n} positions', 'PASS' if e < 1e-4 else 'FAIL')"
 done
 
 # 2. A synthetic SmolLM2-shaped model (Q8_0) vs HF transformers in float32.
+if [ "$SMALL" = 1 ]; then
 "$D/memra-synth" --preset smollm2-135m --types q8_0 --seed 3 -o "$W/s135.gguf"
 python3 -c "import random; random.seed(5); print(','.join(str(random.randrange(49152)) for _ in range(97)))" >"$W/ids.txt"
 "${MEMRA[@]}" -m "$W/s135.gguf" --prompt-ids "$(cat "$W/ids.txt")" -n 1 --temp 0 --kv-type f32 \
   --dump-logits "$W/s135.f32" >/dev/null 2>"$O/s135.err"
 row "smollm2-135m-shape Q8_0 vs transformers" \
   "$(python3 tools/device/hf_compare.py "$W/s135.gguf" "$W/ids.txt" "$W/s135.f32" 2>"$O/hf.err" | tail -1)"
+fi
 
 # 3. compute-sanitizer memcheck over a short greedy run (graph decode included).
-if [ "$BE" != cpu ]; then
+if [ "$BE" != cpu ] && [ "$SMALL" = 1 ]; then
   timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "${MEMRA[@]}" -m "$W/s135.gguf" \
     --prompt-ids 1,2,3,4,5,6,7 -n 12 --temp 0 >"$O/memcheck.txt" 2>&1
   mc_rc=$?
@@ -51,7 +55,7 @@ fi
 
 # 4. The 8B shape: graph gate and benchmarks.
 if [ "$BIG" = 1 ]; then
-  for ty in q4_k_m f16; do
+  for ty in $TYPES; do
     t0=$(date +%s)
     [ -s "$W/l8-$ty.gguf" ] ||
       timeout 200 "$D/memra-synth" --preset llama31-8b --types $ty --seed 1 -o "$W/l8-$ty.gguf" ||
@@ -63,7 +67,7 @@ if [ "$BIG" = 1 ]; then
   cat "$O/gate.txt"
   row "graph gate 8B Q4_K_M (rc $gate_rc)" "$(grep -E 'PASS|MISMATCH|FAIL' "$O/gate.txt" | head -1)"
   row "graph gate detail" "$(head -1 "$O/gate.txt" | sed 's/.*prompt/prompt/')"
-  for ty in q4_k_m f16; do
+  for ty in $TYPES; do
     timeout 150 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 512 --bench-n 128 --bench-d 0,512 -r 3 \
       >"$O/bench-$ty.md" 2>"$O/bench-$ty.err"
     cat "$O/bench-$ty.md" "$O/bench-$ty.err" | tail -8
@@ -76,7 +80,7 @@ printf '%s\n' "${SUMMARY[@]}"
 if [ "$BIG" = 1 ]; then
   echo
   echo "copy bandwidth for the floor: 4275 GB/s measured on this H200 (tools/device/run.sh)"
-  for ty in q4_k_m f16; do
+  for ty in $TYPES; do
     bytes=$(stat -c %s "$W/l8-$ty.gguf")
     awk -v b="$bytes" -v ty="$ty" 'BEGIN { printf "%s: file %.2f GB, decode floor %.0f tok/s\n", ty, b/1e9, 4275e9/b }'
     grep '^|' "$O/bench-$ty.md" | tail -n +3

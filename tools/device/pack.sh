@@ -12,5 +12,12 @@ for f in backends/sm90a/libmemra_sm90a.so backends/sm120a/libmemra_sm120a.so \
   tools/synth/memra-synth; do
   install -m 0755 "bazel-bin/$f" dist/
 done
-cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 dist/  # the GPU machine lacks it
+# Shared libraries the GPU machine lacks (memra links cJSON and libmicrohttpd + its TLS
+# stack); glibc and libstdc++ are there.
+for lib in $(ldd dist/memra | awk '/=> \// {print $3}'); do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libstdc++*|libgcc_s*|ld-linux*) ;;
+    *) cp -L "$lib" dist/ ;;
+  esac
+done
 ls -la dist
