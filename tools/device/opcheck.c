@@ -676,11 +676,90 @@ static void check_argmax(void) {
   free(x);
 }
 
+/* Why may a sampled token of the plugin under test differ from the oracle's? Recomputes
+ * the definition (memra_plugin.h) on the host for the draw made from generator state
+ * `state` (already advanced) and returns 1 when the difference is explained by rounding:
+ * u lies within 1e-5 (of the filtered mass) of a CDF boundary of the oracle's token, a
+ * top-p target or the min-p floor lies within 1e-5 of a boundary, or the two tokens' p
+ * are within 1e-6 relative (expf differs by an ulp or two between libm and CUDA, which
+ * can swap near-equal tokens in the order). */
+typedef struct smp_tp {
+  float p;
+  int32_t id;
+} smp_tp;
+static int smp_cmp(const void *a, const void *b) {
+  const smp_tp *x = a, *y = b;
+  if (x->p != y->p) return x->p > y->p ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+static int sample_diff_explained(const float *x, int64_t n, const memra_sample_params *sp,
+                                 uint64_t state, int32_t want, int32_t got) {
+  uint64_t z = state;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  const double u = (double)((z ^ (z >> 31)) >> 11) * 0x1p-53;
+  smp_tp *t = xmalloc((size_t)n * sizeof *t);
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] / sp->temperature;
+    t[i].p = v != v ? -INFINITY : v;
+    t[i].id = (int32_t)i;
+    if (t[i].p > m) m = t[i].p;
+  }
+  float p_want = 0, p_got = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    t[i].p = t[i].p == m ? 1.0f : expf(t[i].p - m);
+    if (i == want) p_want = t[i].p;
+    if (i == got) p_got = t[i].p;
+  }
+  int explained = got >= 0 && got < n && fabsf(p_want - p_got) <= 1e-6f * fmaxf(p_want, p_got);
+  qsort(t, (size_t)n, sizeof *t, smp_cmp);
+  int64_t keep = sp->top_k > 0 && sp->top_k < n ? sp->top_k : n;
+  if (sp->top_p < 1.0f) {
+    double mass = 0, cum = 0;
+    for (int64_t j = 0; j < keep; ++j)
+      mass += t[j].p;
+    const double target = (double)sp->top_p * mass;
+    int64_t j = 0;
+    double before = 0;
+    while (j < keep) {
+      before = cum;
+      cum += t[j++].p;
+      if (cum >= target) break;
+    }
+    /* The cut's own edges: the mass before its last token and with it. */
+    if (fabs(before - target) <= 1e-5 * mass || fabs(cum - target) <= 1e-5 * mass) explained = 1;
+    keep = j;
+  }
+  if (sp->min_p > 0.0f) {
+    int64_t j = 1;
+    while (j < keep && t[j].p >= sp->min_p)
+      ++j;
+    for (int64_t e = j - 1; e <= j && e < n; ++e)
+      if (e >= 0 && fabsf(t[e].p - sp->min_p) <= 1e-5f) explained = 1;
+    keep = j;
+  }
+  if (keep < 1) keep = 1;
+  double mass = 0, cum = 0;
+  for (int64_t j = 0; j < keep; ++j)
+    mass += t[j].p;
+  for (int64_t j = 0; j < keep; ++j) { /* the edges of the oracle token's interval */
+    const double before = cum;
+    cum += t[j].p;
+    if (cum > u * mass || j == keep - 1) {
+      if (u * mass - before <= 1e-5 * mass || cum - u * mass <= 1e-5 * mass) explained = 1;
+      break;
+    }
+  }
+  free(t);
+  return explained;
+}
+
 /* Sampling on the device (ABI minor 2): the same seeds, logits and filters in both
  * plugins. The kernels sum masses in different orders, so a draw may differ when u * S
  * lies within rounding of a CDF boundary: pass = the generator states identical, every
- * temperature-0 row identical to argmax, and at least 99% of the sampled tokens
- * identical. Then the plugin under test alone: a graph of one sample op replayed 3 times
+ * temperature-0 row identical to argmax, at least 99% of the sampled tokens identical,
+ * and every difference explained by rounding (sample_diff_explained). Then the plugin under test alone: a graph of one sample op replayed 3 times
  * gives exactly the 3 eager draws from the same seeds (the state advances on the device). */
 static void check_sample(void) {
   if (!P[0].vt->sample || !P[1].vt->sample) {
@@ -711,7 +790,7 @@ static void check_sample(void) {
     for (int i = 0; i < 2; ++i)
       memra_plug_must(&P[i], P[i].vt->buf_upload(P[i].be, ds.b[i], 0, seeds, sizeof seeds),
                       "upload");
-    int64_t same = 0, total = 0;
+    int64_t same = 0, total = 0, unexplained = 0;
     ok_ = 1;
     for (int s = 0; s < steps && ok_; ++s) {
       dpoison(&di);
@@ -720,8 +799,18 @@ static void check_sample(void) {
                            TP(&ds, i, MEMRA_TYPE_I64, R, 1), &sp[c]));
       if (!ok_) break;
       int32_t *a = dget(&di, 0), *b = dget(&di, 1);
-      for (int64_t r = 0; r < R; ++r)
+      for (int64_t r = 0; r < R; ++r) {
         same += a[r] == b[r];
+        if (a[r] != b[r] &&
+            (sp[c].temperature <= 0.0f ||
+             !sample_diff_explained(x + r * V, V, &sp[c],
+                                    seeds[r] + (uint64_t)(s + 1) * 0x9E3779B97F4A7C15ull, a[r],
+                                    b[r]))) {
+          ++unexplained;
+          fprintf(stderr, "  sample: row %" PRId64 " step %d: oracle %d, test %d, not rounding\n",
+                  r, s, a[r], b[r]);
+        }
+      }
       total += R;
       free(a);
       free(b);
@@ -733,11 +822,11 @@ static void check_sample(void) {
     free(sb);
     const double agree = (double)same / (double)total;
     char note[96];
-    snprintf(note, sizeof note, "%" PRId64 "/%" PRId64 " tokens agree, states %s", same, total,
-             states ? "identical" : "DIFFER");
+    snprintf(note, sizeof note, "%" PRId64 "/%" PRId64 " agree, %" PRId64 " unexplained, states %s",
+             same, total, unexplained, states ? "identical" : "DIFFER");
     const int exact = sp[c].temperature <= 0.0f;
     record("sample", what, 1.0 - agree, exact ? 0 : 0.01,
-           states && (exact ? same == total : agree >= 0.99), note);
+           states && unexplained == 0 && (exact ? same == total : agree >= 0.99), note);
     if (exact) { /* temperature 0 is the argmax op */
       BOTH("sample", "  T 0 == argmax op",
            P[i].vt->argmax(P[i].be, TP(&da, i, MEMRA_TYPE_I32, R, 1), TP(&dx, i, 0, V, R)));
