@@ -766,8 +766,8 @@ static void check_sample(void) {
     record("sample", "slot", 0, 0, !P[0].vt->sample, "test plugin has no sample slot");
     return;
   }
-  const int64_t R = 6, V = g_quick ? 1003 : 32003;
-  const int steps = g_quick ? 3 : 8;
+  const int64_t R = 16, V = g_quick ? 1003 : 32003;
+  const int steps = g_quick ? 3 : 16; /* 256 draws per setting: 99% allows 2 differences */
   const memra_sample_params sp[] = {
       {0.0f, 0, 1.0f, 0.0f},    {1.0f, 0, 1.0f, 0.0f},  {0.8f, 40, 0.95f, 0.05f},
       {1.2f, 0, 0.9f, 0.0f},    {0.7f, 0, 1.0f, 0.1f},  {1.0f, 1, 1.0f, 0.0f},
@@ -777,7 +777,7 @@ static void check_sample(void) {
   for (int64_t i = 0; i < V; i += 7) /* exact ties in row 1 */
     x[V + i] = roundf(x[V + i]);
   x[2 * V + 11] = NAN;
-  uint64_t seeds[6];
+  uint64_t seeds[16];
   for (int r = 0; r < R; ++r)
     seeds[r] = rnd();
   dbuf dx = dnew((uint64_t)R * V * 4, x), di = dnew((uint64_t)R * 4, NULL),
@@ -844,7 +844,7 @@ static void check_sample(void) {
   memra_backend *be = P[1].be;
   if (vt->graph_begin) {
     const memra_sample_params g = {0.9f, 50, 0.9f, 0.02f};
-    int32_t ids[2][3][6];
+    int32_t ids[2][3][16];
     for (int mode = 0; mode < 2; ++mode) {
       memra_plug_must(&P[1], vt->buf_upload(be, ds.b[1], 0, seeds, sizeof seeds), "upload");
       memra_tensor ti = T(&di, 1, MEMRA_TYPE_I32, R, 1), tx = T(&dx, 1, 0, V, R),
