@@ -758,8 +758,9 @@ static int sample_diff_explained(const float *x, int64_t n, const memra_sample_p
 /* Sampling on the device (ABI minor 2): the same seeds, logits and filters in both
  * plugins. The kernels sum masses in different orders, so a draw may differ when u * S
  * lies within rounding of a CDF boundary: pass = the generator states identical, every
- * temperature-0 row identical to argmax, at least 99% of the sampled tokens identical,
- * and every difference explained by rounding (sample_diff_explained). Then the plugin under test alone: a graph of one sample op replayed 3 times
+ * temperature-0 row identical to argmax, at least 99% of the sampled tokens identical
+ * (or at most 2 differences in a short run), and every difference explained by rounding
+ * (sample_diff_explained). Then the plugin under test alone: a graph of one sample op replayed 3 times
  * gives exactly the 3 eager draws from the same seeds (the state advances on the device). */
 static void check_sample(void) {
   if (!P[0].vt->sample || !P[1].vt->sample) {
