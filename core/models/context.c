@@ -136,8 +136,9 @@ memra_status memra_ctx_new(memra_model *m, const memra_ctx_params *p, memra_ctx 
                       "context: n_ctx %d (1..16M), sequences %d (1..4096), ubatch %d "
                       "(1..65536), block size %d (1..4096)",
                       p->n_ctx, p->n_seq_max, p->n_ubatch, p->block_size);
-  if (p->kv_type != MEMRA_TYPE_F16 && p->kv_type != MEMRA_TYPE_F32)
-    return memra_errf(err, MEMRA_E_INVALID, "context: KV cache type must be F16 or F32");
+  if (p->kv_type != MEMRA_TYPE_F16 && p->kv_type != MEMRA_TYPE_F32 &&
+      p->kv_type != MEMRA_TYPE_F8_E4M3)
+    return memra_errf(err, MEMRA_E_INVALID, "context: KV cache type must be F16, F32 or F8_E4M3");
   memra_ctx *c = memra_calloc(1, sizeof *c);
   if (!c) return memra_errf(err, MEMRA_E_OOM, "out of memory");
   c->m = m;
