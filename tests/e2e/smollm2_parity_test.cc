@@ -14,24 +14,6 @@ static std::string model_path() {
   return p ? p : "";
 }
 
-static std::string unescape(const std::string &s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == 'n') out += '\n', ++i;
-    else if (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == '\\') out += '\\', ++i;
-    else out += s[i];
-  }
-  return out;
-}
-
-static std::string prompt_text(const std::string &path) {
-  std::ifstream f(path);
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("prompt_text ", 0) == 0) return unescape(line.substr(12));
-  return "";
-}
-
 class SmolLM2 : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
@@ -61,13 +43,7 @@ TEST_P(SmolLM2, LogitsAndGreedyTokensMatchTransformers) {
     // F32 cache: the same float32 math as the reference; F16: the cache rounds k and v.
     EXPECT_LT(err, kv == MEMRA_TYPE_F32 ? 1e-5 : 3e-3) << "kv " << kv;
     std::vector<int32_t> got;
-    int32_t pos = (int32_t)prompt.size();
-    for (int i = 0; i < 32; ++i) {
-      int32_t id;
-      ASSERT_EQ(MEMRA_OK, memra_ctx_argmax(e.c, &id, &e.err)) << e.err.msg;
-      got.push_back(id);
-      ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, &id, 1, pos++, false, nullptr, &e.err));
-    }
+    greedy_continue(e, (int32_t)prompt.size(), 32, &got);
     EXPECT_EQ(want, got) << "greedy ids differ from transformers, kv "
                          << (kv == MEMRA_TYPE_F32 ? "f32" : "f16");
   }
@@ -79,7 +55,7 @@ TEST_P(SmolLM2, PromptTokenizationMatchesTransformers) {
   ASSERT_EQ(MEMRA_OK, memra_gguf_open(model_path().c_str(), &g, &err)) << err.msg;
   memra_tokenizer *t = nullptr;
   ASSERT_EQ(MEMRA_OK, memra_tokenizer_from_gguf(g, &t, &err)) << err.msg;
-  std::string text = prompt_text(fixture() + ".txt");
+  std::string text = read_prompt_text(fixture() + ".txt");
   ASSERT_FALSE(text.empty());
   int32_t *ids = nullptr;
   size_t n = 0;
