@@ -4,7 +4,8 @@
 
 static int bucket_index(int32_t bucket) {
   int i = 0;
-  while ((256 << i) < bucket) ++i;
+  while ((256 << i) < bucket)
+    ++i;
   return i;
 }
 
@@ -38,7 +39,14 @@ static memra_status record_step(memra_decoder *d, memra_err *err) {
   memra_tensor lg = c->logits, ids = c->ids, pos = c->pos;
   lg.ne1 = d->n_seq;
   ids.ne0 = pos.ne0 = d->n_seq;
-  if ((st = vt->argmax(c->m->be, &ids, &lg))) return memra_ctx_fail(c, st, "argmax", err);
+  if (d->sampling) {
+    memra_tensor rng = d->rng;
+    rng.ne0 = d->n_seq;
+    if ((st = vt->sample(c->m->be, &ids, &lg, &rng, &d->sp)))
+      return memra_ctx_fail(c, st, "sample", err);
+  } else if ((st = vt->argmax(c->m->be, &ids, &lg))) {
+    return memra_ctx_fail(c, st, "argmax", err);
+  }
   if ((st = vt->add_i32(c->m->be, &pos, 1))) return memra_ctx_fail(c, st, "add_i32", err);
   return MEMRA_OK;
 }
@@ -61,10 +69,12 @@ memra_status memra_decoder_step(memra_decoder *d, int32_t *out, memra_err *err) 
     c->pages.dirty = false;
   }
   int32_t bucket = 256;
-  while (bucket < max_pos + 1) bucket *= 2;
+  while (bucket < max_pos + 1)
+    bucket *= 2;
   c->batch.kv_bucket = bucket;
   d->buckets_seen |= 1u << bucket_index(bucket);
-  if (!d->use_graph) st = record_step(d, err);
+  if (!d->use_graph)
+    st = record_step(d, err);
   else {
     int bi = bucket_index(bucket);
     if (bi >= MEMRA_DECODER_MAX_BUCKETS)
@@ -80,18 +90,47 @@ memra_status memra_decoder_step(memra_decoder *d, int32_t *out, memra_err *err) 
       d->graphs[bi] = g;
       d->n_captures++;
     }
-    if ((st = vt->graph_launch(be, d->graphs[bi]))) return memra_ctx_fail(c, st, "graph_launch", err);
+    if ((st = vt->graph_launch(be, d->graphs[bi])))
+      return memra_ctx_fail(c, st, "graph_launch", err);
   }
   if (st) return st;
-  for (int32_t i = 0; i < d->n_seq; ++i) d->pos[i]++;
+  for (int32_t i = 0; i < d->n_seq; ++i)
+    d->pos[i]++;
   if ((st = vt->buf_download(be, c->ids.buf, c->ids.offset, out, 4u * (uint64_t)d->n_seq)))
     return memra_ctx_fail(c, st, "download ids", err);
+  return MEMRA_OK;
+}
+
+memra_status memra_decoder_set_sampling(memra_decoder *d, const memra_sample_params *p,
+                                        uint64_t seed, memra_err *err) {
+  memra_ctx *c = d->c;
+  const memra_backend_vt *vt = c->m->vt;
+  if (d->n_captures > 0)
+    return memra_errf(err, MEMRA_E_INVALID, "decoder: sampling must be set before the first step");
+  if (!vt->sample)
+    return memra_errf(err, MEMRA_E_UNSUPPORTED, "backend %s has no sample op (ABI 1.2)", vt->name);
+  uint64_t states[64];
+  for (int32_t i = 0; i < d->n_seq; ++i)
+    states[i] = seed + (uint64_t)i;
+  memra_status st = MEMRA_OK;
+  if (!d->rng_buf && (st = vt->buf_alloc(c->m->be, 8u * 64, &d->rng_buf)))
+    return memra_ctx_fail(c, st, "allocate sampler state", err);
+  if ((st = vt->buf_upload(c->m->be, d->rng_buf, 0, states, 8u * (uint64_t)d->n_seq)))
+    return memra_ctx_fail(c, st, "upload sampler state", err);
+  d->rng = (memra_tensor){.buf = d->rng_buf,
+                          .type = MEMRA_TYPE_I64,
+                          .ne0 = d->n_seq,
+                          .ne1 = 1,
+                          .nb1 = 8u * (uint64_t)d->n_seq};
+  d->sp = *p;
+  d->sampling = true;
   return MEMRA_OK;
 }
 
 void memra_decoder_free(memra_decoder *d) {
   if (!d->c) return;
   const memra_backend_vt *vt = d->c->m->vt;
+  if (d->rng_buf) vt->buf_free(d->c->m->be, d->rng_buf);
   for (int i = 0; i < MEMRA_DECODER_MAX_BUCKETS; ++i)
     if (d->graphs[i] && vt->graph_free) vt->graph_free(d->c->m->be, d->graphs[i]);
   memset(d, 0, sizeof *d);

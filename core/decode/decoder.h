@@ -18,11 +18,15 @@ enum { MEMRA_DECODER_MAX_BUCKETS = 24 };
 
 typedef struct memra_decoder {
   memra_ctx *c;
-  int32_t n_seq;         /* rows per step: sequences 0..n_seq-1 */
-  int32_t pos[64];       /* host mirror of each row's position */
+  int32_t n_seq;   /* rows per step: sequences 0..n_seq-1 */
+  int32_t pos[64]; /* host mirror of each row's position */
   bool use_graph;
   memra_graph *graphs[MEMRA_DECODER_MAX_BUCKETS]; /* by log2(bucket / 256) */
   int32_t n_captures;
+  bool sampling; /* steps draw with the plugin's sample op, not argmax */
+  memra_sample_params sp;
+  memra_buf *rng_buf; /* I64 [n_seq] generator states, advanced by the op */
+  memra_tensor rng;
   uint32_t buckets_seen; /* bit i: bucket 256 << i was used */
 } memra_decoder;
 
@@ -31,7 +35,12 @@ typedef struct memra_decoder {
 memra_status memra_decoder_init(memra_decoder *d, memra_ctx *c, int32_t n_seq,
                                 const int32_t *tokens, const int32_t *pos, bool use_graph,
                                 memra_err *err);
-/* One greedy step: out[i] = the token sequence i produced (its next input). */
+/* Makes every step draw with the backend's sample op (top-k/top-p/min-p/temperature on
+ * the device, inside the graph) instead of argmax; sequence i's generator starts at
+ * seed + i. Call before the first step. MEMRA_E_UNSUPPORTED if the plugin has no op. */
+memra_status memra_decoder_set_sampling(memra_decoder *d, const memra_sample_params *p,
+                                        uint64_t seed, memra_err *err);
+/* One step: out[i] = the token sequence i produced (its next input). */
 memra_status memra_decoder_step(memra_decoder *d, int32_t *out, memra_err *err);
 void memra_decoder_free(memra_decoder *d);
 

@@ -10,10 +10,11 @@ class Decoder : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(Decoder, DeviceStateStepsMatchHostLoop) {
   const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
-  const int32_t P = 251, N = 12;  // positions 250..262 cross the 256 bucket
+  const int32_t P = 251, N = 12; // positions 250..262 cross the 256 bucket
   std::vector<int32_t> prompt(P);
   uint32_t s = 12345;
-  for (auto &t : prompt) t = (int32_t)((s = s * 1664525u + 1013904223u) >> 8) % 300;
+  for (auto &t : prompt)
+    t = (int32_t)((s = s * 1664525u + 1013904223u) >> 8) % 300;
 
   std::vector<int32_t> host, device;
   {
@@ -40,7 +41,7 @@ TEST_P(Decoder, DeviceStateStepsMatchHostLoop) {
       ASSERT_EQ(MEMRA_OK, memra_decoder_step(&d, &id, &e.err)) << e.err.msg;
       device.push_back(id);
     }
-    EXPECT_EQ(0x3u, d.buckets_seen);  // buckets 256 and 512
+    EXPECT_EQ(0x3u, d.buckets_seen); // buckets 256 and 512
     memra_decoder_free(&d);
   }
   EXPECT_EQ(host, device);
@@ -49,6 +50,55 @@ TEST_P(Decoder, DeviceStateStepsMatchHostLoop) {
   if (std::string(GetParam()) != "tiny-qwen2") {
     EXPECT_GT(std::set<int32_t>(host.begin(), host.end()).size(), 2u);
   }
+}
+
+// Sampling inside the decode step (the plugin's sample op, state in device memory) draws
+// exactly what the same op draws when the host runs each step itself.
+TEST_P(Decoder, SampledStepsMatchHostLoop) {
+  const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
+  const int32_t P = 9, N = 40;
+  const int32_t prompt[P] = {5, 100, 258, 37, 200, 299, 3, 77, 150};
+  const memra_sample_params sp = {1.3f, 50, 0.95f, 0.01f};
+  const uint64_t seed = 0x1234567;
+  std::vector<int32_t> host, device;
+  {
+    Engine e;
+    ASSERT_TRUE(e.open(path, MEMRA_TYPE_F32, 128)) << e.err.msg;
+    const memra_backend_vt *vt = e.bh.vt;
+    memra_buf *buf;
+    ASSERT_EQ(MEMRA_OK, vt->buf_alloc(e.bh.be, 16, &buf));
+    ASSERT_EQ(MEMRA_OK, vt->buf_upload(e.bh.be, buf, 8, &seed, 8));
+    memra_tensor ids = {buf, 0, MEMRA_TYPE_I32, 0, 1, 1, 4},
+                 rng = {buf, 8, MEMRA_TYPE_I64, 0, 1, 1, 8};
+    ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, prompt, P - 1, 0, false, nullptr, &e.err));
+    int32_t tok = prompt[P - 1];
+    for (int32_t i = 0; i < N; ++i) {
+      ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, &tok, 1, P - 1 + i, false, nullptr, &e.err));
+      memra_tensor lg = e.c->logits;
+      lg.ne1 = 1;
+      ASSERT_EQ(MEMRA_OK, vt->sample(e.bh.be, &ids, &lg, &rng, &sp)) << vt->last_error(e.bh.be);
+      ASSERT_EQ(MEMRA_OK, vt->buf_download(e.bh.be, buf, 0, &tok, 4));
+      host.push_back(tok);
+    }
+    vt->buf_free(e.bh.be, buf);
+  }
+  {
+    Engine e;
+    ASSERT_TRUE(e.open(path, MEMRA_TYPE_F32, 128)) << e.err.msg;
+    ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, prompt, P - 1, 0, false, nullptr, &e.err));
+    memra_decoder d;
+    int32_t pos = P - 1;
+    ASSERT_EQ(MEMRA_OK, memra_decoder_init(&d, e.c, 1, &prompt[P - 1], &pos, true, &e.err));
+    ASSERT_EQ(MEMRA_OK, memra_decoder_set_sampling(&d, &sp, seed, &e.err)) << e.err.msg;
+    for (int32_t i = 0; i < N; ++i) {
+      int32_t id;
+      ASSERT_EQ(MEMRA_OK, memra_decoder_step(&d, &id, &e.err)) << e.err.msg;
+      device.push_back(id);
+    }
+    memra_decoder_free(&d);
+  }
+  EXPECT_EQ(host, device);
+  EXPECT_GT(std::set<int32_t>(host.begin(), host.end()).size(), 5u); // really sampled
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, Decoder,

@@ -69,7 +69,8 @@ memra_status memra_generate(memra_session *s, memra_sampler *smp, const int32_t 
                       pos0 + n_prompt, c->p.n_ctx);
   float *logits = memra_malloc(sizeof(float) * (size_t)n_vocab);
   if (!logits) return memra_errf(err, MEMRA_E_OOM, "out of memory");
-  for (int32_t i = 0; i < n_prompt; ++i) memra_sampler_accept(smp, prompt[i]);
+  for (int32_t i = 0; i < n_prompt; ++i)
+    memra_sampler_accept(smp, prompt[i]);
 
   double t0 = memra_now_s();
   memra_status st = memra_ctx_eval(c, 0, prompt, n_prompt, pos0, false, logits, err);
@@ -85,12 +86,17 @@ memra_status memra_generate(memra_session *s, memra_sampler *smp, const int32_t 
   if (!st && on_device) st = dev_sampler_init(&ds, s, err);
   t0 = memra_now_s();
   int32_t id = 0;
-  if (!st && on_device) st = dev_sampler_draw(&ds, c, &id, err);
-  else if (!st) id = memra_sampler_sample(smp, logits);
-  /* Greedy runs on the device: the graph (or eager steps) feed argmax back as the next
-   * input and only the token comes back; sampling downloads the logits each step. */
-  if (!st && device_greedy && n_predict > 1 && pos < c->p.n_ctx)
+  if (!st && on_device)
+    st = dev_sampler_draw(&ds, c, &id, err);
+  else if (!st)
+    id = memra_sampler_sample(smp, logits);
+  /* Greedy and --device-sampling run on the device: the graph (or eager steps) feed the
+   * argmax or the sample op's draw back as the next input and only the token comes back;
+   * host sampling downloads the logits each step. */
+  if (!st && (device_greedy || on_device) && n_predict > 1 && pos < c->p.n_ctx) {
     st = memra_decoder_init(&dec, c, 1, &id, &pos, true, err);
+    if (!st && on_device) st = memra_decoder_set_sampling(&dec, &ds.p, s->dev_seed + 1, err);
+  }
   while (!st) {
     if (gen_ids) gen_ids[stats->n_gen] = id;
     stats->n_gen++;
@@ -106,7 +112,8 @@ memra_status memra_generate(memra_session *s, memra_sampler *smp, const int32_t 
       stats->hit_ctx = true;
       break;
     }
-    if (dec.c) st = memra_decoder_step(&dec, &id, err);
+    if (dec.c)
+      st = memra_decoder_step(&dec, &id, err);
     else {
       if (on_device) {
         st = memra_ctx_eval(c, 0, &id, 1, pos, false, NULL, err);
