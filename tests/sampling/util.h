@@ -10,29 +10,12 @@
 #include <string>
 #include <vector>
 
-extern "C" {
-#include "plugins/cpu/cpu_plugin.h"
-#include "plugins/include/memra_plugin.h"
-}
+#include "tests/cpu/cpu_test_util.h"
 
 namespace samptest {
 
-struct Cpu {
-  const memra_backend_vt *vt = nullptr;
-  memra_backend *be = nullptr;
-  explicit Cpu(int n_threads = 2) {
-    memra_open_params p = {sizeof(memra_open_params), n_threads, 0};
-    char err[256] = "";
-    vt = memra_plugin_open(&p, &be, err, sizeof err);
-    EXPECT_NE(vt, nullptr) << err;
-  }
-  ~Cpu() {
-    if (vt) vt->close(be);
-  }
-  Cpu(const Cpu &) = delete;
-  Cpu &operator=(const Cpu &) = delete;
-  std::string err() const { return vt->last_error(be); }
-};
+// The CPU plugin opened through its entry point (shared with tests/cpu).
+using Cpu = cputest::Cpu;
 
 // A packed [ne1, ne0] tensor of `type` in its own buffer.
 struct Dev {
