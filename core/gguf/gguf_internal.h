@@ -36,4 +36,24 @@ int memra_gguf_name_cmp(const void *a, const void *b); /* qsort order of memra_g
 /* Index into sorted[0..n) of the entry named cstr, or UINT64_MAX. */
 uint64_t memra_gguf_name_find(const memra_gguf_name_ix *sorted, uint64_t n, const char *cstr);
 
+/* Bytes of one scalar of type t; 0 for STRING/ARRAY; -1 for unknown types. */
+static inline int memra_gguf_scalar_size(int32_t t) {
+  switch (t) {
+  case MEMRA_GGUF_U8:
+  case MEMRA_GGUF_I8:
+  case MEMRA_GGUF_BOOL: return 1;
+  case MEMRA_GGUF_U16:
+  case MEMRA_GGUF_I16: return 2;
+  case MEMRA_GGUF_U32:
+  case MEMRA_GGUF_I32:
+  case MEMRA_GGUF_F32: return 4;
+  case MEMRA_GGUF_U64:
+  case MEMRA_GGUF_I64:
+  case MEMRA_GGUF_F64: return 8;
+  case MEMRA_GGUF_STRING:
+  case MEMRA_GGUF_ARRAY: return 0;
+  default: return -1;
+  }
+}
+
 #endif

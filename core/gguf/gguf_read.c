@@ -105,26 +105,6 @@ static memra_status read_str(cur *c, memra_str *out, const char *what) {
   return MEMRA_OK;
 }
 
-/* Bytes of one scalar of type t; 0 for STRING/ARRAY; -1 for unknown types. */
-static int scalar_size(uint32_t t) {
-  switch (t) {
-  case MEMRA_GGUF_U8:
-  case MEMRA_GGUF_I8:
-  case MEMRA_GGUF_BOOL: return 1;
-  case MEMRA_GGUF_U16:
-  case MEMRA_GGUF_I16: return 2;
-  case MEMRA_GGUF_U32:
-  case MEMRA_GGUF_I32:
-  case MEMRA_GGUF_F32: return 4;
-  case MEMRA_GGUF_U64:
-  case MEMRA_GGUF_I64:
-  case MEMRA_GGUF_F64: return 8;
-  case MEMRA_GGUF_STRING:
-  case MEMRA_GGUF_ARRAY: return 0;
-  default: return -1;
-  }
-}
-
 /* Widens the scalar at p into kv->v (u64 for unsigned and bool, i64 signed, f64 floats). */
 static void widen(uint32_t t, const uint8_t *p, memra_gguf_kv *kv) {
   switch (t) {
@@ -171,7 +151,7 @@ static memra_status read_array(cur *c, memra_gguf_kv *kv, uint64_t *n_strs) {
     return memra_errf(c->err, MEMRA_E_FORMAT,
                       "%s: key '%s' is an array of arrays (nested arrays are not supported)",
                       c->name, k.s);
-  int esz = scalar_size(et);
+  int esz = memra_gguf_scalar_size(et);
   if (esz < 0)
     return memra_errf(c->err, MEMRA_E_FORMAT,
                       "%s: key '%s' is an array of unknown value type %" PRIu32, c->name, k.s, et);
@@ -214,7 +194,7 @@ static memra_status read_kv(cur *c, uint64_t i, memra_gguf_kv *kv, uint64_t *n_s
   shown k = show(kv->key);
   NEED(c, 4, "value type of key '%s'", k.s);
   uint32_t t = get_u32(c);
-  int sz = scalar_size(t);
+  int sz = memra_gguf_scalar_size(t);
   if (sz < 0)
     return memra_errf(c->err, MEMRA_E_FORMAT, "%s: key '%s' has unknown value type %" PRIu32,
                       c->name, k.s, t);

@@ -12,6 +12,7 @@
 
 #include "core/base/alloc.h"
 #include "core/gguf/gguf.h"
+#include "core/gguf/gguf_internal.h"
 #include "plugins/include/memra_types.h"
 
 typedef struct wkv {
@@ -39,23 +40,6 @@ struct memra_gguf_writer {
   uint64_t n_t, cap_t;
   memra_err last;
 };
-
-static int value_size(int32_t t) { /* bytes of a scalar; 0 for STRING/ARRAY/unknown */
-  switch (t) {
-  case MEMRA_GGUF_U8:
-  case MEMRA_GGUF_I8:
-  case MEMRA_GGUF_BOOL: return 1;
-  case MEMRA_GGUF_U16:
-  case MEMRA_GGUF_I16: return 2;
-  case MEMRA_GGUF_U32:
-  case MEMRA_GGUF_I32:
-  case MEMRA_GGUF_F32: return 4;
-  case MEMRA_GGUF_U64:
-  case MEMRA_GGUF_I64:
-  case MEMRA_GGUF_F64: return 8;
-  }
-  return 0;
-}
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
@@ -146,8 +130,8 @@ static memra_status add_kv(memra_gguf_writer *w, const char *key, int32_t type, 
 
 memra_status memra_gguf_writer_set_val(memra_gguf_writer *w, const char *key, int32_t type,
                                        const void *v) {
-  int sz = value_size(type);
-  if (sz == 0)
+  int sz = memra_gguf_scalar_size(type);
+  if (sz <= 0)
     return memra_errf(&w->last, MEMRA_E_INVALID,
                       "gguf writer: key '%s': set_val takes a scalar type, not %s",
                       key ? key : "(null)", memra_gguf_vtype_name(type));
@@ -216,8 +200,8 @@ memra_status memra_gguf_writer_set_arr(memra_gguf_writer *w, const char *key, in
                                        const void *data, uint64_t n) {
   if (elem_type == MEMRA_GGUF_STRING)
     return memra_gguf_writer_set_arr_str(w, key, (const char *const *)data, n);
-  int sz = value_size(elem_type);
-  if (sz == 0)
+  int sz = memra_gguf_scalar_size(elem_type);
+  if (sz <= 0)
     return memra_errf(&w->last, MEMRA_E_INVALID,
                       "gguf writer: key '%s': arrays of %s cannot be written", key ? key : "(null)",
                       memra_gguf_vtype_name(elem_type));

@@ -5,6 +5,7 @@ extern "C" {
 #include "core/gguf/gguf.h"
 #include "core/models/context.h"
 #include "core/plugin/loader.h"
+#include "core/text/tokenizer.h"
 }
 #include <gtest/gtest.h>
 
@@ -103,6 +104,25 @@ inline void greedy_continue(Engine &e, int32_t pos, size_t count, std::vector<in
     got->push_back(id);
     ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, &id, 1, pos++, false, nullptr, &e.err)) << e.err.msg;
   }
+}
+
+// The ids the GGUF's own tokenizer gives text (BOS as the vocabulary asks).
+inline void tokenize_with_gguf(const std::string &model, const std::string &text,
+                               bool parse_special, std::vector<int32_t> *out) {
+  memra_gguf *g = nullptr;
+  memra_tokenizer *t = nullptr;
+  memra_err err = {};
+  ASSERT_EQ(MEMRA_OK, memra_gguf_open(model.c_str(), &g, &err)) << err.msg;
+  memra_status st = memra_tokenizer_from_gguf(g, &t, &err);
+  int32_t *ids = nullptr;
+  size_t n = 0;
+  if (st == MEMRA_OK)
+    st = memra_tokenize(t, text.data(), text.size(), true, parse_special, &ids, &n, &err);
+  if (st == MEMRA_OK) out->assign(ids, ids + n);
+  memra_free(ids);
+  memra_tokenizer_free(t);
+  memra_gguf_close(g);
+  ASSERT_EQ(MEMRA_OK, st) << err.msg;
 }
 
 inline double rel_l2(const float *a, const float *ref, size_t n) {
