@@ -21,6 +21,22 @@ memra_attn_cfg memra_attn_cfg_default(const memra_hparams *hp) {
   return cfg;
 }
 
+memra_status memra_blk_matmul(memra_ctx *c, const char *what, const memra_tensor *y,
+                              const memra_tensor *x, const memra_tensor *w,
+                              const memra_tensor *bias, memra_err *err) {
+  const memra_model *m = c->m;
+  const memra_tensor none = {0};
+  const memra_tensor *b = bias ? bias : &none;
+  /* Prompt rows (a sequence with several rows) go to the tensor-core GEMM when the plugin
+   * has one; decode-only batches keep matmul, whose rows are batch invariant. */
+  const bool prefill = c->batch.n_rows > c->batch.n_seqs;
+  if (prefill && m->vt->gemm)
+    CALL(what, m->vt->gemm(m->be, y, x, w, b));
+  else
+    CALL(what, m->vt->matmul(m->be, y, x, w, b));
+  return MEMRA_OK;
+}
+
 memra_status memra_blk_embed(memra_ctx *c, const memra_tensor *x, memra_err *err) {
   const memra_model *m = c->m;
   memra_tensor ids = c->ids;
@@ -68,9 +84,9 @@ memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
   const bool bias = cfg->qkv_bias;
   memra_tensor q = memra_rows(c->q, n), k = memra_rows(c->k, n), v = memra_rows(c->v, n),
                attn = memra_rows(c->attn, n);
-  CALL("matmul q", vt->matmul(be, &q, xn, &l->wq, bias ? &l->bq : &none));
-  CALL("matmul k", vt->matmul(be, &k, xn, &l->wk, bias ? &l->bk : &none));
-  CALL("matmul v", vt->matmul(be, &v, xn, &l->wv, bias ? &l->bv : &none));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul q", &q, xn, &l->wq, bias ? &l->bq : &none, err));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul k", &k, xn, &l->wk, bias ? &l->bk : &none, err));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul v", &v, xn, &l->wv, bias ? &l->bv : &none, err));
   if (l->q_norm.buf) {
     memra_tensor qh = memra_per_head(q, n, hp->head_dim), kh = memra_per_head(k, n, hp->head_dim);
     CALL("q norm", vt->rmsnorm(be, &qh, &qh, &none, &l->q_norm, hp->eps));
@@ -78,7 +94,7 @@ memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
   }
   memra_status st = memra_blk_rope_attend(c, il, &q, &k, &v, &attn, cfg, err);
   if (st) return st;
-  CALL("matmul o", vt->matmul(be, out, &attn, &l->wo, &none));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul o", out, &attn, &l->wo, &none, err));
   return MEMRA_OK;
 }
 
@@ -93,10 +109,10 @@ memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_t
   memra_tensor gate = memra_rows(c->gate, n), up = memra_rows(c->up, n);
   gate.ne0 = up.ne0 = ff;
   gate.nb1 = up.nb1 = 4u * (uint64_t)ff;
-  CALL("matmul gate", vt->matmul(be, &gate, xn, &l->w_gate, &none));
-  CALL("matmul up", vt->matmul(be, &up, xn, &l->w_up, &none));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul gate", &gate, xn, &l->w_gate, &none, err));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul up", &up, xn, &l->w_up, &none, err));
   CALL("glu", vt->glu(be, &gate, &gate, &up, act));
-  CALL("matmul down", vt->matmul(be, out, &gate, &l->w_down, &none));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul down", out, &gate, &l->w_down, &none, err));
   return MEMRA_OK;
 }
 
@@ -112,6 +128,6 @@ memra_status memra_blk_logits(memra_ctx *c, const memra_tensor *x, const memra_t
                out_rows = c->out_rows;
   out_rows.ne0 = c->n_out;
   CALL("select rows", vt->get_rows(be, &sel, xn, &out_rows));
-  CALL("matmul output", vt->matmul(be, &logits, &sel, &m->output, &none));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul output", &logits, &sel, &m->output, &none, err));
   return MEMRA_OK;
 }

@@ -26,6 +26,12 @@ memra_attn_cfg memra_attn_cfg_default(const memra_hparams *hp);
     if (st_ != MEMRA_OK) return st_;                                                               \
   } while (0)
 
+/* y = x w^T (+ bias; NULL = none) through gemm for prefill batches when the plugin has
+ * it, else matmul; what names it in errors. */
+memra_status memra_blk_matmul(memra_ctx *c, const char *what, const memra_tensor *y,
+                              const memra_tensor *x, const memra_tensor *w,
+                              const memra_tensor *bias, memra_err *err);
+
 /* x [n, n_embd] = the embedding rows of the batch's tokens. */
 memra_status memra_blk_embed(memra_ctx *c, const memra_tensor *x, memra_err *err);
 

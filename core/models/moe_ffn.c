@@ -5,7 +5,7 @@
  * Only the chosen experts are computed; expert weights stay in their GGUF layout.
  * With a shared expert (qwen3next, qwen35moe; llama.cpp qwen3next.cpp build_layer_ffn):
  *   out += sigmoid(xn . w_shexp_gate) * W_down_s (silu(W_gate_s xn) * W_up_s xn) */
-#include "core/models/forward.h"
+#include "core/models/blocks.h"
 
 #define CALL MEMRA_FWD_CALL
 
@@ -23,7 +23,7 @@ memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tenso
   memra_tensor router = memra_rows(c->router, n), ids = memra_rows(c->moe_ids, n),
                w = memra_rows(c->moe_w, n), gate = memra_rows(c->moe_gate, n * k),
                up = memra_rows(c->moe_up, n * k), down = memra_rows(c->moe_out, n * k);
-  CALL("matmul router", vt->matmul(be, &router, xn, &l->ffn_gate_inp, &none));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul router", &router, xn, &l->ffn_gate_inp, &none, err));
   CALL("moe_route", vt->moe_route(be, &ids, &w, &router, 1));
   CALL("matmul_id gate", vt->matmul_id(be, &gate, xn, &l->ffn_gate_exps, &ids, hp->n_expert));
   CALL("matmul_id up", vt->matmul_id(be, &up, xn, &l->ffn_up_exps, &ids, hp->n_expert));
@@ -37,11 +37,12 @@ memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tenso
                logit = memra_rows(c->sh_logit, n), sh = memra_rows(c->sh_out, n);
   sg.ne0 = su.ne0 = hp->n_ff_shexp;
   sg.nb1 = su.nb1 = 4u * (uint64_t)hp->n_ff_shexp;
-  CALL("matmul shared gate", vt->matmul(be, &sg, xn, &l->ffn_gate_shexp, &none));
-  CALL("matmul shared up", vt->matmul(be, &su, xn, &l->ffn_up_shexp, &none));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul shared gate", &sg, xn, &l->ffn_gate_shexp, &none, err));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul shared up", &su, xn, &l->ffn_up_shexp, &none, err));
   CALL("shared glu", vt->glu(be, &sg, &sg, &su, MEMRA_ACT_SILU));
-  CALL("matmul shared down", vt->matmul(be, &sh, &sg, &l->ffn_down_shexp, &none));
-  CALL("matmul shared expert gate", vt->matmul(be, &logit, xn, &l->ffn_gate_inp_shexp, &none));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul shared down", &sh, &sg, &l->ffn_down_shexp, &none, err));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul shared expert gate", &logit, xn, &l->ffn_gate_inp_shexp,
+                             &none, err));
   CALL("sigmoid_gate shared", vt->sigmoid_gate(be, &sh, &sh, &logit));
   CALL("add shared expert", vt->add(be, out, out, &sh));
   return MEMRA_OK;

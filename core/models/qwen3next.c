@@ -35,10 +35,10 @@ static memra_status gdn_mixer(memra_ctx *c, int il, const memra_tensor *xn, cons
   memra_tensor qkv = memra_rows(c->qkv, n), u = memra_rows(c->conv_out, n), z = memra_rows(c->z, n),
                o = memra_rows(c->gdn_out, n), b = memra_rows(c->gbeta, n),
                a = memra_rows(c->galpha, n);
-  CALL("matmul qkv", vt->matmul(be, &qkv, xn, &l->ssm_qkv, &none));
-  CALL("matmul z", vt->matmul(be, &z, xn, &l->ssm_z, &none));
-  CALL("matmul beta", vt->matmul(be, &b, xn, &l->ssm_beta, &none));
-  CALL("matmul alpha", vt->matmul(be, &a, xn, &l->ssm_alpha, &none));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul qkv", &qkv, xn, &l->ssm_qkv, &none, err));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul z", &z, xn, &l->ssm_z, &none, err));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul beta", &b, xn, &l->ssm_beta, &none, err));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul alpha", &a, xn, &l->ssm_alpha, &none, err));
   CALL("ssm_conv", vt->ssm_conv(be, &u, &qkv, &l->ssm_conv1d, &c->conv_state[il], &c->batch));
   const memra_tensor q = cols(u, 0, KD), k = cols(u, KD, KD), v = cols(u, 2 * KD, VD);
   const memra_gdn_params gp = {.n_k_head = hp->ssm_k_heads,
@@ -53,7 +53,7 @@ static memra_status gdn_mixer(memra_ctx *c, int il, const memra_tensor *xn, cons
   memra_tensor oh = memra_per_head(o, n, d);
   CALL("ssm gated norm", vt->rmsnorm(be, &oh, &oh, &none, &l->ssm_norm, hp->eps));
   CALL("ssm gate", vt->glu(be, &o, &z, &o, MEMRA_ACT_SILU));
-  CALL("matmul ssm out", vt->matmul(be, out, &o, &l->ssm_out, &none));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul ssm out", out, &o, &l->ssm_out, &none, err));
   return MEMRA_OK;
 }
 
@@ -68,9 +68,9 @@ static memra_status attn_mixer(memra_ctx *c, int il, const memra_tensor *xn,
   const memra_tensor none = {0};
   memra_tensor qg = memra_rows(c->qg, n), q = memra_rows(c->q, n), k = memra_rows(c->k, n),
                v = memra_rows(c->v, n), attn = memra_rows(c->attn, n);
-  CALL("matmul q+gate", vt->matmul(be, &qg, xn, &l->wq, &none));
-  CALL("matmul k", vt->matmul(be, &k, xn, &l->wk, &none));
-  CALL("matmul v", vt->matmul(be, &v, xn, &l->wv, &none));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul q+gate", &qg, xn, &l->wq, &none, err));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul k", &k, xn, &l->wk, &none, err));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul v", &v, xn, &l->wv, &none, err));
   /* per head the projection holds [q (D), gate (D)]: strided per-head views */
   memra_tensor qh_in = memra_per_head(qg, n, 2 * D), gate = qh_in;
   qh_in.ne0 = gate.ne0 = D;
@@ -82,7 +82,7 @@ static memra_status attn_mixer(memra_ctx *c, int il, const memra_tensor *xn,
   MEMRA_TRY(memra_blk_rope_attend(c, il, &q, &k, &v, &attn, &cfg, err));
   memra_tensor ah = memra_per_head(attn, n, D);
   CALL("attention gate", vt->sigmoid_gate(be, &ah, &ah, &gate));
-  CALL("matmul o", vt->matmul(be, out, &attn, &l->wo, &none));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul o", out, &attn, &l->wo, &none, err));
   return MEMRA_OK;
 }
 

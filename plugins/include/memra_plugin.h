@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 2u
+#define MEMRA_ABI_MINOR 3u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -63,8 +63,8 @@ typedef struct memra_tensor {
   uint64_t offset; /* bytes from the start of buf */
   int32_t type;    /* memra_type */
   int32_t pad_;
-  int64_t ne0; /* elements per row */
-  int64_t ne1; /* rows */
+  int64_t ne0;  /* elements per row */
+  int64_t ne1;  /* rows */
   uint64_t nb1; /* bytes between rows */
 } memra_tensor;
 
@@ -76,14 +76,14 @@ typedef struct memra_tensor {
  * split count of split-KV decode from it, so a graph is captured once per bucket. */
 typedef struct memra_batch {
   int32_t n_rows;
-  int32_t n_seqs;             /* rows of block_table in use */
-  int32_t block_size;         /* KV positions per page */
-  int32_t max_blocks;         /* columns of block_table */
-  int32_t kv_bucket;          /* host upper bound on pos + 1 of every row */
+  int32_t n_seqs;     /* rows of block_table in use */
+  int32_t block_size; /* KV positions per page */
+  int32_t max_blocks; /* columns of block_table */
+  int32_t kv_bucket;  /* host upper bound on pos + 1 of every row */
   int32_t pad_;
-  memra_tensor pos;           /* I32 [n_rows] */
-  memra_tensor seq;           /* I32 [n_rows], values in [0, n_seqs) */
-  memra_tensor block_table;   /* I32 [n_seqs, max_blocks] page ids */
+  memra_tensor pos;         /* I32 [n_rows] */
+  memra_tensor seq;         /* I32 [n_rows], values in [0, n_seqs) */
+  memra_tensor block_table; /* I32 [n_seqs, max_blocks] page ids */
 } memra_batch;
 
 typedef enum memra_rope_mode {
@@ -92,22 +92,22 @@ typedef enum memra_rope_mode {
 } memra_rope_mode;
 
 typedef struct memra_rope_params {
-  int32_t n_head;     /* heads in each row; row width = n_head * head_dim */
+  int32_t n_head; /* heads in each row; row width = n_head * head_dim */
   int32_t head_dim;
-  int32_t n_rot;      /* leading dims of each head that rotate (<= head_dim, even) */
-  int32_t mode;       /* memra_rope_mode */
-  float freq_base;    /* theta */
-  float freq_scale;   /* linear position scale (1 = none) */
+  int32_t n_rot;             /* leading dims of each head that rotate (<= head_dim, even) */
+  int32_t mode;              /* memra_rope_mode */
+  float freq_base;           /* theta */
+  float freq_scale;          /* linear position scale (1 = none) */
   memra_tensor freq_factors; /* optional F32 [n_rot / 2]: theta_i is divided by it */
 } memra_rope_params;
 
 typedef struct memra_attn_params {
   int32_t n_head;
-  int32_t n_kv_head;  /* n_head % n_kv_head == 0: grouped-query attention */
+  int32_t n_kv_head; /* n_head % n_kv_head == 0: grouped-query attention */
   int32_t head_dim;
-  int32_t window;     /* sliding window in positions, 0 = none */
-  float scale;        /* usually 1/sqrt(head_dim) */
-  float softcap;      /* tanh soft-capping of scores, 0 = none */
+  int32_t window; /* sliding window in positions, 0 = none */
+  float scale;    /* usually 1/sqrt(head_dim) */
+  float softcap;  /* tanh soft-capping of scores, 0 = none */
 } memra_attn_params;
 
 typedef enum memra_act {
@@ -124,11 +124,11 @@ typedef enum memra_gdn_heads {
 } memra_gdn_heads;
 
 typedef struct memra_gdn_params {
-  int32_t n_k_head;   /* H_k */
-  int32_t n_v_head;   /* H_v, a multiple of H_k */
-  int32_t head_dim;   /* d */
-  int32_t heads;      /* memra_gdn_heads */
-  float eps;          /* q/k L2 norm: x / sqrt(sum x^2 + eps) */
+  int32_t n_k_head; /* H_k */
+  int32_t n_v_head; /* H_v, a multiple of H_k */
+  int32_t head_dim; /* d */
+  int32_t heads;    /* memra_gdn_heads */
+  float eps;        /* q/k L2 norm: x / sqrt(sum x^2 + eps) */
   int32_t pad_;
 } memra_gdn_params;
 
@@ -141,10 +141,10 @@ typedef struct memra_sample_params {
 } memra_sample_params;
 
 typedef struct memra_device_info {
-  char name[128];          /* "NVIDIA H200", "CPU (2 threads)" */
-  uint64_t mem_total;      /* bytes */
+  char name[128];     /* "NVIDIA H200", "CPU (2 threads)" */
+  uint64_t mem_total; /* bytes */
   uint64_t mem_free;
-  int32_t n_sms;           /* multiprocessors or threads */
+  int32_t n_sms;              /* multiprocessors or threads */
   int32_t cc_major, cc_minor; /* compute capability; 0 on the CPU */
 } memra_device_info;
 
@@ -158,9 +158,9 @@ typedef struct memra_plugin_info {
   uint32_t abi_major; /* offset 0 in every version */
   uint32_t abi_minor;
   uint32_t struct_size;
-  int32_t score;      /* 0 = cannot run here; auto picks the highest */
-  const char *name;   /* "cpu", "sm90a", "sm120a" */
-  const char *why;    /* one line: what was found, or why the plugin declined */
+  int32_t score;    /* 0 = cannot run here; auto picks the highest */
+  const char *name; /* "cpu", "sm90a", "sm120a" */
+  const char *why;  /* one line: what was found, or why the plugin declined */
 } memra_plugin_info;
 
 typedef struct memra_backend_vt {
@@ -238,9 +238,8 @@ typedef struct memra_backend_vt {
    * ids.ne0 largest p (lowest index first among equals) go to ids[r] (I32 [n, k]) in
    * descending order, and their weights [n, k] (F32) are p / max(sum of the k p, 6.1e-5)
    * when normalize is nonzero, p itself otherwise. */
-  memra_status (*moe_route)(memra_backend *be, const memra_tensor *ids,
-                            const memra_tensor *weights, const memra_tensor *logits,
-                            int32_t normalize);
+  memra_status (*moe_route)(memra_backend *be, const memra_tensor *ids, const memra_tensor *weights,
+                            const memra_tensor *logits, int32_t normalize);
   /* Expert matmul. w stacks n_expert matrices of N = w.ne1 / n_expert rows each ([n_expert
    * * N, K], GGUF block layout; expert e is rows [e N, (e+1) N)); ids I32 [n, k]. y [n * k,
    * N]: row r k + j = x[r'] . w_e^T with e = ids[r, j], where r' = r when x has n rows (one
@@ -301,6 +300,16 @@ typedef struct memra_backend_vt {
    *   a GPU agrees with the CPU except when u * S lies within rounding of a boundary. */
   memra_status (*sample)(memra_backend *be, const memra_tensor *ids, const memra_tensor *logits,
                          const memra_tensor *rng, const memra_sample_params *p);
+
+  /* --- ABI minor 3: prefill on tensor cores and fused decode steps (optional: NULL =
+   * the core uses the minor-0 ops) ---
+   * gemm: matmul's contract, called for batches that hold prompt rows (some sequence has
+   * more than one row). The plugin may compute on tensor cores from f16/bf16 operands
+   * with f32 accumulation, so a row may differ from matmul's within that precision; a
+   * row's result must not depend on M, on its position in x or on the other rows (no
+   * split-K chosen by shape), so chunked prefill equals one-shot prefill bit for bit. */
+  memra_status (*gemm)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                       const memra_tensor *w, const memra_tensor *bias);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);
