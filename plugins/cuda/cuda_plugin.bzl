@@ -1,39 +1,47 @@
 """memra_cuda_plugin: one GPU plugin .so built from plugins/cuda by nvcc for one arch.
 
+Called from plugins/cuda/BUILD (so the sources can be globbed there): one genrule per .cu
+file makes its object, so editing one kernel file recompiles only that file; one genrule
+links them. backends/<arch>/BUILD copies the result under its own name.
+
 nvcc is called by full path (--incompatible_strict_action_env hides PATH). Exact SASS
 only (code=sm_XXa, no compute_XX PTX), cudart linked statically so the plugin runs
 wherever a driver is, every symbol but the two entry points hidden."""
 
 NVCC = "/usr/local/cuda/bin/nvcc"
 
-def memra_cuda_plugin(name, plugin, arch, cc_major, cc_minor):
-    gencode = "-gencode=arch=compute_%s,code=sm_%s" % (arch, arch)
-    flags = " ".join([
+def _flags(plugin, arch, cc_major, cc_minor):
+    return " ".join([
         "-std=c++17",
         "-O3",
         "-I.",
-        gencode,
+        "-gencode=arch=compute_%s,code=sm_%s" % (arch, arch),
         "-Werror all-warnings",
         "-Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror",
         "-DMEMRA_CUDA_NAME=\\\"%s\\\"" % plugin,
         "-DMEMRA_CUDA_CC_MAJOR=%d" % cc_major,
         "-DMEMRA_CUDA_CC_MINOR=%d" % cc_minor,
     ])
+
+def memra_cuda_plugin(name, plugin, arch, cc_major, cc_minor, cu_srcs, c_srcs, hdrs):
+    """Targets: <name>_<file>_o per source and <name> (the .so, under lib_<name>/)."""
+    flags = _flags(plugin, arch, cc_major, cc_minor)
+    objs = []
+    for src in cu_srcs + c_srcs:
+        obj = "%s_%s_o" % (name, src.replace(".", "_"))
+        lang = "-x c " if src.endswith(".c") else ""
+        native.genrule(
+            name = obj,
+            srcs = [src] + hdrs,
+            outs = ["obj_%s/%s.o" % (name, src)],
+            cmd = "%s %s %s-c $(location %s) -o $@" % (NVCC, flags, lang, src),
+        )
+        objs.append(":" + obj)
     native.genrule(
         name = name,
-        srcs = [
-            "//plugins/cuda:cu_srcs",
-            "//plugins/cuda:c_srcs",
-            "//plugins/cuda:hdrs",
-        ],
-        outs = ["libmemra_%s.so" % plugin],
-        cmd = " ".join([
-            "set -e; T=$$(mktemp -d); trap 'rm -rf $$T' EXIT;",
-            "for f in $(locations //plugins/cuda:cu_srcs); do",
-            "  %s %s -c $$f -o $$T/$$(basename $$f).o;" % (NVCC, flags),
-            "done;",
-            "%s %s -x c -c $(location //plugins/cuda:c_srcs) -o $$T/probe.o;" % (NVCC, flags),
-            "%s -shared -cudart static %s -Xlinker --exclude-libs,ALL $$T/*.o -o $@" % (NVCC, gencode),
-        ]),
+        srcs = objs,
+        outs = ["lib_%s/libmemra_%s.so" % (name, plugin)],
+        cmd = "%s -shared -cudart static -gencode=arch=compute_%s,code=sm_%s " % (NVCC, arch, arch) +
+              "-Xlinker --exclude-libs,ALL $(SRCS) -o $@",
         visibility = ["//visibility:public"],
     )
