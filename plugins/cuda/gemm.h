@@ -1,0 +1,33 @@
+/* gemm.h — the tensor-core GEMM kernels behind the gemm op (ABI 1.3, prefill batches):
+ *   C [m, n] (f32, row stride ldc) = A [m, k] . B [n, k]^T (+ bias [n])
+ * A (activations) and B (weights) are both f16, or both bf16, row-major with row strides
+ * lda / ldb in elements. gemm.cu converts x to A, dequantizes quantized weights into B
+ * and calls the kernel of its architecture:
+ *   memra_cu_gemm_wgmma  sm_90a: TMA + mbarrier pipeline + wgmma (gemm_wgmma.cu)
+ *   memra_cu_gemm_mma    any arch >= 8.0: ldmatrix + mma.sync m16n8k16 (gemm_mma.cu)
+ * Both reduce k in one fixed order per output element (no split-K chosen by shape), so a
+ * row's result never depends on m or on the other rows. */
+#ifndef MEMRA_CUDA_GEMM_H
+#define MEMRA_CUDA_GEMM_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+typedef struct memra_cu_gemm_args {
+  const void *a; /* __half or __nv_bfloat16 [m, lda] */
+  int64_t lda;
+  const void *b; /* same element type, [n, ldb] */
+  int64_t ldb;
+  float *c;
+  int64_t ldc;
+  const float *bias; /* NULL = none */
+  int m, n, k;
+  int bf16; /* 0: f16 operands, 1: bf16 */
+} memra_cu_gemm_args;
+
+#if MEMRA_CUDA_CC_MAJOR == 9
+cudaError_t memra_cu_gemm_wgmma(const memra_cu_gemm_args *g, cudaStream_t st, int n_sms);
+#endif
+cudaError_t memra_cu_gemm_mma(const memra_cu_gemm_args *g, cudaStream_t st, int n_sms);
+
+#endif
