@@ -10,7 +10,7 @@ wherever a driver is, every symbol but the two entry points hidden."""
 
 NVCC = "/usr/local/cuda/bin/nvcc"
 
-def _flags(plugin, arch, cc_major, cc_minor):
+def _flags(plugin, arch, cc_major, cc_minor, defines):
     return " ".join([
         "-std=c++17",
         "-O3",
@@ -21,11 +21,15 @@ def _flags(plugin, arch, cc_major, cc_minor):
         "-DMEMRA_CUDA_NAME=\\\"%s\\\"" % plugin,
         "-DMEMRA_CUDA_CC_MAJOR=%d" % cc_major,
         "-DMEMRA_CUDA_CC_MINOR=%d" % cc_minor,
-    ])
+    ] + ["-D%s" % d for d in defines])
 
-def memra_cuda_plugin(name, plugin, arch, cc_major, cc_minor, cu_srcs, c_srcs, hdrs):
-    """Targets: <name>_<file>_o per source and <name> (the .so, under lib_<name>/)."""
-    flags = _flags(plugin, arch, cc_major, cc_minor)
+def memra_cuda_plugin(name, plugin, arch, cc_major, cc_minor, cu_srcs, c_srcs, hdrs, defines = []):
+    """Targets: <name>_<file>_o per source and <name> (the .so, under lib_<name>/).
+
+    defines: extra preprocessor macros (NAME or NAME=VALUE), e.g. the plugin family
+    (MEMRA_CUDA_FAMILY_SM120=1) that selects code paths independently of the compile arch,
+    so a test build of the sm120a sources for sm_90a runs the sm120a paths on an H200."""
+    flags = _flags(plugin, arch, cc_major, cc_minor, defines)
     objs = []
     for src in cu_srcs + c_srcs:
         obj = "%s_%s_o" % (name, src.replace(".", "_"))
