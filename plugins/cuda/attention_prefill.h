@@ -1,0 +1,24 @@
+/* attention_prefill.h — the tensor-core (mma.sync) flash-attention kernel for prefill
+ * batches, called from memra_cu_attention (attention.cu) after its argument checks. */
+#ifndef MEMRA_CUDA_ATTENTION_PREFILL_H
+#define MEMRA_CUDA_ATTENTION_PREFILL_H
+
+#include "plugins/cuda/cuda_common.h"
+
+/* True when the batch is prefill-shaped (more rows than sequences, at least
+ * MEMRA_ATP_MIN_ROWS rows) and the kernel covers it: F16 caches, head_dim 64 or 128, a GQA
+ * group of at most 64 heads, 16-byte aligned cache rows. Other batches (decode, F32/F8
+ * caches) stay on the split-KV kernel. */
+enum { MEMRA_ATP_MIN_ROWS = 16 };
+int memra_cu_attention_prefill_fits(const memra_batch *batch, const memra_tensor *k_cache,
+                                    const memra_tensor *v_cache, const memra_attn_params *p);
+
+/* Same contract as memra_cu_attention; arguments already checked by it (pos, seq, bt and
+ * bt_ld are the batch's device vectors from memra_cu_check_batch). */
+memra_status memra_cu_attention_prefill(memra_backend *be, const memra_tensor *out,
+                                        const memra_tensor *q, const memra_tensor *k_cache,
+                                        const memra_tensor *v_cache, const memra_batch *batch,
+                                        const memra_attn_params *p, const int32_t *pos,
+                                        const int32_t *seq, const int32_t *bt, int64_t bt_ld);
+
+#endif
