@@ -21,19 +21,36 @@ memra_attn_cfg memra_attn_cfg_default(const memra_hparams *hp) {
   return cfg;
 }
 
+/* Rows [r0, r0 + n) of a row-major tensor. */
+static memra_tensor rows_at(memra_tensor t, int64_t r0, int64_t n) {
+  t.offset += (uint64_t)r0 * t.nb1;
+  t.ne1 = n;
+  return t;
+}
+
 memra_status memra_blk_matmul(memra_ctx *c, const char *what, const memra_tensor *y,
                               const memra_tensor *x, const memra_tensor *w,
                               const memra_tensor *bias, memra_err *err) {
   const memra_model *m = c->m;
   const memra_tensor none = {0};
   const memra_tensor *b = bias ? bias : &none;
-  /* Prompt rows (a sequence with several rows) go to the tensor-core GEMM when the plugin
-   * has one; decode-only batches keep matmul, whose rows are batch invariant. */
-  const bool prefill = c->batch.n_rows > c->batch.n_seqs;
-  if (prefill && m->vt->gemm)
-    CALL(what, m->vt->gemm(m->be, y, x, w, b));
-  else
+  /* Prompt rows go to the tensor-core GEMM when the plugin has one; generated-token rows
+   * keep matmul, whose rows are batch invariant. x holds either the step's rows (split at
+   * n_decode) or selected rows (the logits: GEMM only when no row is a decode row). */
+  const int64_t rows = x->ne1, d = c->n_decode;
+  const bool step_rows = rows == c->n_rows;
+  if (!m->vt->gemm || (step_rows ? d >= rows : d > 0)) {
     CALL(what, m->vt->matmul(m->be, y, x, w, b));
+    return MEMRA_OK;
+  }
+  if (step_rows && d > 0) {
+    const memra_tensor yd = rows_at(*y, 0, d), xd = rows_at(*x, 0, d);
+    const memra_tensor yp = rows_at(*y, d, rows - d), xp = rows_at(*x, d, rows - d);
+    CALL(what, m->vt->matmul(m->be, &yd, &xd, w, b));
+    CALL(what, m->vt->gemm(m->be, &yp, &xp, w, b));
+    return MEMRA_OK;
+  }
+  CALL(what, m->vt->gemm(m->be, y, x, w, b));
   return MEMRA_OK;
 }
 
@@ -67,7 +84,29 @@ memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
   CALL("rope q", vt->rope(be, q, &b->pos, &cfg->rope));
   CALL("rope k", vt->rope(be, k, &b->pos, &rope_k));
   CALL("kv_store", vt->kv_store(be, &c->k_cache[il], &c->v_cache[il], k, v, b));
-  CALL("attention", vt->attention(be, attn, q, &c->k_cache[il], &c->v_cache[il], b, &cfg->attn));
+  /* Decode rows and prompt rows attend in separate calls, the prompt ones flagged so the
+   * plugin may take its prefill kernel without touching the decode rows' results. */
+  const int64_t n = c->n_rows, d = c->n_decode;
+  if (d >= n || d == 0) {
+    memra_batch all = *b;
+    all.flags = d == 0 ? MEMRA_BATCH_PROMPT : 0;
+    CALL("attention",
+         vt->attention(be, attn, q, &c->k_cache[il], &c->v_cache[il], &all, &cfg->attn));
+    return MEMRA_OK;
+  }
+  for (int part = 0; part < 2; ++part) {
+    const int64_t r0 = part ? d : 0, nr = part ? n - d : d;
+    memra_batch sub = *b;
+    sub.n_rows = (int32_t)nr;
+    sub.flags = part ? MEMRA_BATCH_PROMPT : 0;
+    sub.pos.offset += 4u * (uint64_t)r0;
+    sub.pos.ne0 = nr;
+    sub.seq.offset += 4u * (uint64_t)r0;
+    sub.seq.ne0 = nr;
+    const memra_tensor qs = rows_at(*q, r0, nr), as = rows_at(*attn, r0, nr);
+    CALL("attention",
+         vt->attention(be, &as, &qs, &c->k_cache[il], &c->v_cache[il], &sub, &cfg->attn));
+  }
   return MEMRA_OK;
 }
 

@@ -6,8 +6,8 @@
 #include "core/models/forward.h"
 
 memra_ctx_params memra_ctx_defaults(void) {
-  return (memra_ctx_params){.n_ctx = 4096, .n_seq_max = 1, .n_ubatch = 512, .block_size = 16,
-                            .kv_type = MEMRA_TYPE_F16};
+  return (memra_ctx_params){
+      .n_ctx = 4096, .n_seq_max = 1, .n_ubatch = 512, .block_size = 16, .kv_type = MEMRA_TYPE_F16};
 }
 
 memra_status memra_ctx_fail(memra_ctx *c, memra_status st, const char *what, memra_err *err) {
@@ -42,7 +42,8 @@ static memra_status alloc_kv(memra_ctx *c, memra_err *err) {
     return memra_errf(err, st, "cannot allocate %.1f MiB of KV cache (%d positions): %s",
                       total / 1048576.0, c->p.n_ctx * c->p.n_seq_max,
                       c->m->vt->last_error(c->m->be));
-  for (int il = 0; il < hp->n_layer; ++il) c->k_cache[il].buf = c->v_cache[il].buf = c->kv_buf;
+  for (int il = 0; il < hp->n_layer; ++il)
+    c->k_cache[il].buf = c->v_cache[il].buf = c->kv_buf;
   return MEMRA_OK;
 }
 
@@ -66,7 +67,8 @@ static memra_status alloc_rs(memra_ctx *c, memra_err *err) {
     return memra_errf(err, st, "cannot allocate %.1f MiB of recurrent state (%d sequences): %s",
                       total / 1048576.0, c->p.n_seq_max, c->m->vt->last_error(c->m->be));
   for (int il = 0; il < hp->n_layer; ++il)
-    if (memra_hparams_layer_recurrent(hp, il)) c->conv_state[il].buf = c->ssm_state[il].buf = c->rs_buf;
+    if (memra_hparams_layer_recurrent(hp, il))
+      c->conv_state[il].buf = c->ssm_state[il].buf = c->rs_buf;
   return MEMRA_OK;
 }
 
@@ -144,9 +146,8 @@ memra_status memra_ctx_new(memra_model *m, const memra_ctx_params *p, memra_ctx 
   c->m = m;
   c->p = *p;
   int32_t max_blocks = (p->n_ctx + p->block_size - 1) / p->block_size;
-  memra_status st =
-      memra_kv_pages_init(&c->pages, max_blocks * p->n_seq_max, p->block_size, max_blocks,
-                          p->n_seq_max, err);
+  memra_status st = memra_kv_pages_init(&c->pages, max_blocks * p->n_seq_max, p->block_size,
+                                        max_blocks, p->n_seq_max, err);
   if (!st) st = alloc_kv(c, err);
   if (!st) st = alloc_act(c, err);
   if (!st) st = alloc_rs(c, err);
@@ -181,16 +182,17 @@ static memra_status upload(memra_ctx *c, const memra_tensor *t, const void *src,
  * number of distinct graphs small. */
 static int32_t kv_bucket(int32_t max_pos) {
   int32_t b = 256;
-  while (b < max_pos + 1) b *= 2;
+  while (b < max_pos + 1)
+    b *= 2;
   return b;
 }
 
-memra_status memra_ctx_set_rows(memra_ctx *c, int32_t n, const int32_t *tokens,
-                                const int32_t *pos, const int32_t *seq, int32_t n_out,
-                                const int32_t *out_rows, memra_err *err) {
+memra_status memra_ctx_set_rows(memra_ctx *c, int32_t n, const int32_t *tokens, const int32_t *pos,
+                                const int32_t *seq, int32_t n_out, const int32_t *out_rows,
+                                memra_err *err) {
   if (n < 1 || n > c->p.n_ubatch || n_out < 0 || n_out > n)
-    return memra_errf(err, MEMRA_E_INVALID, "step of %d rows (%d with logits), limit %d", n,
-                      n_out, c->p.n_ubatch);
+    return memra_errf(err, MEMRA_E_INVALID, "step of %d rows (%d with logits), limit %d", n, n_out,
+                      c->p.n_ubatch);
   int32_t max_pos = 0;
   for (int32_t i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= c->m->hp.n_vocab)
@@ -198,16 +200,16 @@ memra_status memra_ctx_set_rows(memra_ctx *c, int32_t n, const int32_t *tokens,
                         c->m->hp.n_vocab - 1);
     if (seq[i] < 0 || seq[i] >= c->p.n_seq_max || pos[i] < 0 ||
         pos[i] >= c->pages.n_blocks[seq[i]] * c->p.block_size)
-      return memra_errf(err, MEMRA_E_INVALID, "row %d: sequence %d position %d has no KV page",
-                        i, seq[i], pos[i]);
+      return memra_errf(err, MEMRA_E_INVALID, "row %d: sequence %d position %d has no KV page", i,
+                        seq[i], pos[i]);
     if (pos[i] > max_pos) max_pos = pos[i];
   }
   for (int32_t i = 0; i < n_out; ++i)
     if (out_rows[i] < 0 || out_rows[i] >= n)
       return memra_errf(err, MEMRA_E_INVALID, "logit row %d out of range", out_rows[i]);
   memra_status st;
-  if ((st = upload(c, &c->ids, tokens, 4u * n, err)) || (st = upload(c, &c->pos, pos, 4u * n, err)) ||
-      (st = upload(c, &c->seq, seq, 4u * n, err)) ||
+  if ((st = upload(c, &c->ids, tokens, 4u * n, err)) ||
+      (st = upload(c, &c->pos, pos, 4u * n, err)) || (st = upload(c, &c->seq, seq, 4u * n, err)) ||
       (n_out && (st = upload(c, &c->out_rows, out_rows, 4u * n_out, err))))
     return st;
   if (c->pages.dirty) {
@@ -218,6 +220,11 @@ memra_status memra_ctx_set_rows(memra_ctx *c, int32_t n, const int32_t *tokens,
   }
   c->n_rows = n;
   c->n_out = n_out;
+  /* A sequence's rows come consecutively (decoder, eval, scheduler): a row is a decode
+   * row when no neighbour shares its sequence. */
+  c->n_decode = 0;
+  while (c->n_decode < n && (c->n_decode + 1 == n || seq[c->n_decode + 1] != seq[c->n_decode]))
+    c->n_decode++;
   memra_tensor pos_t = c->pos, seq_t = c->seq;
   pos_t.ne0 = seq_t.ne0 = n;
   c->batch = (memra_batch){.n_rows = n,
@@ -267,6 +274,7 @@ memra_status memra_ctx_eval(memra_ctx *c, int32_t seq, const int32_t *tokens, in
       rows[i] = all_logits ? i : m - 1;
     }
     if ((st = memra_ctx_set_rows(c, m, tokens + done, pos, seqs, n_out, rows, err))) break;
+    c->n_decode = 0; /* a prompt, even a one-row chunk of it */
     if ((st = memra_ctx_forward(c, err))) break;
     if (logits_out && n_out) {
       float *dst = logits_out + (all_logits ? (size_t)done * c->m->hp.n_vocab : 0);

@@ -33,8 +33,12 @@ typedef struct memra_ctx {
   memra_tensor logits; /* [n_ubatch, n_vocab] */
   /* step state in device memory (I32) */
   memra_tensor ids, pos, seq, out_rows, block_table, next_ids;
-  memra_batch batch;   /* the descriptor of the current step */
+  memra_batch batch; /* the descriptor of the current step */
   int32_t n_rows, n_out;
+  /* Rows [0, n_decode) are generated tokens (decode: batch-invariant kernels), the rest
+   * prompt rows (gemm and prefill attention when the plugin has them). set_rows counts
+   * the leading rows whose sequence has one row; callers that know better overwrite it. */
+  int32_t n_decode;
   /* MoE activations (absent for dense models): router logits [n_ubatch, n_expert], the
    * chosen experts I32 and their weights [n_ubatch, k], expert FFN rows [n_ubatch * k, ...] */
   memra_tensor router, moe_ids, moe_w, moe_gate, moe_up, moe_out;
@@ -58,14 +62,14 @@ void memra_ctx_free(memra_ctx *c);
 
 /* Uploads one step's rows: tokens, positions and sequences (host arrays of n), and the
  * n_out row indices whose logits are wanted. Pages must be reserved already. */
-memra_status memra_ctx_set_rows(memra_ctx *c, int32_t n, const int32_t *tokens,
-                                const int32_t *pos, const int32_t *seq, int32_t n_out,
-                                const int32_t *out_rows, memra_err *err);
+memra_status memra_ctx_set_rows(memra_ctx *c, int32_t n, const int32_t *tokens, const int32_t *pos,
+                                const int32_t *seq, int32_t n_out, const int32_t *out_rows,
+                                memra_err *err);
 /* Runs the model over the rows last set: a fixed sequence of vtable calls that reads
  * only device state, so it can be captured as a graph. Logits land in c->logits. */
 memra_status memra_ctx_forward(memra_ctx *c, memra_err *err);
 memra_status memra_ctx_get_logits(memra_ctx *c, float *dst, memra_err *err); /* [n_out, n_vocab] */
-memra_status memra_ctx_argmax(memra_ctx *c, int32_t *dst, memra_err *err);  /* [n_out] */
+memra_status memra_ctx_argmax(memra_ctx *c, int32_t *dst, memra_err *err);   /* [n_out] */
 
 /* Runs tokens of one sequence from position pos0 in chunks of n_ubatch. If all_logits,
  * logits of every position are written to logits_out [n, n_vocab]; else the last

@@ -224,6 +224,7 @@ static void step(memra_sched *s) {
     s->out_rows[n_out++] = n++;
     rows_of[i] = 1;
   }
+  const int32_t n_decode = n;
   while (n < U) {
     int32_t best = -1;
     for (int32_t i = 0; i < s->cfg.max_seqs; ++i) {
@@ -257,8 +258,11 @@ static void step(memra_sched *s) {
       return;
     }
   }
-  if (memra_ctx_set_rows(s->c, n, s->tokens, s->pos, s->seq, n_out, s->out_rows, &err) ||
-      memra_ctx_forward(s->c, &err) || (n_out && memra_ctx_get_logits(s->c, s->logits, &err))) {
+  bool ok =
+      memra_ctx_set_rows(s->c, n, s->tokens, s->pos, s->seq, n_out, s->out_rows, &err) == MEMRA_OK;
+  if (ok) s->c->n_decode = n_decode; /* the rest are prompt chunks, even one-row ones */
+  if (!ok || memra_ctx_forward(s->c, &err) ||
+      (n_out && memra_ctx_get_logits(s->c, s->logits, &err))) {
     fail_all(s, err.msg);
     return;
   }

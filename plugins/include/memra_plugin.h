@@ -76,15 +76,20 @@ typedef struct memra_tensor {
  * split count of split-KV decode from it, so a graph is captured once per bucket. */
 typedef struct memra_batch {
   int32_t n_rows;
-  int32_t n_seqs;     /* rows of block_table in use */
-  int32_t block_size; /* KV positions per page */
-  int32_t max_blocks; /* columns of block_table */
-  int32_t kv_bucket;  /* host upper bound on pos + 1 of every row */
-  int32_t pad_;
+  int32_t n_seqs;           /* rows of block_table in use */
+  int32_t block_size;       /* KV positions per page */
+  int32_t max_blocks;       /* columns of block_table */
+  int32_t kv_bucket;        /* host upper bound on pos + 1 of every row */
+  int32_t flags;            /* MEMRA_BATCH_* (ABI 1.3; older cores pass 0) */
   memra_tensor pos;         /* I32 [n_rows] */
   memra_tensor seq;         /* I32 [n_rows], values in [0, n_seqs) */
   memra_tensor block_table; /* I32 [n_seqs, max_blocks] page ids */
 } memra_batch;
+
+/* Every row of the batch is a prompt row (prefill): kernels may use tensor-core paths
+ * whose results differ from the decode kernels' within f16/bf16 precision. Without it
+ * (decode rows) a row's result must not depend on the other rows (batch invariance). */
+#define MEMRA_BATCH_PROMPT 1
 
 typedef enum memra_rope_mode {
   MEMRA_ROPE_NORM = 0, /* rotate adjacent pairs (x[2i], x[2i+1]): llama */
