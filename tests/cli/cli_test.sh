@@ -82,6 +82,13 @@ $MEMRA bench "${M[@]}" --bench-p 8 --bench-n 4 -r 1 -o json 2>/dev/null |
   python3 -c 'import json,sys; r=json.load(sys.stdin); assert [x["test"] for x in r]==["pp8","tg4"]' ||
   fail "bench json"
 
+# The batch and chunk gates on a tiny model (the GPU runs them at real shapes).
+TM=(-m tests/e2e/fixtures/tiny-llama.gguf --plugin-dir "$PLUGINS" --backend cpu -t 2)
+g=$($MEMRA gate batch "${TM[@]}" --gate-b 3 --gate-p 9 -n 12 2>/dev/null)
+expect_has "$g" "PASS: all 3 x 12 tokens identical" "gate batch"
+g=$($MEMRA gate chunk "${TM[@]}" --gate-p 41 --ubatch 6 2>/dev/null)
+expect_has "$g" "PASS: logits of all 41 positions bit-identical" "gate chunk"
+
 # Errors: one line, the right exit code, nothing on stdout.
 check_err() { # want_rc want_substring args...
   local want_rc=$1 want=$2; shift 2
@@ -105,6 +112,8 @@ check_err 1 "backend 'sm77x' not found" $MEMRA run "${M[@]}" --backend sm77x -p 
 check_err 1 "--prompt-ids: '99999999' is not a token id" $MEMRA run "${M[@]}" --prompt-ids 1,99999999
 check_err 1 "does not fit the context" $MEMRA run "${M[@]}" -c 3 -p "The capital of France is"
 check_err 2 "no file given" $MEMRA info
+check_err 2 "expected graph, batch or chunk" $MEMRA gate frob
+check_err 2 "--ubatch 50 must be below --gate-p 41" $MEMRA gate chunk "${TM[@]}" --gate-p 41 --ubatch 50
 
 rm -rf "$PLUGINS"
 if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi

@@ -14,7 +14,8 @@
 
 static int popcount(uint32_t v) {
   int n = 0;
-  for (; v; v &= v - 1) ++n;
+  for (; v; v &= v - 1)
+    ++n;
   return n;
 }
 
@@ -29,18 +30,23 @@ static memra_status decode_run(memra_session *s, const int32_t *prompt, int32_t 
   int32_t pos = p - 1;
   if ((st = memra_decoder_init(d, c, 1, &prompt[p - 1], &pos, graph, err))) return st;
   double t0 = memra_now_s();
-  for (int32_t i = 0; i < n && !st; ++i) st = memra_decoder_step(d, &out[i], err);
+  for (int32_t i = 0; i < n && !st; ++i)
+    st = memra_decoder_step(d, &out[i], err);
   *secs = memra_now_s() - t0;
   return st;
 }
 
 int memra_cmd_gate(int argc, char **argv, int first) {
-  if (first >= argc || strcmp(argv[first], "graph") != 0) {
-    fprintf(stderr, "memra gate: expected 'graph' (usage: memra gate graph [options])\n");
+  const char *which = first < argc ? argv[first] : "";
+  if (strcmp(which, "graph") && strcmp(which, "batch") && strcmp(which, "chunk")) {
+    fprintf(stderr, "memra gate: expected graph, batch or chunk (usage: memra gate graph|batch|"
+                    "chunk [options])\n");
     return 2;
   }
   memra_opts o;
   if (!memra_opts_from_args(&o, argc, argv, first + 1, "gate")) return 2;
+  if (!strcmp(which, "batch")) return memra_gate_batch(&o);
+  if (!strcmp(which, "chunk")) return memra_gate_chunk(&o);
   memra_err err = {{0}};
   const int32_t P = o.gate_p, N = o.n_predict;
   if (o.n_ctx < P + N + 1) o.n_ctx = P + N + 1;
@@ -52,14 +58,16 @@ int memra_cmd_gate(int argc, char **argv, int first) {
   int32_t *prompt = memra_malloc(sizeof(int32_t) * (size_t)(P + 2 * N));
   int32_t *eager = prompt + P, *replay = eager + N;
   srand((unsigned)o.seed);
-  for (int32_t i = 0; prompt && i < P; ++i) prompt[i] = rand() % s.m->hp.n_vocab;
+  for (int32_t i = 0; prompt && i < P; ++i)
+    prompt[i] = rand() % s.m->hp.n_vocab;
   memra_decoder de, dg;
   double te = 0, tg = 0;
   memra_status st = prompt ? MEMRA_OK : memra_errf(&err, MEMRA_E_OOM, "out of memory");
   if (!st) st = decode_run(&s, prompt, P, N, false, eager, &de, &te, &err);
   if (!st) st = decode_run(&s, prompt, P, N, true, replay, &dg, &tg, &err);
   int rc = 1;
-  if (st) fprintf(stderr, "memra gate: %s\n", err.msg);
+  if (st)
+    fprintf(stderr, "memra gate: %s\n", err.msg);
   else {
     int32_t first_diff = -1;
     for (int32_t i = 0; i < N && first_diff < 0; ++i)
@@ -72,7 +80,8 @@ int memra_cmd_gate(int argc, char **argv, int first) {
     if (first_diff >= 0)
       printf("MISMATCH at token %d: eager %d, replay %d\n", first_diff, eager[first_diff],
              replay[first_diff]);
-    else printf("PASS: all %d tokens identical\n", N);
+    else
+      printf("PASS: all %d tokens identical\n", N);
     rc = first_diff >= 0 || (dg.use_graph && popcount(dg.buckets_seen) < 2) ? 1 : 0;
     if (dg.use_graph && popcount(dg.buckets_seen) < 2)
       printf("FAIL: fewer than 2 buckets crossed (raise -n or --gate-p)\n");

@@ -9,5 +9,9 @@ int memra_cmd_info(int argc, char **argv, int first);
 int memra_cmd_bench(int argc, char **argv, int first);
 int memra_cmd_chat(int argc, char **argv, int first);
 int memra_cmd_gate(int argc, char **argv, int first);
+/* memra gate batch / chunk (gate_batch.c, gate_chunk.c), with parsed options. */
+struct memra_opts;
+int memra_gate_batch(struct memra_opts *o);
+int memra_gate_chunk(struct memra_opts *o);
 
 #endif

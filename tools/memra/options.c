@@ -10,8 +10,8 @@
 typedef enum { OPT_STR, OPT_INT, OPT_FLOAT, OPT_U64, OPT_BOOL } opt_kind;
 
 typedef struct opt_spec {
-  const char *name;  /* long name without dashes; also the INI key */
-  char short_name;   /* 0: none */
+  const char *name; /* long name without dashes; also the INI key */
+  char short_name;  /* 0: none */
   opt_kind kind;
   size_t offset;
   size_t cap;        /* strings: buffer size */
@@ -21,10 +21,14 @@ typedef struct opt_spec {
 } opt_spec;
 
 #define OFF(f) offsetof(memra_opts, f)
-#define STR(n, s, f, h) {n, s, OPT_STR, OFF(f), sizeof(((memra_opts *)0)->f), 0, 0, 0, h}
-#define STRSET(n, s, f, set, h) {n, s, OPT_STR, OFF(f), sizeof(((memra_opts *)0)->f), 0, 0, OFF(set), h}
-#define NUM(n, s, k, f, lo, hi, h) {n, s, k, OFF(f), 0, lo, hi, 0, h}
-#define BOOL(n, f, h) {n, 0, OPT_BOOL, OFF(f), 0, 0, 0, 0, h}
+#define STR(n, s, f, h)                                                                            \
+  { n, s, OPT_STR, OFF(f), sizeof(((memra_opts *)0)->f), 0, 0, 0, h }
+#define STRSET(n, s, f, set, h)                                                                    \
+  { n, s, OPT_STR, OFF(f), sizeof(((memra_opts *)0)->f), 0, 0, OFF(set), h }
+#define NUM(n, s, k, f, lo, hi, h)                                                                 \
+  { n, s, k, OFF(f), 0, lo, hi, 0, h }
+#define BOOL(n, f, h)                                                                              \
+  { n, 0, OPT_BOOL, OFF(f), 0, 0, 0, 0, h }
 
 static const opt_spec SPECS[] = {
     STR("model", 'm', model, "GGUF model file (default: the cached SmolLM2-135M-Instruct)"),
@@ -55,6 +59,7 @@ static const opt_spec SPECS[] = {
     NUM("repetitions", 'r', OPT_INT, bench_reps, 1, 1000, "bench: repetitions"),
     STR("output", 'o', bench_output, "bench: md | json"),
     NUM("gate-p", 0, OPT_INT, gate_p, 1, 1 << 24, "gate: prompt tokens primed before decoding"),
+    NUM("gate-b", 0, OPT_INT, gate_b, 1, 64, "gate batch: sequences decoded together"),
     STR("system", 0, system, "chat: system prompt"),
     STR("chat-template", 0, chat_template,
         "chat: built-in template (chatml, llama3, gemma) instead of the model's"),
@@ -81,6 +86,7 @@ void memra_opts_defaults(memra_opts *o) {
   snprintf(o->bench_d, sizeof o->bench_d, "0");
   o->bench_reps = 5;
   o->gate_p = 200;
+  o->gate_b = 8;
   snprintf(o->bench_output, sizeof o->bench_output, "md");
 }
 
@@ -111,11 +117,13 @@ static memra_status set_value(memra_opts *o, const opt_spec *s, const char *valu
   }
   if (s->kind == OPT_BOOL) {
     bool v;
-    if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "yes")) v = true;
-    else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "no")) v = false;
+    if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "yes"))
+      v = true;
+    else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "no"))
+      v = false;
     else
-      return memra_errf(err, MEMRA_E_INVALID, "%s --%s: '%s' is not a boolean (true/false)",
-                        where, s->name, value);
+      return memra_errf(err, MEMRA_E_INVALID, "%s --%s: '%s' is not a boolean (true/false)", where,
+                        s->name, value);
     *(bool *)(base + s->offset) = v;
     return MEMRA_OK;
   }
@@ -130,9 +138,12 @@ static memra_status set_value(memra_opts *o, const opt_spec *s, const char *valu
   if (d < s->lo || d > s->hi)
     return memra_errf(err, MEMRA_E_INVALID, "%s --%s: %s is out of range %g..%g", where, s->name,
                       value, s->lo, s->hi);
-  if (s->kind == OPT_INT) *(int32_t *)(base + s->offset) = (int32_t)d;
-  else if (s->kind == OPT_FLOAT) *(float *)(base + s->offset) = (float)d;
-  else *(uint64_t *)(base + s->offset) = strtoull(value, NULL, 10);
+  if (s->kind == OPT_INT)
+    *(int32_t *)(base + s->offset) = (int32_t)d;
+  else if (s->kind == OPT_FLOAT)
+    *(float *)(base + s->offset) = (float)d;
+  else
+    *(uint64_t *)(base + s->offset) = strtoull(value, NULL, 10);
   return MEMRA_OK;
 }
 
@@ -181,8 +192,10 @@ memra_status memra_opts_parse(memra_opts *o, int argc, char **argv, int first,
   const char *config = getenv("MEMRA_CONFIG");
   for (int i = first; i < argc; ++i) {
     if (!strcmp(argv[i], "--")) break;
-    if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[i + 1];
-    else if (!strncmp(argv[i], "--config=", 9)) config = argv[i] + 9;
+    if (!strcmp(argv[i], "--config") && i + 1 < argc)
+      config = argv[i + 1];
+    else if (!strncmp(argv[i], "--config=", 9))
+      config = argv[i] + 9;
   }
   if (config && *config) {
     memra_status st = load_config(o, config, err);
@@ -193,8 +206,7 @@ memra_status memra_opts_parse(memra_opts *o, int argc, char **argv, int first,
   for (int i = first; i < argc; ++i) {
     const char *a = argv[i];
     if (only_positional || a[0] != '-' || a[1] == 0) {
-      if (*n_pos >= max_pos)
-        return memra_errf(err, MEMRA_E_INVALID, "unexpected argument '%s'", a);
+      if (*n_pos >= max_pos) return memra_errf(err, MEMRA_E_INVALID, "unexpected argument '%s'", a);
       positional[(*n_pos)++] = a;
       continue;
     }
@@ -215,7 +227,8 @@ memra_status memra_opts_parse(memra_opts *o, int argc, char **argv, int first,
     if (!s) return memra_errf(err, MEMRA_E_INVALID, "unknown option '%s' (see memra --help)", a);
     if (s->kind == OPT_BOOL && !value) value = "true";
     if (!value) {
-      if (i + 1 >= argc) return memra_errf(err, MEMRA_E_INVALID, "option --%s needs a value", s->name);
+      if (i + 1 >= argc)
+        return memra_errf(err, MEMRA_E_INVALID, "option --%s needs a value", s->name);
       value = argv[++i];
     }
     memra_status st = set_value(o, s, value, "flag", err);
@@ -227,9 +240,12 @@ memra_status memra_opts_parse(memra_opts *o, int argc, char **argv, int first,
 void memra_default_model_path(char *out, size_t cap) {
   const char *dir = getenv("MEMRA_CACHE");
   const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  if (dir && *dir) snprintf(out, cap, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
-  else if (xdg && *xdg) snprintf(out, cap, "%s/memra/SmolLM2-135M-Instruct.Q4_1.gguf", xdg);
-  else snprintf(out, cap, "%s/.cache/memra/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
+  if (dir && *dir)
+    snprintf(out, cap, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
+  else if (xdg && *xdg)
+    snprintf(out, cap, "%s/memra/SmolLM2-135M-Instruct.Q4_1.gguf", xdg);
+  else
+    snprintf(out, cap, "%s/.cache/memra/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
 }
 
 void memra_opts_usage(FILE *f) {
@@ -237,7 +253,8 @@ void memra_opts_usage(FILE *f) {
     char names[64];
     if (SPECS[i].short_name)
       snprintf(names, sizeof names, "-%c, --%s", SPECS[i].short_name, SPECS[i].name);
-    else snprintf(names, sizeof names, "    --%s", SPECS[i].name);
+    else
+      snprintf(names, sizeof names, "    --%s", SPECS[i].name);
     fprintf(f, "  %-26s %s\n", names, SPECS[i].help);
   }
 }

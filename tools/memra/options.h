@@ -31,7 +31,7 @@ typedef struct memra_opts {
   char plugin_dir[1024];
   bool print_ids;
   char dump_logits[1024];
-  char kv_type[8]; /* auto | f16 | f32 | f8 */
+  char kv_type[8];      /* auto | f16 | f32 | f8 */
   bool device_sampling; /* sample on the device (the plugin's sample op), not the host */
   bool no_display_prompt;
   /* bench */
@@ -39,9 +39,10 @@ typedef struct memra_opts {
   char bench_n[256];
   char bench_d[256]; /* context depth before tg: "0" or "0,4096" */
   int32_t bench_reps;
-  char bench_output[16]; /* md | json */
-  int32_t gate_p; /* gate: prompt tokens before decoding */
-  char system[4096]; /* chat: system prompt */
+  char bench_output[16];  /* md | json */
+  int32_t gate_p;         /* gate: prompt tokens before decoding */
+  int32_t gate_b;         /* gate batch: sequences decoded together */
+  char system[4096];      /* chat: system prompt */
   char chat_template[16]; /* chat: chatml | llama3 | gemma, overrides the model's */
   char config[1024];
 } memra_opts;
