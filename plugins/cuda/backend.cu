@@ -8,6 +8,7 @@
 
 #include "plugins/cuda/buffer.h"
 #include "plugins/cuda/cuda_common.h"
+#include "plugins/cuda/families.h"
 
 memra_status memra_cu_errf(memra_backend *be, memra_status st, const char *fmt, ...) {
   va_list ap;
@@ -199,6 +200,12 @@ static const memra_backend_vt *cu_vtable(void) {
 #if MEMRA_ABI_MINOR >= 2
     v.sample = memra_cu_sample;
 #endif
+    v.moe_route = memra_cu_moe_route; /* moe.cu, gdn.cu (families.h) */
+    v.matmul_id = memra_cu_matmul_id;
+    v.moe_combine = memra_cu_moe_combine;
+    v.sigmoid_gate = memra_cu_sigmoid_gate;
+    v.ssm_conv = memra_cu_ssm_conv;
+    v.gated_delta_rule = memra_cu_gated_delta_rule;
     return v;
   }();
   return &vt;

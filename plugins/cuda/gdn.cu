@@ -1,0 +1,410 @@
+/* gdn.cu — the ops of Gated DeltaNet (hybrid) layers: sigmoid_gate, the depthwise causal
+ * conv with SiLU and its per-sequence conv state (ssm_conv), and the gated delta rule.
+ * Oracle: plugins/cpu/ssm_conv.c and delta_rule.c. Recurrent state rows belong to
+ * sequences (batch seq); a row at position 0 starts from a zero state; the rows of one
+ * sequence are applied in batch order. Seq and pos live on the device: a row whose seq is
+ * outside [0, n_seqs) gets NaN outputs (the host cannot see it without a sync).
+ *
+ * ver  idea
+ *  1   sigmoid_gate: one thread per element (strided views: the attention gate is every
+ *      other head of a wider row).
+ *      ssm_conv: one thread per (channel, sequence) walks the batch rows in order, its
+ *      K - 1 state columns in registers for K <= 8 (read once, written once per call),
+ *      in global memory otherwise.
+ *      gated_delta_rule: row j of a head's d x d state (S[j][i], i the key dim) evolves
+ *      alone given the token's q, k, v[j]: a warp owns up to 8 rows, lane l the key dims
+ *      l, l + 32, ...; a block of 4 warps owns 32 rows of one (value head, sequence), so a
+ *      d = 128 head spreads over 4 blocks (decode of one sequence still fills the GPU).
+ *      The block walks its sequence's rows in order with the state in registers (d <=
+ *      128): it is read from memory once before the first token and written once after
+ *      the last. q/k are L2-normalised per block from shared memory. d > 128: the same
+ *      with each state row read and written once per token (no register room). */
+#include <math.h>
+
+#include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/families.h"
+
+#define GDN_NAN __int_as_float(0x7fc00000)
+
+/* --- sigmoid_gate -------------------------------------------------------------------- */
+
+__global__ void sigmoid_gate_v1_kernel(float *y, int64_t y_ld, const float *x, int64_t x_ld,
+                                       const float *g, int64_t g_ld, int bcast, int64_t ne0,
+                                       int64_t total) {
+  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = t / ne0, i = t % ne0;
+    const float gv = g[r * g_ld + (bcast ? 0 : i)];
+    y[r * y_ld + i] = x[r * x_ld + i] / (1.0f + expf(-gv));
+  }
+}
+
+memra_status memra_cu_sigmoid_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                   const memra_tensor *g) {
+  memra_status st;
+  if ((st = memra_cu_check_f(be, "sigmoid_gate", "x", x, MEMRA_TYPE_F32, -1, -1)) ||
+      (st = memra_cu_check_f(be, "sigmoid_gate", "y", y, MEMRA_TYPE_F32, x->ne0, x->ne1)) ||
+      (st = memra_cu_check_f(be, "sigmoid_gate", "g", g, MEMRA_TYPE_F32, -1, -1)))
+    return st;
+  if (g->ne1 != x->ne1 || (g->ne0 != x->ne0 && g->ne0 != 1))
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "sigmoid_gate: g [%lld, %lld] for x [%lld, %lld] (need the same shape or "
+                         "one column)",
+                         (long long)g->ne1, (long long)g->ne0, (long long)x->ne1,
+                         (long long)x->ne0);
+  /* in place (y == x) is fine element by element; y over g would race */
+  if (memra_cu_overlap(y, g) && !(y->offset == g->offset && y->nb1 == g->nb1))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "sigmoid_gate: y overlaps g");
+  const int64_t total = x->ne1 * x->ne0;
+  if (total == 0) return MEMRA_OK;
+  int64_t gr = (total + 255) / 256;
+  if (gr > 65536) gr = 65536;
+  sigmoid_gate_v1_kernel<<<(unsigned)gr, 256, 0, be->stream>>>(
+      (float *)memra_cu_ptr(y), (int64_t)(y->nb1 / 4), (const float *)memra_cu_ptr(x),
+      (int64_t)(x->nb1 / 4), (const float *)memra_cu_ptr(g), (int64_t)(g->nb1 / 4),
+      g->ne0 == 1 && x->ne0 != 1, x->ne0, total);
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}
+
+/* --- ssm_conv ------------------------------------------------------------------------ */
+
+struct conv_args {
+  float *y;
+  int64_t y_ld;
+  const float *x;
+  int64_t x_ld;
+  const float *w;
+  int64_t w_ld;
+  float *state;
+  int64_t s_ld;
+  const int32_t *pos, *seq;
+  int64_t C, n;
+  int n_seqs, K;
+};
+
+/* KM = K - 1 state columns in registers; KM < 0: any K, the state in global memory. */
+template <int KM> __global__ void ssm_conv_v1_kernel(conv_args a) {
+  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int s = blockIdx.y;
+  if (c >= a.C) return;
+  const int K = KM >= 0 ? KM + 1 : a.K, km = K - 1;
+  const float *w = a.w + c * a.w_ld;
+  float *st = a.state + s * a.s_ld + c * km;
+  float reg[KM > 0 ? KM : 1], wv[KM >= 0 ? KM + 1 : 1];
+  if (KM >= 0) {
+#pragma unroll
+    for (int i = 0; i <= (KM >= 0 ? KM : 0); ++i)
+      wv[i] = w[i];
+  }
+  bool live = false;
+  for (int64_t r = 0; r < a.n; ++r) {
+    const int sr = a.seq[r];
+    if (sr != s) {
+      if (s == 0 && (sr < 0 || sr >= a.n_seqs)) a.y[r * a.y_ld + c] = GDN_NAN;
+      continue;
+    }
+    const bool fresh = a.pos[r] == 0;
+    const float xv = a.x[r * a.x_ld + c];
+    float acc = 0.f;
+    if (KM >= 0) {
+      if (!live || fresh) {
+#pragma unroll
+        for (int i = 0; i < (KM > 0 ? KM : 0); ++i)
+          reg[i] = fresh ? 0.f : st[i];
+      }
+#pragma unroll
+      for (int i = 0; i < (KM > 0 ? KM : 0); ++i)
+        acc += wv[i] * reg[i];
+      acc += wv[KM >= 0 ? KM : 0] * xv;
+#pragma unroll
+      for (int i = 0; i + 1 < (KM > 0 ? KM : 0); ++i)
+        reg[i] = reg[i + 1];
+      if (KM > 0) reg[KM > 0 ? KM - 1 : 0] = xv;
+    } else {
+      if (fresh)
+        for (int i = 0; i < km; ++i)
+          st[i] = 0.f;
+      for (int i = 0; i < km; ++i)
+        acc += w[i] * st[i];
+      acc += w[km] * xv;
+      for (int i = 0; i + 1 < km; ++i)
+        st[i] = st[i + 1];
+      if (km > 0) st[km - 1] = xv;
+    }
+    live = true;
+    a.y[r * a.y_ld + c] = acc / (1.0f + expf(-acc));
+  }
+  if (KM > 0 && live) {
+#pragma unroll
+    for (int i = 0; i < (KM > 0 ? KM : 0); ++i)
+      st[i] = reg[i];
+  }
+}
+
+static bool gdn_overlap_f32(const memra_tensor *a, const memra_tensor *b) {
+  return memra_cu_overlap(a, b);
+}
+
+memra_status memra_cu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *w, const memra_tensor *state,
+                               const memra_batch *batch) {
+  memra_status st;
+  const int32_t *pos = NULL, *seq = NULL, *bt = NULL;
+  int64_t bt_ld = 0;
+  if ((st = memra_cu_check_f(be, "ssm_conv", "x", x, MEMRA_TYPE_F32, -1, -1)) ||
+      (st = memra_cu_check_f(be, "ssm_conv", "y", y, MEMRA_TYPE_F32, x->ne0, x->ne1)) ||
+      (st = memra_cu_check_f(be, "ssm_conv", "w", w, MEMRA_TYPE_F32, -1, x->ne0)) ||
+      (st = memra_cu_check_batch(be, batch, "ssm_conv", &pos, &seq, &bt, &bt_ld)))
+    return st;
+  if (batch->n_rows != x->ne1)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "ssm_conv: batch of %d rows for x of %lld",
+                         batch->n_rows, (long long)x->ne1);
+  const int64_t K = w->ne0;
+  if ((st = memra_cu_check_f(be, "ssm_conv", "state", state, MEMRA_TYPE_F32, (K - 1) * x->ne0,
+                             batch->n_seqs)))
+    return st;
+  if (gdn_overlap_f32(y, x) || gdn_overlap_f32(y, state))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "ssm_conv: y overlaps x or state");
+  if (K > 0x7fffffff || batch->n_seqs > 65535)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "ssm_conv: width %lld, %d sequences",
+                         (long long)K, batch->n_seqs);
+  if (x->ne1 == 0) return MEMRA_OK;
+  conv_args a;
+  a.y = (float *)memra_cu_ptr(y);
+  a.y_ld = (int64_t)(y->nb1 / 4);
+  a.x = (const float *)memra_cu_ptr(x);
+  a.x_ld = (int64_t)(x->nb1 / 4);
+  a.w = (const float *)memra_cu_ptr(w);
+  a.w_ld = (int64_t)(w->nb1 / 4);
+  a.state = (float *)memra_cu_ptr(state);
+  a.s_ld = (int64_t)(state->nb1 / 4);
+  a.pos = pos;
+  a.seq = seq;
+  a.C = x->ne0;
+  a.n = x->ne1;
+  a.n_seqs = batch->n_seqs;
+  a.K = (int)K;
+  const dim3 grid((unsigned)((a.C + 127) / 128), (unsigned)batch->n_seqs);
+  switch (K) {
+  case 1: ssm_conv_v1_kernel<0><<<grid, 128, 0, be->stream>>>(a); break;
+  case 2: ssm_conv_v1_kernel<1><<<grid, 128, 0, be->stream>>>(a); break;
+  case 3: ssm_conv_v1_kernel<2><<<grid, 128, 0, be->stream>>>(a); break;
+  case 4: ssm_conv_v1_kernel<3><<<grid, 128, 0, be->stream>>>(a); break;
+  case 5: ssm_conv_v1_kernel<4><<<grid, 128, 0, be->stream>>>(a); break;
+  case 6: ssm_conv_v1_kernel<5><<<grid, 128, 0, be->stream>>>(a); break;
+  case 7: ssm_conv_v1_kernel<6><<<grid, 128, 0, be->stream>>>(a); break;
+  case 8: ssm_conv_v1_kernel<7><<<grid, 128, 0, be->stream>>>(a); break;
+  default: ssm_conv_v1_kernel<-1><<<grid, 128, 0, be->stream>>>(a); break;
+  }
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}
+
+/* --- gated_delta_rule ---------------------------------------------------------------- */
+
+enum { GDN_WARPS = 4, GDN_RPW = 8, GDN_ROWS = GDN_WARPS * GDN_RPW, GDN_MAX_D = 512 };
+
+struct gdn_args {
+  float *out;
+  int64_t o_ld;
+  const float *q, *k, *v, *a, *b;
+  int64_t q_ld, k_ld, v_ld, a_ld, b_ld;
+  const float *a_log, *dt;
+  float *state;
+  int64_t s_ld;
+  const int32_t *pos, *seq;
+  int64_t n;
+  int n_seqs, hk, r, tiled, d;
+  float eps;
+};
+
+__device__ __forceinline__ float gdn_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* NI key dims per lane (d <= 32 NI). GL: state rows in global memory, read and written
+ * once per token; else in registers for the whole call. */
+template <int NI, bool GL>
+__global__ void __launch_bounds__(GDN_WARPS * 32) gated_delta_rule_v1_kernel(gdn_args a) {
+  __shared__ float qs[GDN_MAX_D], ks[GDN_MAX_D];
+  const int h = blockIdx.x, s = blockIdx.y;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, d = a.d;
+  const int j0 = blockIdx.z * GDN_ROWS + warp * GDN_RPW; /* this warp's first state row */
+  const int kh = a.tiled ? h % a.hk : h / a.r;
+  const float a_log = a.a_log[h], dt = a.dt[h];
+  float *Sg = a.state + (int64_t)s * a.s_ld + (int64_t)h * d * d;
+  float S[GL ? 1 : GDN_RPW][NI];
+  bool live = false;
+  for (int64_t r = 0; r < a.n; ++r) {
+    const int sr = a.seq[r];
+    if (sr != s) {
+      if (s == 0 && (sr < 0 || sr >= a.n_seqs))
+        for (int jj = threadIdx.x; jj < GDN_ROWS; jj += blockDim.x)
+          if (blockIdx.z * GDN_ROWS + jj < d)
+            a.out[r * a.o_ld + (int64_t)h * d + blockIdx.z * GDN_ROWS + jj] = GDN_NAN;
+      continue;
+    }
+    const bool fresh = a.pos[r] == 0;
+    if (!GL && (fresh || !live)) {
+#pragma unroll
+      for (int t = 0; t < GDN_RPW; ++t)
+#pragma unroll
+        for (int u = 0; u < NI; ++u) {
+          const int j = j0 + t, i = lane + 32 * u;
+          S[GL ? 0 : t][u] = fresh || j >= d || i >= d ? 0.f : Sg[(int64_t)j * d + i];
+        }
+    }
+    live = true;
+    __syncthreads(); /* the previous token's q/k are no longer read */
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+      qs[i] = a.q[r * a.q_ld + (int64_t)kh * d + i];
+      ks[i] = a.k[r * a.k_ld + (int64_t)kh * d + i];
+    }
+    __syncthreads();
+    float qv[NI], kv[NI], sq = 0.f, sk = 0.f;
+#pragma unroll
+    for (int u = 0; u < NI; ++u) {
+      const int i = lane + 32 * u;
+      qv[u] = i < d ? qs[i] : 0.f;
+      kv[u] = i < d ? ks[i] : 0.f;
+      sq += qv[u] * qv[u];
+      sk += kv[u] * kv[u];
+    }
+    sq = memra_warp_sum(sq);
+    sk = memra_warp_sum(sk);
+    const float fq = (1.0f / sqrtf((float)d)) / sqrtf(sq + a.eps), fk = 1.0f / sqrtf(sk + a.eps);
+#pragma unroll
+    for (int u = 0; u < NI; ++u) {
+      qv[u] *= fq;
+      kv[u] *= fk;
+    }
+    const float beta = 1.0f / (1.0f + expf(-a.b[r * a.b_ld + h]));
+    const float decay = expf(a_log * gdn_softplus(a.a[r * a.a_ld + h] + dt));
+    const float *vr = a.v + r * a.v_ld + (int64_t)h * d;
+    float *orow = a.out + r * a.o_ld + (int64_t)h * d;
+#pragma unroll
+    for (int t = 0; t < GDN_RPW; ++t) {
+      const int j = j0 + t;
+      if (j >= d) break; /* uniform over the warp */
+      float g[NI], *Sr = GL ? g : S[GL ? 0 : t];
+      if (GL) {
+#pragma unroll
+        for (int u = 0; u < NI; ++u) {
+          const int i = lane + 32 * u;
+          g[u] = fresh || i >= d ? 0.f : Sg[(int64_t)j * d + i];
+        }
+      }
+      float p = 0.f;
+#pragma unroll
+      for (int u = 0; u < NI; ++u) {
+        Sr[u] *= decay;
+        p += Sr[u] * kv[u];
+      }
+      const float delta = beta * (vr[j] - memra_warp_sum(p));
+      float o = 0.f;
+#pragma unroll
+      for (int u = 0; u < NI; ++u) {
+        Sr[u] += kv[u] * delta;
+        o += Sr[u] * qv[u];
+      }
+      o = memra_warp_sum(o);
+      if (lane == 0) orow[j] = o;
+      if (GL) {
+#pragma unroll
+        for (int u = 0; u < NI; ++u) {
+          const int i = lane + 32 * u;
+          if (i < d) Sg[(int64_t)j * d + i] = g[u];
+        }
+      }
+    }
+  }
+  if (!GL && live) {
+#pragma unroll
+    for (int t = 0; t < GDN_RPW; ++t)
+#pragma unroll
+      for (int u = 0; u < NI; ++u) {
+        const int j = j0 + t, i = lane + 32 * u;
+        if (j < d && i < d) Sg[(int64_t)j * d + i] = S[GL ? 0 : t][u];
+      }
+  }
+}
+
+memra_status memra_cu_gated_delta_rule(memra_backend *be, const memra_tensor *out,
+                                       const memra_tensor *q, const memra_tensor *k,
+                                       const memra_tensor *v, const memra_tensor *a,
+                                       const memra_tensor *b, const memra_tensor *a_log,
+                                       const memra_tensor *dt_bias, const memra_tensor *state,
+                                       const memra_batch *batch, const memra_gdn_params *p) {
+  const char *op = "gated_delta_rule";
+  if (!p) return memra_cu_errf(be, MEMRA_E_INVALID, "%s: params are NULL", op);
+  if (p->n_k_head < 1 || p->n_v_head < 1 || p->n_v_head % p->n_k_head || p->head_dim < 1 ||
+      p->head_dim > GDN_MAX_D || (p->heads != MEMRA_GDN_GROUPED && p->heads != MEMRA_GDN_TILED) ||
+      !(p->eps >= 0))
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "%s: H_k %d, H_v %d, head_dim %d, heads %d (need H_v a multiple of H_k, "
+                         "head_dim 1..512, heads grouped or tiled)",
+                         op, p->n_k_head, p->n_v_head, p->head_dim, p->heads);
+  const int64_t d = p->head_dim, hv = p->n_v_head;
+  memra_status st;
+  if ((st = memra_cu_check_f(be, op, "q", q, MEMRA_TYPE_F32, p->n_k_head * d, -1))) return st;
+  const int64_t n = q->ne1;
+  const int32_t *pos = NULL, *seq = NULL, *bt = NULL;
+  int64_t bt_ld = 0;
+  if ((st = memra_cu_check_f(be, op, "k", k, MEMRA_TYPE_F32, p->n_k_head * d, n)) ||
+      (st = memra_cu_check_f(be, op, "v", v, MEMRA_TYPE_F32, hv * d, n)) ||
+      (st = memra_cu_check_f(be, op, "out", out, MEMRA_TYPE_F32, hv * d, n)) ||
+      (st = memra_cu_check_f(be, op, "a", a, MEMRA_TYPE_F32, hv, n)) ||
+      (st = memra_cu_check_f(be, op, "b", b, MEMRA_TYPE_F32, hv, n)) ||
+      (st = memra_cu_check_f(be, op, "a_log", a_log, MEMRA_TYPE_F32, hv, 1)) ||
+      (st = memra_cu_check_f(be, op, "dt_bias", dt_bias, MEMRA_TYPE_F32, hv, 1)) ||
+      (st = memra_cu_check_batch(be, batch, op, &pos, &seq, &bt, &bt_ld)) ||
+      (st = memra_cu_check_f(be, op, "state", state, MEMRA_TYPE_F32, hv * d * d, batch->n_seqs)))
+    return st;
+  if (batch->n_rows != n)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: batch of %d rows for q of %lld", op,
+                         batch->n_rows, (long long)n);
+  const memra_tensor *ins[] = {q, k, v, a, b, a_log, dt_bias, state};
+  for (const memra_tensor *t : ins)
+    if (memra_cu_overlap(out, t))
+      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: out overlaps an input", op);
+  if (hv > 0x7fffffff || batch->n_seqs > 65535)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: %lld value heads, %d sequences", op,
+                         (long long)hv, batch->n_seqs);
+  if (n == 0) return MEMRA_OK;
+  gdn_args g;
+  g.out = (float *)memra_cu_ptr(out);
+  g.o_ld = (int64_t)(out->nb1 / 4);
+  g.q = (const float *)memra_cu_ptr(q);
+  g.k = (const float *)memra_cu_ptr(k);
+  g.v = (const float *)memra_cu_ptr(v);
+  g.a = (const float *)memra_cu_ptr(a);
+  g.b = (const float *)memra_cu_ptr(b);
+  g.q_ld = (int64_t)(q->nb1 / 4);
+  g.k_ld = (int64_t)(k->nb1 / 4);
+  g.v_ld = (int64_t)(v->nb1 / 4);
+  g.a_ld = (int64_t)(a->nb1 / 4);
+  g.b_ld = (int64_t)(b->nb1 / 4);
+  g.a_log = (const float *)memra_cu_ptr(a_log);
+  g.dt = (const float *)memra_cu_ptr(dt_bias);
+  g.state = (float *)memra_cu_ptr(state);
+  g.s_ld = (int64_t)(state->nb1 / 4);
+  g.pos = pos;
+  g.seq = seq;
+  g.n = n;
+  g.n_seqs = batch->n_seqs;
+  g.hk = p->n_k_head;
+  g.r = p->n_v_head / p->n_k_head;
+  g.tiled = p->heads == MEMRA_GDN_TILED;
+  g.d = (int)d;
+  g.eps = p->eps;
+  const dim3 grid((unsigned)hv, (unsigned)batch->n_seqs, (unsigned)((d + GDN_ROWS - 1) / GDN_ROWS));
+  const int ni = (int)((d + 31) / 32);
+  switch (ni) {
+  case 1: gated_delta_rule_v1_kernel<1, false><<<grid, GDN_WARPS * 32, 0, be->stream>>>(g); break;
+  case 2: gated_delta_rule_v1_kernel<2, false><<<grid, GDN_WARPS * 32, 0, be->stream>>>(g); break;
+  case 3: gated_delta_rule_v1_kernel<3, false><<<grid, GDN_WARPS * 32, 0, be->stream>>>(g); break;
+  case 4: gated_delta_rule_v1_kernel<4, false><<<grid, GDN_WARPS * 32, 0, be->stream>>>(g); break;
+  default: gated_delta_rule_v1_kernel<16, true><<<grid, GDN_WARPS * 32, 0, be->stream>>>(g); break;
+  }
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}

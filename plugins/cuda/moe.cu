@@ -1,0 +1,434 @@
+/* moe.cu — mixture-of-experts ops: moe_route (softmax, top-k, renormalised weights),
+ * matmul_id (each token row times only its chosen experts' matrices, kept in their GGUF
+ * layout) and moe_combine (the weighted sum of a token's k expert rows).
+ * Oracle: plugins/cpu/moe.c.
+ *
+ * ver  idea
+ *  1   moe_route: one block per token; max and sum of exp by block reductions, then k
+ *      rounds of a fixed-order (logit desc, index asc) block argmax over the experts not
+ *      yet taken: the CPU's repeated selection, the same ids and tie order.
+ *      matmul_id: a GEMV per (token row, chosen expert), the expert read from ids on the
+ *      device (graph-safe). K-quants with aligned rows use the decode GEMV's v5 arithmetic
+ *      (matmul_kq.cuh: 8 weight rows per block share the lane's x registers); the other
+ *      types the v3 layout (one warp per output, coalesced 8-element slices from
+ *      dequant.cuh). Weights are read once per (row, expert): right for decode, where a
+ *      step has few rows; prefill re-reads an expert's matrix per row that chose it (a
+ *      gathered GEMM per expert is later work).
+ *      moe_combine: one thread per output element, the k products added in j order with
+ *      separate multiply and add roundings, as the CPU does: bit-exact.
+ * An id outside [0, n_expert) cannot be seen on the host without a sync: its output row is
+ * NaN (as get_rows does), so the fault shows downstream. */
+#include <math.h>
+
+#include "plugins/cuda/dequant.cuh"
+#include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/families.h"
+#include "plugins/cuda/matmul_kq.cuh"
+
+#define MOE_NAN __int_as_float(0x7fc00000)
+
+/* --- moe_route ----------------------------------------------------------------------- */
+
+enum { ROUTE_THREADS = 256, ROUTE_MAX_EXPERTS = 8192 };
+
+/* (v, i) better than (bv, bi): larger logit, then lower index; bi < 0 is "none yet". */
+__device__ __forceinline__ void route_take(float &bv, int &bi, float v, int i) {
+  if (i >= 0 && (bi < 0 || v > bv || (v == bv && i < bi))) {
+    bv = v;
+    bi = i;
+  }
+}
+
+__global__ void __launch_bounds__(ROUTE_THREADS)
+    moe_route_v1_kernel(int32_t *ids, int64_t ids_ld, float *wout, int64_t w_ld,
+                        const float *logits, int64_t l_ld, int ne, int k, int normalize) {
+  extern __shared__ unsigned char route_sh[];
+  float *l = (float *)route_sh;
+  unsigned char *taken = route_sh + 4 * (size_t)ne;
+  __shared__ float red[32];
+  __shared__ float bvs[32];
+  __shared__ int bis[32];
+  const int64_t r = blockIdx.x;
+  const float *lr = logits + r * l_ld;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  float mx = -INFINITY;
+  for (int e = threadIdx.x; e < ne; e += blockDim.x) {
+    l[e] = lr[e];
+    taken[e] = 0;
+    mx = fmaxf(mx, l[e]);
+  }
+  mx = memra_warp_max(mx);
+  if (lane == 0) red[warp] = mx;
+  __syncthreads();
+  mx = lane < nw ? red[lane] : -INFINITY;
+  mx = memra_warp_max(mx);
+  float s = 0.f;
+  for (int e = threadIdx.x; e < ne; e += blockDim.x)
+    s += expf(l[e] - mx);
+  const float sum = memra_block_sum(s, red);
+  int32_t *idr = ids + r * ids_ld;
+  float *wr = wout + r * w_ld;
+  float ksum = 0.f; /* thread 0 only */
+  for (int j = 0; j < k; ++j) {
+    float bv = -INFINITY;
+    int bi = -1;
+    for (int e = threadIdx.x; e < ne; e += blockDim.x)
+      if (!taken[e]) route_take(bv, bi, l[e], e);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      route_take(bv, bi, ov, oi);
+    }
+    __syncthreads(); /* bvs/bis of the previous round are read */
+    if (lane == 0) {
+      bvs[warp] = bv;
+      bis[warp] = bi;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < nw; ++w)
+        route_take(bv, bi, bvs[w], bis[w]);
+      taken[bi] = 1;
+      idr[j] = bi;
+      const float p = expf(l[bi] - mx) / sum;
+      wr[j] = p;
+      ksum += p;
+    }
+    __syncthreads(); /* taken[] is visible to the next round */
+  }
+  if (threadIdx.x == 0 && normalize) {
+    const float d = ksum > 6.1e-5f ? ksum : 6.1e-5f;
+    for (int j = 0; j < k; ++j)
+      wr[j] /= d;
+  }
+}
+
+memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
+                                const memra_tensor *weights, const memra_tensor *logits,
+                                int32_t normalize) {
+  memra_status st;
+  if ((st = memra_cu_check_f(be, "moe_route", "logits", logits, MEMRA_TYPE_F32, -1, -1)) ||
+      (st = memra_cu_check_f(be, "moe_route", "ids", ids, MEMRA_TYPE_I32, -1, -1)))
+    return st;
+  if (ids->ne1 != logits->ne1 || ids->ne0 > logits->ne0)
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "moe_route: ids [%lld, %lld] for logits [%lld, %lld] (need one row per "
+                         "token and k <= n_expert)",
+                         (long long)ids->ne1, (long long)ids->ne0, (long long)logits->ne1,
+                         (long long)logits->ne0);
+  if ((st = memra_cu_check_f(be, "moe_route", "weights", weights, MEMRA_TYPE_F32, ids->ne0,
+                             ids->ne1)))
+    return st;
+  if (logits->ne0 > ROUTE_MAX_EXPERTS)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "moe_route: %lld experts, at most %d",
+                         (long long)logits->ne0, ROUTE_MAX_EXPERTS);
+  if (memra_cu_overlap(ids, logits) || memra_cu_overlap(weights, logits) ||
+      memra_cu_overlap(ids, weights))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "moe_route: ids, weights and logits overlap");
+  const int64_t n = logits->ne1;
+  if (n == 0) return MEMRA_OK;
+  if (n > 0x7fffffff)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "moe_route: %lld rows", (long long)n);
+  const size_t shm = 5 * (size_t)logits->ne0;
+  moe_route_v1_kernel<<<(unsigned)n, ROUTE_THREADS, shm, be->stream>>>(
+      (int32_t *)memra_cu_ptr(ids), (int64_t)(ids->nb1 / 4), (float *)memra_cu_ptr(weights),
+      (int64_t)(weights->nb1 / 4), (const float *)memra_cu_ptr(logits), (int64_t)(logits->nb1 / 4),
+      (int)logits->ne0, (int)ids->ne0, normalize);
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}
+
+/* --- matmul_id ----------------------------------------------------------------------- */
+
+enum { MMID_WARPS = 4 };
+
+/* Where row rj = r k + j of y reads: the expert (or -1 when the id is out of range) and
+ * its x row. */
+struct mmid_args {
+  float *y;
+  int64_t y_ld;
+  const float *x;
+  int64_t x_ld;
+  int shared_x; /* x has one row per token */
+  const uint8_t *w;
+  uint64_t w_nb1;
+  const int32_t *ids;
+  int64_t ids_ld;
+  int k, n_expert;
+  int64_t N, K, rows; /* rows = n k */
+};
+
+__device__ __forceinline__ int mmid_expert(const mmid_args &a, int64_t rj) {
+  const int64_t r = rj / a.k, j = rj % a.k;
+  const int32_t e = a.ids[r * a.ids_ld + j];
+  return e < 0 || e >= a.n_expert ? -1 : e;
+}
+
+/* acc += w[0..8) . x[0..8) in element order. */
+template <bool VEC>
+__device__ __forceinline__ float mmid_fma8(float acc, const float *xp, const float w[8]) {
+  float xv[8];
+  if (VEC) {
+    const float4 a = __ldg((const float4 *)xp), b = __ldg((const float4 *)xp + 1);
+    xv[0] = a.x;
+    xv[1] = a.y;
+    xv[2] = a.z;
+    xv[3] = a.w;
+    xv[4] = b.x;
+    xv[5] = b.y;
+    xv[6] = b.z;
+    xv[7] = b.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      xv[i] = __ldg(xp + i);
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    acc = fmaf(w[i], xv[i], acc);
+  return acc;
+}
+
+/* Any supported type: one warp per output n of row rj (blockIdx.y strides over rows). */
+template <int T, bool VEC>
+__global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_v1_kernel(mmid_args a) {
+  const int lane = threadIdx.x & 31, part = lane & 3;
+  const int64_t n = (int64_t)blockIdx.x * MMID_WARPS + (threadIdx.x >> 5), ul = lane >> 2;
+  if (n >= a.N) return;
+  const bool kq = T == MEMRA_TYPE_Q4_K || T == MEMRA_TYPE_Q5_K || T == MEMRA_TYPE_Q6_K;
+  const int64_t units = kq ? a.K / 64 : a.K / 32;
+  for (int64_t rj = blockIdx.y; rj < a.rows; rj += gridDim.y) {
+    const int e = mmid_expert(a, rj);
+    if (e < 0) {
+      if (lane == 0) a.y[rj * a.y_ld + n] = MOE_NAN;
+      continue;
+    }
+    const uint8_t *wr = a.w + ((uint64_t)e * (uint64_t)a.N + (uint64_t)n) * a.w_nb1;
+    const float *xr = a.x + (a.shared_x ? rj / a.k : rj) * a.x_ld;
+    float acc = 0.f;
+    for (int64_t u0 = 0; u0 < units; u0 += 8) {
+      const int64_t u = u0 + ul;
+      if (u >= units) break;
+      if (kq) {
+        float wv[16];
+        int64_t e0, e1;
+        memra_deq16k<T, VEC>(wr, u, part, wv, &e0, &e1);
+        acc = mmid_fma8<VEC>(acc, xr + e0, wv);
+        acc = mmid_fma8<VEC>(acc, xr + e1, wv + 8);
+      } else {
+        float wv[8];
+        memra_deq8<T, VEC>(wr, u, part, wv);
+        acc = mmid_fma8<VEC>(acc, xr + 32 * u + 8 * part, wv);
+      }
+    }
+    if (T == MEMRA_TYPE_F32 || T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
+      for (int64_t i = units * 32 + lane; i < a.K; i += 32) { /* the K % 32 tail */
+        const float wk = T == MEMRA_TYPE_F32 ? ((const float *)wr)[i]
+                         : T == MEMRA_TYPE_F16
+                             ? __half2float(__ushort_as_half(((const uint16_t *)wr)[i]))
+                             : memra_bf2f(((const uint16_t *)wr)[i]);
+        acc = fmaf(wk, __ldg(xr + i), acc);
+      }
+    }
+    acc = memra_warp_sum(acc);
+    if (lane == 0) a.y[rj * a.y_ld + n] = acc;
+  }
+}
+
+/* Q4_K / Q5_K (16-byte aligned rows) and Q6_K: matmul v5's decode path (M = 1) with the
+ * expert's rows; MKQ_R outputs per block, the warps split K in 1024-element steps. */
+template <int T, bool VEC>
+__global__ void __launch_bounds__(MKQ_WARPS * 32) matmul_id_kq_v1_kernel(mmid_args a) {
+  constexpr int B = T == MEMRA_TYPE_Q4_K ? 4 : T == MEMRA_TYPE_Q5_K ? 5 : 6;
+  __shared__ float part[MKQ_WARPS][MKQ_R];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int sbl = lane >> 3, g = (lane >> 1) & 3, p = lane & 1;
+  const int64_t n0 = (int64_t)blockIdx.x * MKQ_R;
+  const int64_t nsb = a.K / 256, steps = (nsb + 3) / 4;
+  for (int64_t rj = blockIdx.y; rj < a.rows; rj += gridDim.y) {
+    const int e = mmid_expert(a, rj);
+    if (e < 0) {
+      if (threadIdx.x < MKQ_R && n0 + threadIdx.x < a.N)
+        a.y[rj * a.y_ld + n0 + threadIdx.x] = MOE_NAN;
+      continue;
+    }
+    const uint8_t *wr[MKQ_R];
+#pragma unroll
+    for (int r = 0; r < MKQ_R; ++r)
+      wr[r] = a.w +
+              ((uint64_t)e * (uint64_t)a.N + (uint64_t)(n0 + r < a.N ? n0 + r : a.N - 1)) * a.w_nb1;
+    const float *xr = a.x + (a.shared_x ? rj / a.k : rj) * a.x_ld;
+    float acc[MKQ_R];
+#pragma unroll
+    for (int r = 0; r < MKQ_R; ++r)
+      acc[r] = 0.f;
+    for (int64_t s = warp; s < steps; s += MKQ_WARPS) {
+      const int64_t sb = 4 * s + sbl;
+      if (sb >= nsb) continue;
+      const int64_t e0 = 256 * sb + (B == 6 ? 128 * (g >> 1) + 32 * (g & 1) : 64 * g) + 16 * p;
+      constexpr int eh = B == 6 ? 64 : 32;
+      uint4 hd[MKQ_R], q[MKQ_R], qh[MKQ_R];
+#pragma unroll
+      for (int r = 0; r < MKQ_R; ++r)
+        mkq_load_raw<T>(wr[r], sb, g, p, &hd[r], &q[r], &qh[r]);
+      float xl[16], xh[16];
+      const float Xl = mkq_load_x16<VEC>(xr + e0, xl), Xh = mkq_load_x16<VEC>(xr + e0 + eh, xh);
+#pragma unroll
+      for (int r = 0; r < MKQ_R; ++r)
+        acc[r] = B == 6 ? mkq_row_step6(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh)
+                        : mkq_row_step<B>(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh);
+    }
+    __syncthreads(); /* part[] of the previous row is read */
+#pragma unroll
+    for (int r = 0; r < MKQ_R; ++r) {
+      const float v = memra_warp_sum(acc[r]);
+      if (lane == 0) part[warp][r] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < MKQ_R && n0 + threadIdx.x < a.N) {
+      float v = part[0][threadIdx.x];
+#pragma unroll
+      for (int w = 1; w < MKQ_WARPS; ++w)
+        v = __fadd_rn(v, part[w][threadIdx.x]);
+      a.y[rj * a.y_ld + n0 + threadIdx.x] = v;
+    }
+  }
+}
+
+memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                const memra_tensor *w, const memra_tensor *ids, int32_t n_expert) {
+  memra_status st;
+  if ((st = memra_cu_check_tensor(be, w, "matmul_id: w", -1)) ||
+      (st = memra_cu_check_f(be, "matmul_id", "ids", ids, MEMRA_TYPE_I32, -1, -1)))
+    return st;
+  if (!memra_cu_type_supported(w->type))
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul_id: no CUDA kernel for %s weights",
+                         memra_type_info(w->type).name);
+  if (n_expert < 1 || w->ne1 % n_expert != 0)
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "matmul_id: %lld weight rows do not split into %d experts",
+                         (long long)w->ne1, n_expert);
+  const int64_t n = ids->ne1, k = ids->ne0, N = w->ne1 / n_expert, K = w->ne0;
+  if ((st = memra_cu_check_f(be, "matmul_id", "x", x, MEMRA_TYPE_F32, -1, -1))) return st;
+  if (x->ne0 != K || (x->ne1 != n && x->ne1 != n * k))
+    return memra_cu_errf(
+        be, MEMRA_E_INVALID, "matmul_id: x [%lld, %lld], expected [%lld or %lld, %lld]",
+        (long long)x->ne1, (long long)x->ne0, (long long)n, (long long)(n * k), (long long)K);
+  if ((st = memra_cu_check_f(be, "matmul_id", "y", y, MEMRA_TYPE_F32, N, n * k))) return st;
+  if (memra_cu_overlap(y, x) || memra_cu_overlap(y, w) || memra_cu_overlap(y, ids))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "matmul_id: y overlaps an input");
+  const uint8_t *wp = (const uint8_t *)memra_cu_ptr(w);
+  const uint64_t walign = memra_cu_align_of(wp, w->nb1 * (w->ne1 > 1));
+  if (walign < memra_cu_type_align(w->type))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "matmul_id: %s weights must be %llu-byte aligned",
+                         memra_type_info(w->type).name,
+                         (unsigned long long)memra_cu_type_align(w->type));
+  const int64_t rows = n * k;
+  if (rows == 0) return MEMRA_OK;
+  const float *xp = (const float *)memra_cu_ptr(x);
+  mmid_args a;
+  a.y = (float *)memra_cu_ptr(y);
+  a.y_ld = (int64_t)(y->nb1 / 4);
+  a.x = xp;
+  a.x_ld = (int64_t)(x->nb1 / 4);
+  a.shared_x = k == 1 || x->ne1 == n; /* k == 1: either reading is the same row */
+  a.w = wp;
+  a.w_nb1 = w->nb1;
+  a.ids = (const int32_t *)memra_cu_ptr(ids);
+  a.ids_ld = (int64_t)(ids->nb1 / 4);
+  a.k = (int)k;
+  a.n_expert = n_expert;
+  a.N = N;
+  a.K = K;
+  a.rows = rows;
+  if (k > 0x7fffffff)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul_id: k = %lld", (long long)k);
+  const unsigned gy = (unsigned)(rows < 65535 ? rows : 65535);
+  const bool xv = memra_cu_align_of(xp, x->nb1 * (x->ne1 > 1)) >= 16;
+  const bool kq16 = (w->type == MEMRA_TYPE_Q4_K || w->type == MEMRA_TYPE_Q5_K) && walign >= 16;
+  if (kq16 || w->type == MEMRA_TYPE_Q6_K) {
+    const dim3 grid((unsigned)((N + MKQ_R - 1) / MKQ_R), gy);
+#define KQ_CASE(TY)                                                                                \
+  case TY:                                                                                         \
+    if (xv)                                                                                        \
+      matmul_id_kq_v1_kernel<TY, true><<<grid, MKQ_WARPS * 32, 0, be->stream>>>(a);                \
+    else                                                                                           \
+      matmul_id_kq_v1_kernel<TY, false><<<grid, MKQ_WARPS * 32, 0, be->stream>>>(a);               \
+    break;
+    switch (w->type) {
+      KQ_CASE(MEMRA_TYPE_Q4_K)
+      KQ_CASE(MEMRA_TYPE_Q5_K)
+      KQ_CASE(MEMRA_TYPE_Q6_K)
+    default: break;
+    }
+#undef KQ_CASE
+    MEMRA_CU_LAUNCHED();
+    return MEMRA_OK;
+  }
+  const bool vec = K % 32 == 0 && xv && walign >= 16;
+  const dim3 grid((unsigned)((N + MMID_WARPS - 1) / MMID_WARPS), gy);
+#define ID_CASE(TY)                                                                                \
+  case TY:                                                                                         \
+    if (vec)                                                                                       \
+      matmul_id_v1_kernel<TY, true><<<grid, MMID_WARPS * 32, 0, be->stream>>>(a);                  \
+    else                                                                                           \
+      matmul_id_v1_kernel<TY, false><<<grid, MMID_WARPS * 32, 0, be->stream>>>(a);                 \
+    break;
+  switch (w->type) {
+    ID_CASE(MEMRA_TYPE_F32)
+    ID_CASE(MEMRA_TYPE_F16)
+    ID_CASE(MEMRA_TYPE_BF16)
+    ID_CASE(MEMRA_TYPE_Q8_0)
+    ID_CASE(MEMRA_TYPE_Q4_0)
+    ID_CASE(MEMRA_TYPE_Q4_1)
+    ID_CASE(MEMRA_TYPE_Q5_0)
+    ID_CASE(MEMRA_TYPE_Q5_1)
+    ID_CASE(MEMRA_TYPE_Q4_K)
+    ID_CASE(MEMRA_TYPE_Q5_K)
+    ID_CASE(MEMRA_TYPE_Q6_K)
+  default: break;
+  }
+#undef ID_CASE
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}
+
+/* --- moe_combine ----------------------------------------------------------------------- */
+
+__global__ void moe_combine_v1_kernel(float *y, int64_t y_ld, const float *x, int64_t x_ld,
+                                      const float *w, int64_t w_ld, int64_t k, int64_t E,
+                                      int64_t total) {
+  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = t / E, i = t % E;
+    const float *wr = w + r * w_ld;
+    float s = 0.f;
+    for (int64_t j = 0; j < k; ++j)
+      s = __fadd_rn(s, __fmul_rn(wr[j], x[(r * k + j) * x_ld + i]));
+    y[r * y_ld + i] = s;
+  }
+}
+
+memra_status memra_cu_moe_combine(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                  const memra_tensor *weights) {
+  memra_status st;
+  if ((st = memra_cu_check_f(be, "moe_combine", "weights", weights, MEMRA_TYPE_F32, -1, -1)))
+    return st;
+  const int64_t n = weights->ne1, k = weights->ne0;
+  if ((st = memra_cu_check_f(be, "moe_combine", "x", x, MEMRA_TYPE_F32, -1, n * k)) ||
+      (st = memra_cu_check_f(be, "moe_combine", "y", y, MEMRA_TYPE_F32, x->ne0, n)))
+    return st;
+  if (memra_cu_overlap(y, x) || memra_cu_overlap(y, weights))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "moe_combine: y overlaps an input");
+  const int64_t total = n * x->ne0;
+  if (total == 0) return MEMRA_OK;
+  int64_t g = (total + 255) / 256;
+  if (g > 65536) g = 65536;
+  moe_combine_v1_kernel<<<(unsigned)g, 256, 0, be->stream>>>(
+      (float *)memra_cu_ptr(y), (int64_t)(y->nb1 / 4), (const float *)memra_cu_ptr(x),
+      (int64_t)(x->nb1 / 4), (const float *)memra_cu_ptr(weights), (int64_t)(weights->nb1 / 4), k,
+      x->ne0, total);
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}

@@ -1,0 +1,821 @@
+/* opcheck_families.c — the mixture-of-experts and Gated DeltaNet ops (ABI minor 1) of a
+ * plugin under test against a reference plugin (the CPU oracle), and the tiny family
+ * fixtures end to end on one plugin.
+ *
+ *   opcheck_families [--quick] [--seed N] REF.so TEST.so
+ *   opcheck_families --e2e PLUGIN.so FIXTURE_DIR
+ *
+ * Ops: both plugins get identical seeded random bytes with odd sizes; outputs start
+ * poisoned (NaN, -1) and carry guard bytes checked afterwards. Recurrent ops run a
+ * schedule of steps over three sequences of different lengths, rows of sequences
+ * interleaved, one sequence restarting at position 0 over a used state, one resuming
+ * from a (random) state it never wrote, and an empty step; outputs of every step and the
+ * final states are compared. Each case prints its max error (max |a - b| over max |a|),
+ * its tolerance and PASS/FAIL; ids and error statuses must agree exactly.
+ * E2E: each committed fixture model (tests/families/fixtures) is run on the plugin with
+ * an F32 KV cache, prefill in odd chunks and token-by-token decode each against HF
+ * transformers' float32 logits (issue 8 bound: 1e-3 relative L2 per position).
+ * Exit status: 0 all PASS, 1 a failure, 2 usage, 3 a fatal plugin error. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/gguf/gguf.h"
+#include "core/models/context.h"
+#include "core/plugin/loader.h"
+#include "plugins/quant/quant.h"
+#include "tools/device/plugpair.h"
+
+enum { GUARD = 256 };
+
+static memra_plug P[2]; /* 0: reference, 1: under test */
+static int g_quick;
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+
+/* --- random data ------------------------------------------------------------------- */
+
+static uint64_t rnd(void) { /* xorshift64* */
+  g_rng ^= g_rng >> 12;
+  g_rng ^= g_rng << 25;
+  g_rng ^= g_rng >> 27;
+  return g_rng * 2685821657736338717ull;
+}
+static float frand(float lo, float hi) {
+  return lo + (hi - lo) * (float)((rnd() >> 40) * (1.0 / 16777216.0));
+}
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    fprintf(stderr, "out of host memory (%zu bytes)\n", n);
+    exit(3);
+  }
+  return p;
+}
+static float *fvec(int64_t n, float lo, float hi) {
+  float *v = xmalloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = frand(lo, hi);
+  return v;
+}
+
+/* Random weight rows: random bytes with the f16 scale fields set to sane positive values
+ * (random bytes there would be NaN/Inf/huge); any such block is a valid block. */
+static void *rand_rows(int32_t type, int64_t ne0, int64_t rows, uint64_t *nbytes) {
+  const uint64_t rb = memra_type_row_bytes(type, ne0);
+  uint8_t *p = xmalloc(rb * (uint64_t)rows);
+  *nbytes = rb * (uint64_t)rows;
+  if (type == MEMRA_TYPE_F32 || type == MEMRA_TYPE_F16) {
+    for (int64_t i = 0; i < ne0 * rows; ++i)
+      if (type == MEMRA_TYPE_F32)
+        ((float *)p)[i] = frand(-1, 1);
+      else
+        ((uint16_t *)p)[i] = memra_f32_to_fp16(frand(-1, 1));
+    return p;
+  }
+  for (uint64_t i = 0; i < *nbytes; ++i)
+    p[i] = (uint8_t)(rnd() >> 56);
+  int offs[2] = {-1, -1};
+  switch (type) {
+  case MEMRA_TYPE_Q4_0:
+  case MEMRA_TYPE_Q8_0: offs[0] = 0; break;
+  case MEMRA_TYPE_Q4_K:
+  case MEMRA_TYPE_Q5_K:
+    offs[0] = 0;
+    offs[1] = 2;
+    break;
+  case MEMRA_TYPE_Q6_K: offs[0] = 208; break;
+  default: break;
+  }
+  const int32_t bs = memra_type_info(type).size;
+  for (uint64_t b = 0; b < *nbytes / (uint64_t)bs; ++b)
+    for (int k = 0; k < 2; ++k)
+      if (offs[k] >= 0) {
+        uint16_t h = memra_f32_to_fp16(frand(0.001f, 0.02f));
+        memcpy(p + b * (uint64_t)bs + offs[k], &h, 2);
+      }
+  return p;
+}
+
+/* --- device buffers holding the same bytes on both plugins --------------------------- */
+
+typedef struct dbuf {
+  memra_buf *b[2];
+  uint64_t size; /* payload; GUARD bytes of 0xA5 follow */
+} dbuf;
+
+/* init NULL: poisoned with 0xFF (NaN floats, -1 ints). */
+static dbuf dnew(uint64_t size, const void *init) {
+  dbuf d = {{NULL, NULL}, size};
+  uint8_t *tmp = xmalloc(size + GUARD);
+  if (init)
+    memcpy(tmp, init, size);
+  else
+    memset(tmp, 0xFF, size);
+  memset(tmp + size, 0xA5, GUARD);
+  for (int i = 0; i < 2; ++i) {
+    memra_plug_must(&P[i], P[i].vt->buf_alloc(P[i].be, size + GUARD, &d.b[i]), "buf_alloc");
+    memra_plug_must(&P[i], P[i].vt->buf_upload(P[i].be, d.b[i], 0, tmp, size + GUARD), "upload");
+  }
+  free(tmp);
+  return d;
+}
+static void dfree(dbuf *d) {
+  for (int i = 0; i < 2; ++i)
+    P[i].vt->buf_free(P[i].be, d->b[i]);
+}
+static void *dget(const dbuf *d, int i) {
+  void *p = xmalloc(d->size);
+  memra_plug_must(&P[i], P[i].vt->buf_download(P[i].be, d->b[i], 0, p, d->size), "download");
+  return p;
+}
+static int dguard_ok(const dbuf *d) {
+  uint8_t g[GUARD];
+  for (int i = 0; i < 2; ++i) {
+    memra_plug_must(&P[i], P[i].vt->buf_download(P[i].be, d->b[i], d->size, g, GUARD), "download");
+    for (int k = 0; k < GUARD; ++k)
+      if (g[k] != 0xA5) return 0;
+  }
+  return 1;
+}
+/* A view of d on plugin i: ne1 rows of ne0, rows nb1 bytes apart (0: packed), from byte off. */
+static memra_tensor V(const dbuf *d, int i, int32_t type, int64_t ne0, int64_t ne1, uint64_t nb1,
+                      uint64_t off) {
+  memra_tensor t;
+  memset(&t, 0, sizeof t);
+  t.buf = d->b[i];
+  t.type = type;
+  t.ne0 = ne0;
+  t.ne1 = ne1;
+  t.nb1 = nb1 ? nb1 : memra_type_row_bytes(type, ne0);
+  t.offset = off;
+  return t;
+}
+
+/* --- results ------------------------------------------------------------------------ */
+
+typedef struct result {
+  char op[20], what[80];
+  double err, tol;
+  int pass;
+  char note[80];
+} result;
+static result g_res[256];
+static int g_nres, g_nfail;
+
+static void record(const char *op, const char *what, double err, double tol, int pass,
+                   const char *note) {
+  if (g_nres < (int)(sizeof g_res / sizeof g_res[0])) {
+    result *r = &g_res[g_nres++];
+    snprintf(r->op, sizeof r->op, "%s", op);
+    snprintf(r->what, sizeof r->what, "%s", what);
+    r->err = err;
+    r->tol = tol;
+    r->pass = pass;
+    snprintf(r->note, sizeof r->note, "%s", note ? note : "");
+  }
+  if (!pass) ++g_nfail;
+  fprintf(stderr, "%-4s %-16s %-60s err %.3e tol %.1e %s\n", pass ? "ok" : "FAIL", op, what, err,
+          tol, note ? note : "");
+}
+
+/* Max error of the test plugin's floats [off, off + n) of d against the reference's,
+ * relative to the reference's largest magnitude there; NaN must meet NaN. The error is
+ * folded into *worst (for a multi-step case) and recorded when what is non-NULL. */
+static double cmp_f32(const char *op, const char *what, const dbuf *d, uint64_t off, int64_t n,
+                      double tol, double *worst) {
+  float *a = dget(d, 0), *b = dget(d, 1);
+  const float *x = (const float *)((const char *)a + off),
+              *y = (const float *)((const char *)b + off);
+  int64_t bad = -1;
+  double mx = 0, ma = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int fa = isfinite(x[i]), fb = isfinite(y[i]);
+    if (fa != fb || (!fa && !(isnan(x[i]) && isnan(y[i])) && x[i] != y[i])) {
+      if (bad < 0) bad = i;
+      continue;
+    }
+    if (!fa) continue;
+    const double e = fabs((double)x[i] - y[i]);
+    mx = e > mx ? e : mx;
+    ma = fabs(x[i]) > ma ? fabs(x[i]) : ma;
+  }
+  double err = ma > 0 ? mx / ma : mx;
+  if (bad >= 0) err = INFINITY;
+  if (worst && err > *worst) *worst = err;
+  if (what) {
+    char note[80] = "";
+    const int guard = dguard_ok(d);
+    if (bad >= 0)
+      snprintf(note, sizeof note, "nonfinite mismatch at %" PRId64 " (%g vs %g)", bad, x[bad],
+               y[bad]);
+    else if (!guard)
+      snprintf(note, sizeof note, "guard bytes overwritten");
+    record(op, what, worst ? *worst : err, tol, (worst ? *worst : err) <= tol && guard, note);
+  }
+  free(a);
+  free(b);
+  return err;
+}
+
+static int must_ok(int i, memra_status st, const char *what) {
+  if (st == MEMRA_OK) return 1;
+  char note[80];
+  snprintf(note, sizeof note, "%s: status %d: %.50s", P[i].vt->name, (int)st,
+           P[i].vt->last_error(P[i].be));
+  record(what, "call failed", INFINITY, 0, 0, note);
+  return 0;
+}
+
+/* Both plugins must refuse a hostile call, with the same status. */
+static void expect_refusal(const char *op, const char *what, memra_status s0, memra_status s1,
+                           int i_msg) {
+  char note[80];
+  snprintf(note, sizeof note, "%d/%d: %.60s", (int)s0, (int)s1,
+           P[i_msg].vt->last_error(P[i_msg].be));
+  record(op, what, s0 == s1 ? 0 : 1, 0, s0 != MEMRA_OK && s0 == s1, note);
+}
+
+/* --- moe_route -------------------------------------------------------------------------- */
+
+static void check_route(int64_t n, int64_t ne, int64_t k, int normalize, int ties) {
+  float *l = fvec(n * ne, -4, 4);
+  if (ties) /* few distinct logits: the tie order (lowest index first) decides */
+    for (int64_t i = 0; i < n * ne; ++i)
+      l[i] = (float)(int)(l[i]) * 0.5f;
+  dbuf dl = dnew((uint64_t)(n * ne) * 4, l), di = dnew((uint64_t)(n * k) * 4, NULL),
+       dw = dnew((uint64_t)(n * k) * 4, NULL);
+  int ok = 1;
+  for (int i = 0; i < 2; ++i) {
+    memra_tensor ids = V(&di, i, MEMRA_TYPE_I32, k, n, 0, 0),
+                 w = V(&dw, i, MEMRA_TYPE_F32, k, n, 0, 0),
+                 lg = V(&dl, i, MEMRA_TYPE_F32, ne, n, 0, 0);
+    ok &= must_ok(i, P[i].vt->moe_route(P[i].be, &ids, &w, &lg, normalize), "moe_route");
+  }
+  char what[80];
+  snprintf(what, sizeof what, "n %" PRId64 " experts %" PRId64 " k %" PRId64 "%s%s", n, ne, k,
+           normalize ? " norm" : "", ties ? " ties" : "");
+  if (ok && n > 0) {
+    int32_t *a = dget(&di, 0), *b = dget(&di, 1);
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n * k && bad < 0; ++i)
+      if (a[i] != b[i]) bad = i;
+    char note[80] = "";
+    if (bad >= 0) snprintf(note, sizeof note, "ids[%" PRId64 "]: %d vs %d", bad, a[bad], b[bad]);
+    record("moe_route ids", what, bad >= 0, 0, bad < 0 && dguard_ok(&di), note);
+    free(a);
+    free(b);
+    cmp_f32("moe_route w", what, &dw, 0, n * k, 1e-6, NULL);
+  } else if (ok) {
+    record("moe_route", what, 0, 0, dguard_ok(&di) && dguard_ok(&dw), "n_rows 0");
+  }
+  dfree(&dl);
+  dfree(&di);
+  dfree(&dw);
+  free(l);
+}
+
+/* --- matmul_id ---------------------------------------------------------------------- */
+
+static const char *tname(int32_t t) { return memra_type_info(t).name; }
+
+/* Experts of N rows, K columns; n tokens choosing k experts each. shared: x has n rows.
+ * bad_id: one id out of range (the test plugin must give that row NaN, the oracle refuses). */
+static void check_matmul_id(int32_t type, int64_t n_expert, int64_t N, int64_t K, int64_t n,
+                            int64_t k, int shared, int bad_id) {
+  uint64_t wbytes;
+  void *w = rand_rows(type, K, n_expert * N, &wbytes);
+  const int64_t xr = shared ? n : n * k;
+  float *x = fvec(xr * K, -1, 1);
+  int32_t *ids = xmalloc((size_t)(n * k) * 4 + 4);
+  for (int64_t r = 0; r < n; ++r) /* distinct experts per token, as the router gives */
+    for (int64_t j = 0; j < k; ++j) {
+      int32_t e;
+      int again;
+      do {
+        e = (int32_t)(rnd() % (uint64_t)n_expert);
+        again = 0;
+        for (int64_t i = 0; i < j; ++i)
+          again |= ids[r * k + i] == e;
+      } while (again);
+      ids[r * k + j] = e;
+    }
+  if (bad_id) ids[(n / 2) * k + k - 1] = (int32_t)n_expert;
+  dbuf dw = dnew(wbytes, w), dx = dnew((uint64_t)(xr * K) * 4, x),
+       di = dnew((uint64_t)(n * k) * 4, ids), dy = dnew((uint64_t)(n * k * N) * 4, NULL);
+  memra_status st[2];
+  for (int i = 0; i < 2; ++i) {
+    memra_tensor tw = V(&dw, i, type, K, n_expert * N, 0, 0),
+                 tx = V(&dx, i, MEMRA_TYPE_F32, K, xr, 0, 0),
+                 ti = V(&di, i, MEMRA_TYPE_I32, k, n, 0, 0),
+                 ty = V(&dy, i, MEMRA_TYPE_F32, N, n * k, 0, 0);
+    st[i] = P[i].vt->matmul_id(P[i].be, &ty, &tx, &tw, &ti, (int32_t)n_expert);
+  }
+  char what[80];
+  snprintf(what, sizeof what,
+           "%s E %" PRId64 " N %" PRId64 " K %" PRId64 " n %" PRId64 " k %" PRId64 "%s%s",
+           tname(type), n_expert, N, K, n, k, shared ? " shared-x" : "", bad_id ? " bad id" : "");
+  if (bad_id) { /* oracle refuses; test: NaN on the bad row exactly, the rest agree */
+    float *b = dget(&dy, 1);
+    const int64_t bad_row = (n / 2) * k + k - 1;
+    int nan_ok = 1;
+    for (int64_t rj = 0; rj < n * k; ++rj)
+      for (int64_t c = 0; c < N; ++c)
+        nan_ok &= (rj == bad_row) == (isnan(b[rj * N + c]) != 0);
+    record("matmul_id", what, nan_ok ? 0 : 1, 0,
+           st[0] == MEMRA_E_INVALID && st[1] == MEMRA_OK && nan_ok,
+           "oracle refuses, device row NaN");
+    free(b);
+  } else if (must_ok(0, st[0], "matmul_id") && must_ok(1, st[1], "matmul_id")) {
+    cmp_f32("matmul_id", what, &dy, 0, n * k * N, 1e-5, NULL);
+  }
+  dfree(&dw);
+  dfree(&dx);
+  dfree(&di);
+  dfree(&dy);
+  free(w);
+  free(x);
+  free(ids);
+}
+
+/* --- moe_combine, sigmoid_gate -------------------------------------------------------- */
+
+static void check_combine(int64_t n, int64_t k, int64_t E) {
+  float *x = fvec(n * k * E, -2, 2), *w = fvec(n * k, 0, 1);
+  dbuf dx = dnew((uint64_t)(n * k * E) * 4, x), dw = dnew((uint64_t)(n * k) * 4, w),
+       dy = dnew((uint64_t)(n * E) * 4 + 4, NULL);
+  int ok = 1;
+  for (int i = 0; i < 2; ++i) {
+    memra_tensor tx = V(&dx, i, MEMRA_TYPE_F32, E, n * k, 0, 0),
+                 tw = V(&dw, i, MEMRA_TYPE_F32, k, n, 0, 0),
+                 ty = V(&dy, i, MEMRA_TYPE_F32, E, n, 0, 0);
+    ok &= must_ok(i, P[i].vt->moe_combine(P[i].be, &ty, &tx, &tw), "moe_combine");
+  }
+  char what[80];
+  snprintf(what, sizeof what, "n %" PRId64 " k %" PRId64 " E %" PRId64, n, k, E);
+  if (ok) cmp_f32("moe_combine", what, &dy, 0, n * E, 1e-6, NULL);
+  dfree(&dx);
+  dfree(&dw);
+  dfree(&dy);
+  free(x);
+  free(w);
+}
+
+/* bcast: g [n, 1]. strided: x and g are per-head views of wider rows, y aliases x (the
+ * attention output gate of qwen3next). */
+static void check_sigmoid_gate(int64_t n, int64_t ne0, int bcast, int strided) {
+  const int64_t xw = strided ? ne0 + 3 : ne0, gw = strided ? 2 * ne0 + 1 : (bcast ? 1 : ne0);
+  float *x = fvec(n * xw, -3, 3), *g = fvec(n * gw, -6, 6);
+  dbuf dx = dnew((uint64_t)(n * xw) * 4, x), dg = dnew((uint64_t)(n * gw) * 4, g),
+       dy = dnew((uint64_t)(n * ne0) * 4, NULL);
+  int ok = 1;
+  for (int i = 0; i < 2; ++i) {
+    memra_tensor tx = V(&dx, i, MEMRA_TYPE_F32, ne0, n, 4 * (uint64_t)xw, 0),
+                 tg = V(&dg, i, MEMRA_TYPE_F32, bcast ? 1 : ne0, n, 4 * (uint64_t)gw,
+                        strided ? 4 * (uint64_t)(ne0 + 1) : 0),
+                 ty = strided ? tx : V(&dy, i, MEMRA_TYPE_F32, ne0, n, 0, 0);
+    ok &= must_ok(i, P[i].vt->sigmoid_gate(P[i].be, &ty, &tx, &tg), "sigmoid_gate");
+  }
+  char what[80];
+  snprintf(what, sizeof what, "n %" PRId64 " ne0 %" PRId64 "%s%s", n, ne0, bcast ? " g [n,1]" : "",
+           strided ? " strided, in place" : "");
+  if (ok) {
+    if (strided)
+      cmp_f32("sigmoid_gate", what, &dx, 0, n * xw, 1e-6, NULL);
+    else
+      cmp_f32("sigmoid_gate", what, &dy, 0, n * ne0, 1e-6, NULL);
+  }
+  dfree(&dx);
+  dfree(&dg);
+  dfree(&dy);
+  free(x);
+  free(g);
+}
+
+/* --- batches of the recurrent ops -------------------------------------------------------- */
+
+enum { NSEQ = 3, MAX_ROWS = 16 };
+typedef struct step {
+  int n;
+  int32_t seq[MAX_ROWS], pos[MAX_ROWS];
+} step;
+
+/* Interleaved prefill of sequences 0 (7 rows) and 2 (4); a decode step where sequence 1
+ * resumes at position 5 from a state it never wrote; sequence 0 restarting at 0 beside
+ * the others; an empty step. */
+static const step STEPS[] = {
+    {11, {0, 2, 0, 2, 0, 2, 0, 2, 0, 0, 0}, {0, 0, 1, 1, 2, 2, 3, 3, 4, 5, 6}},
+    {3, {1, 0, 2}, {5, 7, 4}},
+    {4, {0, 0, 2, 1}, {0, 1, 5, 6}},
+    {0, {0}, {0}},
+};
+enum { NSTEPS = sizeof STEPS / sizeof STEPS[0] };
+
+typedef struct dbatch {
+  dbuf pos, seq, bt;
+} dbatch;
+
+static dbatch batch_new(const step *s) {
+  int32_t bt[NSEQ * 4];
+  for (int i = 0; i < NSEQ * 4; ++i)
+    bt[i] = i;
+  dbatch b = {dnew(4 * MAX_ROWS, s->pos), dnew(4 * MAX_ROWS, s->seq), dnew(sizeof bt, bt)};
+  return b;
+}
+static memra_batch batch_view(const dbatch *b, int i, const step *s) {
+  memra_batch m;
+  memset(&m, 0, sizeof m);
+  m.n_rows = s->n;
+  m.n_seqs = NSEQ;
+  m.block_size = 64;
+  m.max_blocks = 4;
+  m.kv_bucket = 256;
+  m.pos = V(&b->pos, i, MEMRA_TYPE_I32, s->n > 0 ? s->n : 1, 1, 0, 0);
+  m.seq = V(&b->seq, i, MEMRA_TYPE_I32, s->n > 0 ? s->n : 1, 1, 0, 0);
+  m.block_table = V(&b->bt, i, MEMRA_TYPE_I32, 4, NSEQ, 0, 0);
+  return m;
+}
+static void batch_free(dbatch *b) {
+  dfree(&b->pos);
+  dfree(&b->seq);
+  dfree(&b->bt);
+}
+
+/* --- ssm_conv ------------------------------------------------------------------------ */
+
+static void check_ssm_conv(int64_t C, int64_t K) {
+  const int64_t xw = C + 5; /* x is a view of wider rows */
+  float *w = fvec(C * K, -1, 1), *st = fvec(NSEQ * (K - 1) * C, -1, 1);
+  dbuf dw = dnew((uint64_t)(C * K) * 4, w), ds = dnew((uint64_t)(NSEQ * (K - 1) * C) * 4, st);
+  double worst = 0;
+  int ok = 1;
+  for (int t = 0; t < NSTEPS && ok; ++t) {
+    const step *s = &STEPS[t];
+    float *x = fvec(MAX_ROWS * xw, -2, 2);
+    dbuf dx = dnew((uint64_t)(MAX_ROWS * xw) * 4, x), dy = dnew((uint64_t)(MAX_ROWS * C) * 4, NULL);
+    dbatch b = batch_new(s);
+    for (int i = 0; i < 2; ++i) {
+      memra_tensor tx = V(&dx, i, MEMRA_TYPE_F32, C, s->n, 4 * (uint64_t)xw, 8),
+                   ty = V(&dy, i, MEMRA_TYPE_F32, C, s->n, 0, 0),
+                   tw = V(&dw, i, MEMRA_TYPE_F32, K, C, 0, 0),
+                   ts = V(&ds, i, MEMRA_TYPE_F32, (K - 1) * C, NSEQ, 0, 0);
+      memra_batch mb = batch_view(&b, i, s);
+      ok &= must_ok(i, P[i].vt->ssm_conv(P[i].be, &ty, &tx, &tw, &ts, &mb), "ssm_conv");
+    }
+    if (ok && s->n > 0) cmp_f32("ssm_conv", NULL, &dy, 0, s->n * C, 0, &worst);
+    if (ok && !dguard_ok(&dy)) worst = INFINITY;
+    batch_free(&b);
+    dfree(&dx);
+    dfree(&dy);
+    free(x);
+  }
+  char what[80];
+  snprintf(what, sizeof what, "C %" PRId64 " K %" PRId64 ": y of %d steps", C, K, NSTEPS);
+  if (ok) {
+    record("ssm_conv", what, worst, 1e-5, worst <= 1e-5, "");
+    snprintf(what, sizeof what, "C %" PRId64 " K %" PRId64 ": final states", C, K);
+    cmp_f32("ssm_conv state", what, &ds, 0, NSEQ * (K - 1) * C, 1e-6, NULL);
+  }
+  dfree(&dw);
+  dfree(&ds);
+  free(w);
+  free(st);
+}
+
+/* --- gated_delta_rule ------------------------------------------------------------------ */
+
+static void check_gdn(int hk, int hv, int d, int heads) {
+  const int64_t KD = (int64_t)hk * d, VD = (int64_t)hv * d, uw = 2 * KD + VD + 3, abw = 2 * hv + 1;
+  const int64_t sn = (int64_t)hv * d * d;
+  float *alog = fvec(hv, -1.5f, 0.5f), *dt = fvec(hv, -1, 1), *st = fvec(NSEQ * sn, -0.5f, 0.5f);
+  for (int h = 0; h < hv; ++h)
+    alog[h] = -expf(alog[h]); /* GGUF ssm_a = -exp(A_log) */
+  dbuf dal = dnew(4 * (uint64_t)hv, alog), ddt = dnew(4 * (uint64_t)hv, dt),
+       ds = dnew(4 * (uint64_t)(NSEQ * sn), st);
+  memra_gdn_params p = {hk, hv, d, heads, 1e-6f, 0};
+  double worst = 0;
+  int ok = 1;
+  for (int t = 0; t < NSTEPS && ok; ++t) {
+    const step *s = &STEPS[t];
+    float *u = fvec(MAX_ROWS * uw, -1, 1), *ab = fvec(MAX_ROWS * abw, -3, 3);
+    dbuf du = dnew(4 * (uint64_t)(MAX_ROWS * uw), u),
+         dab = dnew(4 * (uint64_t)(MAX_ROWS * abw), ab),
+         dout = dnew(4 * (uint64_t)(MAX_ROWS * VD), NULL);
+    dbatch b = batch_new(s);
+    for (int i = 0; i < 2; ++i) {
+      const uint64_t ul = 4 * (uint64_t)uw, al = 4 * (uint64_t)abw;
+      memra_tensor tq = V(&du, i, MEMRA_TYPE_F32, KD, s->n, ul, 0),
+                   tk = V(&du, i, MEMRA_TYPE_F32, KD, s->n, ul, 4 * (uint64_t)KD),
+                   tv = V(&du, i, MEMRA_TYPE_F32, VD, s->n, ul, 8 * (uint64_t)KD),
+                   ta = V(&dab, i, MEMRA_TYPE_F32, hv, s->n, al, 0),
+                   tb = V(&dab, i, MEMRA_TYPE_F32, hv, s->n, al, 4 * (uint64_t)hv),
+                   to = V(&dout, i, MEMRA_TYPE_F32, VD, s->n, 0, 0),
+                   tal = V(&dal, i, MEMRA_TYPE_F32, hv, 1, 0, 0),
+                   tdt = V(&ddt, i, MEMRA_TYPE_F32, hv, 1, 0, 0),
+                   ts = V(&ds, i, MEMRA_TYPE_F32, sn, NSEQ, 0, 0);
+      memra_batch mb = batch_view(&b, i, s);
+      ok &= must_ok(i,
+                    P[i].vt->gated_delta_rule(P[i].be, &to, &tq, &tk, &tv, &ta, &tb, &tal, &tdt,
+                                              &ts, &mb, &p),
+                    "gated_delta_rule");
+    }
+    if (ok && s->n > 0) cmp_f32("gdn", NULL, &dout, 0, s->n * VD, 0, &worst);
+    if (ok && !dguard_ok(&dout)) worst = INFINITY;
+    batch_free(&b);
+    dfree(&du);
+    dfree(&dab);
+    dfree(&dout);
+    free(u);
+    free(ab);
+  }
+  char what[80];
+  snprintf(what, sizeof what, "H_k %d H_v %d d %d %s: out of %d steps", hk, hv, d,
+           heads == MEMRA_GDN_TILED ? "tiled" : "grouped", NSTEPS);
+  if (ok) {
+    record("gated_delta_rule", what, worst, 1e-4, worst <= 1e-4, "");
+    snprintf(what, sizeof what, "H_k %d H_v %d d %d %s: final states", hk, hv, d,
+             heads == MEMRA_GDN_TILED ? "tiled" : "grouped");
+    cmp_f32("gdn state", what, &ds, 0, NSEQ * sn, 1e-4, NULL);
+  }
+  dfree(&dal);
+  dfree(&ddt);
+  dfree(&ds);
+  free(alog);
+  free(dt);
+  free(st);
+}
+
+/* --- hostile arguments: both plugins refuse with the same status ------------------------ */
+
+static void check_errors(void) {
+  float x[64];
+  for (int i = 0; i < 64; ++i)
+    x[i] = frand(-1, 1);
+  dbuf d = dnew(sizeof x, x);
+  memra_status s[2];
+  for (int i = 0; i < 2; ++i) { /* 33 weight rows do not split into 2 experts */
+    memra_tensor w = V(&d, i, MEMRA_TYPE_F32, 1, 33, 0, 0),
+                 y = V(&d, i, MEMRA_TYPE_F32, 1, 2, 0, 0),
+                 ids = V(&d, i, MEMRA_TYPE_I32, 1, 1, 0, 0);
+    s[i] = P[i].vt->matmul_id(P[i].be, &y, &y, &w, &ids, 2);
+  }
+  expect_refusal("matmul_id", "weight rows not split into experts", s[0], s[1], 1);
+  for (int i = 0; i < 2; ++i) { /* k > n_expert */
+    memra_tensor l = V(&d, i, MEMRA_TYPE_F32, 3, 2, 0, 0),
+                 ids = V(&d, i, MEMRA_TYPE_I32, 4, 2, 0, 24),
+                 w = V(&d, i, MEMRA_TYPE_F32, 4, 2, 0, 64);
+    s[i] = P[i].vt->moe_route(P[i].be, &ids, &w, &l, 1);
+  }
+  expect_refusal("moe_route", "k larger than n_expert", s[0], s[1], 1);
+  for (int i = 0; i < 2; ++i) { /* g of another row count */
+    memra_tensor xx = V(&d, i, MEMRA_TYPE_F32, 4, 3, 0, 0),
+                 g = V(&d, i, MEMRA_TYPE_F32, 4, 2, 0, 64);
+    s[i] = P[i].vt->sigmoid_gate(P[i].be, &xx, &xx, &g);
+  }
+  expect_refusal("sigmoid_gate", "g rows differ from x", s[0], s[1], 1);
+  for (int i = 0; i < 2; ++i) { /* y rows overrun the buffer */
+    memra_tensor xx = V(&d, i, MEMRA_TYPE_F32, 8, 2, 0, 0),
+                 y = V(&d, i, MEMRA_TYPE_F32, 8, 1, 0, 32),
+                 w = V(&d, i, MEMRA_TYPE_F32, 2, 2, 0, 0);
+    s[i] = P[i].vt->moe_combine(P[i].be, &y, &xx, &w);
+  }
+  expect_refusal("moe_combine", "x rows not n * k", s[0], s[1], 1);
+  step st1 = {1, {0}, {0}};
+  dbatch b = batch_new(&st1);
+  for (int i = 0; i < 2; ++i) { /* H_v not a multiple of H_k */
+    memra_gdn_params p = {2, 3, 4, MEMRA_GDN_GROUPED, 1e-6f, 0};
+    memra_tensor t = V(&d, i, MEMRA_TYPE_F32, 8, 1, 0, 0);
+    memra_batch mb = batch_view(&b, i, &st1);
+    s[i] = P[i].vt->gated_delta_rule(P[i].be, &t, &t, &t, &t, &t, &t, &t, &t, &t, &mb, &p);
+  }
+  expect_refusal("gated_delta_rule", "H_v not a multiple of H_k", s[0], s[1], 1);
+  for (int i = 0; i < 2; ++i) { /* state of the wrong width for K */
+    memra_tensor xx = V(&d, i, MEMRA_TYPE_F32, 4, 1, 0, 0),
+                 y = V(&d, i, MEMRA_TYPE_F32, 4, 1, 0, 64),
+                 w = V(&d, i, MEMRA_TYPE_F32, 4, 4, 0, 96),
+                 st = V(&d, i, MEMRA_TYPE_F32, 11, 3, 0, 0);
+    memra_batch mb = batch_view(&b, i, &st1);
+    s[i] = P[i].vt->ssm_conv(P[i].be, &y, &xx, &w, &st, &mb);
+  }
+  expect_refusal("ssm_conv", "state width not (K-1) C", s[0], s[1], 1);
+  batch_free(&b);
+  dfree(&d);
+}
+
+static int run_ops(void) {
+  for (int i = 0; i < 2; ++i)
+    if (!P[i].vt->moe_route || !P[i].vt->matmul_id || !P[i].vt->moe_combine ||
+        !P[i].vt->sigmoid_gate || !P[i].vt->ssm_conv || !P[i].vt->gated_delta_rule) {
+      fprintf(stderr, "%s: lacks an op of ABI minor 1 (MoE / Gated DeltaNet)\n", P[i].vt->name);
+      return 1;
+    }
+  check_route(37, 7, 2, 1, 0);
+  check_route(5, 64, 8, 1, 0);
+  check_route(19, 64, 8, 1, 1);
+  check_route(3, 512, 10, 0, 0);
+  check_route(0, 64, 8, 1, 0);
+  static const int32_t types[] = {MEMRA_TYPE_F16,  MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_K,
+                                  MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q4_0};
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t) {
+    const int32_t ty = types[t];
+    const int kq = ty == MEMRA_TYPE_Q4_K || ty == MEMRA_TYPE_Q5_K || ty == MEMRA_TYPE_Q6_K;
+    const int64_t K = kq ? 768 : ty == MEMRA_TYPE_F16 ? 97 : 544;
+    check_matmul_id(ty, 7, 33, K, 1, 2, 1, 0);
+    check_matmul_id(ty, 7, 33, K, 13, 2, 0, 0);
+    if (!g_quick) {
+      check_matmul_id(ty, 64, 48, kq ? 512 : 224, 5, 8, 1, 0);
+      check_matmul_id(ty, 64, 17, kq ? 1280 : 160, 3, 8, 0, 0);
+    }
+  }
+  check_matmul_id(MEMRA_TYPE_Q4_K, 7, 33, 256, 4, 2, 1, 1);
+  check_matmul_id(MEMRA_TYPE_Q8_0, 7, 33, 64, 4, 2, 1, 1);
+  check_matmul_id(MEMRA_TYPE_F16, 7, 9, 64, 0, 2, 1, 0);
+  check_combine(13, 8, 101);
+  check_combine(1, 2, 2048);
+  check_combine(0, 8, 64);
+  check_sigmoid_gate(19, 133, 0, 0);
+  check_sigmoid_gate(7, 257, 1, 0);
+  check_sigmoid_gate(23, 64, 0, 1);
+  check_sigmoid_gate(0, 64, 0, 0);
+  check_ssm_conv(161, 4);
+  check_ssm_conv(67, 11);
+  if (!g_quick) {
+    check_ssm_conv(1031, 8);
+    check_ssm_conv(33, 2);
+  }
+  check_gdn(2, 6, 64, MEMRA_GDN_GROUPED);
+  check_gdn(3, 6, 128, MEMRA_GDN_TILED);
+  if (!g_quick) {
+    check_gdn(1, 2, 40, MEMRA_GDN_GROUPED);
+    check_gdn(1, 1, 200, MEMRA_GDN_TILED);
+    check_gdn(2, 4, 16, MEMRA_GDN_TILED);
+  }
+  check_errors();
+  return 0;
+}
+
+/* --- end to end: the tiny family fixtures ------------------------------------------------ */
+
+static float *read_file_f32(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long sz = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  float *v = sz > 0 ? xmalloc((size_t)sz) : NULL;
+  *n = v && fread(v, 1, (size_t)sz, f) == (size_t)sz ? (size_t)sz / 4 : 0;
+  fclose(f);
+  return v;
+}
+
+/* The "ids" line of a fixture's .txt (tests/e2e/engine_fixture.h read_ids). */
+static int read_ids(const char *path, int32_t *ids, int cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[4096];
+  int n = 0;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "ids ", 4)) {
+      char *p = line + 4, *end;
+      for (long v; n < cap && (v = strtol(p, &end, 10), end != p); p = end)
+        ids[n++] = (int32_t)v;
+      break;
+    }
+  fclose(f);
+  return n;
+}
+
+static double rel_l2(const float *a, const float *ref, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = (double)a[i] - ref[i];
+    num += d * d;
+    den += (double)ref[i] * ref[i];
+  }
+  return sqrt(num / (den > 0 ? den : 1));
+}
+
+typedef struct engine {
+  memra_backend_handle bh;
+  memra_gguf *g;
+  memra_model *m;
+  memra_ctx *c;
+  memra_err err;
+} engine;
+
+/* As engine_fixture.h's Engine::open: F32 cache, odd ubatch (7) and page size (5). */
+static int engine_open(engine *e, const char *plugin, const char *gguf) {
+  memset(e, 0, sizeof *e);
+  memra_open_params op = {sizeof op, 0, 0};
+  memra_ctx_params p = memra_ctx_defaults();
+  p.n_ctx = 64;
+  p.n_ubatch = 7;
+  p.block_size = 5;
+  p.kv_type = MEMRA_TYPE_F32;
+  return memra_backend_open(plugin, NULL, &op, &e->bh, &e->err) == MEMRA_OK &&
+         memra_gguf_open(gguf, &e->g, &e->err) == MEMRA_OK &&
+         memra_model_load(e->g, e->bh.vt, e->bh.be, NULL, NULL, &e->m, &e->err) == MEMRA_OK &&
+         memra_ctx_new(e->m, &p, &e->c, &e->err) == MEMRA_OK;
+}
+static void engine_close(engine *e) {
+  memra_ctx_free(e->c);
+  memra_model_free(e->m);
+  if (e->bh.vt) memra_backend_close(&e->bh);
+  memra_gguf_close(e->g);
+}
+
+static void e2e_one(const char *plugin, const char *dir, const char *name) {
+  char path[1024], what[80];
+  int32_t ids[256];
+  snprintf(path, sizeof path, "%s/%s.txt", dir, name);
+  const int n = read_ids(path, ids, 256);
+  size_t npre = 0, ndec = 0;
+  snprintf(path, sizeof path, "%s/%s.prefill.f32", dir, name);
+  float *pre = read_file_f32(path, &npre);
+  snprintf(path, sizeof path, "%s/%s.decode.f32", dir, name);
+  float *dec = read_file_f32(path, &ndec);
+  snprintf(path, sizeof path, "%s/%s.gguf", dir, name);
+  const double tol = 1e-3;
+  for (int mode = 0; mode < 2; ++mode) {
+    snprintf(what, sizeof what, "%s %s vs HF (%d positions)", name, mode ? "decode" : "prefill", n);
+    engine e;
+    if (n < 1 || !pre || !dec || !engine_open(&e, plugin, path)) {
+      record("e2e", what, INFINITY, tol, 0,
+             n < 1 || !pre || !dec ? "fixture unreadable" : e.err.msg);
+      if (n >= 1 && pre && dec) engine_close(&e);
+      continue;
+    }
+    const size_t nv = (size_t)e.m->hp.n_vocab;
+    if (npre != (size_t)n * nv || ndec != (size_t)n * nv) {
+      record("e2e", what, INFINITY, tol, 0, "logit file size disagrees with n_vocab");
+      engine_close(&e);
+      continue;
+    }
+    float *lg = xmalloc((size_t)n * nv * 4);
+    memra_status st = MEMRA_OK;
+    if (mode == 0)
+      st = memra_ctx_eval(e.c, 0, ids, n, 0, true, lg, &e.err);
+    else
+      for (int p = 0; p < n && st == MEMRA_OK; ++p)
+        st = memra_ctx_eval(e.c, 0, &ids[p], 1, p, true, lg + (size_t)p * nv, &e.err);
+    double worst = st == MEMRA_OK ? 0 : INFINITY;
+    for (int p = 0; p < n && st == MEMRA_OK; ++p) {
+      const double r = rel_l2(lg + (size_t)p * nv, (mode ? dec : pre) + (size_t)p * nv, nv);
+      worst = r > worst || isnan(r) ? r : worst;
+    }
+    record("e2e", what, worst, tol, st == MEMRA_OK && worst <= tol,
+           st == MEMRA_OK ? "worst position rel L2" : e.err.msg);
+    free(lg);
+    engine_close(&e);
+  }
+  free(pre);
+  free(dec);
+}
+
+static void print_table(const char *title) {
+  printf("\n%-18s %-60s %10s %8s %s\n", "op", "case", "max err", "tol", "result");
+  for (int r = 0; r < g_nres; ++r)
+    printf("%-18s %-60s %10.2e %8.0e %s%s%s\n", g_res[r].op, g_res[r].what, g_res[r].err,
+           g_res[r].tol, g_res[r].pass ? "PASS" : "FAIL", g_res[r].note[0] ? "  " : "",
+           g_res[r].note);
+  printf("%s: %d cases, %d failed\n", title, g_nres, g_nfail);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && !strcmp(argv[1], "--e2e")) {
+    static const char *names[] = {"qwen3moe", "qwen3next", "qwen35", "qwen35moe"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
+      e2e_one(argv[2], argv[3], names[i]);
+    char title[256];
+    snprintf(title, sizeof title, "opcheck_families e2e on %s", argv[2]);
+    print_table(title);
+    return g_nfail ? 1 : 0;
+  }
+  const char *paths[2] = {NULL, NULL};
+  int np = 0;
+  for (int a = 1; a < argc; ++a) {
+    if (!strcmp(argv[a], "--quick"))
+      g_quick = 1;
+    else if (!strcmp(argv[a], "--seed") && a + 1 < argc)
+      g_rng = strtoull(argv[++a], NULL, 0) | 1;
+    else if (np < 2)
+      paths[np++] = argv[a];
+    else
+      np = 3;
+  }
+  if (np != 2) {
+    fprintf(stderr, "usage: opcheck_families [--quick] [--seed N] REF.so TEST.so\n"
+                    "       opcheck_families --e2e PLUGIN.so FIXTURE_DIR\n");
+    return 2;
+  }
+  for (int i = 0; i < 2; ++i)
+    if (memra_plug_open(&P[i], paths[i])) return 2;
+  int rc = run_ops();
+  char title[256];
+  snprintf(title, sizeof title, "opcheck_families %s vs %s", P[1].vt->name, P[0].vt->name);
+  print_table(title);
+  for (int i = 0; i < 2; ++i)
+    memra_plug_close(&P[i]);
+  return rc || g_nfail ? 1 : 0;
+}
