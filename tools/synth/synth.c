@@ -1,9 +1,16 @@
 /* memra-synth — writes a GGUF of a llama-family architecture with seeded random weights:
- * tiny models for end-to-end fixtures, real shapes (Llama-3.1-8B, Qwen3-8B) for the GPU
- * machine, where no large file can travel. Weights N(0, 0.02) like the anchors' models;
- * norms near 1; a byte-level BPE vocabulary that llama.cpp loads too.
+ * tiny models for end-to-end fixtures, real shapes (Llama-3.1-8B, Qwen3-8B, and the hybrid
+ * Qwen3-Next-80B-A3B per-layer shapes of ANCHORS.md) for the GPU machine, where no large
+ * file can travel. Weights N(0, 0.02) like the anchors' models; norms near 1; a byte-level
+ * BPE vocabulary that llama.cpp loads too. Hybrid (qwen3next) files follow llama.cpp's
+ * converter: Gated DeltaNet layers (attn_qkv, attn_gate, ssm_ba, ssm_conv1d F32, ssm_a < 0,
+ * ssm_dt, ssm_norm, ssm_out) with every full_attention_interval-th layer gated attention
+ * (attn_q holding [q, gate] per head, q/k norms), routed experts stacked [E, F, n_expert]
+ * with the router kept F32 (llama-quantize leaves ffn_gate_inp alone), plus the shared
+ * expert and its sigmoid gate.
  *
- *   memra-synth --arch llama --preset llama31-8b --types q4_k_m --seed 1 -o m.gguf */
+ *   memra-synth --preset llama31-8b --types q4_k_m --seed 1 -o m.gguf
+ *   memra-synth --preset qwen3next-80b-a3b --types q4_k_m --layers 4 -o h.gguf */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -22,6 +29,11 @@ typedef struct shape {
   int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
   float rope_base;
   bool tied, rope_freqs;
+  /* routed experts (0: dense), top-k, expert and shared-expert FFN widths */
+  int n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+  /* Gated DeltaNet (ssm_d 0: none): conv width, head dim, H_k, H_v; rotated dims of the
+   * attention heads (0: all) and every interval-th layer is attention */
+  int ssm_conv, ssm_d, ssm_hk, ssm_hv, n_rot, interval;
 } shape;
 
 typedef struct preset {
@@ -29,13 +41,21 @@ typedef struct preset {
   shape s;
 } preset;
 
+#define DENSE 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* no experts, no recurrent layers */
 static const preset PRESETS[] = {
-    {"tiny-llama", {"llama", 300, 64, 2, 4, 2, 16, 96, 10000.0f, false, true}},
-    {"tiny-qwen2", {"qwen2", 300, 64, 2, 4, 1, 16, 96, 1000000.0f, true, false}},
-    {"tiny-qwen3", {"qwen3", 300, 64, 2, 4, 2, 32, 96, 1000000.0f, false, false}},
-    {"llama31-8b", {"llama", 128256, 4096, 32, 32, 8, 128, 14336, 500000.0f, false, true}},
-    {"qwen3-8b", {"qwen3", 151936, 4096, 36, 32, 8, 128, 12288, 1000000.0f, false, false}},
-    {"smollm2-135m", {"llama", 49152, 576, 30, 9, 3, 64, 1536, 100000.0f, true, false}},
+    {"tiny-llama", {"llama", 300, 64, 2, 4, 2, 16, 96, 10000.0f, false, true, DENSE}},
+    {"tiny-qwen2", {"qwen2", 300, 64, 2, 4, 1, 16, 96, 1000000.0f, true, false, DENSE}},
+    {"tiny-qwen3", {"qwen3", 300, 64, 2, 4, 2, 32, 96, 1000000.0f, false, false, DENSE}},
+    {"llama31-8b", {"llama", 128256, 4096, 32, 32, 8, 128, 14336, 500000.0f, false, true, DENSE}},
+    {"qwen3-8b", {"qwen3", 151936, 4096, 36, 32, 8, 128, 12288, 1000000.0f, false, false, DENSE}},
+    {"smollm2-135m", {"llama", 49152, 576, 30, 9, 3, 64, 1536, 100000.0f, true, false, DENSE}},
+    /* ANCHORS.md's hybrid: Qwen3-Next-80B-A3B layers (4 by default: 3 GDN + 1 attention) */
+    {"qwen3next-80b-a3b",
+     {"qwen3next", 151936, 2048, 4,   16, 2,   256, 0,  10000000.0f, false, false,
+      512,         10,     512,  512, 4,  128, 16,  32, 64,          4}},
+    /* the same structure at toy size (CPU tests of this tool) */
+    {"tiny-qwen3next", {"qwen3next", 300, 64, 4,  4, 2,  32, 0, 10000000.0f, false, false,
+                        7,           2,   32, 64, 4, 32, 2,  4, 8,           4}},
 };
 
 /* splitmix64: a seeded stream; Box-Muller for normals. */
@@ -60,12 +80,14 @@ typedef struct synth {
 } synth;
 
 static int parse_type(const char *s) {
-  static const struct { const char *n; int t; } T[] = {
-      {"f32", MEMRA_TYPE_F32},   {"f16", MEMRA_TYPE_F16},   {"bf16", MEMRA_TYPE_BF16},
-      {"q8_0", MEMRA_TYPE_Q8_0}, {"q4_0", MEMRA_TYPE_Q4_0}, {"q4_1", MEMRA_TYPE_Q4_1},
-      {"q5_0", MEMRA_TYPE_Q5_0}, {"q5_1", MEMRA_TYPE_Q5_1}, {"q2_k", MEMRA_TYPE_Q2_K},
-      {"q3_k", MEMRA_TYPE_Q3_K}, {"q4_k", MEMRA_TYPE_Q4_K}, {"q5_k", MEMRA_TYPE_Q5_K},
-      {"q6_k", MEMRA_TYPE_Q6_K}};
+  static const struct {
+    const char *n;
+    int t;
+  } T[] = {{"f32", MEMRA_TYPE_F32},   {"f16", MEMRA_TYPE_F16},   {"bf16", MEMRA_TYPE_BF16},
+           {"q8_0", MEMRA_TYPE_Q8_0}, {"q4_0", MEMRA_TYPE_Q4_0}, {"q4_1", MEMRA_TYPE_Q4_1},
+           {"q5_0", MEMRA_TYPE_Q5_0}, {"q5_1", MEMRA_TYPE_Q5_1}, {"q2_k", MEMRA_TYPE_Q2_K},
+           {"q3_k", MEMRA_TYPE_Q3_K}, {"q4_k", MEMRA_TYPE_Q4_K}, {"q5_k", MEMRA_TYPE_Q5_K},
+           {"q6_k", MEMRA_TYPE_Q6_K}};
   for (size_t i = 0; i < sizeof T / sizeof T[0]; ++i)
     if (!strcmp(s, T[i].n)) return T[i].t;
   return -1;
@@ -115,7 +137,8 @@ static void *row_worker(void *p) {
     if (r0 >= j->ne1) break;
     for (int64_t r = r0; r < r0 + 64 && r < j->ne1; ++r) {
       uint64_t rng = j->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(r + 1));
-      for (int64_t i = 0; i < j->ne0; ++i) row[i] = j->mean + j->stddev * rng_normal(&rng);
+      for (int64_t i = 0; i < j->ne0; ++i)
+        row[i] = j->mean + j->stddev * rng_normal(&rng);
       if (!memra_quantize_row(j->type, row, j->dst + r * j->row_bytes, j->ne0)) j->failed = true;
     }
   }
@@ -125,12 +148,16 @@ static void *row_worker(void *p) {
 
 static uint64_t hash_name(const char *s) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (; *s; ++s) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  for (; *s; ++s)
+    h = (h ^ (uint8_t)*s) * 1099511628211ull;
   return h;
 }
 
-static int add_tensor(synth *S, const char *name, int type, int64_t ne0, int64_t ne1, float mean,
-                      float stddev) {
+/* ne2 > 1: a stack of ne2 matrices of ne1 rows (expert tensors), generated as ne1 * ne2 rows. */
+static int add_tensor3(synth *S, const char *name, int type, int64_t ne0, int64_t ne1, int64_t ne2,
+                       float mean, float stddev) {
+  const int64_t rows_per = ne1;
+  ne1 *= ne2;
   if (ne0 % memra_type_info(type).blck) {
     fprintf(stderr, "memra-synth: %s: row of %lld is not a multiple of %s's block of %d\n", name,
             (long long)ne0, memra_type_info(type).name, memra_type_info(type).blck);
@@ -146,28 +173,45 @@ static int add_tensor(synth *S, const char *name, int type, int64_t ne0, int64_t
     fprintf(stderr, "memra-synth: out of memory for %s\n", name);
     return 1;
   }
-  row_job j = {.seed = S->rng ^ hash_name(name), .type = type, .ne0 = ne0, .ne1 = ne1,
-               .row_bytes = row_bytes, .dst = S->buf, .mean = mean, .stddev = stddev};
+  row_job j = {.seed = S->rng ^ hash_name(name),
+               .type = type,
+               .ne0 = ne0,
+               .ne1 = ne1,
+               .row_bytes = row_bytes,
+               .dst = S->buf,
+               .mean = mean,
+               .stddev = stddev};
   pthread_mutex_init(&j.lock, NULL);
   long n_threads = sysconf(_SC_NPROCESSORS_ONLN);
   if (n_threads < 1) n_threads = 1;
   if (n_threads > 64) n_threads = 64;
   if (ne1 < 256) n_threads = 1;
   pthread_t th[64];
-  for (long t = 1; t < n_threads; ++t) pthread_create(&th[t], NULL, row_worker, &j);
+  for (long t = 1; t < n_threads; ++t)
+    pthread_create(&th[t], NULL, row_worker, &j);
   row_worker(&j);
-  for (long t = 1; t < n_threads; ++t) pthread_join(th[t], NULL);
+  for (long t = 1; t < n_threads; ++t)
+    pthread_join(th[t], NULL);
   pthread_mutex_destroy(&j.lock);
   if (j.failed) {
     fprintf(stderr, "memra-synth: no quantizer for %s\n", memra_type_info(type).name);
     return 1;
   }
-  int64_t ne[2] = {ne0, ne1};
-  if (memra_gguf_writer_add_tensor(S->w, name, type, ne1 == 1 ? 1 : 2, ne, S->buf, total)) {
+  int64_t ne[3] = {ne0, rows_per, ne2};
+  if (memra_gguf_writer_add_tensor(S->w, name, type,
+                                   ne2 > 1    ? 3
+                                   : ne1 == 1 ? 1
+                                              : 2,
+                                   ne, S->buf, total)) {
     fprintf(stderr, "memra-synth: cannot add tensor %s\n", name);
     return 1;
   }
   return 0;
+}
+
+static int add_tensor(synth *S, const char *name, int type, int64_t ne0, int64_t ne1, float mean,
+                      float stddev) {
+  return add_tensor3(S, name, type, ne0, ne1, 1, mean, stddev);
 }
 
 /* GPT-2 byte-level vocabulary: 256 byte tokens, 3 specials, then letter n-grams with the
@@ -184,8 +228,10 @@ static int add_vocab(synth *S, int n_vocab) {
     int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
     int cp = printable ? b : 256 + shift++;
     char *s = memra_malloc(4);
-    if (cp < 0x80) s[0] = (char)cp, s[1] = 0;
-    else s[0] = (char)(0xC0 | (cp >> 6)), s[1] = (char)(0x80 | (cp & 0x3F)), s[2] = 0;
+    if (cp < 0x80)
+      s[0] = (char)cp, s[1] = 0;
+    else
+      s[0] = (char)(0xC0 | (cp >> 6)), s[1] = (char)(0x80 | (cp & 0x3F)), s[2] = 0;
     types[n] = 1;
     tok[n++] = s;
   }
@@ -196,11 +242,13 @@ static int add_vocab(synth *S, int n_vocab) {
   }
   for (int len = 2; n < n_vocab && len <= 5; ++len) {
     long count = 1;
-    for (int i = 0; i < len; ++i) count *= 26;
+    for (int i = 0; i < len; ++i)
+      count *= 26;
     for (long k = 0; k < count && n < n_vocab; ++k) {
       char s[8];
       long v = k;
-      for (int i = len - 1; i >= 0; --i) s[i] = (char)('a' + v % 26), v /= 26;
+      for (int i = len - 1; i >= 0; --i)
+        s[i] = (char)('a' + v % 26), v /= 26;
       s[len] = 0;
       types[n] = 1;
       tok[n++] = memra_strndup(s, (size_t)len);
@@ -215,16 +263,61 @@ static int add_vocab(synth *S, int n_vocab) {
                                          (uint64_t)n) ||
            memra_gguf_writer_set_arr(S->w, "tokenizer.ggml.token_type", 5 /* I32 */, types,
                                      (uint64_t)n) ||
-           memra_gguf_writer_set_arr_str(S->w, "tokenizer.ggml.merges",
-                                         (const char *const *)merges, (uint64_t)n_merges) ||
+           memra_gguf_writer_set_arr_str(S->w, "tokenizer.ggml.merges", (const char *const *)merges,
+                                         (uint64_t)n_merges) ||
            memra_gguf_writer_set_u32(S->w, "tokenizer.ggml.bos_token_id", 256) ||
            memra_gguf_writer_set_u32(S->w, "tokenizer.ggml.eos_token_id", 257) ||
            memra_gguf_writer_set_bool(S->w, "tokenizer.ggml.add_bos_token", false);
-  for (int i = 0; i < n; ++i) memra_free(tok[i]);
-  for (int i = 0; i < n_merges; ++i) memra_free(merges[i]);
+  for (int i = 0; i < n; ++i)
+    memra_free(tok[i]);
+  for (int i = 0; i < n_merges; ++i)
+    memra_free(merges[i]);
   memra_free(tok);
   memra_free(types);
   memra_free(merges);
+  return rc;
+}
+
+/* One layer of a qwen3next file (model.c want_layer_hybrid names the same tensors). */
+static int add_hybrid_layer(synth *S, const shape *s, int il) {
+  char n[96];
+  const int64_t E = s->n_embd, QD = (int64_t)s->n_head * s->head_dim,
+                KD = (int64_t)s->n_head_kv * s->head_dim, d = s->ssm_d, HV = s->ssm_hv, VD = HV * d,
+                C = 2 * (int64_t)s->ssm_hk * d + VD, NX = s->n_expert, FX = s->n_ff_exp,
+                FS = s->n_ff_shexp;
+  const bool gdn = (il + 1) % s->interval != 0;
+#define T(suffix, role, ne0, ne1)                                                                  \
+  (snprintf(n, sizeof n, "blk.%d." suffix, il),                                                    \
+   add_tensor(S, n, weight_type(S, role, il, s->n_layer), ne0, ne1, 0, 0.02f))
+#define X(suffix, role, ne0, ne1)                                                                  \
+  (snprintf(n, sizeof n, "blk.%d." suffix, il),                                                    \
+   add_tensor3(S, n, weight_type(S, role, il, s->n_layer), ne0, ne1, NX, 0, 0.02f))
+#define F(suffix, ne0, ne1, mean, sd)                                                              \
+  (snprintf(n, sizeof n, "blk.%d." suffix, il),                                                    \
+   add_tensor(S, n, MEMRA_TYPE_F32, ne0, ne1, mean, sd))
+  int rc =
+      F("attn_norm.weight", E, 1, 1.0f, 0.1f) || F("post_attention_norm.weight", E, 1, 1.0f, 0.1f);
+  if (gdn) /* ssm_a = -exp(A_log) < 0: a decay in (0, 1) */
+    rc = rc || T("attn_qkv.weight", "attn_qkv", E, C) ||
+         T("attn_gate.weight", "attn_gate", E, VD) || T("ssm_ba.weight", "ssm_ba", E, 2 * HV) ||
+         F("ssm_conv1d.weight", s->ssm_conv, C, 0, 0.3f) || F("ssm_a", HV, 1, -1.0f, 0.2f) ||
+         F("ssm_dt.bias", HV, 1, 0, 0.5f) || F("ssm_norm.weight", d, 1, 1.0f, 0.1f) ||
+         T("ssm_out.weight", "ssm_out", VD, E);
+  else
+    rc = rc || T("attn_q.weight", "attn_q", E, 2 * QD) || T("attn_k.weight", "attn_k", E, KD) ||
+         T("attn_v.weight", "attn_v", E, KD) || T("attn_output.weight", "attn_output", QD, E) ||
+         F("attn_q_norm.weight", s->head_dim, 1, 1.0f, 0.1f) ||
+         F("attn_k_norm.weight", s->head_dim, 1, 1.0f, 0.1f);
+  rc = rc || F("ffn_gate_inp.weight", E, NX, 0, 0.02f) ||
+       X("ffn_gate_exps.weight", "ffn_gate", E, FX) || X("ffn_up_exps.weight", "ffn_up", E, FX) ||
+       X("ffn_down_exps.weight", "ffn_down", FX, E);
+  if (FS > 0)
+    rc = rc || F("ffn_gate_inp_shexp.weight", E, 1, 0, 0.02f) ||
+         T("ffn_gate_shexp.weight", "ffn_gate", E, FS) ||
+         T("ffn_up_shexp.weight", "ffn_up", E, FS) || T("ffn_down_shexp.weight", "ffn_down", FS, E);
+#undef T
+#undef X
+#undef F
   return rc;
 }
 
@@ -243,12 +336,18 @@ int main(int argc, char **argv) {
   int layers = 0;
   for (int i = 1; i < argc; ++i) {
     if (i + 1 >= argc) return usage();
-    if (!strcmp(argv[i], "--preset")) preset_name = argv[++i];
-    else if (!strcmp(argv[i], "--types")) types = argv[++i];
-    else if (!strcmp(argv[i], "--seed")) seed = strtoull(argv[++i], NULL, 10);
-    else if (!strcmp(argv[i], "--layers")) layers = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-o")) out = argv[++i];
-    else return usage();
+    if (!strcmp(argv[i], "--preset"))
+      preset_name = argv[++i];
+    else if (!strcmp(argv[i], "--types"))
+      types = argv[++i];
+    else if (!strcmp(argv[i], "--seed"))
+      seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--layers"))
+      layers = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-o"))
+      out = argv[++i];
+    else
+      return usage();
   }
   const shape *sh = NULL;
   for (size_t i = 0; preset_name && i < sizeof PRESETS / sizeof PRESETS[0]; ++i)
@@ -274,10 +373,24 @@ int main(int argc, char **argv) {
        memra_gguf_writer_set_u32(S.w, KEY("attention.head_count_kv"), (uint32_t)s.n_head_kv) ||
        memra_gguf_writer_set_u32(S.w, KEY("attention.key_length"), (uint32_t)s.head_dim) ||
        memra_gguf_writer_set_u32(S.w, KEY("attention.value_length"), (uint32_t)s.head_dim) ||
-       memra_gguf_writer_set_u32(S.w, KEY("rope.dimension_count"), (uint32_t)s.head_dim) ||
+       memra_gguf_writer_set_u32(S.w, KEY("rope.dimension_count"),
+                                 (uint32_t)(s.n_rot ? s.n_rot : s.head_dim)) ||
        memra_gguf_writer_set_f32(S.w, KEY("rope.freq_base"), s.rope_base) ||
        memra_gguf_writer_set_f32(S.w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f) ||
        memra_gguf_writer_set_u32(S.w, KEY("vocab_size"), (uint32_t)s.n_vocab);
+  if (s.n_expert)
+    rc = rc || memra_gguf_writer_set_u32(S.w, KEY("expert_count"), (uint32_t)s.n_expert) ||
+         memra_gguf_writer_set_u32(S.w, KEY("expert_used_count"), (uint32_t)s.n_expert_used) ||
+         memra_gguf_writer_set_u32(S.w, KEY("expert_feed_forward_length"), (uint32_t)s.n_ff_exp) ||
+         memra_gguf_writer_set_u32(S.w, KEY("expert_shared_feed_forward_length"),
+                                   (uint32_t)s.n_ff_shexp);
+  if (s.ssm_d)
+    rc = rc || memra_gguf_writer_set_u32(S.w, KEY("ssm.conv_kernel"), (uint32_t)s.ssm_conv) ||
+         memra_gguf_writer_set_u32(S.w, KEY("ssm.state_size"), (uint32_t)s.ssm_d) ||
+         memra_gguf_writer_set_u32(S.w, KEY("ssm.group_count"), (uint32_t)s.ssm_hk) ||
+         memra_gguf_writer_set_u32(S.w, KEY("ssm.time_step_rank"), (uint32_t)s.ssm_hv) ||
+         memra_gguf_writer_set_u32(S.w, KEY("ssm.inner_size"), (uint32_t)(s.ssm_hv * s.ssm_d)) ||
+         memra_gguf_writer_set_u32(S.w, KEY("full_attention_interval"), (uint32_t)s.interval);
 #undef KEY
   rc = rc || add_vocab(&S, s.n_vocab);
   const int E = s.n_embd, QD = s.n_head * s.head_dim, KD = s.n_head_kv * s.head_dim, F = s.n_ff;
@@ -290,8 +403,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; ++i) {
       double freq = pow(s.rope_base, -2.0 * i / s.head_dim), wavelen = 6.283185307179586 / freq;
       double lo = 8192.0 / 1.0, hi = 8192.0 / 4.0;
-      if (wavelen < hi) f[i] = 1.0f;
-      else if (wavelen > lo) f[i] = 8.0f;
+      if (wavelen < hi)
+        f[i] = 1.0f;
+      else if (wavelen > lo)
+        f[i] = 8.0f;
       else {
         double smooth = (8192.0 / wavelen - 1.0) / (4.0 - 1.0);
         f[i] = (float)(1.0 / ((1 - smooth) / 8.0 + smooth));
@@ -302,12 +417,14 @@ int main(int argc, char **argv) {
                                       sizeof(float) * (size_t)n) != MEMRA_OK;
     memra_free(f);
   }
-  for (int il = 0; il < s.n_layer && !rc; ++il) {
+  for (int il = 0; il < s.n_layer && !rc && s.ssm_d; ++il)
+    rc = add_hybrid_layer(&S, &s, il);
+  for (int il = 0; il < s.n_layer && !rc && !s.ssm_d; ++il) {
     char n[96];
-#define T(suffix, role, ne0, ne1)                                                              \
-  (snprintf(n, sizeof n, "blk.%d." suffix, il),                                               \
+#define T(suffix, role, ne0, ne1)                                                                  \
+  (snprintf(n, sizeof n, "blk.%d." suffix, il),                                                    \
    add_tensor(&S, n, weight_type(&S, role, il, s.n_layer), ne0, ne1, 0, 0.02f))
-#define V(suffix, ne0, mean, sd)                                                               \
+#define V(suffix, ne0, mean, sd)                                                                   \
   (snprintf(n, sizeof n, "blk.%d." suffix, il), add_tensor(&S, n, MEMRA_TYPE_F32, ne0, 1, mean, sd))
     rc = V("attn_norm.weight", E, 1.0f, 0.1f) || T("attn_q.weight", "attn_q", E, QD) ||
          T("attn_k.weight", "attn_k", E, KD) || T("attn_v.weight", "attn_v", E, KD) ||
