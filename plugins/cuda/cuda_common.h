@@ -122,6 +122,14 @@ memra_status memra_cu_argmax(memra_backend *be, const memra_tensor *ids,
                              const memra_tensor *logits);
 memra_status memra_cu_add_i32(memra_backend *be, const memra_tensor *v, int32_t delta);
 
+/* The tensor-core GEMM behind the gemm slot (gemm.cu, kernels per gemm.h), on the
+ * architectures that have its kernel. */
+#define MEMRA_CU_HAS_GEMM (MEMRA_CUDA_CC_MAJOR == 9)
+#if MEMRA_CU_HAS_GEMM
+memra_status memra_cu_gemm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                           const memra_tensor *w, const memra_tensor *bias);
+#endif
+
 memra_status memra_cu_graph_begin(memra_backend *be);
 memra_status memra_cu_graph_end(memra_backend *be, memra_graph **out);
 memra_status memra_cu_graph_launch(memra_backend *be, memra_graph *g);

@@ -1,0 +1,283 @@
+/* gemm.cu — the gemm op (ABI 1.3): y [M, N] = x [M, K] . w [N, K]^T (+ bias) on tensor
+ * cores, for batches holding prompt rows. Oracle: plugins/cpu matmul (f32); here the
+ * operands are rounded to f16 (bf16 for BF16 weights) and accumulated in f32.
+ *
+ * Steps, all on the backend's stream:
+ *  1. x (F32) -> A, f16 or bf16, rows padded to a multiple of 8 elements in the workspace
+ *     (values beyond +-65504 saturate to +-65504 in f16 instead of becoming infinite).
+ *  2. w -> B: F16/BF16 rows are used in place when 16-byte aligned with a 16-byte multiple
+ *     stride; otherwise (and for every quantized type) rows are decoded to f16 (copied for
+ *     F16/BF16) into the workspace, at most GEMM_CHUNK_BYTES of them at a time, each chunk
+ *     followed by its GEMM over those output columns.
+ *  3. The architecture's kernel (gemm.h): wgmma on sm_90a.
+ * F32 weights go to matmul (f32 throughout: rounding them would only lose accuracy).
+ * Every step is a function of one row (x) or of w alone, and the kernel reduces k in one
+ * order, so a row's result does not depend on M or on the other rows.
+ *
+ * Extension for benchmarks: x may also be F16 (F16 or quantized weights) or BF16 (BF16
+ * weights), rows 16-byte aligned; it is then used as A directly (no step 1). */
+#include "plugins/cuda/cuda_common.h"
+#include "plugins/cuda/dequant.cuh"
+#include "plugins/cuda/gemm.h"
+
+#if MEMRA_CU_HAS_GEMM
+
+enum { GEMM_THREADS = 256 };
+/* Upper bound on the decoded weight rows held at once (f16): a 14336 x 4096 projection
+ * fits in one chunk; an output matrix of 128256 x 4096 takes 8. */
+#define GEMM_CHUNK_BYTES (128ull << 20)
+
+static inline int64_t gemm_round8(int64_t v) { return (v + 7) / 8 * 8; }
+
+/* f32 -> f16 with saturation (NaN stays NaN), or -> bf16 (round to nearest even). */
+template <int BF> __device__ __forceinline__ uint16_t gemm_cvt(float v) {
+  if (BF) return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  if (fabsf(v) > 65504.f) v = copysignf(65504.f, v);
+  return __half_as_ushort(__float2half_rn(v));
+}
+
+/* A [m, lda] = x [m, ldx] converted; 4 columns per thread, rows over blockIdx.y. */
+template <int BF>
+__global__ void gemm_x_v1_kernel(uint16_t *__restrict__ a, int64_t lda, const float *__restrict__ x,
+                                 int64_t ldx, int64_t m, int64_t k, int vec) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x * 4;
+  for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
+    const float *xr = x + r * ldx;
+    uint16_t *ar = a + r * lda;
+    for (int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; c < k; c += step) {
+      if (c + 4 <= k) {
+        float4 v;
+        if (vec)
+          v = __ldg((const float4 *)(xr + c));
+        else
+          v = make_float4(xr[c], xr[c + 1], xr[c + 2], xr[c + 3]);
+        uint2 o;
+        o.x = gemm_cvt<BF>(v.x) | ((uint32_t)gemm_cvt<BF>(v.y) << 16);
+        o.y = gemm_cvt<BF>(v.z) | ((uint32_t)gemm_cvt<BF>(v.w) << 16);
+        *(uint2 *)(ar + c) = o; /* lda % 8 == 0, c % 4 == 0: 8-byte aligned */
+      } else {
+        for (int64_t i = c; i < k; ++i)
+          ar[i] = gemm_cvt<BF>(xr[i]);
+      }
+    }
+  }
+}
+
+/* B [rows, ldb] (f16) = quantized rows decoded: thread (row, unit u, part) writes elements
+ * [32 u + 8 part, + 8) with one 16-byte store, so a warp writes 512 contiguous bytes and
+ * reads its units' bytes together (memra_deq8, the matmul's coalesced slice). Rows over
+ * blockIdx.y: no 64-bit division per thread. */
+template <int T, bool VEC>
+__global__ void gemm_deq_v2_kernel(__half *__restrict__ b, int64_t ldb,
+                                   const uint8_t *__restrict__ w, uint64_t nb1, int64_t rows,
+                                   int64_t units) {
+  const int64_t slot = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (slot >= units * 4) return;
+  const int64_t u = slot >> 2;
+  const int part = (int)(slot & 3);
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+    float v[8];
+    memra_deq8<T, VEC>(w + (uint64_t)row * nb1, u, part, v);
+    uint32_t h[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      h[e] = __half_as_ushort(__float2half_rn(v[2 * e])) |
+             ((uint32_t)__half_as_ushort(__float2half_rn(v[2 * e + 1])) << 16);
+    *(uint4 *)(b + row * ldb + 8 * slot) = make_uint4(h[0], h[1], h[2], h[3]);
+  }
+}
+
+/* B [rows, ldb] = 16-bit rows of w (F16/BF16 rows that are not aligned for the copy
+ * engine, or whose K is not a multiple of 8); one element per thread, rows over blockIdx.y. */
+__global__ void gemm_copy16_v1_kernel(uint16_t *__restrict__ b, int64_t ldb,
+                                      const uint8_t *__restrict__ w, uint64_t nb1, int64_t rows,
+                                      int64_t k) {
+  const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= k) return;
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y)
+    b[row * ldb + e] = ((const uint16_t *)(w + (uint64_t)row * nb1))[e];
+}
+
+/* Grid of a per-row kernel: `per_row` threads over x, rows over y (looped past 65535). */
+static dim3 gemm_row_grid(int64_t per_row, int64_t rows) {
+  const int64_t gx = (per_row + GEMM_THREADS - 1) / GEMM_THREADS;
+  return dim3((unsigned)gx, (unsigned)(rows < 65535 ? rows : 65535));
+}
+
+template <int T>
+static void gemm_deq_launch(memra_backend *be, __half *b, int64_t ldb, const uint8_t *w,
+                            uint64_t nb1, int64_t rows, int64_t k, bool vec) {
+  const int64_t units = k / 32;
+  const dim3 g = gemm_row_grid(units * 4, rows);
+  if (vec)
+    gemm_deq_v2_kernel<T, true><<<g, GEMM_THREADS, 0, be->stream>>>(b, ldb, w, nb1, rows, units);
+  else
+    gemm_deq_v2_kernel<T, false><<<g, GEMM_THREADS, 0, be->stream>>>(b, ldb, w, nb1, rows, units);
+}
+
+/* Rows [0, rows) of w (already offset to the chunk) into B. */
+static memra_status gemm_stage_w(memra_backend *be, void *b, int64_t ldb, int32_t type,
+                                 const uint8_t *w, uint64_t nb1, int64_t rows, int64_t k,
+                                 bool vec) {
+  switch (type) {
+  case MEMRA_TYPE_F16:
+  case MEMRA_TYPE_BF16:
+    gemm_copy16_v1_kernel<<<gemm_row_grid(k, rows), GEMM_THREADS, 0, be->stream>>>(
+        (uint16_t *)b, ldb, w, nb1, rows, k);
+    break;
+#define GEMM_DEQ_CASE(TY)                                                                          \
+  case TY: gemm_deq_launch<TY>(be, (__half *)b, ldb, w, nb1, rows, k, vec); break;
+    GEMM_DEQ_CASE(MEMRA_TYPE_Q4_0)
+    GEMM_DEQ_CASE(MEMRA_TYPE_Q4_1)
+    GEMM_DEQ_CASE(MEMRA_TYPE_Q5_0)
+    GEMM_DEQ_CASE(MEMRA_TYPE_Q5_1)
+    GEMM_DEQ_CASE(MEMRA_TYPE_Q8_0)
+    GEMM_DEQ_CASE(MEMRA_TYPE_Q4_K)
+    GEMM_DEQ_CASE(MEMRA_TYPE_Q5_K)
+    GEMM_DEQ_CASE(MEMRA_TYPE_Q6_K)
+#undef GEMM_DEQ_CASE
+  default:
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "gemm: no decoder for %s weights",
+                         memra_type_info(type).name);
+  }
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}
+
+/* The architecture's tensor-core kernel (gemm.h). */
+static cudaError_t gemm_kernel(const memra_cu_gemm_args *g, cudaStream_t st, int n_sms) {
+#if MEMRA_CUDA_CC_MAJOR == 9 && !defined(MEMRA_CUDA_FAMILY_SM120) /* sm120a family: mma.sync */
+  return memra_cu_gemm_wgmma(g, st, n_sms);
+#else
+  return memra_cu_gemm_mma(g, st, n_sms);
+#endif
+}
+
+/* True when the bytes spanned by checked tensors a and b intersect. */
+static bool gemm_overlap(const memra_tensor *a, const memra_tensor *b) {
+  if (a->buf != b->buf) return false;
+  const uint64_t ea = a->offset + (uint64_t)(a->ne1 > 0 ? a->ne1 - 1 : 0) * a->nb1 +
+                      memra_type_row_bytes(a->type, a->ne0);
+  const uint64_t eb = b->offset + (uint64_t)(b->ne1 > 0 ? b->ne1 - 1 : 0) * b->nb1 +
+                      memra_type_row_bytes(b->type, b->ne0);
+  return a->offset < eb && b->offset < ea;
+}
+
+memra_status memra_cu_gemm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                           const memra_tensor *w, const memra_tensor *bias) {
+  memra_status st;
+  if ((st = memra_cu_check_tensor(be, y, "gemm: y", MEMRA_TYPE_F32)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, x, "gemm: x", -1)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, w, "gemm: w", -1)) != MEMRA_OK)
+    return st;
+  if (!memra_cu_type_supported(w->type))
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "gemm: no CUDA kernel for %s weights",
+                         memra_type_info(w->type).name);
+  const int bf = w->type == MEMRA_TYPE_BF16;
+  const int32_t op_type = bf ? MEMRA_TYPE_BF16 : MEMRA_TYPE_F16;
+  if (x->type != MEMRA_TYPE_F32 && (x->type != op_type || w->type == MEMRA_TYPE_F32))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: x is %s, expected F32%s%s",
+                         memra_type_info(x->type).name, w->type == MEMRA_TYPE_F32 ? "" : " or ",
+                         w->type == MEMRA_TYPE_F32 ? "" : memra_type_info(op_type).name);
+  if (w->type == MEMRA_TYPE_F32) return memra_cu_matmul(be, y, x, w, bias);
+  const int64_t M = x->ne1, K = x->ne0, N = w->ne1;
+  if (w->ne0 != K || y->ne1 != M || y->ne0 != N)
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "gemm: y [%lld, %lld] = x [%lld, %lld] . w [%lld, %lld]^T: shapes "
+                         "disagree",
+                         (long long)y->ne1, (long long)y->ne0, (long long)M, (long long)K,
+                         (long long)N, (long long)w->ne0);
+  const float *bp = NULL;
+  if (memra_cu_present(bias)) {
+    if ((st = memra_cu_check_tensor(be, bias, "gemm: bias", MEMRA_TYPE_F32)) != MEMRA_OK) return st;
+    if (bias->ne0 != N)
+      return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: bias has %lld elements, expected %lld",
+                           (long long)bias->ne0, (long long)N);
+    bp = (const float *)memra_cu_ptr(bias);
+    if ((uintptr_t)bp % 4)
+      return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: bias must be 4-byte aligned");
+  }
+  if (y->nb1 % 4)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: y row stride is not whole floats");
+  if (gemm_overlap(y, x) || gemm_overlap(y, w))
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "gemm: y overlaps an input (x or w); it cannot be computed in place");
+  if (M == 0) return MEMRA_OK;
+  if (M > 0x7fffffff || N > 0x7fffffff || K > 0x7fffffff)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "gemm: [%lld, %lld] x [%lld, %lld]^T too large",
+                         (long long)M, (long long)K, (long long)N, (long long)K);
+  float *yp = (float *)memra_cu_ptr(y);
+  const uint8_t *xp = (const uint8_t *)memra_cu_ptr(x);
+  const uint8_t *wp = (const uint8_t *)memra_cu_ptr(w);
+  if ((uintptr_t)yp % 4)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: y must be 4-byte aligned");
+  const uint64_t walign = memra_cu_align_of(wp, w->nb1 * (N > 1));
+  if (walign < memra_cu_type_align(w->type))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: %s weights must be %llu-byte aligned",
+                         memra_type_info(w->type).name,
+                         (unsigned long long)memra_cu_type_align(w->type));
+
+  /* Workspace: A (unless x is already an operand), then one chunk of B (unless w is). */
+  const bool a_direct = x->type != MEMRA_TYPE_F32;
+  if (a_direct && (memra_cu_align_of(xp, x->nb1 * (M > 1)) < 16))
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "gemm: %s x needs 16-byte aligned rows (address and stride)",
+                         memra_type_info(x->type).name);
+  if (!a_direct && (uintptr_t)xp % 4)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: x must be 4-byte aligned");
+  if (!a_direct && x->nb1 % 4)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: x row stride is not whole floats");
+  const int64_t lda = a_direct ? (M > 1 ? (int64_t)(x->nb1 / 2) : gemm_round8(K)) : gemm_round8(K);
+  const bool b_direct = (w->type == MEMRA_TYPE_F16 || w->type == MEMRA_TYPE_BF16) && walign >= 16;
+  const int64_t ldb = b_direct ? (N > 1 ? (int64_t)(w->nb1 / 2) : gemm_round8(K)) : gemm_round8(K);
+  int64_t chunk = N;
+  if (!b_direct) {
+    const int64_t fit = (int64_t)(GEMM_CHUNK_BYTES / ((uint64_t)ldb * 2)) / 256 * 256;
+    chunk = fit < 256 ? 256 : fit;
+    if (chunk > N) chunk = N;
+  }
+  const uint64_t a_bytes = a_direct ? 0 : ((uint64_t)M * lda * 2 + 255) / 256 * 256;
+  const uint64_t b_bytes = b_direct ? 0 : (uint64_t)chunk * ldb * 2;
+  void *ws = NULL;
+  if (a_bytes + b_bytes > 0 && (st = memra_cu_workspace(be, a_bytes + b_bytes, &ws)) != MEMRA_OK)
+    return st;
+  const void *ap = a_direct ? (const void *)xp : ws;
+  if (!a_direct) {
+    const int64_t ldx = (int64_t)(x->nb1 / 4);
+    const int vec = memra_cu_align_of(xp, x->nb1 * (M > 1)) >= 16;
+    const int64_t cols = (K + 4 * GEMM_THREADS - 1) / (4 * GEMM_THREADS);
+    dim3 grid((unsigned)(cols < 65535 ? cols : 65535), (unsigned)(M < 65535 ? M : 65535));
+    if (bf)
+      gemm_x_v1_kernel<1><<<grid, GEMM_THREADS, 0, be->stream>>>((uint16_t *)ws, lda,
+                                                                 (const float *)xp, ldx, M, K, vec);
+    else
+      gemm_x_v1_kernel<0><<<grid, GEMM_THREADS, 0, be->stream>>>((uint16_t *)ws, lda,
+                                                                 (const float *)xp, ldx, M, K, vec);
+    MEMRA_CU_LAUNCHED();
+  }
+  void *bws = (uint8_t *)ws + a_bytes;
+  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+    const int64_t nc = N - n0 < chunk ? N - n0 : chunk;
+    const uint8_t *wc = wp + (uint64_t)n0 * w->nb1;
+    if (!b_direct &&
+        (st = gemm_stage_w(be, bws, ldb, w->type, wc, w->nb1, nc, K, walign >= 16)) != MEMRA_OK)
+      return st;
+    memra_cu_gemm_args g;
+    g.a = ap;
+    g.lda = lda;
+    g.b = b_direct ? (const void *)wc : bws;
+    g.ldb = ldb;
+    g.c = yp + n0;
+    g.ldc = (int64_t)(y->nb1 / 4);
+    g.bias = bp ? bp + n0 : NULL;
+    g.m = (int)M;
+    g.n = (int)nc;
+    g.k = (int)K;
+    g.bf16 = bf;
+    cudaError_t e = gemm_kernel(&g, be->stream, be->n_sms);
+    if (e != cudaSuccess) return memra_cu_fail(be, e, "gemm kernel", __FILE__, __LINE__);
+  }
+  return MEMRA_OK;
+}
+
+#endif /* MEMRA_CU_HAS_GEMM */

@@ -1,0 +1,656 @@
+/* gemm_wgmma.cu — the sm_90a tensor-core GEMM behind the gemm op (gemm.h):
+ *   C [m, n] (f32) = A [m, k] . B [n, k]^T (+ bias), A and B f16 or bf16, both K-major.
+ *
+ * ver  idea                                                       H200 (docs/PERF.md)
+ *  1   persistent CTAs (grid = SMs) over BM x BN output tiles in grouped order (16 m-tiles
+ *      share a band of n-tiles, so the weight tiles of concurrent CTAs are read from L2);
+ *      one producer warp issues TMA loads (128B swizzle, out-of-bounds rows and the K
+ *      tail zero-filled by the copy engine) into a ring of 4-8 stages guarded by full /
+ *      empty mbarriers; NC consumer warpgroups (64 rows each) issue wgmma m64nBNk16 from
+ *      shared-memory descriptors, one k-block in flight while the previous stage is
+ *      released; setmaxnreg moves registers from the producer to the consumers; the
+ *      epilogue adds bias and stores f32 straight from the accumulators (bounds-checked).
+ *      Tile shape (64 or 128 rows x 64..256 columns) of least estimated time: rounds of
+ *      SM-count tiles times the tile's work over its throughput (gw_pick).
+ * Each output element is reduced over k in one order (k-blocks of 64 in order, 4 k16 steps
+ * each, one accumulator): no split-K, so a row's bits never depend on m or the tile shape.
+ * The whole file is sm_90a only (wgmma, setmaxnreg). */
+#if MEMRA_CUDA_CC_MAJOR == 9
+#include <cuda.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugins/cuda/gemm.h"
+
+namespace {
+
+constexpr int GW_BK = 64;           /* k elements per stage: one 128-byte swizzle row */
+constexpr int GW_SMEM = 227 * 1024; /* dynamic shared memory an sm_90 block may opt into */
+
+template <int NC, int BN> struct gw_cfg {
+  static constexpr int BM = 64 * NC;
+  static constexpr int A_BYTES = BM * GW_BK * 2, B_BYTES = BN * GW_BK * 2;
+  static constexpr int STAGE = A_BYTES + B_BYTES;
+  static constexpr int STAGES0 = (GW_SMEM - 1024) / STAGE;
+  static constexpr int STAGES = STAGES0 > 8 ? 8 : STAGES0;
+  static constexpr int SMEM = STAGES * STAGE + 1024; /* + slack to align the ring to 1 KiB */
+  static constexpr int THREADS = 128 * (NC + 1);
+};
+
+__device__ __forceinline__ uint32_t gw_smem(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void gw_bar_init(uint64_t *b, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(gw_smem(b)), "r"(count));
+}
+__device__ __forceinline__ void gw_bar_expect(uint64_t *b, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(gw_smem(b)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void gw_bar_arrive(uint64_t *b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(gw_smem(b)) : "memory");
+}
+__device__ __forceinline__ void gw_bar_wait(uint64_t *b, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(gw_smem(b)), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+
+/* One box of a 2-D tensor map (x = k element, y = row) into shared memory; completion is
+ * counted in bytes on bar. */
+__device__ __forceinline__ void gw_tma_load(void *dst, const CUtensorMap *map, uint64_t *bar, int x,
+                                            int y) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4}], [%2];" ::"r"(gw_smem(dst)),
+               "l"((uint64_t)map), "r"(gw_smem(bar)), "r"(x), "r"(y)
+               : "memory");
+}
+
+/* wgmma shared-memory descriptor of a K-major tile with 128-byte rows, 128B swizzle: start
+ * address >> 4, leading offset unused (1), stride 1024 bytes between 8-row groups. */
+__device__ __forceinline__ uint64_t gw_desc(uint32_t addr) {
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) |
+         (1ull << 62);
+}
+
+__device__ __forceinline__ void gw_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void gw_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void gw_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+/* Keeps the compiler from moving accumulator reads or writes across an asynchronous wgmma. */
+template <int R> __device__ __forceinline__ void gw_pin(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i)
+    asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* wgmma.mma_async m64nNk16, f32 += f16/bf16 x f16/bf16, A and B from shared memory
+ * (generated: one operand per accumulator register). */
+__device__ __forceinline__ void gw_mma_n64_f16(float (&d)[32], uint64_t da, uint64_t db,
+                                               int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+               "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+                 "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+                 "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+                 "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+                 "+f"(d[31])
+               : "l"(da), "l"(db), "r"(scale_d));
+}
+__device__ __forceinline__ void gw_mma_n64_bf16(float (&d)[32], uint64_t da, uint64_t db,
+                                                int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+               "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+                 "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+                 "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+                 "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+                 "+f"(d[31])
+               : "l"(da), "l"(db), "r"(scale_d));
+}
+__device__ __forceinline__ void gw_mma_n128_f16(float (&d)[64], uint64_t da, uint64_t db,
+                                                int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+               "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+                 "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+                 "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+                 "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+                 "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+                 "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+                 "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                 "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
+                 "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
+                 "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(da), "l"(db), "r"(scale_d));
+}
+__device__ __forceinline__ void gw_mma_n128_bf16(float (&d)[64], uint64_t da, uint64_t db,
+                                                 int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+               "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+                 "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+                 "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+                 "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+                 "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+                 "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+                 "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                 "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
+                 "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
+                 "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(da), "l"(db), "r"(scale_d));
+}
+__device__ __forceinline__ void gw_mma_n192_f16(float (&d)[96], uint64_t da, uint64_t db,
+                                                int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+      "}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+__device__ __forceinline__ void gw_mma_n192_bf16(float (&d)[96], uint64_t da, uint64_t db,
+                                                 int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+      "}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+__device__ __forceinline__ void gw_mma_n224_f16(float (&d)[112], uint64_t da, uint64_t db,
+                                                int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %114, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
+      "}, %112, %113, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+__device__ __forceinline__ void gw_mma_n224_bf16(float (&d)[112], uint64_t da, uint64_t db,
+                                                 int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %114, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
+      "}, %112, %113, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+__device__ __forceinline__ void gw_mma_n256_f16(float (&d)[128], uint64_t da, uint64_t db,
+                                                int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "
+      "%127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+__device__ __forceinline__ void gw_mma_n256_bf16(float (&d)[128], uint64_t da, uint64_t db,
+                                                 int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "
+      "%127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+
+template <int BN, int BF> struct gw_mma;
+template <> struct gw_mma<64, 0> {
+  static __device__ __forceinline__ void run(float (&d)[32], uint64_t a, uint64_t b, int s) {
+    gw_mma_n64_f16(d, a, b, s);
+  }
+};
+template <> struct gw_mma<64, 1> {
+  static __device__ __forceinline__ void run(float (&d)[32], uint64_t a, uint64_t b, int s) {
+    gw_mma_n64_bf16(d, a, b, s);
+  }
+};
+template <> struct gw_mma<128, 0> {
+  static __device__ __forceinline__ void run(float (&d)[64], uint64_t a, uint64_t b, int s) {
+    gw_mma_n128_f16(d, a, b, s);
+  }
+};
+template <> struct gw_mma<128, 1> {
+  static __device__ __forceinline__ void run(float (&d)[64], uint64_t a, uint64_t b, int s) {
+    gw_mma_n128_bf16(d, a, b, s);
+  }
+};
+template <> struct gw_mma<192, 0> {
+  static __device__ __forceinline__ void run(float (&d)[96], uint64_t a, uint64_t b, int s) {
+    gw_mma_n192_f16(d, a, b, s);
+  }
+};
+template <> struct gw_mma<192, 1> {
+  static __device__ __forceinline__ void run(float (&d)[96], uint64_t a, uint64_t b, int s) {
+    gw_mma_n192_bf16(d, a, b, s);
+  }
+};
+template <> struct gw_mma<224, 0> {
+  static __device__ __forceinline__ void run(float (&d)[112], uint64_t a, uint64_t b, int s) {
+    gw_mma_n224_f16(d, a, b, s);
+  }
+};
+template <> struct gw_mma<224, 1> {
+  static __device__ __forceinline__ void run(float (&d)[112], uint64_t a, uint64_t b, int s) {
+    gw_mma_n224_bf16(d, a, b, s);
+  }
+};
+template <> struct gw_mma<256, 0> {
+  static __device__ __forceinline__ void run(float (&d)[128], uint64_t a, uint64_t b, int s) {
+    gw_mma_n256_f16(d, a, b, s);
+  }
+};
+template <> struct gw_mma<256, 1> {
+  static __device__ __forceinline__ void run(float (&d)[128], uint64_t a, uint64_t b, int s) {
+    gw_mma_n256_bf16(d, a, b, s);
+  }
+};
+
+/* Tile t of the grouped order: GW_GROUP m-tiles form a band that walks all n-tiles, m
+ * fastest, so the CTAs running at once share few B (weight) tiles and few A tiles. */
+constexpr int GW_GROUP = 16;
+__device__ __forceinline__ void gw_tile(int t, int tiles_m, int tiles_n, int *tm, int *tn) {
+  const int band = GW_GROUP * tiles_n, g = t / band, first = g * GW_GROUP;
+  const int rows = tiles_m - first < GW_GROUP ? tiles_m - first : GW_GROUP;
+  const int r = t - g * band;
+  *tm = first + r % rows;
+  *tn = r / rows;
+}
+
+template <int NC, int BN, int BF>
+__global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
+    gemm_wgmma_v1_kernel(const __grid_constant__ CUtensorMap map_a,
+                         const __grid_constant__ CUtensorMap map_b, float *__restrict__ c,
+                         int64_t ldc, const float *__restrict__ bias, int m, int n, int k,
+                         int vec2) {
+  using C = gw_cfg<NC, BN>;
+  constexpr int S = C::STAGES;
+  extern __shared__ uint8_t gw_dyn[];
+  __shared__ __align__(8) uint64_t full[S], empty[S];
+  uint8_t *ring = (uint8_t *)(((uintptr_t)gw_dyn + 1023) & ~(uintptr_t)1023);
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      gw_bar_init(&full[s], 1);
+      gw_bar_init(&empty[s], NC);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int tiles_m = (m + C::BM - 1) / C::BM, tiles_n = (n + BN - 1) / BN;
+  const int tiles = tiles_m * tiles_n, kblocks = (k + GW_BK - 1) / GW_BK;
+
+  if (wg == 0) { /* producer: one thread issues every copy */
+    if (NC == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (tid == 0) {
+      uint32_t it = 0;
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int tm, tn;
+        gw_tile(t, tiles_m, tiles_n, &tm, &tn);
+        for (int kb = 0; kb < kblocks; ++kb, ++it) {
+          const uint32_t s = it % S, round = it / S;
+          if (round > 0) gw_bar_wait(&empty[s], (round - 1) & 1);
+          uint8_t *sa = ring + s * C::STAGE, *sb = sa + C::A_BYTES;
+          gw_bar_expect(&full[s], C::STAGE);
+          gw_tma_load(sa, &map_a, &full[s], kb * GW_BK, tm * C::BM);
+          gw_tma_load(sb, &map_b, &full[s], kb * GW_BK, tn * BN);
+        }
+      }
+    }
+  } else { /* consumer warpgroup cw: rows [64 cw, 64 cw + 64) of each tile */
+    if (NC == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int cw = wg - 1, warp = tid / 32, lane = tid % 32;
+    float acc[BN / 2];
+    uint32_t it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      int tm, tn;
+      gw_tile(t, tiles_m, tiles_n, &tm, &tn);
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i)
+        acc[i] = 0.f;
+      uint32_t prev = 0;
+      for (int kb = 0; kb < kblocks; ++kb, ++it) {
+        const uint32_t s = it % S;
+        gw_bar_wait(&full[s], (it / S) & 1);
+        const uint32_t a0 = gw_smem(ring + s * C::STAGE) + cw * 64 * 128;
+        const uint32_t b0 = gw_smem(ring + s * C::STAGE + C::A_BYTES);
+        gw_pin(acc);
+        gw_fence();
+#pragma unroll
+        for (int kk = 0; kk < GW_BK / 16; ++kk) /* 16 k elements = 32 bytes along the row */
+          gw_mma<BN, BF>::run(acc, gw_desc(a0 + 32 * kk), gw_desc(b0 + 32 * kk), 1);
+        gw_commit();
+        gw_wait<1>(); /* the previous k-block is done: its stage goes back to the producer */
+        gw_pin(acc);
+        if (kb > 0 && tid == 0) gw_bar_arrive(&empty[prev]);
+        prev = s;
+      }
+      gw_wait<0>();
+      gw_pin(acc);
+      if (tid == 0) gw_bar_arrive(&empty[prev]);
+
+      /* Accumulator i of this thread: row 16 warp + lane / 4 + 8 ((i / 2) % 2), column
+       * 8 (i / 4) + 2 (lane % 4) + i % 2 (the wgmma D fragment). */
+      const int r0 = tm * C::BM + cw * 64 + warp * 16 + lane / 4;
+      const int c0 = tn * BN + 2 * (lane % 4);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = r0 + 8 * h;
+        if (row >= m) continue;
+        float *crow = c + (int64_t)row * ldc;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          const int col = c0 + 8 * j;
+          float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+          if (col + 1 < n) {
+            if (bias) {
+              v0 += bias[col];
+              v1 += bias[col + 1];
+            }
+            if (vec2)
+              *(float2 *)(crow + col) = make_float2(v0, v1);
+            else {
+              crow[col] = v0;
+              crow[col + 1] = v1;
+            }
+          } else if (col < n) {
+            crow[col] = bias ? v0 + bias[col] : v0;
+          }
+        }
+      }
+    }
+  }
+}
+
+/* cuTensorMapEncodeTiled through the runtime's driver entry point: no -lcuda link. */
+typedef CUresult (*gw_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                 const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                 const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+cudaError_t gw_encoder(gw_encode_fn *out) {
+  static gw_encode_fn fn = NULL;
+  if (!fn) {
+    void *p = NULL;
+    cudaDriverEntryPointQueryResult q;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                                     cudaEnableDefault, &q);
+    if (e != cudaSuccess) return e;
+    if (q != cudaDriverEntryPointSuccess || !p) return cudaErrorSymbolNotFound;
+    fn = (gw_encode_fn)p;
+  }
+  *out = fn;
+  return cudaSuccess;
+}
+
+/* rows x k elements, ld elements apart, boxes of GW_BK x box_rows. */
+cudaError_t gw_map(CUtensorMap *map, const void *p, int64_t rows, int64_t k, int64_t ld,
+                   int box_rows, int bf16) {
+  gw_encode_fn enc;
+  cudaError_t e = gw_encoder(&enc);
+  if (e != cudaSuccess) return e;
+  const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
+  const cuuint64_t strides[1] = {(cuuint64_t)ld * 2};
+  const cuuint32_t box[2] = {GW_BK, (cuuint32_t)box_rows};
+  const cuuint32_t estr[2] = {1, 1};
+  CUresult r = enc(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                   2, (void *)p, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+template <int NC, int BN, int BF>
+cudaError_t gw_launch(const memra_cu_gemm_args *g, cudaStream_t st, int n_sms) {
+  using C = gw_cfg<NC, BN>;
+  static bool attr = false; /* the opt-in above 48 KiB, once per instance */
+  if (!attr) {
+    cudaError_t e = cudaFuncSetAttribute(gemm_wgmma_v1_kernel<NC, BN, BF>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+    if (e != cudaSuccess) return e;
+    attr = true;
+  }
+  CUtensorMap ma, mb;
+  cudaError_t e;
+  if ((e = gw_map(&ma, g->a, g->m, g->k, g->lda, C::BM, BF)) != cudaSuccess ||
+      (e = gw_map(&mb, g->b, g->n, g->k, g->ldb, BN, BF)) != cudaSuccess)
+    return e;
+  const int64_t tiles = ((int64_t)g->m + C::BM - 1) / C::BM * (((int64_t)g->n + BN - 1) / BN);
+  const int grid = (int)(tiles < n_sms ? tiles : n_sms);
+  const int vec2 = ((uintptr_t)g->c % 8 == 0 && g->ldc % 2 == 0) ? 1 : 0;
+  gemm_wgmma_v1_kernel<NC, BN, BF>
+      <<<grid, C::THREADS, C::SMEM, st>>>(ma, mb, g->c, g->ldc, g->bias, g->m, g->n, g->k, vec2);
+  return cudaGetLastError();
+}
+
+/* The tile shapes the dispatcher chooses from, with a guess of their relative per-SM
+ * throughput (bigger tiles reuse each operand byte more; one consumer warpgroup leaves the
+ * tensor cores idle during its own waits). docs/PERF.md has the measured table. */
+typedef cudaError_t (*gw_launch_fn)(const memra_cu_gemm_args *, cudaStream_t, int);
+struct gw_shape {
+  int bm, bn;
+  double eff;
+  gw_launch_fn f16, bf16;
+};
+#define GW_SHAPE(NC, BN, EFF)                                                                      \
+  { 64 * NC, BN, EFF, gw_launch<NC, BN, 0>, gw_launch<NC, BN, 1> }
+const gw_shape gw_shapes[] = {
+    GW_SHAPE(2, 256, 1.00), GW_SHAPE(2, 224, 0.97), GW_SHAPE(2, 192, 0.94), GW_SHAPE(2, 128, 0.88),
+    GW_SHAPE(1, 256, 0.70), GW_SHAPE(1, 128, 0.62), GW_SHAPE(1, 64, 0.45)};
+#undef GW_SHAPE
+
+/* The shape of least estimated time: rounds of n_sms tiles, each tile's work (its k-blocks
+ * plus about 4 k-blocks of fill and epilogue) over its efficiency. MEMRA_GEMM_TILE=BMxBN
+ * (e.g. 128x224) forces a shape, for benchmarks. */
+const gw_shape *gw_pick(int m, int n, int k, int n_sms) {
+  const char *env = getenv("MEMRA_GEMM_TILE");
+  if (env && *env)
+    for (const gw_shape &s : gw_shapes) {
+      char name[16];
+      snprintf(name, sizeof name, "%dx%d", s.bm, s.bn);
+      if (!strcmp(env, name)) return &s;
+    }
+  const gw_shape *best = NULL;
+  double best_t = 0;
+  const double kw = (double)((k + GW_BK - 1) / GW_BK + 4) * GW_BK;
+  for (const gw_shape &s : gw_shapes) {
+    const int64_t tiles = ((int64_t)m + s.bm - 1) / s.bm * (((int64_t)n + s.bn - 1) / s.bn);
+    const int64_t rounds = (tiles + n_sms - 1) / n_sms;
+    const double t = (double)rounds * s.bm * s.bn * kw / s.eff;
+    if (!best || t < best_t) {
+      best = &s;
+      best_t = t;
+    }
+  }
+  return best;
+}
+
+} // namespace
+
+/* Needs a, b 16-byte aligned and lda, ldb multiples of 8 (the copy engine's rules); the
+ * caller (gemm.cu) guarantees them. Any tile shape gives every output element the same
+ * bits (k reduced in the same order), so the choice may follow m freely. */
+cudaError_t memra_cu_gemm_wgmma(const memra_cu_gemm_args *g, cudaStream_t st, int n_sms) {
+  if (g->m <= 0 || g->n <= 0 || g->k <= 0) return cudaSuccess;
+  if ((uintptr_t)g->a % 16 || (uintptr_t)g->b % 16 || g->lda % 8 || g->ldb % 8 || g->lda < g->k ||
+      g->ldb < g->k || n_sms <= 0)
+    return cudaErrorInvalidValue;
+  const gw_shape *s = gw_pick(g->m, g->n, g->k, n_sms);
+  return (g->bf16 ? s->bf16 : s->f16)(g, st, n_sms);
+}
+
+#endif /* MEMRA_CUDA_CC_MAJOR == 9 */

@@ -1,0 +1,471 @@
+/* gemm_check.c — the gemm op of a GPU plugin (tensor-core prefill GEMM) against the CPU
+ * plugin's matmul, on seeded random inputs with ragged shapes.
+ *
+ *   gemm_check [--quick] [--seed N] REF.so TEST.so
+ *
+ * Per weight type: x has M rows; the reference is REF's matmul over all of them. The
+ * plugin under test computes all M rows (y poisoned with NaN first, guard bytes after it),
+ * checked against the reference: per row max |err| <= tol * rms(reference row) and the
+ * relative L2 error bounded, both set by the operand precision (f16: 4e-3 and 5e-4, 6e-3
+ * once quantized weights are rounded to f16 too; bf16: 3e-2 and 3e-3; F32 weights go to
+ * matmul: 1e-4 and 1e-5). Then sub-batches of other sizes at other offsets (M in {1, 7,
+ * 64, 129, 512}), a strided x and y, and x passed already rounded to the operand type
+ * (F16 or BF16) must reproduce the full batch's rows bit for bit: a row's result depends
+ * on neither M, nor its place, nor its neighbours (no split-K), whatever tile shape each
+ * M gets. Shapes: N and K not multiples of the tiles, K % 8 != 0 for float weights, a
+ * large case (2048 x 4400) whose tiles outnumber the SMs, and decoded weights larger than
+ * one workspace chunk. Hostile arguments must fail with their one-line message. One line
+ * per case; the exit status is non-zero when any case fails. --quick: small shapes (for
+ * compute-sanitizer). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugins/quant/quant.h"
+#include "tools/device/plugpair.h"
+
+enum { GUARD = 256 };
+
+static memra_plug P[2]; /* 0: reference (CPU), 1: under test */
+static int g_quick, g_fail, g_cases;
+static uint64_t g_rng = 0x6A09E667F3BCC909ull;
+
+static uint64_t rnd(void) { /* xorshift64* */
+  g_rng ^= g_rng >> 12;
+  g_rng ^= g_rng << 25;
+  g_rng ^= g_rng >> 27;
+  return g_rng * 2685821657736338717ull;
+}
+static float frand(float lo, float hi) {
+  return lo + (hi - lo) * (float)((rnd() >> 40) * (1.0 / 16777216.0));
+}
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    fprintf(stderr, "out of host memory (%zu bytes)\n", n);
+    exit(3);
+  }
+  return p;
+}
+
+/* Random rows of a type: random bytes with the f16 scale fields set to sane positive
+ * values (random bytes there would be NaN/Inf/huge); float formats in [-1, 1]. */
+static void *rand_rows(int32_t type, int64_t ne0, int64_t rows, uint64_t *nbytes) {
+  const uint64_t rb = memra_type_row_bytes(type, ne0);
+  uint8_t *p = xmalloc(rb * rows);
+  *nbytes = rb * rows;
+  if (type == MEMRA_TYPE_F32 || type == MEMRA_TYPE_F16 || type == MEMRA_TYPE_BF16) {
+    for (int64_t i = 0; i < ne0 * rows; ++i) {
+      const float v = frand(-1, 1);
+      if (type == MEMRA_TYPE_F32)
+        ((float *)p)[i] = v;
+      else
+        ((uint16_t *)p)[i] = type == MEMRA_TYPE_F16 ? memra_f32_to_fp16(v) : memra_f32_to_bf16(v);
+    }
+    return p;
+  }
+  for (uint64_t i = 0; i < rb * rows; ++i)
+    p[i] = (uint8_t)(rnd() >> 56);
+  const memra_type_traits tr = memra_type_info(type);
+  int offs[2] = {-1, -1};
+  switch (type) {
+  case MEMRA_TYPE_Q4_0:
+  case MEMRA_TYPE_Q5_0:
+  case MEMRA_TYPE_Q8_0: offs[0] = 0; break;
+  case MEMRA_TYPE_Q4_1:
+  case MEMRA_TYPE_Q5_1:
+  case MEMRA_TYPE_Q4_K:
+  case MEMRA_TYPE_Q5_K:
+    offs[0] = 0;
+    offs[1] = 2;
+    break;
+  case MEMRA_TYPE_Q6_K: offs[0] = 208; break;
+  default: break;
+  }
+  for (uint64_t b = 0; b < rb * rows / (uint64_t)tr.size; ++b)
+    for (int k = 0; k < 2; ++k)
+      if (offs[k] >= 0) {
+        const uint16_t h = memra_f32_to_fp16(frand(0.001f, 0.02f));
+        memcpy(p + b * (uint64_t)tr.size + offs[k], &h, 2);
+      }
+  return p;
+}
+
+/* A buffer on plugin i: payload, then GUARD bytes of 0xA5. init NULL: 0xFF (NaN). */
+static memra_buf *dnew(int i, uint64_t size, const void *init) {
+  memra_buf *b = NULL;
+  uint8_t *tmp = xmalloc(size + GUARD);
+  if (init)
+    memcpy(tmp, init, size);
+  else
+    memset(tmp, 0xFF, size);
+  memset(tmp + size, 0xA5, GUARD);
+  memra_plug_must(&P[i], P[i].vt->buf_alloc(P[i].be, size + GUARD, &b), "buf_alloc");
+  memra_plug_must(&P[i], P[i].vt->buf_upload(P[i].be, b, 0, tmp, size + GUARD), "upload");
+  free(tmp);
+  return b;
+}
+static void dpoison(int i, memra_buf *b, uint64_t size) {
+  uint8_t *tmp = xmalloc(size);
+  memset(tmp, 0xFF, size);
+  memra_plug_must(&P[i], P[i].vt->buf_upload(P[i].be, b, 0, tmp, size), "upload");
+  free(tmp);
+}
+static void *dget(int i, memra_buf *b, uint64_t off, uint64_t size) {
+  void *p = xmalloc(size);
+  memra_plug_must(&P[i], P[i].vt->buf_download(P[i].be, b, off, p, size), "download");
+  return p;
+}
+static int dguard_ok(int i, memra_buf *b, uint64_t size) {
+  uint8_t *g = dget(i, b, size, GUARD);
+  int ok = 1;
+  for (int k = 0; k < GUARD; ++k)
+    ok &= g[k] == 0xA5;
+  free(g);
+  return ok;
+}
+static memra_tensor ten(memra_buf *b, uint64_t off, int32_t type, int64_t ne0, int64_t ne1,
+                        uint64_t nb1) {
+  memra_tensor t;
+  memset(&t, 0, sizeof t);
+  t.buf = b;
+  t.offset = off;
+  t.type = type;
+  t.ne0 = ne0;
+  t.ne1 = ne1;
+  t.nb1 = nb1 ? nb1 : memra_type_row_bytes(type, ne0);
+  return t;
+}
+
+static void record(const char *what, int pass, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void record(const char *what, int pass, const char *fmt, ...) {
+  char note[200];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(note, sizeof note, fmt, ap);
+  va_end(ap);
+  ++g_cases;
+  if (!pass) ++g_fail;
+  printf("%-4s %-44s %s\n", pass ? "ok" : "FAIL", what, note);
+  fflush(stdout);
+}
+
+/* y (test) against ref: no non-finite values, the worst row's max|err| / rms(reference
+ * row) within tol_max and the relative L2 error within tol_l2. */
+static void compare_rows(const char *what, const float *ref, const float *y, int64_t m, int64_t n,
+                         double tol_max, double tol_l2) {
+  double worst = 0, num = 0, den = 0;
+  int64_t bad = 0, worst_row = 0;
+  for (int64_t r = 0; r < m; ++r) {
+    double ss = 0, mx = 0;
+    for (int64_t j = 0; j < n; ++j)
+      ss += (double)ref[r * n + j] * ref[r * n + j];
+    const double rms = sqrt(ss / (double)n);
+    for (int64_t j = 0; j < n; ++j) {
+      const double a = ref[r * n + j], b = y[r * n + j];
+      if (!isfinite(b) || !isfinite(a)) {
+        ++bad;
+        continue;
+      }
+      const double e = fabs(a - b);
+      if (e > mx) mx = e;
+      num += e * e;
+      den += a * a;
+    }
+    const double rel = rms > 0 ? mx / rms : mx;
+    if (rel > worst) {
+      worst = rel;
+      worst_row = r;
+    }
+  }
+  const double l2 = den > 0 ? sqrt(num / den) : sqrt(num);
+  record(what, bad == 0 && worst <= tol_max && l2 <= tol_l2,
+         "max|err|/rms %.2e (row %" PRId64
+         ", tol %.0e), rel L2 %.2e (tol %.0e), non-finite %" PRId64,
+         worst, worst_row, tol_max, l2, tol_l2, bad);
+}
+
+/* One weight type at one shape: reference over M rows, then the invariance variants. */
+static void check_type(int32_t type, int64_t M, int64_t N, int64_t K, int use_bias) {
+  const char *tn = memra_type_info(type).name;
+  /* f16 operands: unit roundoff 2^-11 on x and w, so about 2e-4 relative L2 (3e-4 once a
+   * quantized weight is rounded to f16 too), and the worst element of a row a few times
+   * more; bf16 (2^-8) eight times that; F32 weights run matmul (f32 throughout). */
+  const int quant = memra_type_info(type).blck > 1;
+  const double tol_max = type == MEMRA_TYPE_F32    ? 1e-4
+                         : type == MEMRA_TYPE_BF16 ? 3e-2
+                         : quant                   ? 6e-3
+                                                   : 4e-3;
+  const double tol_l2 = type == MEMRA_TYPE_F32 ? 1e-5 : type == MEMRA_TYPE_BF16 ? 3e-3 : 5e-4;
+  uint64_t wbytes;
+  void *w = rand_rows(type, K, N, &wbytes);
+  float *x = xmalloc((size_t)(M * K) * 4), *bias = xmalloc((size_t)N * 4);
+  for (int64_t i = 0; i < M * K; ++i)
+    x[i] = frand(-1, 1);
+  for (int64_t i = 0; i < N; ++i)
+    bias[i] = frand(-1, 1);
+  const uint64_t xb = (uint64_t)M * K * 4, yb = (uint64_t)M * N * 4;
+  memra_buf *dw[2], *dx[2], *dy[2], *db[2];
+  for (int i = 0; i < 2; ++i) {
+    dw[i] = dnew(i, wbytes, w);
+    dx[i] = dnew(i, xb, x);
+    db[i] = dnew(i, (uint64_t)N * 4, bias);
+    dy[i] = dnew(i, yb, NULL);
+  }
+  memra_tensor none;
+  memset(&none, 0, sizeof none);
+  char what[96];
+  snprintf(what, sizeof what, "%s M=%" PRId64 " N=%" PRId64 " K=%" PRId64 "%s%s", tn, M, N, K,
+           use_bias ? " +bias" : "", type == MEMRA_TYPE_F32 ? " (matmul)" : "");
+
+  /* reference (matmul on REF) and the full batch (gemm on TEST) */
+  for (int i = 0; i < 2; ++i) {
+    const memra_tensor ty = ten(dy[i], 0, MEMRA_TYPE_F32, N, M, 0),
+                       tx = ten(dx[i], 0, MEMRA_TYPE_F32, K, M, 0),
+                       tw = ten(dw[i], 0, type, K, N, 0),
+                       tb = ten(db[i], 0, MEMRA_TYPE_F32, N, 1, 0);
+    const memra_tensor *bp = use_bias ? &tb : &none;
+    memra_status st = i == 0 ? P[0].vt->matmul(P[0].be, &ty, &tx, &tw, bp)
+                             : P[1].vt->gemm(P[1].be, &ty, &tx, &tw, bp);
+    if (st == MEMRA_OK) st = P[i].vt->synchronize(P[i].be);
+    memra_plug_must(&P[i], st, i == 0 ? "reference matmul" : "gemm");
+  }
+  float *ref = dget(0, dy[0], 0, yb), *full = dget(1, dy[1], 0, yb);
+  compare_rows(what, ref, full, M, N, tol_max, tol_l2);
+  if (!dguard_ok(1, dy[1], yb)) record(what, 0, "wrote past y (guard bytes)");
+
+  /* sub-batches at other offsets: bit-identical to the full batch's rows */
+  static const int64_t subs[] = {1, 7, 64, 129, 512};
+  for (size_t s = 0; s < sizeof subs / sizeof subs[0]; ++s) {
+    const int64_t m = subs[s];
+    if (m >= M) continue;
+    const int64_t off = (m * 37 + 11) % (M - m + 1);
+    dpoison(1, dy[1], yb);
+    const memra_tensor ty = ten(dy[1], 0, MEMRA_TYPE_F32, N, m, 0),
+                       tx = ten(dx[1], (uint64_t)off * K * 4, MEMRA_TYPE_F32, K, m, 0),
+                       tw = ten(dw[1], 0, type, K, N, 0),
+                       tb = ten(db[1], 0, MEMRA_TYPE_F32, N, 1, 0);
+    memra_status st = P[1].vt->gemm(P[1].be, &ty, &tx, &tw, use_bias ? &tb : &none);
+    if (st == MEMRA_OK) st = P[1].vt->synchronize(P[1].be);
+    memra_plug_must(&P[1], st, "gemm (sub-batch)");
+    float *part = dget(1, dy[1], 0, (uint64_t)m * N * 4);
+    const int same = memcmp(part, full + off * N, (size_t)(m * N) * 4) == 0;
+    char w2[96];
+    snprintf(w2, sizeof w2, "%s rows [%" PRId64 ", +%" PRId64 ") of %" PRId64, tn, off, m, M);
+    record(w2, same, same ? "bit-identical to the full batch" : "differs from the full batch");
+    free(part);
+  }
+
+  /* strided x (K + 1 floats apart: no vector loads) and y (N + 3 apart) */
+  {
+    const int64_t m = M < 129 ? M : 129, off = M - m, xs = K + 1, ys = N + 3;
+    float *xh = xmalloc((size_t)(m * xs) * 4);
+    for (int64_t r = 0; r < m; ++r) {
+      memcpy(xh + r * xs, x + (off + r) * K, (size_t)K * 4);
+      xh[r * xs + K] = NAN; /* the gap is never read */
+    }
+    memra_buf *sx = dnew(1, (uint64_t)(m * xs) * 4, xh),
+              *sy = dnew(1, (uint64_t)(m * ys) * 4, NULL);
+    const memra_tensor ty = ten(sy, 0, MEMRA_TYPE_F32, N, m, (uint64_t)ys * 4),
+                       tx = ten(sx, 0, MEMRA_TYPE_F32, K, m, (uint64_t)xs * 4),
+                       tw = ten(dw[1], 0, type, K, N, 0),
+                       tb = ten(db[1], 0, MEMRA_TYPE_F32, N, 1, 0);
+    memra_status st = P[1].vt->gemm(P[1].be, &ty, &tx, &tw, use_bias ? &tb : &none);
+    if (st == MEMRA_OK) st = P[1].vt->synchronize(P[1].be);
+    memra_plug_must(&P[1], st, "gemm (strided)");
+    float *ys_h = dget(1, sy, 0, (uint64_t)(m * ys) * 4);
+    int same = 1;
+    for (int64_t r = 0; r < m; ++r)
+      same &= memcmp(ys_h + r * ys, full + (off + r) * N, (size_t)N * 4) == 0;
+    char w2[96];
+    snprintf(w2, sizeof w2, "%s strided x, y (%" PRId64 " rows)", tn, m);
+    record(w2, same && dguard_ok(1, sy, (uint64_t)(m * ys) * 4),
+           same ? "bit-identical to the full batch" : "differs from the full batch");
+    free(ys_h);
+    free(xh);
+    P[1].vt->buf_free(P[1].be, sx);
+    P[1].vt->buf_free(P[1].be, sy);
+  }
+
+  /* x already in the operand type (the benchmark's kernel-only path): same bits, since
+   * the plugin rounds f32 to nearest even as memra_f32_to_fp16/bf16 do (|x| <= 1 here) */
+  if (type != MEMRA_TYPE_F32) {
+    const int bf = type == MEMRA_TYPE_BF16;
+    const int64_t m = M < 64 ? M : 64, off = M - m;
+    uint16_t *xh = xmalloc((size_t)(m * K) * 2);
+    for (int64_t i = 0; i < m * K; ++i)
+      xh[i] = bf ? memra_f32_to_bf16(x[off * K + i]) : memra_f32_to_fp16(x[off * K + i]);
+    const uint64_t stride = (uint64_t)(K + 7) / 8 * 16; /* 16-byte rows, as required */
+    uint8_t *xp = xmalloc(stride * m);
+    memset(xp, 0, stride * m);
+    for (int64_t r = 0; r < m; ++r)
+      memcpy(xp + r * stride, xh + r * K, (size_t)K * 2);
+    memra_buf *hx = dnew(1, stride * m, xp);
+    dpoison(1, dy[1], yb);
+    const memra_tensor ty = ten(dy[1], 0, MEMRA_TYPE_F32, N, m, 0),
+                       tx = ten(hx, 0, bf ? MEMRA_TYPE_BF16 : MEMRA_TYPE_F16, K, m, stride),
+                       tw = ten(dw[1], 0, type, K, N, 0),
+                       tb = ten(db[1], 0, MEMRA_TYPE_F32, N, 1, 0);
+    memra_status st = P[1].vt->gemm(P[1].be, &ty, &tx, &tw, use_bias ? &tb : &none);
+    if (st == MEMRA_OK) st = P[1].vt->synchronize(P[1].be);
+    memra_plug_must(&P[1], st, "gemm (16-bit x)");
+    float *part = dget(1, dy[1], 0, (uint64_t)m * N * 4);
+    const int same = memcmp(part, full + off * N, (size_t)(m * N) * 4) == 0;
+    char w2[96];
+    snprintf(w2, sizeof w2, "%s x given as %s (%" PRId64 " rows)", tn, bf ? "BF16" : "F16", m);
+    record(w2, same, same ? "bit-identical to the F32 x path" : "differs from the F32 x path");
+    free(part);
+    free(xp);
+    free(xh);
+    P[1].vt->buf_free(P[1].be, hx);
+  }
+
+  free(ref);
+  free(full);
+  for (int i = 0; i < 2; ++i) {
+    P[i].vt->buf_free(P[i].be, dw[i]);
+    P[i].vt->buf_free(P[i].be, dx[i]);
+    P[i].vt->buf_free(P[i].be, dy[i]);
+    P[i].vt->buf_free(P[i].be, db[i]);
+  }
+  free(w);
+  free(x);
+  free(bias);
+}
+
+/* Hostile arguments: each must fail with its status and a message naming the problem. */
+static void expect_err(const char *what, memra_status want, const char *needle, memra_status got) {
+  const char *msg = got == MEMRA_OK ? "(accepted)" : P[1].vt->last_error(P[1].be);
+  record(what, got == want && strstr(msg, needle) != NULL, "status %d: %s", (int)got, msg);
+}
+static void check_errors(void) {
+  const int64_t K = 256, N = 40, M = 5;
+  uint64_t wb;
+  void *w = rand_rows(MEMRA_TYPE_F16, K, N, &wb), *q2 = NULL;
+  memra_buf *dw = dnew(1, wb, w), *dx = dnew(1, (uint64_t)M * K * 4, NULL);
+  memra_buf *dy = dnew(1, (uint64_t)M * N * 4, NULL);
+  /* x holds real floats for the cases that get past the checks */
+  float *x = xmalloc((size_t)(M * K) * 4);
+  for (int64_t i = 0; i < M * K; ++i)
+    x[i] = frand(-1, 1);
+  memra_plug_must(&P[1], P[1].vt->buf_upload(P[1].be, dx, 0, x, (uint64_t)M * K * 4), "upload");
+  memra_tensor none, ty = ten(dy, 0, MEMRA_TYPE_F32, N, M, 0),
+                     tx = ten(dx, 0, MEMRA_TYPE_F32, K, M, 0),
+                     tw = ten(dw, 0, MEMRA_TYPE_F16, K, N, 0);
+  memset(&none, 0, sizeof none);
+  const memra_backend_vt *vt = P[1].vt;
+  memra_backend *be = P[1].be;
+
+  memra_tensor t = tx;
+  t.type = MEMRA_TYPE_I32;
+  expect_err("errors: I32 x", MEMRA_E_INVALID, "gemm: x is I32", vt->gemm(be, &ty, &t, &tw, &none));
+  t = tw;
+  t.ne0 = K - 32;
+  expect_err("errors: K mismatch", MEMRA_E_INVALID, "shapes disagree",
+             vt->gemm(be, &ty, &tx, &t, &none));
+  t = ty;
+  t.ne0 = N + 1;
+  t.nb1 = (uint64_t)(N + 1) * 4; /* inside the buffer (guard bytes): only the shape is wrong */
+  expect_err("errors: N mismatch", MEMRA_E_INVALID, "shapes disagree",
+             vt->gemm(be, &t, &tx, &tw, &none));
+  t = tx;
+  t.ne1 = 1 << 20;
+  expect_err("errors: x past its buffer", MEMRA_E_INVALID, "overrun the buffer",
+             vt->gemm(be, &ty, &t, &tw, &none));
+  memra_tensor tb = ten(dy, 0, MEMRA_TYPE_F32, N - 1, 1, 0);
+  t = ten(dx, 0, MEMRA_TYPE_F32, N, M, 0);
+  expect_err("errors: bias length", MEMRA_E_INVALID, "bias has 39 elements",
+             vt->gemm(be, &t, &tx, &tw, &tb));
+  expect_err("errors: y aliases x", MEMRA_E_INVALID, "cannot be computed in place",
+             vt->gemm(be, &t, &tx, &tw, &none));
+  t = tx;
+  t.type = MEMRA_TYPE_BF16;
+  t.nb1 = (uint64_t)K * 2;
+  expect_err("errors: BF16 x with F16 w", MEMRA_E_INVALID, "expected F32 or F16",
+             vt->gemm(be, &ty, &t, &tw, &none));
+  t.type = MEMRA_TYPE_F16;
+  t.offset = 2;
+  t.ne1 = 2;
+  memra_tensor y2 = ty;
+  y2.ne1 = 2;
+  expect_err("errors: unaligned F16 x", MEMRA_E_INVALID, "16-byte aligned",
+             vt->gemm(be, &y2, &t, &tw, &none));
+  uint64_t qb;
+  q2 = xmalloc(memra_type_row_bytes(MEMRA_TYPE_Q2_K, K) * N);
+  qb = memra_type_row_bytes(MEMRA_TYPE_Q2_K, K) * N;
+  memset(q2, 0x11, qb);
+  memra_buf *dq = dnew(1, qb, q2);
+  t = ten(dq, 0, MEMRA_TYPE_Q2_K, K, N, 0);
+  expect_err("errors: Q2_K weights", MEMRA_E_UNSUPPORTED, "no CUDA kernel for Q2_K",
+             vt->gemm(be, &ty, &tx, &t, &none));
+  t = tx;
+  t.ne1 = 0;
+  memra_tensor y0 = ty;
+  y0.ne1 = 0;
+  const memra_status s0 = vt->gemm(be, &y0, &t, &tw, &none);
+  record("errors: M = 0 is a no-op", s0 == MEMRA_OK, "status %d", (int)s0);
+  vt->buf_free(be, dq);
+  vt->buf_free(be, dw);
+  vt->buf_free(be, dx);
+  vt->buf_free(be, dy);
+  free(q2);
+  free(w);
+  free(x);
+}
+
+static int64_t k_for(int32_t type, int odd) {
+  const int blck = memra_type_info(type).blck;
+  if (blck == 1) return odd ? 1003 : 1000; /* 1000: a K tail inside a 64-block; 1003: % 8 */
+  return blck == 32 ? 32 * 35 : 256 * 5;
+}
+
+int main(int argc, char **argv) {
+  int a = 1;
+  for (; a < argc && argv[a][0] == '-'; ++a) {
+    if (!strcmp(argv[a], "--quick"))
+      g_quick = 1;
+    else if (!strcmp(argv[a], "--seed") && a + 1 < argc)
+      g_rng = strtoull(argv[++a], NULL, 0) | 1;
+    else
+      break;
+  }
+  if (argc - a != 2) {
+    fprintf(stderr, "usage: gemm_check [--quick] [--seed N] REF.so TEST.so\n");
+    return 2;
+  }
+  if (memra_plug_open(&P[0], argv[a]) || memra_plug_open(&P[1], argv[a + 1])) return 2;
+  if (!P[1].vt->gemm) {
+    fprintf(stderr, "%s: the plugin has no gemm op\n", argv[a + 1]);
+    return 2;
+  }
+  static const int32_t types[] = {MEMRA_TYPE_F16,  MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0,
+                                  MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_1, MEMRA_TYPE_Q5_0,
+                                  MEMRA_TYPE_Q5_1, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q5_K,
+                                  MEMRA_TYPE_Q6_K, MEMRA_TYPE_F32};
+  if (g_quick) {
+    check_type(MEMRA_TYPE_F16, 129, 300, 200, 1);
+    check_type(MEMRA_TYPE_BF16, 70, 260, 1003, 0);
+    check_type(MEMRA_TYPE_Q4_K, 129, 300, 512, 1);
+    check_type(MEMRA_TYPE_Q8_0, 7, 130, 96, 0);
+  } else {
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t)
+      check_type(types[t], 1000, 1000, k_for(types[t], 0), (int)(t % 2 == 0));
+    check_type(MEMRA_TYPE_F16, 1000, 300, k_for(MEMRA_TYPE_F16, 1), 1);
+    check_type(MEMRA_TYPE_BF16, 129, 300, k_for(MEMRA_TYPE_BF16, 1), 0);
+    /* more tiles than SMs (persistent loop), 128 x 256 tiles for the full batch */
+    check_type(MEMRA_TYPE_F16, 2048, 4400, 1000, 1);
+    check_type(MEMRA_TYPE_BF16, 2048, 4400, 512, 0);
+    check_type(MEMRA_TYPE_Q4_K, 2048, 4400, 1024, 1);
+    /* decoded weights beyond one workspace chunk (128 MiB of f16): two GEMMs over N */
+    check_type(MEMRA_TYPE_Q8_0, 100, 70000, 1024, 1);
+  }
+  check_errors();
+  printf("gemm_check: %d cases, %d failed\n", g_cases, g_fail);
+  memra_plug_close(&P[1]);
+  memra_plug_close(&P[0]);
+  return g_fail ? 1 : 0;
+}
