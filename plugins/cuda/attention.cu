@@ -303,7 +303,7 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
     return memra_cu_errf(be, MEMRA_E_INVALID, "attention: window %d and softcap %g must be >= 0",
                          p->window, p->softcap);
   if (batch->n_rows == 0) return MEMRA_OK;
-  /* Prefill batches (more rows than sequences) on tensor cores: attention_prefill.cu. */
+  /* Prompt batches (MEMRA_BATCH_PROMPT) on tensor cores: attention_prefill.cu. */
   if (memra_cu_attention_prefill_fits(batch, k_cache, v_cache, p))
     return memra_cu_attention_prefill(be, out, q, k_cache, v_cache, batch, p, pos, seq, bt, bt_ld);
 

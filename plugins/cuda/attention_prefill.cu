@@ -314,7 +314,7 @@ __global__ void __launch_bounds__(ATP_THREADS) attention_prefill_v1_kernel(atp_a
 
 int memra_cu_attention_prefill_fits(const memra_batch *batch, const memra_tensor *k_cache,
                                     const memra_tensor *v_cache, const memra_attn_params *p) {
-  if (batch->n_rows < MEMRA_ATP_MIN_ROWS || batch->n_rows <= batch->n_seqs) return 0;
+  if (!(batch->flags & MEMRA_BATCH_PROMPT)) return 0;
   if (k_cache->type != MEMRA_TYPE_F16 || v_cache->type != MEMRA_TYPE_F16) return 0;
   if (p->head_dim != 64 && p->head_dim != 128) return 0;
   if (p->n_head / p->n_kv_head > ATP_MAX_G || p->n_kv_head > 65535) return 0;

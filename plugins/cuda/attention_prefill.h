@@ -5,11 +5,11 @@
 
 #include "plugins/cuda/cuda_common.h"
 
-/* True when the batch is prefill-shaped (more rows than sequences, at least
- * MEMRA_ATP_MIN_ROWS rows) and the kernel covers it: F16 caches, head_dim 64 or 128, a GQA
- * group of at most 64 heads, 16-byte aligned cache rows. Other batches (decode, F32/F8
- * caches) stay on the split-KV kernel. */
-enum { MEMRA_ATP_MIN_ROWS = 16 };
+/* True when the core marked the batch as prompt rows only (MEMRA_BATCH_PROMPT: decode rows
+ * must stay batch-invariant on the split-KV kernel) and the kernel covers it: F16 caches,
+ * head_dim 64 or 128, a GQA group of at most 64 heads, 16-byte aligned cache rows. Any
+ * prompt batch, of any size, takes this kernel, so a prompt computed in chunks equals the
+ * prompt in one step bit for bit (the split-KV kernel rounds differently). */
 int memra_cu_attention_prefill_fits(const memra_batch *batch, const memra_tensor *k_cache,
                                     const memra_tensor *v_cache, const memra_attn_params *p);
 
