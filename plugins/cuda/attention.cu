@@ -21,6 +21,7 @@
 #include "plugins/cuda/attention_prefill.h"
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/fp8.cuh"
 
 enum {
@@ -101,6 +102,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_split_v2_kernel(att_arg
   __shared__ float sm_p[ATT_MAX_G][ATT_CHUNK];
   __shared__ float sm_m[ATT_MAX_G], sm_l[ATT_MAX_G];
   __shared__ int64_t sm_slot[ATT_CHUNK];
+  memra_pdl_enter();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int split = blockIdx.x, kh = blockIdx.y;
   const int64_t rl = blockIdx.z, r = a.row0 + rl;
@@ -226,6 +228,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_split_v2_kernel(att_arg
  * the split count (the bucket) never changes a row's bits. */
 __global__ void __launch_bounds__(ATT_THREADS) attention_combine_v2_kernel(att_args a) {
   __shared__ float sh[ATT_THREADS / 32];
+  memra_pdl_enter();
   const int h = blockIdx.x;
   const int64_t rl = blockIdx.y, r = a.row0 + rl;
   const int D = a.head_dim, tid = threadIdx.x;
@@ -354,23 +357,27 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
     dim3 g1((unsigned)a.n_split, (unsigned)p->n_kv_head, (unsigned)nr);
     if (k_cache->type == MEMRA_TYPE_F8_E4M3) {
       if (vec)
-        attention_split_v2_kernel<memra_f8, 8><<<g1, ATT_THREADS, 0, be->stream>>>(a);
+        (void)memra_cu_launch(be, attention_split_v2_kernel<memra_f8, 8>, g1, dim3(ATT_THREADS), 0,
+                              a);
       else
-        attention_split_v2_kernel<memra_f8, 1><<<g1, ATT_THREADS, 0, be->stream>>>(a);
+        (void)memra_cu_launch(be, attention_split_v2_kernel<memra_f8, 1>, g1, dim3(ATT_THREADS), 0,
+                              a);
     } else if (k_cache->type == MEMRA_TYPE_F16) {
       if (vec)
-        attention_split_v2_kernel<__half, 8><<<g1, ATT_THREADS, 0, be->stream>>>(a);
+        (void)memra_cu_launch(be, attention_split_v2_kernel<__half, 8>, g1, dim3(ATT_THREADS), 0,
+                              a);
       else
-        attention_split_v2_kernel<__half, 1><<<g1, ATT_THREADS, 0, be->stream>>>(a);
+        (void)memra_cu_launch(be, attention_split_v2_kernel<__half, 1>, g1, dim3(ATT_THREADS), 0,
+                              a);
     } else {
       if (vec)
-        attention_split_v2_kernel<float, 8><<<g1, ATT_THREADS, 0, be->stream>>>(a);
+        (void)memra_cu_launch(be, attention_split_v2_kernel<float, 8>, g1, dim3(ATT_THREADS), 0, a);
       else
-        attention_split_v2_kernel<float, 1><<<g1, ATT_THREADS, 0, be->stream>>>(a);
+        (void)memra_cu_launch(be, attention_split_v2_kernel<float, 1>, g1, dim3(ATT_THREADS), 0, a);
     }
     MEMRA_CU_LAUNCHED();
     dim3 g2((unsigned)p->n_head, (unsigned)nr);
-    attention_combine_v2_kernel<<<g2, ATT_THREADS, 0, be->stream>>>(a);
+    (void)memra_cu_launch(be, attention_combine_v2_kernel, g2, dim3(ATT_THREADS), 0, a);
     MEMRA_CU_LAUNCHED();
   }
   return MEMRA_OK;

@@ -259,6 +259,9 @@ memra_plugin_open(const memra_open_params *params, memra_backend **out, char *er
     return NULL;
   }
   be->n_sms = be->prop.multiProcessorCount;
+  /* Programmatic dependent launch (launch.cuh) unless MEMRA_PDL=0 asks for plain launches. */
+  const char *pdl = getenv("MEMRA_PDL");
+  be->pdl = be->prop.major >= 9 && !(pdl && pdl[0] == '0');
   if ((e = cudaSetDevice(device)) != cudaSuccess ||
       (e = cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking)) != cudaSuccess) {
     free(be);

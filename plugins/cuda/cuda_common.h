@@ -31,6 +31,7 @@ struct memra_backend {
   int device;
   int n_sms;
   int capturing; /* between graph_begin and graph_end */
+  int pdl;       /* launch.cuh: programmatic dependent launch (sm_90+, MEMRA_PDL != 0) */
   cudaStream_t stream;
   cudaDeviceProp prop;
   void *ws; /* attention split-KV partials */

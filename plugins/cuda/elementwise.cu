@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "plugins/cuda/cuda_common.h"
+#include "plugins/cuda/launch.cuh"
 
 enum { EW_OP_ADD = 0, EW_OP_SCALE = 1, EW_OP_SILU = 2, EW_OP_GELU_TANH = 3 };
 
@@ -12,6 +13,7 @@ template <int OP>
 __global__ void elementwise_v1_kernel(float *y, int64_t y_ld, const float *a, int64_t a_ld,
                                       const float *b, int64_t b_ld, float s, int64_t ne0,
                                       int64_t n) {
+  memra_pdl_enter();
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n;
        t += (int64_t)gridDim.x * blockDim.x) {
     const int64_t r = t / ne0, c = t % ne0;
@@ -32,6 +34,7 @@ __global__ void elementwise_v1_kernel(float *y, int64_t y_ld, const float *a, in
 }
 
 __global__ void add_i32_v1_kernel(int32_t *v, int64_t ld, int64_t ne0, int64_t n, int32_t delta) {
+  memra_pdl_enter();
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n;
        t += (int64_t)gridDim.x * blockDim.x)
     v[(t / ne0) * ld + t % ne0] += delta;
@@ -66,10 +69,10 @@ static memra_status ew_run(memra_backend *be, const memra_tensor *y, const memra
                            const memra_tensor *b, float s) {
   const int64_t n = y->ne0 * y->ne1;
   if (n == 0) return MEMRA_OK;
-  elementwise_v1_kernel<OP><<<ew_grid(n), 256, 0, be->stream>>>(
-      (float *)memra_cu_ptr(y), (int64_t)(y->nb1 / 4), (const float *)memra_cu_ptr(a),
-      (int64_t)(a->nb1 / 4), b ? (const float *)memra_cu_ptr(b) : NULL,
-      b ? (int64_t)(b->nb1 / 4) : 0, s, y->ne0, n);
+  (void)memra_cu_launch(
+      be, elementwise_v1_kernel<OP>, dim3(ew_grid(n)), dim3(256), 0, (float *)memra_cu_ptr(y),
+      (int64_t)(y->nb1 / 4), (const float *)memra_cu_ptr(a), (int64_t)(a->nb1 / 4),
+      b ? (const float *)memra_cu_ptr(b) : NULL, b ? (int64_t)(b->nb1 / 4) : 0, s, y->ne0, n);
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
 }
@@ -102,8 +105,8 @@ memra_status memra_cu_add_i32(memra_backend *be, const memra_tensor *v, int32_t 
   if (v->nb1 % 4) return memra_cu_errf(be, MEMRA_E_INVALID, "add_i32: stride not whole ints");
   const int64_t n = v->ne0 * v->ne1;
   if (n == 0) return MEMRA_OK;
-  add_i32_v1_kernel<<<ew_grid(n), 256, 0, be->stream>>>((int32_t *)memra_cu_ptr(v),
-                                                        (int64_t)(v->nb1 / 4), v->ne0, n, delta);
+  (void)memra_cu_launch(be, add_i32_v1_kernel, dim3(ew_grid(n)), dim3(256), 0,
+                        (int32_t *)memra_cu_ptr(v), (int64_t)(v->nb1 / 4), v->ne0, n, delta);
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
 }

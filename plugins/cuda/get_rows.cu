@@ -3,12 +3,14 @@
  * NaN to its row (the host cannot see device ids without a sync; NaN makes the fault visible
  * downstream). */
 #include "plugins/cuda/cuda_common.h"
+#include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/dequant.cuh"
 
 /* Quantized tables: one thread per 32-element unit. */
 template <int T>
 __global__ void get_rows_v1_kernel(float *y, int64_t y_ld, const uint8_t *table, uint64_t t_nb1,
                                    int64_t t_rows, const int32_t *ids, int64_t ne0) {
+  memra_pdl_enter();
   const int64_t r = blockIdx.y;
   const int64_t units = ne0 / 32;
   const int32_t id = ids[r];
@@ -34,6 +36,7 @@ template <int T>
 __global__ void get_rows_float_v1_kernel(float *y, int64_t y_ld, const uint8_t *table,
                                          uint64_t t_nb1, int64_t t_rows, const int32_t *ids,
                                          int64_t ne0) {
+  memra_pdl_enter();
   const int64_t r = blockIdx.y;
   const int32_t id = ids[r];
   float *yr = y + r * y_ld;
@@ -88,7 +91,8 @@ memra_status memra_cu_get_rows(memra_backend *be, const memra_tensor *y, const m
   dim3 grid((unsigned)gx, (unsigned)n);
 #define GR_CASE(TY, K)                                                                             \
   case TY:                                                                                         \
-    K<TY><<<grid, threads, 0, be->stream>>>(yp, y_ld, tp, table->nb1, table->ne1, idp, ne0);       \
+    (void)memra_cu_launch(be, K<TY>, grid, dim3(threads), 0, yp, y_ld, tp, table->nb1, table->ne1, \
+                          idp, ne0);                                                               \
     break;
   switch (table->type) {
     GR_CASE(MEMRA_TYPE_F32, get_rows_float_v1_kernel)

@@ -2,11 +2,13 @@
  * block_table[seq][pos / block_size] * block_size + pos % block_size.
  * Oracle: plugins/cpu kv_store. Positions, sequences and page ids are device data the
  * host cannot check without a sync: a row whose slot falls outside the cache is skipped
- * (never written out of bounds). ver 1: one block per row.  <- in the vtable */
+ * (never written out of bounds). ver 1: one block per row (256 threads; ver 1b: up to 1024,
+ * one thread per element).  <- in the vtable */
 #include <cuda_fp16.h>
 #include <stdio.h>
 
 #include "plugins/cuda/cuda_common.h"
+#include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/fp8.cuh"
 
 /* Slot of row r, or -1 when its seq, position or page is out of range. */
@@ -27,6 +29,7 @@ __global__ void kv_store_v1_kernel(char *kc, uint64_t k_nb1, char *vc, uint64_t 
                                    int64_t width, const int32_t *pos, const int32_t *seq,
                                    const int32_t *bt, int64_t bt_ld, int n_seqs, int block_size,
                                    int max_blocks, int64_t k_slots, int64_t v_slots) {
+  memra_pdl_enter();
   const int64_t r = blockIdx.x;
   const int64_t ks = memra_kv_slot(r, pos, seq, bt, bt_ld, n_seqs, block_size, max_blocks, k_slots);
   const int64_t vs = memra_kv_slot(r, pos, seq, bt, bt_ld, n_seqs, block_size, max_blocks, v_slots);
@@ -88,8 +91,8 @@ memra_status memra_cu_kv_store(memra_backend *be, const memra_tensor *k_cache,
     const memra_tensor *c = i ? v_cache : k_cache;
     if (c->type != MEMRA_TYPE_F16 && c->type != MEMRA_TYPE_F32 && c->type != MEMRA_TYPE_F8_E4M3)
       return memra_cu_errf(be, MEMRA_E_UNSUPPORTED,
-                           "kv_store: %s cache is %s, expected F16, F32 or F8_E4M3",
-                           i ? "v" : "k", memra_type_info(c->type).name);
+                           "kv_store: %s cache is %s, expected F16, F32 or F8_E4M3", i ? "v" : "k",
+                           memra_type_info(c->type).name);
     if (c->ne0 != k->ne0)
       return memra_cu_errf(be, MEMRA_E_INVALID,
                            "kv_store: %s cache rows have %lld elements, k %lld", i ? "v" : "k",
@@ -100,14 +103,16 @@ memra_status memra_cu_kv_store(memra_backend *be, const memra_tensor *k_cache,
   if (k->nb1 % 4 || v->nb1 % 4)
     return memra_cu_errf(be, MEMRA_E_INVALID, "kv_store: k or v stride not whole floats");
   if (batch->n_rows == 0) return MEMRA_OK;
-  const int threads = 256;
+  /* A thread per element up to 1024 (a Llama-8B row of 1024: one pass, not four). */
+  const int threads = k->ne0 >= 1024 ? 1024 : k->ne0 <= 32 ? 32 : (int)((k->ne0 + 31) / 32 * 32);
   const unsigned grid = (unsigned)batch->n_rows;
 #define KV_LAUNCH(TK, TV)                                                                          \
-  kv_store_v1_kernel<TK, TV><<<grid, threads, 0, be->stream>>>(                                    \
-      memra_cu_ptr(k_cache), k_cache->nb1, memra_cu_ptr(v_cache), v_cache->nb1,                    \
-      (const float *)memra_cu_ptr(k), (int64_t)(k->nb1 / 4), (const float *)memra_cu_ptr(v),       \
-      (int64_t)(v->nb1 / 4), k->ne0, pos, seq, bt, bt_ld, batch->n_seqs, batch->block_size,        \
-      batch->max_blocks, k_cache->ne1, v_cache->ne1)
+  (void)memra_cu_launch(be, kv_store_v1_kernel<TK, TV>, dim3(grid), dim3(threads), 0,              \
+                        memra_cu_ptr(k_cache), k_cache->nb1, memra_cu_ptr(v_cache), v_cache->nb1,  \
+                        (const float *)memra_cu_ptr(k), (int64_t)(k->nb1 / 4),                     \
+                        (const float *)memra_cu_ptr(v), (int64_t)(v->nb1 / 4), k->ne0, pos, seq,   \
+                        bt, bt_ld, batch->n_seqs, batch->block_size, batch->max_blocks,            \
+                        k_cache->ne1, v_cache->ne1)
   const bool kh = k_cache->type == MEMRA_TYPE_F16, vh = v_cache->type == MEMRA_TYPE_F16;
   const bool k8 = k_cache->type == MEMRA_TYPE_F8_E4M3, v8 = v_cache->type == MEMRA_TYPE_F8_E4M3;
   /* FP8 (ABI minor 2): both caches FP8; mixed FP8 caches are refused, as on attention. */

@@ -30,6 +30,7 @@
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/dequant.cuh"
 #include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_kq.cuh"
 
 enum { MM_WARPS = 4, MM_MAX_M = 8, MM_U = 4, MM_UK = 2 };
@@ -76,6 +77,9 @@ __global__ void __launch_bounds__(MM_WARPS * 32, MM_MIN_BLOCKS(M))
                      int64_t N, int64_t K, int64_t rows) {
   const int lane = threadIdx.x & 31;
   const int64_t n = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
+  /* Weights are constant: start their fetch before waiting for x (launch.cuh). */
+  if (n < N) memra_prefetch_l2(w + (uint64_t)n * w_nb1, w_nb1, lane, 32, 64);
+  memra_pdl_enter();
   if (n >= N) return;
   const int64_t m0 = (int64_t)blockIdx.y * M;
   const int64_t mrows = rows - m0 < M ? rows - m0 : M;
@@ -157,31 +161,31 @@ __global__ void __launch_bounds__(MM_WARPS * 32, MM_MIN_BLOCKS(M))
 }
 
 template <int T, int M, bool VEC>
-static void launch_m(dim3 grid, cudaStream_t st, float *y, int64_t y_ld, const float *x,
+static void launch_m(dim3 grid, const memra_backend *be, float *y, int64_t y_ld, const float *x,
                      int64_t x_ld, const uint8_t *w, uint64_t w_nb1, const float *bias, int64_t N,
                      int64_t K, int64_t rows) {
-  matmul_v3_kernel<T, M, VEC>
-      <<<grid, MM_WARPS * 32, 0, st>>>(y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows);
+  (void)memra_cu_launch(be, matmul_v3_kernel<T, M, VEC>, grid, dim3(MM_WARPS * 32), 0, y, y_ld, x,
+                        x_ld, w, w_nb1, bias, N, K, rows);
 }
 
 template <int T, bool VEC>
-static void launch_t(int mt, dim3 grid, cudaStream_t st, float *y, int64_t y_ld, const float *x,
-                     int64_t x_ld, const uint8_t *w, uint64_t w_nb1, const float *bias, int64_t N,
-                     int64_t K, int64_t rows) {
+static void launch_t(int mt, dim3 grid, const memra_backend *be, float *y, int64_t y_ld,
+                     const float *x, int64_t x_ld, const uint8_t *w, uint64_t w_nb1,
+                     const float *bias, int64_t N, int64_t K, int64_t rows) {
   switch (mt) {
-  case 1: launch_m<T, 1, VEC>(grid, st, y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows); break;
-  case 2: launch_m<T, 2, VEC>(grid, st, y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows); break;
-  case 4: launch_m<T, 4, VEC>(grid, st, y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows); break;
-  default: launch_m<T, 8, VEC>(grid, st, y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows); break;
+  case 1: launch_m<T, 1, VEC>(grid, be, y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows); break;
+  case 2: launch_m<T, 2, VEC>(grid, be, y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows); break;
+  case 4: launch_m<T, 4, VEC>(grid, be, y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows); break;
+  default: launch_m<T, 8, VEC>(grid, be, y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows); break;
   }
 }
 
 #define MM_TYPE_CASE(TY)                                                                           \
   case TY:                                                                                         \
     if (vec)                                                                                       \
-      launch_t<TY, true>(mt, grid, be->stream, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);       \
+      launch_t<TY, true>(mt, grid, be, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);               \
     else                                                                                           \
-      launch_t<TY, false>(mt, grid, be->stream, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);      \
+      launch_t<TY, false>(mt, grid, be, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);              \
     break;
 
 /* True when the bytes spanned by checked tensors a and b intersect. */
@@ -256,9 +260,9 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
 #define MKQ_CASE(TY)                                                                               \
   case TY:                                                                                         \
     if (xv)                                                                                        \
-      mkq_launch<TY, true>(mt, be->stream, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);           \
+      mkq_launch<TY, true>(mt, be, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);                   \
     else                                                                                           \
-      mkq_launch<TY, false>(mt, be->stream, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);          \
+      mkq_launch<TY, false>(mt, be, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);                  \
     break;
     switch (w->type) {
       MKQ_CASE(MEMRA_TYPE_Q4_K)

@@ -29,6 +29,7 @@
 
 #include "plugins/cuda/dequant.cuh"
 #include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/launch.cuh"
 
 enum { MKQ_WARPS = 4, MKQ_R = 8, MKQ_MAX_M = 8 };
 
@@ -180,28 +181,33 @@ __device__ __forceinline__ float mkq_row_step(float acc, uint4 hd, uint4 q, uint
   return fmaf(-__fadd_rn(P0 * d1, c1), Xh, acc);
 }
 
-template <int T, int M, bool VEC>
+template <int T, int M, bool VEC, int R>
 __global__ void __launch_bounds__(MKQ_WARPS * 32, M == 1 ? 4 : 1)
-    matmul_v5_kernel(float *__restrict__ y, int64_t y_ld, const float *__restrict__ x,
-                     int64_t x_ld, const uint8_t *__restrict__ w, uint64_t w_nb1,
-                     const float *__restrict__ bias, int64_t N, int64_t K, int64_t rows) {
+    matmul_v5_kernel(float *__restrict__ y, int64_t y_ld, const float *__restrict__ x, int64_t x_ld,
+                     const uint8_t *__restrict__ w, uint64_t w_nb1, const float *__restrict__ bias,
+                     int64_t N, int64_t K, int64_t rows) {
   constexpr int B = T == MEMRA_TYPE_Q4_K ? 4 : T == MEMRA_TYPE_Q5_K ? 5 : 6;
-  __shared__ float part[MKQ_WARPS][M][MKQ_R];
+  __shared__ float part[MKQ_WARPS][M][R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sbl = lane >> 3, g = (lane >> 1) & 3, p = lane & 1;
-  const int64_t n0 = (int64_t)blockIdx.x * MKQ_R;
+  const int64_t n0 = (int64_t)blockIdx.x * R;
   const int64_t m0 = (int64_t)blockIdx.y * M;
   const int64_t mrows = rows - m0 < M ? rows - m0 : M;
   const int64_t nsb = K / 256, steps = (nsb + 3) / 4;
-  const uint8_t *wr[MKQ_R];
+  const uint8_t *wr[R];
 #pragma unroll
-  for (int r = 0; r < MKQ_R; ++r)
+  for (int r = 0; r < R; ++r)
     wr[r] = w + (uint64_t)(n0 + r < N ? n0 + r : N - 1) * w_nb1;
-  float acc[M][MKQ_R];
+    /* Weights are constant: start their fetch before waiting for x (launch.cuh). */
+#pragma unroll 1
+  for (int r = 0; r < R; ++r)
+    memra_prefetch_l2(wr[r], w_nb1, threadIdx.x, MKQ_WARPS * 32, 64);
+  memra_pdl_enter();
+  float acc[M][R];
 #pragma unroll
   for (int m = 0; m < M; ++m)
 #pragma unroll
-    for (int r = 0; r < MKQ_R; ++r)
+    for (int r = 0; r < R; ++r)
       acc[m][r] = 0.f;
 
   for (int64_t s = warp; s < steps; s += MKQ_WARPS) {
@@ -211,21 +217,21 @@ __global__ void __launch_bounds__(MKQ_WARPS * 32, M == 1 ? 4 : 1)
     const int64_t e = 256 * sb + (B == 6 ? 128 * (g >> 1) + 32 * (g & 1) : 64 * g) + 16 * p;
     constexpr int eh = B == 6 ? 64 : 32;
     if (M == 1) { /* decode: the raw bytes of all rows first (in flight together), x once */
-      uint4 hd[MKQ_R], q[MKQ_R], qh[MKQ_R];
+      uint4 hd[R], q[R], qh[R];
 #pragma unroll
-      for (int r = 0; r < MKQ_R; ++r)
+      for (int r = 0; r < R; ++r)
         mkq_load_raw<T>(wr[r], sb, g, p, &hd[r], &q[r], &qh[r]);
       const float *xp = x + m0 * x_ld + e;
       float xl[16], xh[16];
       const float Xl = mkq_load_x16<VEC>(xp, xl), Xh = mkq_load_x16<VEC>(xp + eh, xh);
 #pragma unroll
-      for (int r = 0; r < MKQ_R; ++r)
+      for (int r = 0; r < R; ++r)
         acc[0][r] = B == 6 ? mkq_row_step6(acc[0][r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh)
-                         : mkq_row_step<B>(acc[0][r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh);
+                           : mkq_row_step<B>(acc[0][r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh);
     } else { /* batch: one weight row at a time (registers), x re-read from L1 per row;
               * the same arithmetic per (m, r) as M == 1 */
 #pragma unroll
-      for (int r = 0; r < MKQ_R; ++r) {
+      for (int r = 0; r < R; ++r) {
         uint4 hd, q, qh;
         mkq_load_raw<T>(wr[r], sb, g, p, &hd, &q, &qh);
 #pragma unroll
@@ -235,7 +241,7 @@ __global__ void __launch_bounds__(MKQ_WARPS * 32, M == 1 ? 4 : 1)
           float xl[16], xh[16];
           const float Xl = mkq_load_x16<VEC>(xp, xl), Xh = mkq_load_x16<VEC>(xp + eh, xh);
           acc[m][r] = B == 6 ? mkq_row_step6(acc[m][r], hd, q, qh, g, xl, xh, Xl, Xh)
-                           : mkq_row_step<B>(acc[m][r], hd, q, qh, g, xl, xh, Xl, Xh);
+                             : mkq_row_step<B>(acc[m][r], hd, q, qh, g, xl, xh, Xl, Xh);
         }
       }
     }
@@ -244,13 +250,13 @@ __global__ void __launch_bounds__(MKQ_WARPS * 32, M == 1 ? 4 : 1)
 #pragma unroll
   for (int m = 0; m < M; ++m)
 #pragma unroll
-    for (int r = 0; r < MKQ_R; ++r) {
+    for (int r = 0; r < R; ++r) {
       const float v = memra_warp_sum(acc[m][r]);
       if (lane == 0) part[warp][m][r] = v;
     }
   __syncthreads();
-  for (int i = threadIdx.x; i < M * MKQ_R; i += MKQ_WARPS * 32) {
-    const int m = i / MKQ_R, r = i % MKQ_R;
+  for (int i = threadIdx.x; i < M * R; i += MKQ_WARPS * 32) {
+    const int m = i / R, r = i % R;
     const int64_t n = n0 + r;
     if (m >= mrows || n >= N) continue;
     float v = part[0][m][r];
@@ -261,19 +267,29 @@ __global__ void __launch_bounds__(MKQ_WARPS * 32, M == 1 ? 4 : 1)
   }
 }
 
+/* Rows per block: 8 share each lane's x registers; a decode matmul of fewer than 4096 rows
+ * (k, v projections: 1024) takes 2 per block, 4x the blocks (128 would leave SMs idle).
+ * A row's arithmetic does not depend on R (its lanes' chains, the butterfly and the
+ * warp-order sum are the same), so the choice never changes a bit. */
 template <int T, bool VEC>
-static void mkq_launch(int mt, cudaStream_t st, float *y, int64_t y_ld, const float *x,
-                       int64_t x_ld, const uint8_t *w, uint64_t w_nb1, const float *bias,
-                       int64_t N, int64_t K, int64_t rows) {
-  const dim3 grid((unsigned)((N + MKQ_R - 1) / MKQ_R), (unsigned)((rows + mt - 1) / mt));
-#define MKQ_GO(MM)                                                                                 \
-  matmul_v5_kernel<T, MM, VEC>                                                                     \
-      <<<grid, MKQ_WARPS * 32, 0, st>>>(y, y_ld, x, x_ld, w, w_nb1, bias, N, K, rows)
+static void mkq_launch(int mt, const memra_backend *be, float *y, int64_t y_ld, const float *x,
+                       int64_t x_ld, const uint8_t *w, uint64_t w_nb1, const float *bias, int64_t N,
+                       int64_t K, int64_t rows) {
+  const int R = mt == 1 && N < 4096 ? 2 : MKQ_R;
+  const dim3 grid((unsigned)((N + R - 1) / R), (unsigned)((rows + mt - 1) / mt));
+#define MKQ_GO(MM, RR)                                                                             \
+  (void)memra_cu_launch(be, matmul_v5_kernel<T, MM, VEC, RR>, grid, dim3(MKQ_WARPS * 32), 0, y,    \
+                        y_ld, x, x_ld, w, w_nb1, bias, N, K, rows)
   switch (mt) {
-  case 1: MKQ_GO(1); break;
-  case 2: MKQ_GO(2); break;
-  case 4: MKQ_GO(4); break;
-  default: MKQ_GO(8); break;
+  case 1:
+    if (R == 2)
+      MKQ_GO(1, 2);
+    else
+      MKQ_GO(1, MKQ_R);
+    break;
+  case 2: MKQ_GO(2, MKQ_R); break;
+  case 4: MKQ_GO(4, MKQ_R); break;
+  default: MKQ_GO(8, MKQ_R); break;
   }
 #undef MKQ_GO
 }

@@ -5,10 +5,12 @@
  * the thousands times a float angle would lose ~1e-4 relative, more than the op's error.
  * ver 1: one thread per pair, a row per blockIdx.y.  <- in the vtable */
 #include "plugins/cuda/cuda_common.h"
+#include "plugins/cuda/launch.cuh"
 
 __global__ void rope_v1_kernel(float *x, int64_t x_ld, const int32_t *pos, int n_head, int head_dim,
                                int n_rot, int neox, float freq_base, float freq_scale,
                                const float *ff) {
+  memra_pdl_enter();
   const int64_t r = blockIdx.y;
   const int half = n_rot / 2;
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -63,9 +65,9 @@ memra_status memra_cu_rope(memra_backend *be, const memra_tensor *x, const memra
                          (long long)x->ne1);
   const int pairs = p->n_head * (p->n_rot / 2), threads = 128;
   dim3 grid((unsigned)((pairs + threads - 1) / threads), (unsigned)x->ne1);
-  rope_v1_kernel<<<grid, threads, 0, be->stream>>>(
-      (float *)memra_cu_ptr(x), (int64_t)(x->nb1 / 4), pp, p->n_head, p->head_dim, p->n_rot,
-      p->mode == MEMRA_ROPE_NEOX, p->freq_base, p->freq_scale, ff);
+  (void)memra_cu_launch(be, rope_v1_kernel, grid, dim3(threads), 0, (float *)memra_cu_ptr(x),
+                        (int64_t)(x->nb1 / 4), pp, p->n_head, p->head_dim, p->n_rot,
+                        p->mode == MEMRA_ROPE_NEOX, p->freq_base, p->freq_scale, ff);
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
 }

@@ -23,6 +23,7 @@
  * C++ (one thread, one warp) to check the algorithm against the CPU oracle. */
 #ifndef MEMRA_SMP_HOST_EMULATION
 #include "plugins/cuda/cuda_common.h"
+#include "plugins/cuda/launch.cuh"
 #define MEMRA_SMP_THREADS 1024
 #endif
 
@@ -110,8 +111,9 @@ __device__ void smp_measure(const smp_row &row, const smp_sel &sel, int kind, fl
 enum smp_goal { SMP_COUNT_GE = 0, SMP_MASS_GE = 1, SMP_MASS_GT = 2 };
 
 __device__ __forceinline__ bool smp_ok(int goal, double mass, double count, double target) {
-  return goal == SMP_COUNT_GE ? count >= target : goal == SMP_MASS_GE ? mass >= target
-                                                                      : mass > target;
+  return goal == SMP_COUNT_GE  ? count >= target
+         : goal == SMP_MASS_GE ? mass >= target
+                               : mass > target;
 }
 
 /* The shortest non-empty prefix of sel's order whose count or mass reaches target. */
@@ -123,8 +125,10 @@ __device__ smp_cut smp_find(const smp_row &row, const smp_sel &sel, int goal, do
   while (hi - lo > 1) {
     const uint32_t mid = lo + (hi - lo) / 2;
     smp_measure(row, sel, SMP_GE, __uint_as_float(mid), 0, mass, count, sh);
-    if (smp_ok(goal, mass, count, target)) lo = mid;
-    else hi = mid;
+    if (smp_ok(goal, mass, count, target))
+      lo = mid;
+    else
+      hi = mid;
   }
   const float t = __uint_as_float(lo);
   double gm, gc, tm, tc;
@@ -137,8 +141,10 @@ __device__ smp_cut smp_find(const smp_row &row, const smp_sel &sel, int goal, do
   while (jhi - jlo > 1) {
     const int64_t mid = jlo + (jhi - jlo) / 2;
     smp_measure(row, sel, SMP_TIE, t, mid, tm, tc, sh);
-    if (tc >= 1 && smp_ok(goal, gm + (double)t * tc, gc + tc, target)) jhi = mid;
-    else jlo = mid;
+    if (tc >= 1 && smp_ok(goal, gm + (double)t * tc, gc + tc, target))
+      jhi = mid;
+    else
+      jlo = mid;
   }
   cut.j = jhi;
   return cut;
@@ -150,6 +156,9 @@ __global__ void __launch_bounds__(SMP_THREADS)
   __shared__ double sh[SMP_WARPS][2];
   __shared__ float shf[SMP_WARPS];
   __shared__ int64_t shi[SMP_WARPS];
+#ifndef MEMRA_SMP_HOST_EMULATION
+  memra_pdl_enter();
+#endif
   const int64_t r = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float *x = logits + r * ld;
@@ -267,9 +276,10 @@ memra_status memra_cu_sample(memra_backend *be, const memra_tensor *ids, const m
   if (logits->ne1 == 0) return MEMRA_OK;
   if (logits->ne1 > 0x7fffffff)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "sample: %lld rows", (long long)logits->ne1);
-  sample_v1_kernel<<<(unsigned)logits->ne1, SMP_THREADS, 0, be->stream>>>(
-      (int32_t *)idp, (uint64_t *)memra_cu_ptr(rng), (const float *)memra_cu_ptr(logits),
-      (int64_t)(logits->nb1 / 4), logits->ne0, *p);
+  (void)memra_cu_launch(be, sample_v1_kernel, dim3((unsigned)logits->ne1), dim3(SMP_THREADS), 0,
+                        (int32_t *)idp, (uint64_t *)memra_cu_ptr(rng),
+                        (const float *)memra_cu_ptr(logits), (int64_t)(logits->nb1 / 4),
+                        logits->ne0, *p);
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
 }

@@ -309,9 +309,10 @@ static void check_matmul(void) {
   static const int64_t ms[] = {1, 3, 8, 13};
   for (int t = 0; t < N_TYPES; ++t) {
     const int32_t type = k_types[t];
-    for (int wide = 0; wide < 2; ++wide) {
+    /* wide 2: N >= 4096 takes the decode GEMV's many-rows-per-block path (M = 1) */
+    for (int wide = 0; wide < 3; ++wide) {
       if (g_quick && wide) continue;
-      const int64_t K = odd_k(type, wide), N = wide ? 131 : 257;
+      const int64_t K = odd_k(type, wide == 1), N = wide == 1 ? 131 : wide == 2 ? 4099 : 257;
       uint64_t nb;
       void *w = rand_rows(type, K, N, &nb);
       float *bias = frand_vec(N, -1, 1);
@@ -366,8 +367,16 @@ static void check_rmsnorm(void) {
   struct {
     int64_t rows, ne0;
     int res;
-  } cs[] = {{7, 4097, 1}, {7, 4097, 0}, {7 * 5, 128, 0}, {1, 31, 1}};
-  for (int c = 0; c < 4; ++c) {
+  } cs[] = {{7, 4097, 1},
+            {7, 4097, 0},
+            {7 * 5, 128, 0},
+            {1, 31, 1},
+            /* float4 rows: one per thread, 3 per thread, and past the registers kept */
+            {3, 4096, 1},
+            {5, 4096, 0},
+            {2, 8196, 1},
+            {1, 20004, 1}};
+  for (int c = 0; c < (int)(sizeof cs / sizeof cs[0]); ++c) {
     const int64_t R = cs[c].rows, E = cs[c].ne0;
     float *x = frand_vec(R * E, -2, 2), *res = frand_vec(R * E, -1, 1),
           *w = frand_vec(E, 0.5f, 1.5f);
@@ -664,9 +673,11 @@ static void check_argmax(void) {
   x[2 * V + 0] = 70.f;        /* max at the start */
   x[3 * V + 5] = NAN;
   x[3 * V + 6] = 80.f; /* NaN never wins */
+  for (int64_t i = 0; i < V; ++i)
+    x[4 * V + i] = NAN; /* only NaN: 0 (every chunk of the device's split reports none) */
   dbuf dx = dnew((uint64_t)R * V * 4, x), di = dnew((uint64_t)R * 4, NULL);
   char what[96];
-  snprintf(what, sizeof what, "[%" PRId64 " x %" PRId64 "] ties, ends, NaN", R, V);
+  snprintf(what, sizeof what, "[%" PRId64 " x %" PRId64 "] ties, ends, NaN, all NaN", R, V);
   int ok_;
   BOTH("argmax", what,
        P[i].vt->argmax(P[i].be, TP(&di, i, MEMRA_TYPE_I32, R, 1), TP(&dx, i, 0, V, R)));
@@ -760,8 +771,8 @@ static int sample_diff_explained(const float *x, int64_t n, const memra_sample_p
  * lies within rounding of a CDF boundary: pass = the generator states identical, every
  * temperature-0 row identical to argmax, at least 99% of the sampled tokens identical
  * (or at most 2 differences in a short run), and every difference explained by rounding
- * (sample_diff_explained). Then the plugin under test alone: a graph of one sample op replayed 3 times
- * gives exactly the 3 eager draws from the same seeds (the state advances on the device). */
+ * (sample_diff_explained). Then the plugin under test alone: a graph of one sample op replayed 3
+ * times gives exactly the 3 eager draws from the same seeds (the state advances on the device). */
 static void check_sample(void) {
   if (!P[0].vt->sample || !P[1].vt->sample) {
     record("sample", "slot", 0, 0, !P[0].vt->sample, "test plugin has no sample slot");
@@ -770,9 +781,8 @@ static void check_sample(void) {
   const int64_t R = 16, V = g_quick ? 1003 : 32003;
   const int steps = g_quick ? 3 : 16; /* 256 draws per setting: 99% allows 2 differences */
   const memra_sample_params sp[] = {
-      {0.0f, 0, 1.0f, 0.0f},    {1.0f, 0, 1.0f, 0.0f},  {0.8f, 40, 0.95f, 0.05f},
-      {1.2f, 0, 0.9f, 0.0f},    {0.7f, 0, 1.0f, 0.1f},  {1.0f, 1, 1.0f, 0.0f},
-      {1.5f, 5, 0.5f, 0.0f},
+      {0.0f, 0, 1.0f, 0.0f}, {1.0f, 0, 1.0f, 0.0f}, {0.8f, 40, 0.95f, 0.05f}, {1.2f, 0, 0.9f, 0.0f},
+      {0.7f, 0, 1.0f, 0.1f}, {1.0f, 1, 1.0f, 0.0f}, {1.5f, 5, 0.5f, 0.0f},
   };
   float *x = frand_vec(R * V, -8, 8);
   for (int64_t i = 0; i < V; i += 7) /* exact ties in row 1 */
@@ -786,8 +796,9 @@ static void check_sample(void) {
   int ok_;
   for (size_t c = 0; c < sizeof sp / sizeof sp[0]; ++c) {
     char what[96];
-    snprintf(what, sizeof what, "[%" PRId64 " x %" PRId64 "] T %.1f k %d p %.2f min_p %.2f, %d steps",
-             R, V, sp[c].temperature, sp[c].top_k, sp[c].top_p, sp[c].min_p, steps);
+    snprintf(what, sizeof what,
+             "[%" PRId64 " x %" PRId64 "] T %.1f k %d p %.2f min_p %.2f, %d steps", R, V,
+             sp[c].temperature, sp[c].top_k, sp[c].top_p, sp[c].min_p, steps);
     for (int i = 0; i < 2; ++i)
       memra_plug_must(&P[i], P[i].vt->buf_upload(P[i].be, ds.b[i], 0, seeds, sizeof seeds),
                       "upload");
@@ -859,8 +870,10 @@ static void check_sample(void) {
         memra_plug_must(&P[1], vt->graph_end(be, &gr), "graph_end");
       }
       for (int s = 0; s < 3; ++s) {
-        if (mode == 1) memra_plug_must(&P[1], vt->graph_launch(be, gr), "graph_launch");
-        else memra_plug_must(&P[1], vt->sample(be, &ti, &tx, &ts, &g), "sample");
+        if (mode == 1)
+          memra_plug_must(&P[1], vt->graph_launch(be, gr), "graph_launch");
+        else
+          memra_plug_must(&P[1], vt->sample(be, &ti, &tx, &ts, &g), "sample");
         memra_plug_must(&P[1], vt->buf_download(be, di.b[1], 0, ids[mode][s], (uint64_t)R * 4),
                         "download");
       }

@@ -1,0 +1,69 @@
+/* launch.cuh — the one way the decode-path kernels are launched: programmatic dependent
+ * launch (PDL, sm_90+), so the next kernel of a step is scheduled while this one runs and
+ * a captured graph gets programmatic edges instead of full kernel-boundary waits.
+ *
+ * Contract every kernel launched with memra_cu_launch keeps (else it races):
+ *  - memra_pdl_wait() runs in every thread before the first read of data an earlier op
+ *    wrote and before the first global write; only constant data (weights) may be read
+ *    before it. The wait returns once the previous grid has COMPLETED and its writes are
+ *    visible, and since that grid waited on its own predecessor, on all earlier ones too.
+ *  - memra_pdl_trigger() after the wait lets the next grid's blocks start (they then block
+ *    in their own wait): triggering after the wait keeps at most two grids in flight.
+ * Kernels of other files launched with <<<>>> are ordinary stream launches: still correct
+ * beside these (a PDL kernel after one waits for its completion; it starts only after ours
+ * completed). MEMRA_PDL=0 in the environment turns the attribute off (A/B timing). */
+#ifndef MEMRA_CUDA_LAUNCH_CUH
+#define MEMRA_CUDA_LAUNCH_CUH
+
+#include <stdint.h>
+
+#include "plugins/cuda/cuda_common.h"
+
+__device__ __forceinline__ void memra_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void memra_pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* Both, for kernels with nothing to do before their inputs are ready. */
+__device__ __forceinline__ void memra_pdl_enter() {
+  memra_pdl_wait();
+  memra_pdl_trigger();
+}
+
+/* Hints L2 to fetch bytes [p, p + n) of constant data (weights) before the wait, a 128-byte
+ * line per thread step; at most max_lines lines per call so a huge row costs little. */
+__device__ __forceinline__ void memra_prefetch_l2(const void *p, uint64_t n, int tid, int nthreads,
+                                                  int max_lines) {
+  const uintptr_t a0 = (uintptr_t)p & ~(uintptr_t)127;
+  int64_t lines = (int64_t)(((uintptr_t)p + n + 127 - a0) >> 7);
+  if (lines > max_lines) lines = max_lines;
+  for (int64_t i = tid; i < lines; i += nthreads)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a0 + ((uintptr_t)i << 7)));
+}
+
+/* Launches kernel<<<grid, block, smem, be->stream>>>(args...) with the PDL attribute when the
+ * backend allows it (be->pdl). Returns the launch's error. */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t memra_cu_launch(const memra_backend *be, void (*kernel)(KArgs...),
+                                          dim3 grid, dim3 block, size_t smem, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = be->stream;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = be->pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
+}
+
+#endif /* MEMRA_CUDA_LAUNCH_CUH */
