@@ -3,7 +3,7 @@
  * fixtures end to end on one plugin.
  *
  *   opcheck_families [--quick] [--seed N] REF.so TEST.so
- *   opcheck_families --e2e PLUGIN.so FIXTURE_DIR
+ *   opcheck_families --e2e PLUGIN.so FIXTURE_DIR [UBATCH PAGE]
  *
  * Ops: both plugins get identical seeded random bytes with odd sizes; outputs start
  * poisoned (NaN, -1) and carry guard bytes checked afterwards. Recurrent ops run a
@@ -704,14 +704,17 @@ typedef struct engine {
   memra_err err;
 } engine;
 
-/* As engine_fixture.h's Engine::open: F32 cache, odd ubatch (7) and page size (5). */
+/* As engine_fixture.h's Engine::open: F32 cache, odd ubatch (7) and page size (5) unless
+ * the command line names others. */
+static int g_ubatch = 7, g_block = 5;
+
 static int engine_open(engine *e, const char *plugin, const char *gguf) {
   memset(e, 0, sizeof *e);
   memra_open_params op = {sizeof op, 0, 0};
   memra_ctx_params p = memra_ctx_defaults();
   p.n_ctx = 64;
-  p.n_ubatch = 7;
-  p.block_size = 5;
+  p.n_ubatch = g_ubatch;
+  p.block_size = g_block;
   p.kv_type = MEMRA_TYPE_F32;
   return memra_backend_open(plugin, NULL, &op, &e->bh, &e->err) == MEMRA_OK &&
          memra_gguf_open(gguf, &e->g, &e->err) == MEMRA_OK &&
@@ -783,12 +786,17 @@ static void print_table(const char *title) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 4 && !strcmp(argv[1], "--e2e")) {
+  if ((argc == 4 || argc == 6) && !strcmp(argv[1], "--e2e")) {
+    if (argc == 6) {
+      g_ubatch = atoi(argv[4]);
+      g_block = atoi(argv[5]);
+    }
     static const char *names[] = {"qwen3moe", "qwen3next", "qwen35", "qwen35moe"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
       e2e_one(argv[2], argv[3], names[i]);
     char title[256];
-    snprintf(title, sizeof title, "opcheck_families e2e on %s", argv[2]);
+    snprintf(title, sizeof title, "opcheck_families e2e on %s (ubatch %d, page %d)", argv[2],
+             g_ubatch, g_block);
     print_table(title);
     return g_nfail ? 1 : 0;
   }
@@ -806,7 +814,7 @@ int main(int argc, char **argv) {
   }
   if (np != 2) {
     fprintf(stderr, "usage: opcheck_families [--quick] [--seed N] REF.so TEST.so\n"
-                    "       opcheck_families --e2e PLUGIN.so FIXTURE_DIR\n");
+                    "       opcheck_families --e2e PLUGIN.so FIXTURE_DIR [UBATCH PAGE]\n");
     return 2;
   }
   for (int i = 0; i < 2; ++i)
