@@ -1,23 +1,56 @@
-// memra-synth's hybrid preset writes a qwen3next file the loader takes with the shapes it
-// asked for (recurrent layers, experts, shared expert), and the model it makes runs on the
+// memra-synth's MoE and hybrid presets write files the loader takes with the shapes they
+// asked for (recurrent layers, experts, shared expert), and the models they make run on the
 // CPU plugin: finite, non-constant logits, prefill in odd chunks equal to token-by-token
-// decode. The GPU machine synthesizes the real-shape preset (qwen3next-80b-a3b) for the graph
-// gate and benchmarks; this keeps the writer honest in CI.
+// decode. The GPU machine synthesizes the real-shape presets (qwen3next-80b-a3b,
+// qwen3-30b-a3b) for the graph gate and benchmarks; this keeps the writer honest in CI.
 #include <cstdlib>
 
 #include "tests/e2e/engine_fixture.h"
 
-static std::string synth(const std::string &types, const std::string &name) {
+static std::string synth(const std::string &preset, const std::string &types,
+                         const std::string &name) {
   const char *tmp = getenv("TEST_TMPDIR");
   std::string out = std::string(tmp ? tmp : "/tmp") + "/" + name;
-  std::string cmd = "tools/synth/memra-synth --preset tiny-qwen3next --types " + types +
+  std::string cmd = "tools/synth/memra-synth --preset " + preset + " --types " + types +
                     " --seed 7 -o " + out + " 2>" + out + ".err";
   return system(cmd.c_str()) == 0 ? out : "";
 }
 
+// Prompt logits of 23 seeded ids in odd chunks (e's context) equal token-by-token decode in
+// a fresh context; every position's logits are finite and not constant.
+static void prefill_equals_decode(Engine &e, const std::string &path, const char *types) {
+  const memra_hparams &hp = e.m->hp;
+  std::vector<int32_t> ids;
+  uint32_t s = 12345;
+  for (int i = 0; i < 23; ++i)
+    ids.push_back((int32_t)((s = s * 1103515245u + 12345u) >> 16) % 300);
+  const size_t n = ids.size(), nv = (size_t)hp.n_vocab;
+  std::vector<float> pre(n * nv), dec(n * nv);
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, ids.data(), (int32_t)n, 0, true, pre.data(), &e.err))
+      << e.err.msg;
+  Engine d;
+  ASSERT_TRUE(d.open(path, MEMRA_TYPE_F32, 64)) << d.err.msg;
+  for (size_t p = 0; p < n; ++p)
+    ASSERT_EQ(MEMRA_OK,
+              memra_ctx_eval(d.c, 0, &ids[p], 1, (int32_t)p, true, dec.data() + p * nv, &d.err))
+        << d.err.msg;
+  for (size_t p = 0; p < n; ++p) {
+    double mean = 0, var = 0;
+    for (size_t i = 0; i < nv; ++i) {
+      ASSERT_TRUE(std::isfinite(pre[p * nv + i])) << types << " position " << p;
+      mean += pre[p * nv + i] / nv;
+    }
+    for (size_t i = 0; i < nv; ++i)
+      var += (pre[p * nv + i] - mean) * (pre[p * nv + i] - mean) / nv;
+    EXPECT_GT(var, 1e-8) << types << " position " << p << ": constant logits";
+    EXPECT_LT(rel_l2(dec.data() + p * nv, pre.data() + p * nv, nv), 1e-5)
+        << types << " position " << p;
+  }
+}
+
 TEST(SynthHybrid, TinyQwen3NextLoadsAndPrefillEqualsDecode) {
   for (const char *types : {"f32", "q8_0"}) {
-    const std::string path = synth(types, std::string("tq3n-") + types + ".gguf");
+    const std::string path = synth("tiny-qwen3next", types, std::string("tq3n-") + types + ".gguf");
     ASSERT_FALSE(path.empty()) << types;
     Engine e;
     ASSERT_TRUE(e.open(path, MEMRA_TYPE_F32, 64)) << e.err.msg;
@@ -36,39 +69,31 @@ TEST(SynthHybrid, TinyQwen3NextLoadsAndPrefillEqualsDecode) {
     for (int il = 0; il < 4; ++il)
       EXPECT_EQ(il != 3, memra_hparams_layer_recurrent(&hp, il)) << "layer " << il;
 
-    std::vector<int32_t> ids;
-    uint32_t s = 12345;
-    for (int i = 0; i < 23; ++i)
-      ids.push_back((int32_t)((s = s * 1103515245u + 12345u) >> 16) % 300);
-    const size_t n = ids.size(), nv = (size_t)hp.n_vocab;
-    std::vector<float> pre(n * nv), dec(n * nv);
-    ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, ids.data(), (int32_t)n, 0, true, pre.data(), &e.err))
-        << e.err.msg;
-    Engine d;
-    ASSERT_TRUE(d.open(path, MEMRA_TYPE_F32, 64)) << d.err.msg;
-    for (size_t p = 0; p < n; ++p)
-      ASSERT_EQ(MEMRA_OK,
-                memra_ctx_eval(d.c, 0, &ids[p], 1, (int32_t)p, true, dec.data() + p * nv, &d.err))
-          << d.err.msg;
-    for (size_t p = 0; p < n; ++p) {
-      double mean = 0, var = 0;
-      for (size_t i = 0; i < nv; ++i) {
-        ASSERT_TRUE(std::isfinite(pre[p * nv + i])) << types << " position " << p;
-        mean += pre[p * nv + i] / nv;
-      }
-      for (size_t i = 0; i < nv; ++i)
-        var += (pre[p * nv + i] - mean) * (pre[p * nv + i] - mean) / nv;
-      EXPECT_GT(var, 1e-8) << types << " position " << p << ": constant logits";
-      EXPECT_LT(rel_l2(dec.data() + p * nv, pre.data() + p * nv, nv), 1e-5)
-          << types << " position " << p;
-    }
+    ASSERT_NO_FATAL_FAILURE(prefill_equals_decode(e, path, types));
   }
+}
+
+// The qwen3moe preset (Qwen3-30B-A3B structure at toy size): experts without a shared one.
+TEST(SynthHybrid, TinyQwen3MoeLoadsAndPrefillEqualsDecode) {
+  const std::string path = synth("tiny-qwen3moe", "q8_0", "tq3m.gguf");
+  ASSERT_FALSE(path.empty());
+  Engine e;
+  ASSERT_TRUE(e.open(path, MEMRA_TYPE_F32, 64)) << e.err.msg;
+  const memra_hparams &hp = e.m->hp;
+  EXPECT_EQ(MEMRA_ARCH_QWEN3MOE, hp.arch);
+  EXPECT_EQ(2, hp.n_layer);
+  EXPECT_EQ(7, hp.n_expert);
+  EXPECT_EQ(2, hp.n_expert_used);
+  EXPECT_EQ(32, hp.n_ff_exp);
+  EXPECT_EQ(0, hp.n_ff_shexp);
+  EXPECT_FALSE(memra_hparams_layer_recurrent(&hp, 0));
+  ASSERT_NO_FATAL_FAILURE(prefill_equals_decode(e, path, "q8_0"));
 }
 
 // K-quants need rows of whole 256-element blocks: the toy widths (64) are refused with
 // one line naming the tensor, and no file is left half-written as a success.
 TEST(SynthHybrid, KQuantOfToyWidthIsRefused) {
-  const std::string path = synth("q4_k", "tq3n-q4k.gguf");
+  const std::string path = synth("tiny-qwen3next", "q4_k", "tq3n-q4k.gguf");
   EXPECT_TRUE(path.empty());
   const char *tmp = getenv("TEST_TMPDIR");
   std::ifstream f(std::string(tmp ? tmp : "/tmp") + "/tq3n-q4k.gguf.err");

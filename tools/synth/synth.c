@@ -10,7 +10,8 @@
  * expert and its sigmoid gate.
  *
  *   memra-synth --preset llama31-8b --types q4_k_m --seed 1 -o m.gguf
- *   memra-synth --preset qwen3next-80b-a3b --types q4_k_m --layers 4 -o h.gguf */
+ *   memra-synth --preset qwen3next-80b-a3b --types q4_k_m -o h.gguf (4 layers: ANCHORS.md)
+ *   memra-synth --preset qwen3-30b-a3b --types q4_k_m -o moe.gguf */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -53,7 +54,12 @@ static const preset PRESETS[] = {
     {"qwen3next-80b-a3b",
      {"qwen3next", 151936, 2048, 4,   16, 2,   256, 0,  10000000.0f, false, false,
       512,         10,     512,  512, 4,  128, 16,  32, 64,          4}},
-    /* the same structure at toy size (CPU tests of this tool) */
+    /* Qwen3-30B-A3B (qwen3moe: 128 experts, top-8, no shared expert) */
+    {"qwen3-30b-a3b", {"qwen3moe", 151936, 2048, 48, 32, 4, 128, 0, 1000000.0f, false, false,
+                       128,        8,      768,  0,  0,  0, 0,   0, 0,          0}},
+    /* the same structures at toy size (CPU tests of this tool) */
+    {"tiny-qwen3moe", {"qwen3moe", 300, 64, 2, 4, 2, 32, 0, 1000000.0f, false, false,
+                       7,          2,   32, 0, 0, 0, 0,  0, 0,          0}},
     {"tiny-qwen3next", {"qwen3next", 300, 64, 4,  4, 2,  32, 0, 10000000.0f, false, false,
                         7,           2,   32, 64, 4, 32, 2,  4, 8,           4}},
 };
@@ -278,20 +284,32 @@ static int add_vocab(synth *S, int n_vocab) {
   return rc;
 }
 
+/* The routed experts of layer il: the router [E, n_expert] kept F32 (llama-quantize leaves
+ * ffn_gate_inp alone), gate/up [E, F, n_expert] and down [F, E, n_expert] in the mix. */
+static int add_expert_ffn(synth *S, const shape *s, int il) {
+  char n[96];
+  const int64_t E = s->n_embd, NX = s->n_expert, FX = s->n_ff_exp;
+#define X(suffix, role, ne0, ne1)                                                                  \
+  (snprintf(n, sizeof n, "blk.%d." suffix, il),                                                    \
+   add_tensor3(S, n, weight_type(S, role, il, s->n_layer), ne0, ne1, NX, 0, 0.02f))
+  int rc = (snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", il),
+            add_tensor(S, n, MEMRA_TYPE_F32, E, NX, 0, 0.02f)) ||
+           X("ffn_gate_exps.weight", "ffn_gate", E, FX) ||
+           X("ffn_up_exps.weight", "ffn_up", E, FX) || X("ffn_down_exps.weight", "ffn_down", FX, E);
+#undef X
+  return rc;
+}
+
 /* One layer of a qwen3next file (model.c want_layer_hybrid names the same tensors). */
 static int add_hybrid_layer(synth *S, const shape *s, int il) {
   char n[96];
   const int64_t E = s->n_embd, QD = (int64_t)s->n_head * s->head_dim,
                 KD = (int64_t)s->n_head_kv * s->head_dim, d = s->ssm_d, HV = s->ssm_hv, VD = HV * d,
-                C = 2 * (int64_t)s->ssm_hk * d + VD, NX = s->n_expert, FX = s->n_ff_exp,
-                FS = s->n_ff_shexp;
+                C = 2 * (int64_t)s->ssm_hk * d + VD, FS = s->n_ff_shexp;
   const bool gdn = (il + 1) % s->interval != 0;
 #define T(suffix, role, ne0, ne1)                                                                  \
   (snprintf(n, sizeof n, "blk.%d." suffix, il),                                                    \
    add_tensor(S, n, weight_type(S, role, il, s->n_layer), ne0, ne1, 0, 0.02f))
-#define X(suffix, role, ne0, ne1)                                                                  \
-  (snprintf(n, sizeof n, "blk.%d." suffix, il),                                                    \
-   add_tensor3(S, n, weight_type(S, role, il, s->n_layer), ne0, ne1, NX, 0, 0.02f))
 #define F(suffix, ne0, ne1, mean, sd)                                                              \
   (snprintf(n, sizeof n, "blk.%d." suffix, il),                                                    \
    add_tensor(S, n, MEMRA_TYPE_F32, ne0, ne1, mean, sd))
@@ -308,15 +326,12 @@ static int add_hybrid_layer(synth *S, const shape *s, int il) {
          T("attn_v.weight", "attn_v", E, KD) || T("attn_output.weight", "attn_output", QD, E) ||
          F("attn_q_norm.weight", s->head_dim, 1, 1.0f, 0.1f) ||
          F("attn_k_norm.weight", s->head_dim, 1, 1.0f, 0.1f);
-  rc = rc || F("ffn_gate_inp.weight", E, NX, 0, 0.02f) ||
-       X("ffn_gate_exps.weight", "ffn_gate", E, FX) || X("ffn_up_exps.weight", "ffn_up", E, FX) ||
-       X("ffn_down_exps.weight", "ffn_down", FX, E);
+  rc = rc || add_expert_ffn(S, s, il);
   if (FS > 0)
     rc = rc || F("ffn_gate_inp_shexp.weight", E, 1, 0, 0.02f) ||
          T("ffn_gate_shexp.weight", "ffn_gate", E, FS) ||
          T("ffn_up_shexp.weight", "ffn_up", E, FS) || T("ffn_down_shexp.weight", "ffn_down", FS, E);
 #undef T
-#undef X
 #undef F
   return rc;
 }
@@ -428,13 +443,16 @@ int main(int argc, char **argv) {
   (snprintf(n, sizeof n, "blk.%d." suffix, il), add_tensor(&S, n, MEMRA_TYPE_F32, ne0, 1, mean, sd))
     rc = V("attn_norm.weight", E, 1.0f, 0.1f) || T("attn_q.weight", "attn_q", E, QD) ||
          T("attn_k.weight", "attn_k", E, KD) || T("attn_v.weight", "attn_v", E, KD) ||
-         T("attn_output.weight", "attn_output", QD, E) || V("ffn_norm.weight", E, 1.0f, 0.1f) ||
-         T("ffn_gate.weight", "ffn_gate", E, F) || T("ffn_up.weight", "ffn_up", E, F) ||
-         T("ffn_down.weight", "ffn_down", F, E);
+         T("attn_output.weight", "attn_output", QD, E) || V("ffn_norm.weight", E, 1.0f, 0.1f);
+    if (!rc && !s.n_expert)
+      rc = T("ffn_gate.weight", "ffn_gate", E, F) || T("ffn_up.weight", "ffn_up", E, F) ||
+           T("ffn_down.weight", "ffn_down", F, E);
+    if (!rc && s.n_expert) /* qwen3moe */
+      rc = add_expert_ffn(&S, &s, il);
     if (!rc && !strcmp(s.arch, "qwen2"))
       rc = V("attn_q.bias", QD, 0, 0.02f) || V("attn_k.bias", KD, 0, 0.02f) ||
            V("attn_v.bias", KD, 0, 0.02f);
-    if (!rc && !strcmp(s.arch, "qwen3"))
+    if (!rc && (!strcmp(s.arch, "qwen3") || !strcmp(s.arch, "qwen3moe")))
       rc = V("attn_q_norm.weight", s.head_dim, 1.0f, 0.1f) ||
            V("attn_k_norm.weight", s.head_dim, 1.0f, 0.1f);
 #undef T
