@@ -123,9 +123,18 @@ memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
   const bool bias = cfg->qkv_bias;
   memra_tensor q = memra_rows(c->q, n), k = memra_rows(c->k, n), v = memra_rows(c->v, n),
                attn = memra_rows(c->attn, n);
-  MEMRA_TRY(memra_blk_matmul(c, "matmul q", &q, xn, &l->wq, bias ? &l->bq : &none, err));
-  MEMRA_TRY(memra_blk_matmul(c, "matmul k", &k, xn, &l->wk, bias ? &l->bk : &none, err));
-  MEMRA_TRY(memra_blk_matmul(c, "matmul v", &v, xn, &l->wv, bias ? &l->bv : &none, err));
+  /* Decode-only batches with same-type q, k, v weights: one fused call (ABI 1.3 matmul_n,
+   * bit-identical to the three matmuls); otherwise one call each. */
+  if (vt->matmul_n && c->n_decode >= c->n_rows && l->wk.type == l->wq.type &&
+      l->wv.type == l->wq.type && l->wk.ne0 == l->wq.ne0 && l->wv.ne0 == l->wq.ne0) {
+    const memra_tensor ys[3] = {q, k, v}, ws[3] = {l->wq, l->wk, l->wv};
+    const memra_tensor bs[3] = {l->bq, l->bk, l->bv};
+    CALL("matmul q, k, v", vt->matmul_n(be, 3, ys, xn, ws, bias ? bs : NULL));
+  } else {
+    MEMRA_TRY(memra_blk_matmul(c, "matmul q", &q, xn, &l->wq, bias ? &l->bq : &none, err));
+    MEMRA_TRY(memra_blk_matmul(c, "matmul k", &k, xn, &l->wk, bias ? &l->bk : &none, err));
+    MEMRA_TRY(memra_blk_matmul(c, "matmul v", &v, xn, &l->wv, bias ? &l->bv : &none, err));
+  }
   if (l->q_norm.buf) {
     memra_tensor qh = memra_per_head(q, n, hp->head_dim), kh = memra_per_head(k, n, hp->head_dim);
     CALL("q norm", vt->rmsnorm(be, &qh, &qh, &none, &l->q_norm, hp->eps));
@@ -148,8 +157,14 @@ memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_t
   memra_tensor gate = memra_rows(c->gate, n), up = memra_rows(c->up, n);
   gate.ne0 = up.ne0 = ff;
   gate.nb1 = up.nb1 = 4u * (uint64_t)ff;
-  MEMRA_TRY(memra_blk_matmul(c, "matmul gate", &gate, xn, &l->w_gate, &none, err));
-  MEMRA_TRY(memra_blk_matmul(c, "matmul up", &up, xn, &l->w_up, &none, err));
+  if (vt->matmul_n && c->n_decode >= c->n_rows && l->w_up.type == l->w_gate.type &&
+      l->w_up.ne0 == l->w_gate.ne0) { /* decode-only: one fused call (ABI 1.3 matmul_n) */
+    const memra_tensor ys[2] = {gate, up}, ws[2] = {l->w_gate, l->w_up};
+    CALL("matmul gate, up", vt->matmul_n(be, 2, ys, xn, ws, NULL));
+  } else {
+    MEMRA_TRY(memra_blk_matmul(c, "matmul gate", &gate, xn, &l->w_gate, &none, err));
+    MEMRA_TRY(memra_blk_matmul(c, "matmul up", &up, xn, &l->w_up, &none, err));
+  }
   CALL("glu", vt->glu(be, &gate, &gate, &up, act));
   MEMRA_TRY(memra_blk_matmul(c, "matmul down", out, &gate, &l->w_down, &none, err));
   return MEMRA_OK;

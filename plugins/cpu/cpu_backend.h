@@ -138,6 +138,9 @@ memra_status cpu_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_t
                          const memra_tensor *res, const memra_tensor *w, float eps);
 memra_status cpu_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                         const memra_tensor *w, const memra_tensor *bias);
+/* ABI 1.3 matmul_n: matmul for each of n outputs sharing x (matmul.c). */
+memra_status cpu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
+                          const memra_tensor *x, const memra_tensor *w, const memra_tensor *bias);
 memra_status cpu_rope(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
                       const memra_rope_params *p);
 memra_status cpu_kv_store(memra_backend *be, const memra_tensor *k_cache,
@@ -166,12 +169,12 @@ memra_status cpu_sigmoid_gate(memra_backend *be, const memra_tensor *y, const me
 memra_status cpu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                           const memra_tensor *w, const memra_tensor *state,
                           const memra_batch *batch);
-memra_status cpu_gated_delta_rule(memra_backend *be, const memra_tensor *out,
-                                  const memra_tensor *q, const memra_tensor *k,
-                                  const memra_tensor *v, const memra_tensor *a,
-                                  const memra_tensor *b, const memra_tensor *a_log,
-                                  const memra_tensor *dt_bias, const memra_tensor *state,
-                                  const memra_batch *batch, const memra_gdn_params *p);
+memra_status cpu_gated_delta_rule(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                                  const memra_tensor *k, const memra_tensor *v,
+                                  const memra_tensor *a, const memra_tensor *b,
+                                  const memra_tensor *a_log, const memra_tensor *dt_bias,
+                                  const memra_tensor *state, const memra_batch *batch,
+                                  const memra_gdn_params *p);
 /* ABI minor 2 (sample.c) */
 memra_status cpu_sample(memra_backend *be, const memra_tensor *ids, const memra_tensor *logits,
                         const memra_tensor *rng, const memra_sample_params *p);

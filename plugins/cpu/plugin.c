@@ -118,6 +118,9 @@ static const memra_backend_vt cpu_vt = {
 #if MEMRA_ABI_MINOR >= 2 /* sampling on the device (sample.c) */
     .sample = cpu_sample,
 #endif
+#if MEMRA_ABI_MINOR >= 3 /* fused decode steps (matmul.c); no gemm: matmul is the oracle */
+    .matmul_n = cpu_matmul_n,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

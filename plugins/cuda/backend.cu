@@ -197,6 +197,7 @@ static const memra_backend_vt *cu_vtable(void) {
     v.graph_launch = memra_cu_graph_launch;
     v.graph_free = memra_cu_graph_free;
     v.get_proc = cu_get_proc;
+    v.matmul_n = memra_cu_matmul_n; /* ABI 1.3 fused slot (matmul.cu) */
 #if MEMRA_ABI_MINOR >= 2
     v.sample = memra_cu_sample;
 #endif

@@ -23,6 +23,11 @@
  *      Q4_K 4096^2 6.1 us 36%, 128256x4096 117 us 59%; Q6_K 200 us 50% <- vtable
  *      (5b, tried, reverted: batch path decoding each row once for all x rows; M = 8
  *      249 -> 285 us.)
+ *  6   F16 and BF16 in matmul_v6.cuh: v5's layout for the simple formats (8 weight rows
+ *      per block share each lane's x registers, 2 steps of weights in flight).
+ *      8B F16 decode 177 -> 204 tok/s with matmul_n. (Q8_0 on v6 was 3% slower: v3.)
+ * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows
+ * into L2 before waiting for x; under 4096 rows the v5/v6 kernels take 2 rows per block.
  * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read
  * once per 8 rows (from L2 when they fit), but every row is reduced in exactly the order a
  * lone row is, so a row's result never depends on the batch around it (batch invariance).
@@ -32,6 +37,7 @@
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_kq.cuh"
+#include "plugins/cuda/matmul_v6.cuh"
 
 enum { MM_WARPS = 4, MM_MAX_M = 8, MM_U = 4, MM_UK = 2 };
 /* Decode (M = 1) kernels are held to 64 registers: 8 blocks (32 warps) per SM, so a
@@ -180,14 +186,6 @@ static void launch_t(int mt, dim3 grid, const memra_backend *be, float *y, int64
   }
 }
 
-#define MM_TYPE_CASE(TY)                                                                           \
-  case TY:                                                                                         \
-    if (vec)                                                                                       \
-      launch_t<TY, true>(mt, grid, be, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);               \
-    else                                                                                           \
-      launch_t<TY, false>(mt, grid, be, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);              \
-    break;
-
 /* True when the bytes spanned by checked tensors a and b intersect. */
 static bool mm_overlap(const memra_tensor *a, const memra_tensor *b) {
   if (a->buf != b->buf) return false;
@@ -198,8 +196,21 @@ static bool mm_overlap(const memra_tensor *a, const memra_tensor *b) {
   return a->offset < eb && b->offset < ea;
 }
 
-memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                             const memra_tensor *w, const memra_tensor *bias) {
+/* One checked matmul: device pointers, strides, shape and the kernel family it takes. */
+enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6 };
+struct mm_args {
+  float *y;
+  const float *x;
+  const uint8_t *w;
+  const float *bias;
+  int64_t y_ld, x_ld, M, N, K;
+  int32_t type;
+  bool vec, xv16;
+  mm_path path;
+};
+
+static memra_status mm_check(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                             const memra_tensor *w, const memra_tensor *bias, mm_args *a) {
   memra_status st;
   if ((st = memra_cu_check_tensor(be, y, "matmul: y", MEMRA_TYPE_F32)) != MEMRA_OK ||
       (st = memra_cu_check_tensor(be, x, "matmul: x", MEMRA_TYPE_F32)) != MEMRA_OK ||
@@ -215,14 +226,14 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
                          "disagree",
                          (long long)y->ne1, (long long)y->ne0, (long long)M, (long long)K,
                          (long long)N, (long long)w->ne0);
-  const float *bp = NULL;
+  a->bias = NULL;
   if (memra_cu_present(bias)) {
     if ((st = memra_cu_check_tensor(be, bias, "matmul: bias", MEMRA_TYPE_F32)) != MEMRA_OK)
       return st;
     if (bias->ne0 != N)
       return memra_cu_errf(be, MEMRA_E_INVALID, "matmul: bias has %lld elements, expected %lld",
                            (long long)bias->ne0, (long long)N);
-    bp = (const float *)memra_cu_ptr(bias);
+    a->bias = (const float *)memra_cu_ptr(bias);
   }
   if (x->nb1 % 4 || y->nb1 % 4)
     return memra_cu_errf(be, MEMRA_E_INVALID, "matmul: x or y row stride is not whole floats");
@@ -231,50 +242,114 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
   if (mm_overlap(y, x) || mm_overlap(y, w))
     return memra_cu_errf(be, MEMRA_E_INVALID,
                          "matmul: y overlaps an input (x or w); it cannot be computed in place");
-  float *yp = (float *)memra_cu_ptr(y);
-  const float *xp = (const float *)memra_cu_ptr(x);
-  const uint8_t *wp = (const uint8_t *)memra_cu_ptr(w);
-  if (M == 0) return MEMRA_OK;
-  uint64_t walign = memra_cu_align_of(wp, w->nb1 * (N > 1));
+  a->y = (float *)memra_cu_ptr(y);
+  a->x = (const float *)memra_cu_ptr(x);
+  a->w = (const uint8_t *)memra_cu_ptr(w);
+  a->M = M;
+  a->N = N;
+  a->K = K;
+  a->type = w->type;
+  const uint64_t walign = memra_cu_align_of(a->w, w->nb1 * (N > 1));
   if (walign < memra_cu_type_align(w->type))
     return memra_cu_errf(be, MEMRA_E_INVALID, "matmul: %s weights must be %llu-byte aligned",
                          memra_type_info(w->type).name,
                          (unsigned long long)memra_cu_type_align(w->type));
-  if ((uintptr_t)xp % 4 || (uintptr_t)yp % 4)
+  if ((uintptr_t)a->x % 4 || (uintptr_t)a->y % 4)
     return memra_cu_errf(be, MEMRA_E_INVALID, "matmul: x and y must be 4-byte aligned");
-  const int64_t x_ld = (int64_t)(x->nb1 / 4), y_ld = (int64_t)(y->nb1 / 4);
-  /* Vector loads when K is whole units and x (and w's rows) are 16-byte aligned. */
-  const bool vec = K % 32 == 0 && memra_cu_align_of(xp, x->nb1 * (M > 1)) >= 16 && walign >= 16;
-  const int mt = M >= 8 ? 8 : M > 2 ? 4 : (int)M;
-  const int64_t gx = (N + MM_WARPS - 1) / MM_WARPS, gy = (M + MM_MAX_M - 1) / MM_MAX_M;
-  if (gx > 0x7fffffff || gy > 65535)
-    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: %lld x %lld output too large",
-                         (long long)M, (long long)N);
-  dim3 grid((unsigned)gx, (unsigned)gy);
-  /* v5 for the K-quants (matmul_kq.cuh): Q4_K / Q5_K whenever w's rows are 16-byte aligned,
-   * Q6_K always. A property of w alone, so a row takes the same kernel alone and in any
-   * batch (batch invariance). */
-  const bool kq16 = (w->type == MEMRA_TYPE_Q4_K || w->type == MEMRA_TYPE_Q5_K) && walign >= 16;
-  if (kq16 || w->type == MEMRA_TYPE_Q6_K) {
-    const bool xv = memra_cu_align_of(xp, x->nb1 * (M > 1)) >= 16;
+  a->x_ld = (int64_t)(x->nb1 / 4);
+  a->y_ld = (int64_t)(y->nb1 / 4);
+  a->xv16 = memra_cu_align_of(a->x, x->nb1 * (M > 1)) >= 16;
+  /* v3's vector loads when K is whole units and x (and w's rows) are 16-byte aligned. */
+  a->vec = K % 32 == 0 && a->xv16 && walign >= 16;
+  /* The kernel family is a property of the tensors, never of the batch size, so a row takes
+   * the same arithmetic alone and in any batch (batch invariance). v5 (matmul_kq.cuh): Q4_K /
+   * Q5_K with 16-byte-aligned rows, Q6_K always. v6 (matmul_v6.cuh): F16 / BF16 with
+   * 16-byte-aligned rows, K whole groups of 8, x rows 16-byte aligned. Q8_0 stays on v3
+   * (on v6 the 8B Q8_0 decode measured 3% slower: docs/PERF.md). */
+  const int32_t t = w->type;
+  if (((t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K) && walign >= 16) || t == MEMRA_TYPE_Q6_K)
+    a->path = MM_V5;
+  else if (a->xv16 && K % 8 == 0 && (t == MEMRA_TYPE_F16 || t == MEMRA_TYPE_BF16) && walign >= 16)
+    a->path = MM_V6;
+  else
+    a->path = MM_V3;
+  return MEMRA_OK;
+}
+
+static int mm_mtile(int64_t M) { return M >= 8 ? 8 : M > 2 ? 4 : (int)M; }
+
+/* The v5 / v6 kernel for jobs sharing a's x, type and path (the jobs' R: 2 rows per block
+ * under 4096 rows in all at M = 1, else 8). */
+static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs J,
+                                   int64_t n_rows_all) {
+  const int mt = mm_mtile(a->M);
+  const int R = mt == 1 && n_rows_all < 4096 ? 2 : 8;
+  if ((a->M + mt - 1) / mt > 65535)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: %lld rows of x", (long long)a->M);
+  bool ok = true;
+  if (a->path == MM_V5) {
 #define MKQ_CASE(TY)                                                                               \
   case TY:                                                                                         \
-    if (xv)                                                                                        \
-      mkq_launch<TY, true>(mt, be, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);                   \
-    else                                                                                           \
-      mkq_launch<TY, false>(mt, be, yp, y_ld, xp, x_ld, wp, w->nb1, bp, N, K, M);                  \
+    ok = a->xv16 ? mkq_launch<TY, true>(mt, R, be, J, a->x, a->x_ld, a->K, a->M)                   \
+                 : mkq_launch<TY, false>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);                 \
     break;
-    switch (w->type) {
+    switch (a->type) {
       MKQ_CASE(MEMRA_TYPE_Q4_K)
       MKQ_CASE(MEMRA_TYPE_Q5_K)
       MKQ_CASE(MEMRA_TYPE_Q6_K)
     default: break;
     }
 #undef MKQ_CASE
-    MEMRA_CU_LAUNCHED();
-    return MEMRA_OK;
+  } else if (a->type == MEMRA_TYPE_F16) {
+    ok = mv6_launch<MEMRA_TYPE_F16>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
+  } else {
+    ok = mv6_launch<MEMRA_TYPE_BF16>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
   }
-  switch (w->type) {
+  if (!ok) return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: output too large");
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}
+
+static void mm_job_add(mm_jobs *J, const mm_args *a, uint64_t w_nb1) {
+  const int i = J->n++;
+  J->y[i] = a->y;
+  J->y_ld[i] = a->y_ld;
+  J->w[i] = a->w;
+  J->w_nb1[i] = w_nb1;
+  J->bias[i] = a->bias;
+  J->N[i] = a->N;
+  J->blk0[i] = 0;
+}
+
+#define MM_TYPE_CASE(TY)                                                                           \
+  case TY:                                                                                         \
+    if (a.vec)                                                                                     \
+      launch_t<TY, true>(mt, grid, be, a.y, a.y_ld, a.x, a.x_ld, a.w, w->nb1, a.bias, a.N, a.K,    \
+                         a.M);                                                                     \
+    else                                                                                           \
+      launch_t<TY, false>(mt, grid, be, a.y, a.y_ld, a.x, a.x_ld, a.w, w->nb1, a.bias, a.N, a.K,   \
+                          a.M);                                                                    \
+    break;
+
+memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                             const memra_tensor *w, const memra_tensor *bias) {
+  mm_args a;
+  memra_status st = mm_check(be, y, x, w, bias, &a);
+  if (st != MEMRA_OK) return st;
+  if (a.M == 0) return MEMRA_OK;
+  if (a.path != MM_V3) {
+    mm_jobs J = {};
+    mm_job_add(&J, &a, w->nb1);
+    return mm_launch_jobs(be, &a, J, a.N);
+  }
+  const int mt = mm_mtile(a.M);
+  const int64_t gx = (a.N + MM_WARPS - 1) / MM_WARPS,
+                gy = (a.M + mt - 1) / mt; /* row groups of the tile launched */
+  if (gx > 0x7fffffff || gy > 65535)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: %lld x %lld output too large",
+                         (long long)a.M, (long long)a.N);
+  dim3 grid((unsigned)gx, (unsigned)gy);
+  switch (a.type) {
     MM_TYPE_CASE(MEMRA_TYPE_F32)
     MM_TYPE_CASE(MEMRA_TYPE_F16)
     MM_TYPE_CASE(MEMRA_TYPE_BF16)
@@ -290,4 +365,45 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
   }
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
+}
+
+/* ABI 1.3 matmul_n: one v5/v6 launch over all the outputs when every w takes the same
+ * kernel family (each row keeps matmul's arithmetic: bit-identical to separate calls);
+ * otherwise separate matmuls. */
+memra_status memra_cu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
+                               const memra_tensor *x, const memra_tensor *w,
+                               const memra_tensor *bias) {
+  if (n < 1 || n > MM_MAX_JOBS || !y || !w)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "matmul_n: %d outputs (1..%d with y and w arrays)", n,
+                         MM_MAX_JOBS);
+  mm_args a[MM_MAX_JOBS];
+  bool fuse = true;
+  int64_t n_rows_all = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    memra_status st = mm_check(be, &y[i], x, &w[i], bias ? &bias[i] : NULL, &a[i]);
+    if (st != MEMRA_OK) return st;
+    if (w[i].type != w[0].type || w[i].ne0 != w[0].ne0)
+      return memra_cu_errf(be, MEMRA_E_INVALID,
+                           "matmul_n: w[%d] is %s with K %lld, w[0] %s with "
+                           "K %lld",
+                           i, memra_type_info(w[i].type).name, (long long)w[i].ne0,
+                           memra_type_info(w[0].type).name, (long long)w[0].ne0);
+    for (int32_t j = 0; j < i; ++j)
+      if (mm_overlap(&y[i], &y[j]))
+        return memra_cu_errf(be, MEMRA_E_INVALID, "matmul_n: y[%d] overlaps y[%d]", i, j);
+    fuse = fuse && a[i].path != MM_V3 && a[i].path == a[0].path;
+    n_rows_all += a[i].N;
+  }
+  if (a[0].M == 0) return MEMRA_OK;
+  if (!fuse) {
+    for (int32_t i = 0; i < n; ++i) {
+      memra_status st = memra_cu_matmul(be, &y[i], x, &w[i], bias ? &bias[i] : NULL);
+      if (st != MEMRA_OK) return st;
+    }
+    return MEMRA_OK;
+  }
+  mm_jobs J = {};
+  for (int32_t i = 0; i < n; ++i)
+    mm_job_add(&J, &a[i], w[i].nb1);
+  return mm_launch_jobs(be, &a[0], J, n_rows_all);
 }

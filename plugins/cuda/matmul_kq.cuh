@@ -30,6 +30,7 @@
 #include "plugins/cuda/dequant.cuh"
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/launch.cuh"
+#include "plugins/cuda/matmul_jobs.cuh"
 
 enum { MKQ_WARPS = 4, MKQ_R = 8, MKQ_MAX_M = 8 };
 
@@ -183,14 +184,19 @@ __device__ __forceinline__ float mkq_row_step(float acc, uint4 hd, uint4 q, uint
 
 template <int T, int M, bool VEC, int R>
 __global__ void __launch_bounds__(MKQ_WARPS * 32, M == 1 ? 4 : 1)
-    matmul_v5_kernel(float *__restrict__ y, int64_t y_ld, const float *__restrict__ x, int64_t x_ld,
-                     const uint8_t *__restrict__ w, uint64_t w_nb1, const float *__restrict__ bias,
-                     int64_t N, int64_t K, int64_t rows) {
+    matmul_v5_kernel(const mm_jobs J, const float *__restrict__ x, int64_t x_ld, int64_t K,
+                     int64_t rows) {
   constexpr int B = T == MEMRA_TYPE_Q4_K ? 4 : T == MEMRA_TYPE_Q5_K ? 5 : 6;
   __shared__ float part[MKQ_WARPS][M][R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sbl = lane >> 3, g = (lane >> 1) & 3, p = lane & 1;
-  const int64_t n0 = (int64_t)blockIdx.x * R;
+  const mm_job jb = mm_pick(J);
+  float *__restrict__ y = jb.y;
+  const uint8_t *__restrict__ w = jb.w;
+  const float *__restrict__ bias = jb.bias;
+  const int64_t y_ld = jb.y_ld, N = jb.N;
+  const uint64_t w_nb1 = jb.w_nb1;
+  const int64_t n0 = jb.b * R;
   const int64_t m0 = (int64_t)blockIdx.y * M;
   const int64_t mrows = rows - m0 < M ? rows - m0 : M;
   const int64_t nsb = K / 256, steps = (nsb + 3) / 4;
@@ -199,7 +205,7 @@ __global__ void __launch_bounds__(MKQ_WARPS * 32, M == 1 ? 4 : 1)
   for (int r = 0; r < R; ++r)
     wr[r] = w + (uint64_t)(n0 + r < N ? n0 + r : N - 1) * w_nb1;
     /* Weights are constant: start their fetch before waiting for x (launch.cuh). */
-#pragma unroll 1
+#pragma unroll
   for (int r = 0; r < R; ++r)
     memra_prefetch_l2(wr[r], w_nb1, threadIdx.x, MKQ_WARPS * 32, 64);
   memra_pdl_enter();
@@ -267,19 +273,19 @@ __global__ void __launch_bounds__(MKQ_WARPS * 32, M == 1 ? 4 : 1)
   }
 }
 
-/* Rows per block: 8 share each lane's x registers; a decode matmul of fewer than 4096 rows
+/* Rows per block R: 8 share each lane's x registers; a decode matmul of fewer than 4096 rows
  * (k, v projections: 1024) takes 2 per block, 4x the blocks (128 would leave SMs idle).
  * A row's arithmetic does not depend on R (its lanes' chains, the butterfly and the
- * warp-order sum are the same), so the choice never changes a bit. */
+ * warp-order sum are the same), so the choice never changes a bit. J.blk0 is filled here. */
 template <int T, bool VEC>
-static void mkq_launch(int mt, const memra_backend *be, float *y, int64_t y_ld, const float *x,
-                       int64_t x_ld, const uint8_t *w, uint64_t w_nb1, const float *bias, int64_t N,
-                       int64_t K, int64_t rows) {
-  const int R = mt == 1 && N < 4096 ? 2 : MKQ_R;
-  const dim3 grid((unsigned)((N + R - 1) / R), (unsigned)((rows + mt - 1) / mt));
+static bool mkq_launch(int mt, int R, const memra_backend *be, mm_jobs J, const float *x,
+                       int64_t x_ld, int64_t K, int64_t rows) {
+  const int64_t gx = mm_jobs_layout(&J, R);
+  if (gx == 0) return false;
+  const dim3 grid((unsigned)gx, (unsigned)((rows + mt - 1) / mt));
 #define MKQ_GO(MM, RR)                                                                             \
-  (void)memra_cu_launch(be, matmul_v5_kernel<T, MM, VEC, RR>, grid, dim3(MKQ_WARPS * 32), 0, y,    \
-                        y_ld, x, x_ld, w, w_nb1, bias, N, K, rows)
+  (void)memra_cu_launch(be, matmul_v5_kernel<T, MM, VEC, RR>, grid, dim3(MKQ_WARPS * 32), 0, J, x, \
+                        x_ld, K, rows)
   switch (mt) {
   case 1:
     if (R == 2)
@@ -292,6 +298,7 @@ static void mkq_launch(int mt, const memra_backend *be, float *y, int64_t y_ld, 
   default: MKQ_GO(8, MKQ_R); break;
   }
 #undef MKQ_GO
+  return true;
 }
 
 #endif /* MEMRA_CUDA_MATMUL_KQ_CUH */

@@ -315,6 +315,14 @@ typedef struct memra_backend_vt {
    * split-K chosen by shape), so chunked prefill equals one-shot prefill bit for bit. */
   memra_status (*gemm)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                        const memra_tensor *w, const memra_tensor *bias);
+  /* matmul_n: y[i] = x . w[i]^T (+ bias[i] when bias and bias[i].buf are non-NULL) for
+   * i < n, n in 1..4: matmul's contract for each (the q, k, v projections sharing x), in
+   * one call. Every w[i] has x's K and w[0]'s type; each y[i] is bit-identical to what
+   * matmul gives for it on the same plugin (a fused launch must keep matmul's arithmetic
+   * per row). No y[i] may overlap x, a w or another y. The core calls it for decode-only
+   * batches. */
+  memra_status (*matmul_n)(memra_backend *be, int32_t n, const memra_tensor *y,
+                           const memra_tensor *x, const memra_tensor *w, const memra_tensor *bias);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -2,6 +2,8 @@
 // memra_dequant_row's floats; batch invariance; overlap and shape errors.
 // Tolerance: relative L2 error <= 2e-6 (float32 accumulation over K <= 1536 terms;
 // seen ~1e-7 in practice).
+#include <memory>
+
 #include "tests/cpu/cpu_test_util.h"
 
 using namespace cputest;
@@ -150,4 +152,74 @@ TEST(CpuMatmul, DotOrderIsTheQuantLibrarys) {
     float quant = memra_vec_dot(MEMRA_TYPE_F32, a.data(), b.data(), n);
     EXPECT_EQ(0, memcmp(&mine, &quant, 4)) << "n=" << n << ": " << mine << " vs " << quant;
   }
+}
+
+// ABI 1.3 matmul_n: q, k, v shaped outputs sharing x equal three matmul calls bit for bit
+// (the contract every fused plugin is checked against), with and without biases.
+TEST(CpuMatmulN, EqualsSeparateMatmulsBitForBit) {
+  Cpu c;
+  ASSERT_NE(nullptr, c.vt->matmul_n);
+  std::mt19937 g(41);
+  for (int32_t type : {MEMRA_TYPE_F16, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K}) {
+    const int64_t k = memra_type_info(type).blck == 256 ? 512 : 96;
+    const int64_t ns[3] = {37, 11, 13};
+    for (int64_t m : {1, 5}) {
+      for (int with_bias = 0; with_bias < 2; ++with_bias) {
+        SCOPED_TRACE(testing::Message()
+                     << memra_type_info(type).name << " M=" << m << " bias=" << with_bias);
+        Dev dx(c, MEMRA_TYPE_F32, k, m);
+        dx.put(randf(g, m * k));
+        std::vector<std::unique_ptr<Dev>> dw, db, dy, dref;
+        memra_tensor ws[3], bs[3], ys[3];
+        for (int i = 0; i < 3; ++i) {
+          Weights w = make_weights(g, type, ns[i], k);
+          dw.emplace_back(new Dev(c, type, k, ns[i]));
+          dw[i]->put_bytes(w.bytes.data());
+          db.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], 1));
+          db[i]->put(randf(g, ns[i]));
+          dy.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], m));
+          dref.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], m));
+          ws[i] = dw[i]->t;
+          bs[i] = db[i]->t;
+          ys[i] = dy[i]->t;
+        }
+        bs[1].buf = nullptr; // an absent bias among present ones (the llama family's zero views)
+        ASSERT_EQ(MEMRA_OK, c.vt->matmul_n(c.be, 3, ys, &dx.t, ws, with_bias ? bs : nullptr))
+            << c.err();
+        for (int i = 0; i < 3; ++i) {
+          ASSERT_EQ(MEMRA_OK, c.vt->matmul(c.be, &dref[i]->t, &dx.t, &ws[i],
+                                           with_bias && i != 1 ? &bs[i] : nullptr))
+              << c.err();
+          auto got = dy[i]->get<float>(), want = dref[i]->get<float>();
+          EXPECT_EQ(0, memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "y" << i;
+          EXPECT_TRUE(dy[i]->guards_ok());
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuMatmulN, RefusesBadGroups) {
+  Cpu c;
+  std::mt19937 g(43);
+  Dev dx(c, MEMRA_TYPE_F32, 64, 2), w0(c, MEMRA_TYPE_F16, 64, 5), w1(c, MEMRA_TYPE_Q8_0, 64, 5),
+      w2(c, MEMRA_TYPE_F16, 32, 5), y0(c, MEMRA_TYPE_F32, 5, 2), y1(c, MEMRA_TYPE_F32, 5, 2);
+  dx.put(randf(g, 128));
+  memra_tensor ys[2] = {y0.t, y1.t}, ws[2] = {w0.t, w1.t};
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul_n(c.be, 0, ys, &dx.t, ws, nullptr));
+  EXPECT_EQ(0u, c.err().find("matmul_n: 0 outputs")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul_n(c.be, 5, ys, &dx.t, ws, nullptr));
+  EXPECT_EQ(0u, c.err().find("matmul_n: 5 outputs")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul_n(c.be, 2, ys, &dx.t, ws, nullptr));
+  EXPECT_EQ(0u, c.err().find("matmul_n: w[1] is Q8_0 with K 64, w[0] F16")) << c.err();
+  ws[1] = w2.t;
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul_n(c.be, 2, ys, &dx.t, ws, nullptr));
+  EXPECT_EQ(0u, c.err().find("matmul_n: w[1] is F16 with K 32")) << c.err();
+  ws[1] = w0.t;
+  ys[1] = y0.t;
+  ys[1].offset += 4; // overlaps y[0]
+  ys[1].ne0 = 4;
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul_n(c.be, 2, ys, &dx.t, ws, nullptr));
+  EXPECT_EQ(0u, c.err().find("matmul_n: y[1] overlaps y[0]")) << c.err();
+  EXPECT_TRUE(y0.guards_ok());
 }

@@ -183,7 +183,7 @@ typedef struct result {
   int pass;
   char note[96];
 } result;
-static result g_res[512];
+static result g_res[1024];
 static int g_nres, g_nfail;
 
 static void record(const char *op, const char *what, double err, double tol, int pass,
@@ -359,6 +359,94 @@ static void check_matmul(void) {
       dfree(&db);
       free(w);
       free(bias);
+    }
+  }
+}
+
+/* matmul_n (ABI 1.3) on plugin i: y[j] = x . w[j]^T (+ bias[j], absent for j == 1). */
+static memra_status call_matmul_n(int i, const dbuf *dy, const dbuf *dx, const dbuf *dw,
+                                  const dbuf *db, int32_t type, const int64_t *ns, int64_t K,
+                                  int64_t M, int use_bias) {
+  if (!P[i].vt->matmul_n) return MEMRA_E_UNSUPPORTED;
+  memra_tensor ys[3], ws[3], bs[3];
+  for (int j = 0; j < 3; ++j) {
+    ys[j] = T(&dy[j], i, 0, ns[j], M);
+    ws[j] = T(&dw[j], i, type, K, ns[j]);
+    bs[j] = j == 1 ? NONE() : T(&db[j], i, 0, ns[j], 1);
+  }
+  memra_tensor xt = T(dx, i, 0, K, M);
+  return P[i].vt->matmul_n(P[i].be, 3, ys, &xt, ws, use_bias ? bs : NULL);
+}
+
+/* The fused q, k, v matmul: against the oracle, and bit-identical to matmul on the plugin
+ * under test (the slot's contract); Q8_0 and Q4_0 take the unfused fallback (v3). */
+static void check_matmul_n(void) {
+  static const int32_t types[] = {MEMRA_TYPE_F16,  MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0,
+                                  MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q4_0};
+  for (int t = 0; t < (int)(sizeof types / sizeof types[0]); ++t) {
+    const int32_t type = types[t];
+    for (int big = 0; big < 2; ++big) {
+      if (g_quick && big) continue;
+      const int64_t K = odd_k(type, 0);
+      const int64_t ns[3] = {big ? 4099 : 257, big ? 1031 : 67, big ? 1031 : 67};
+      dbuf dw[3], db[3];
+      void *w[3];
+      float *bias[3];
+      for (int j = 0; j < 3; ++j) {
+        uint64_t nb;
+        w[j] = rand_rows(type, K, ns[j], &nb);
+        bias[j] = frand_vec(ns[j], -1, 1);
+        dw[j] = dnew(nb, w[j]);
+        db[j] = dnew((uint64_t)ns[j] * 4, bias[j]);
+      }
+      for (int64_t M = 1; M <= 3; M += 2) {
+        const int use_bias = M == 3;
+        float *x = frand_vec(M * K, -1, 1);
+        dbuf dx = dnew((uint64_t)M * K * 4, x), dy[3], dr[3];
+        for (int j = 0; j < 3; ++j) {
+          dy[j] = dnew((uint64_t)M * ns[j] * 4, NULL);
+          dr[j] = dnew((uint64_t)M * ns[j] * 4, NULL);
+        }
+        char what[96];
+        snprintf(what, sizeof what,
+                 "%s M=%" PRId64 " N=%" PRId64 "+%" PRId64 "+%" PRId64 " K=%" PRId64 "%s",
+                 memra_type_info(type).name, M, ns[0], ns[1], ns[2], K, use_bias ? " +bias" : "");
+        int ok_;
+        BOTH("matmul_n", what, call_matmul_n(i, dy, &dx, dw, db, type, ns, K, M, use_bias));
+        for (int j = 0; ok_ && j < 3; ++j) {
+          compare_f32("matmul_n",
+                      j == 0   ? "  y[0]"
+                      : j == 1 ? "  y[1]"
+                               : "  y[2]",
+                      &dy[j], M * ns[j], 1e-5);
+          memra_tensor xt = T(&dx, 1, 0, K, M), bt = T(&db[j], 1, 0, ns[j], 1);
+          memra_plug_must(&P[1],
+                          P[1].vt->matmul(P[1].be, TP(&dr[j], 1, 0, ns[j], M), &xt,
+                                          TP(&dw[j], 1, type, K, ns[j]),
+                                          use_bias && j != 1 ? &bt : NULL),
+                          "matmul");
+          float *a = dget(&dy[j], 1), *b = dget(&dr[j], 1);
+          const int same = memcmp(a, b, (size_t)(M * ns[j]) * 4) == 0;
+          char w2[96];
+          snprintf(w2, sizeof w2, "%s M=%" PRId64 " y[%d] fused == matmul",
+                   memra_type_info(type).name, M, j);
+          record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+          free(a);
+          free(b);
+        }
+        for (int j = 0; j < 3; ++j) {
+          dfree(&dy[j]);
+          dfree(&dr[j]);
+        }
+        dfree(&dx);
+        free(x);
+      }
+      for (int j = 0; j < 3; ++j) {
+        dfree(&dw[j]);
+        dfree(&db[j]);
+        free(w[j]);
+        free(bias[j]);
+      }
     }
   }
 }
@@ -1002,6 +1090,7 @@ int main(int argc, char **argv) {
     if (memra_plug_open(&P[i], paths[i])) return 2;
   check_get_rows();
   check_matmul();
+  check_matmul_n();
   check_rmsnorm();
   check_rope();
   check_kv_store();

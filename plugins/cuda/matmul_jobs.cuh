@@ -1,0 +1,60 @@
+/* matmul_jobs.cuh — up to 4 matmuls sharing x in one launch (the matmul_n slot): the v5 and
+ * v6 kernels take their weight rows from the job that owns blockIdx.x, so q, k and v run as
+ * one grid. A plain matmul is one job. A job's rows get exactly the arithmetic they get
+ * alone: the job only chooses pointers. */
+#ifndef MEMRA_CUDA_MATMUL_JOBS_CUH
+#define MEMRA_CUDA_MATMUL_JOBS_CUH
+
+#include <stdint.h>
+
+enum { MM_MAX_JOBS = 4 };
+
+struct mm_jobs {
+  float *y[MM_MAX_JOBS];
+  int64_t y_ld[MM_MAX_JOBS];
+  const uint8_t *w[MM_MAX_JOBS];
+  uint64_t w_nb1[MM_MAX_JOBS];
+  const float *bias[MM_MAX_JOBS];
+  int64_t N[MM_MAX_JOBS];
+  int32_t blk0[MM_MAX_JOBS]; /* first blockIdx.x of each job */
+  int32_t n;
+};
+
+struct mm_job {
+  float *y;
+  int64_t y_ld;
+  const uint8_t *w;
+  uint64_t w_nb1;
+  const float *bias;
+  int64_t N;
+  int64_t b; /* the block's index within its job */
+};
+
+/* The job of this block, by unrolled selects (no local-memory indexing of the params). */
+__device__ __forceinline__ mm_job mm_pick(const mm_jobs &J) {
+  mm_job j = {J.y[0], J.y_ld[0], J.w[0], J.w_nb1[0], J.bias[0], J.N[0], (int64_t)blockIdx.x};
+#pragma unroll
+  for (int i = 1; i < MM_MAX_JOBS; ++i)
+    if (i < J.n && (int64_t)blockIdx.x >= J.blk0[i])
+      j = {J.y[i],
+           J.y_ld[i],
+           J.w[i],
+           J.w_nb1[i],
+           J.bias[i],
+           J.N[i],
+           (int64_t)blockIdx.x - J.blk0[i]};
+  return j;
+}
+
+/* Fills blk0 for R rows per block and returns the grid's x size (0 when too large). */
+static inline int64_t mm_jobs_layout(mm_jobs *J, int R) {
+  int64_t b = 0;
+  for (int i = 0; i < J->n; ++i) {
+    J->blk0[i] = (int32_t)b;
+    b += (J->N[i] + R - 1) / R;
+    if (b > 0x7fffffff) return 0;
+  }
+  return b;
+}
+
+#endif /* MEMRA_CUDA_MATMUL_JOBS_CUH */

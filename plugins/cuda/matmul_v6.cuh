@@ -1,0 +1,185 @@
+/* matmul_v6.cuh — matmul v6 for F16 and BF16 weights (included by matmul.cu only).
+ *
+ * Why (docs/PERF.md, ncu of a Llama-8B decode step): v3 gives each warp one weight row, so
+ * every lane re-reads its x slice from L1 for every row: 32 B of x per 16 B of F16 weight,
+ * three 16-byte loads per 8 weights. F16 ran at 56% (4096^2) to 72% (14336x4096) of the
+ * copy bandwidth (ncu). Q8_0 (34-byte blocks, 2-byte loads) was tried here and measured 3%
+ * slower end to end than v3, so it stays on v3.
+ *
+ * v6 layout (v5's for the K-quants, applied to the 16-bit floats): a block of 4 warps owns
+ * R consecutive weight rows. A row is cut into groups of 8 elements (16 bytes); 32
+ * consecutive groups make a step; warp w takes steps w, w + 4, ... and lane l group
+ * 32 s + l, so each warp load of a row is contiguous. The lane loads its 8 x values once per
+ * step and applies them to all R rows (x leaves L1 once per R weight rows), and at M = 1
+ * two steps' weights are loaded before either is used.
+ *
+ * Arithmetic per (x row, weight row): the lane's chain acc = fma(w_i, x_i, acc) over its
+ * groups in order, elements in order, a butterfly over the warp, then the 4 warps'
+ * partials added in warp order (+ bias). None of it depends on M, on R or on the other
+ * rows: batch invariant. */
+#ifndef MEMRA_CUDA_MATMUL_V6_CUH
+#define MEMRA_CUDA_MATMUL_V6_CUH
+
+#include "plugins/cuda/dequant.cuh"
+#include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/launch.cuh"
+#include "plugins/cuda/matmul_jobs.cuh"
+
+enum { MV6_WARPS = 4, MV6_R = 8 };
+
+/* The 16 raw bytes of group g of a row (rows 16-byte aligned: the caller checks). */
+template <int T>
+__device__ __forceinline__ uint4 mv6_load(const uint8_t *__restrict__ row, int64_t g) {
+  return __ldg((const uint4 *)(row + 16 * g));
+}
+
+/* acc + the group's 8 weights . x, in element order. */
+template <int T> __device__ __forceinline__ float mv6_dot(uint4 raw, const float x[8], float acc) {
+  float w[8];
+  const uint32_t h[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if (T == MEMRA_TYPE_F16) {
+      const float2 f = __half22float2(*(const __half2 *)&h[i]);
+      w[2 * i] = f.x;
+      w[2 * i + 1] = f.y;
+    } else {
+      w[2 * i] = __uint_as_float(h[i] << 16);
+      w[2 * i + 1] = __uint_as_float(h[i] & 0xFFFF0000u);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    acc = fmaf(w[i], x[i], acc);
+  return acc;
+}
+
+__device__ __forceinline__ void mv6_load_x(const float *__restrict__ p, float x[8]) {
+  const float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
+  x[0] = a.x;
+  x[1] = a.y;
+  x[2] = a.z;
+  x[3] = a.w;
+  x[4] = b.x;
+  x[5] = b.y;
+  x[6] = b.z;
+  x[7] = b.w;
+}
+
+template <int T, int M, int R>
+__global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
+    matmul_v6_kernel(const mm_jobs J, const float *__restrict__ x, int64_t x_ld, int64_t K,
+                     int64_t rows) {
+  __shared__ float part[MV6_WARPS][M][R];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const mm_job jb = mm_pick(J);
+  float *__restrict__ y = jb.y;
+  const uint8_t *__restrict__ w = jb.w;
+  const float *__restrict__ bias = jb.bias;
+  const int64_t y_ld = jb.y_ld, N = jb.N;
+  const uint64_t w_nb1 = jb.w_nb1;
+  const int64_t n0 = jb.b * R;
+  const int64_t m0 = (int64_t)blockIdx.y * M;
+  const int64_t mrows = rows - m0 < M ? rows - m0 : M;
+  const int64_t G = K / 8, steps = (G + 31) / 32;
+  const uint8_t *wr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    wr[r] = w + (uint64_t)(n0 + r < N ? n0 + r : N - 1) * w_nb1;
+    /* Weights are constant: start their fetch before waiting for x (launch.cuh). */
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    memra_prefetch_l2(wr[r], w_nb1, threadIdx.x, MV6_WARPS * 32, 64);
+  memra_pdl_enter();
+  float acc[M][R];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      acc[m][r] = 0.f;
+
+  int64_t s = warp;
+  if (M == 1) { /* two steps' weights in flight, then x once per step */
+    for (; s + MV6_WARPS < steps; s += 2 * MV6_WARPS) {
+      const int64_t g0 = s * 32 + lane, g1 = g0 + 32 * MV6_WARPS; /* g0 < g1 < G */
+      uint4 raw0[R], raw1[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        raw0[r] = mv6_load<T>(wr[r], g0);
+        raw1[r] = g1 < G ? mv6_load<T>(wr[r], g1) : make_uint4(0, 0, 0, 0);
+      }
+      const float *xp = x + m0 * x_ld;
+      float xv[8];
+      mv6_load_x(xp + 8 * g0, xv);
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        acc[0][r] = mv6_dot<T>(raw0[r], xv, acc[0][r]);
+      if (g1 < G) {
+        mv6_load_x(xp + 8 * g1, xv);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          acc[0][r] = mv6_dot<T>(raw1[r], xv, acc[0][r]);
+      }
+    }
+  }
+  for (; s < steps; s += MV6_WARPS) {
+    const int64_t g = s * 32 + lane;
+    if (g >= G) continue; /* the row's last step: lanes past its end */
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const uint4 raw = mv6_load<T>(wr[r], g);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        if (m >= mrows) break;
+        float xv[8];
+        mv6_load_x(x + (m0 + m) * x_ld + 8 * g, xv);
+        acc[m][r] = mv6_dot<T>(raw, xv, acc[m][r]);
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float v = memra_warp_sum(acc[m][r]);
+      if (lane == 0) part[warp][m][r] = v;
+    }
+  __syncthreads();
+  for (int i = threadIdx.x; i < M * R; i += MV6_WARPS * 32) {
+    const int m = i / R, r = i % R;
+    const int64_t n = n0 + r;
+    if (m >= mrows || n >= N) continue;
+    float v = part[0][m][r];
+#pragma unroll
+    for (int k = 1; k < MV6_WARPS; ++k)
+      v = __fadd_rn(v, part[k][m][r]);
+    y[(m0 + m) * y_ld + n] = bias ? __fadd_rn(v, bias[n]) : v;
+  }
+}
+
+/* R rows per block as in mkq_launch. */
+template <int T>
+static bool mv6_launch(int mt, int R, const memra_backend *be, mm_jobs J, const float *x,
+                       int64_t x_ld, int64_t K, int64_t rows) {
+  const int64_t gx = mm_jobs_layout(&J, R);
+  if (gx == 0) return false;
+  const dim3 grid((unsigned)gx, (unsigned)((rows + mt - 1) / mt));
+#define MV6_GO(MM, RR)                                                                             \
+  (void)memra_cu_launch(be, matmul_v6_kernel<T, MM, RR>, grid, dim3(MV6_WARPS * 32), 0, J, x,      \
+                        x_ld, K, rows)
+  switch (mt) {
+  case 1:
+    if (R == 2)
+      MV6_GO(1, 2);
+    else
+      MV6_GO(1, MV6_R);
+    break;
+  case 2: MV6_GO(2, MV6_R); break;
+  case 4: MV6_GO(4, MV6_R); break;
+  default: MV6_GO(8, MV6_R); break;
+  }
+#undef MV6_GO
+  return true;
+}
+
+#endif /* MEMRA_CUDA_MATMUL_V6_CUH */
