@@ -306,7 +306,7 @@ static void check_get_rows(void) {
 }
 
 static void check_matmul(void) {
-  static const int64_t ms[] = {1, 3, 8, 13};
+  static const int64_t ms[] = {1, 3, 8, 13, 7}; /* 7: the 4-row tile over two row groups */
   for (int t = 0; t < N_TYPES; ++t) {
     const int32_t type = k_types[t];
     /* wide 2: N >= 4096 takes the decode GEMV's many-rows-per-block path (M = 1) */
@@ -317,7 +317,7 @@ static void check_matmul(void) {
       void *w = rand_rows(type, K, N, &nb);
       float *bias = frand_vec(N, -1, 1);
       dbuf dw = dnew(nb, w), db = dnew((uint64_t)N * 4, bias);
-      for (int mi = 0; mi < 4; ++mi) {
+      for (int mi = 0; mi < (int)(sizeof ms / sizeof ms[0]); ++mi) {
         const int64_t M = ms[mi];
         if (g_quick && M > 3) continue;
         float *x = frand_vec(M * K, -1, 1);
