@@ -201,15 +201,15 @@ static const memra_backend_vt *cu_vtable(void) {
 #if MEMRA_ABI_MINOR >= 2
     v.sample = memra_cu_sample;
 #endif
-#if MEMRA_CU_HAS_GEMM
-    v.gemm = memra_cu_gemm;
-#endif
     v.moe_route = memra_cu_moe_route; /* moe.cu, gdn.cu (families.h) */
     v.matmul_id = memra_cu_matmul_id;
     v.moe_combine = memra_cu_moe_combine;
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;
     v.gated_delta_rule = memra_cu_gated_delta_rule;
+#if MEMRA_CU_HAS_GEMM
+    v.gemm = memra_cu_gemm;
+#endif
     return v;
   }();
   return &vt;

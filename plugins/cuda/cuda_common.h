@@ -129,7 +129,7 @@ memra_status memra_cu_add_i32(memra_backend *be, const memra_tensor *v, int32_t 
 
 /* The tensor-core GEMM behind the gemm slot (gemm.cu, kernels per gemm.h), on the
  * architectures that have its kernel. */
-#define MEMRA_CU_HAS_GEMM (MEMRA_CUDA_CC_MAJOR == 9)
+#define MEMRA_CU_HAS_GEMM (MEMRA_CUDA_CC_MAJOR == 9 || MEMRA_CUDA_FAMILY_SM120)
 #if MEMRA_CU_HAS_GEMM
 memra_status memra_cu_gemm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                            const memra_tensor *w, const memra_tensor *bias);

@@ -1,0 +1,132 @@
+#!/bin/bash
+# acceptance.sh — the acceptance figures of the GPU issues in ONE device call, from the
+# repo root with dist/ carried (tools/device/pack.sh; the sm120a sm_90 test build in
+# dist/test90/, outside the plugin folder, since it probes as a working "sm120a" here).
+# Models are synthesized here by memra-synth, in the background while the op checks run.
+#   1. op checks: opcheck (every op vs the CPU plugin), opcheck_families, gemm_check,
+#      mma_check (sm120a test build), memcheck over opcheck --quick
+#   2. gates on the Llama-3.1-8B shape: graph (N=512, F16 and Q4_K_M), batch (B=8),
+#      chunk (P=1000 in chunks of 67), graph on the sm120a test build
+#   3. memra bench per type: pp512, pp4096, tg128 after 512 and 4096, FP8 KV beside
+#   4. aggregate decode at 8/32/64 sequences; sm120a test build vs sm90a top-1 agreement
+#   5. hybrid (Qwen3-Next-80B-A3B layers, 4) at F16 and Q4_K_M
+# A short table last. Logs in $OUT.
+set -u
+D=${DIST:-dist}
+O=${OUT:-/tmp/memra-acc}
+W=${WORK:-/tmp/memra-models}
+TYPES=${TYPES:-q4_k_m f16 q8_0}
+mkdir -p "$O" "$W"
+export PATH="$PATH:/usr/local/cuda/bin"
+export LD_LIBRARY_PATH="$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+T90="$D/test90/libmemra_sm120a_sm90test.so"
+OPTS=(--plugin-dir "$D" --backend sm90a)
+declare -a SUMMARY
+row() { # also to $O/summary.txt as it goes: a call cut short still returns what ran
+  SUMMARY+=("$(printf '%-44s %s' "$1" "$2")")
+  echo ">> $1: $2" | tee -a "$O/summary.txt"
+}
+t_start=$(date +%s)
+since() { echo "$(( $(date +%s) - t_start )) s"; }
+
+# Models, in the background (CPU work) while the GPU runs the op checks.
+synth() { # preset type out
+  [ -s "$3" ] || "$D/memra-synth" --preset "$1" --types "$2" --seed 1 -o "$3.tmp" >>"$O/synth.log" 2>&1 &&
+    mv "$3.tmp" "$3"
+}
+(
+  for ty in $TYPES; do synth llama31-8b "$ty" "$W/l8-$ty.gguf"; done
+  synth qwen3-8b q4_k_m "$W/q8b-q4_k_m.gguf"
+  synth qwen3next-80b-a3b q4_k_m "$W/hy-q4_k_m.gguf"
+  synth qwen3next-80b-a3b f16 "$W/hy-f16.gguf"
+) &
+SYNTH_PID=$!
+wait_for() { while [ ! -s "$1" ] && kill -0 $SYNTH_PID 2>/dev/null; do sleep 1; done; [ -s "$1" ]; }
+
+# 1. Op checks.
+"$D/opcheck" "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/opcheck.txt" 2>"$O/opcheck.err"
+row "opcheck sm90a vs cpu (rc $?)" "$(tail -1 "$O/opcheck.txt")"
+"$D/opcheck_families" "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/families.txt" 2>&1
+row "opcheck_families ops (rc $?)" "$(tail -1 "$O/families.txt")"
+"$D/opcheck_families" --e2e "$D/libmemra_sm90a.so" tests/families/fixtures >"$O/families-e2e.txt" 2>&1
+row "opcheck_families fixtures vs HF (rc $?)" "$(tail -1 "$O/families-e2e.txt")"
+"$D/gemm_check" "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/gemm_check.txt" 2>&1
+row "gemm_check sm90a (rc $?)" "$(tail -1 "$O/gemm_check.txt")"
+"$D/mma_check" "$D/libmemra_cpu.so" "$T90" "$D/libmemra_sm90a.so" >"$O/mma_check.txt" 2>&1
+row "mma_check sm120a test build (rc $?)" "$(tail -1 "$O/mma_check.txt")"
+timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/opcheck" --quick "$D/libmemra_cpu.so" \
+  "$D/libmemra_sm90a.so" >"$O/memcheck.txt" 2>&1
+row "memcheck opcheck --quick (rc $?)" "$(grep 'ERROR SUMMARY' "$O/memcheck.txt" | tail -1)"
+"$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv.txt" 2>"$O/gemv.err"
+BW=$(grep -oE 'copy bandwidth [0-9]+' "$O/gemv.txt" | grep -oE '[0-9]+$' | head -1)
+row "copy bandwidth this run (GB/s)" "${BW:-?}"
+echo "op checks done at $(since)"
+
+# 2. Gates on the 8B shape.
+gate() { # name args...
+  local name=$1; shift
+  timeout 200 "$D/memra" gate "$@" >"$O/gate-$name.txt" 2>&1
+  local rc=$?
+  row "gate $name (rc $rc)" "$(grep -E 'PASS|MISMATCH|FAIL' "$O/gate-$name.txt" | head -1)"
+  row "  detail" "$(head -2 "$O/gate-$name.txt" | tr '\n' ' ' | cut -c1-150)"
+}
+L8=$W/l8-q4_k_m.gguf
+if wait_for "$L8"; then
+  gate graph-q4_k_m graph "${OPTS[@]}" -m "$L8" --gate-p 200 -n 512
+  gate batch-8 batch "${OPTS[@]}" -m "$L8" --gate-b 8 --gate-p 512 -n 128
+  gate chunk chunk "${OPTS[@]}" -m "$L8" --gate-p 1000 --ubatch 67
+  gate graph-sm120a-test90 graph --backend "$T90" -m "$L8" --gate-p 200 -n 512
+  for b in 32 64; do gate batch-$b batch "${OPTS[@]}" -m "$L8" --gate-b $b --gate-p 512 -n 32; done
+  # sm120a test build vs sm90a: top-1 agreement at positions with a top-2 margin > 1e-2.
+  python3 -c "import random; random.seed(9); print(','.join(str(random.randrange(128000)) for _ in range(97)))" >"$W/ids97.txt"
+  for m in l8-q4_k_m q8b-q4_k_m; do
+    wait_for "$W/$m.gguf" || continue
+    for be in sm90a t90; do
+      b=sm90a; [ $be = t90 ] && b=$T90
+      "$D/memra" run --plugin-dir "$D" --backend "$b" -m "$W/$m.gguf" --prompt-ids "$(cat "$W/ids97.txt")" \
+        -n 1 --temp 0 --dump-logits "$W/$m-$be.f32" >/dev/null 2>>"$O/agree.err"
+    done
+    row "top-1 sm120a-test90 vs sm90a, $m" "$(python3 -c "
+import numpy as np
+a=np.fromfile('$W/$m-sm90a.f32','<f4').reshape(97,-1); b=np.fromfile('$W/$m-t90.f32','<f4').reshape(97,-1)
+s=np.sort(a,axis=1); keep=(s[:,-1]-s[:,-2])>1e-2
+agree=(a.argmax(1)==b.argmax(1))
+print(f'{int((agree&keep).sum())}/{int(keep.sum())} positions with margin > 1e-2 agree ({int(agree.sum())}/97 overall)')" 2>&1 | tail -1)"
+  done
+fi
+echo "gates done at $(since)"
+
+# 3. Benchmarks on the 8B shape.
+for ty in $TYPES; do
+  wait_for "$W/l8-$ty.gguf" || { row "synth l8 $ty" FAIL; continue; }
+  [ "$ty" = f16 ] && gate graph-f16 graph "${OPTS[@]}" -m "$W/l8-f16.gguf" --gate-p 200 -n 512
+  timeout 240 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 512,4096 --bench-n 128 \
+    --bench-d 512,4096 -r 3 >"$O/bench-$ty.md" 2>"$O/bench-$ty.err"
+  tail -5 "$O/bench-$ty.err"
+done
+timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$L8" --kv-type f8 --bench-p 512 --bench-n 128 \
+  --bench-d 512,4096 -r 3 >"$O/bench-q4_k_m-f8.md" 2>"$O/bench-f8.err"
+timeout 120 "$D/memra" bench --plugin-dir "$D" --backend "$T90" -m "$L8" --bench-p 512 --bench-n 128 \
+  --bench-d 512 -r 3 >"$O/bench-q4_k_m-t90.md" 2>"$O/bench-t90.err"
+echo "benches done at $(since)"
+
+# 5. Hybrid.
+for ty in q4_k_m f16; do
+  wait_for "$W/hy-$ty.gguf" || { row "synth hybrid $ty" FAIL; continue; }
+  timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$W/hy-$ty.gguf" --bench-p 512 --bench-n 128 -r 3 \
+    >"$O/bench-hy-$ty.md" 2>"$O/bench-hy-$ty.err"
+done
+wait_for "$W/hy-q4_k_m.gguf" && gate graph-hybrid-q4_k_m graph "${OPTS[@]}" -m "$W/hy-q4_k_m.gguf" --gate-p 200 -n 512
+kill $SYNTH_PID 2>/dev/null
+
+echo
+echo "==== memra acceptance on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(since) ===="
+printf '%s\n' "${SUMMARY[@]}"
+echo
+for f in "$O"/bench-*.md; do
+  [ -s "$f" ] || continue
+  m=$(grep -m1 -oE '\| [a-z0-9_.-]+\.gguf \| [0-9.]+ MiB' "$f" | head -1)
+  bytes=$(awk -F'|' 'NR==3 {gsub(/[^0-9.]/,"",$3); print $3 * 1048576}' "$f")
+  echo "$(basename "$f" .md): floor at ${BW:-4275} GB/s over the file = $(awk -v b="$bytes" -v bw="${BW:-4275}" 'BEGIN { if (b > 0) printf "%.0f", bw * 1e9 / b }') tok/s"
+  grep '^|' "$f" | tail -n +3 | cut -d'|' -f5-6
+done
