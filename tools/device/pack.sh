@@ -5,13 +5,19 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bazel build //backends/sm90a:libmemra_sm90a //backends/sm120a:libmemra_sm120a \
   //plugins/cpu:libmemra_cpu.so //tools/device:opcheck //tools/device:gemv_bench \
-  //tools/memra:memra //tools/synth:memra-synth
-mkdir -p dist
+  //tools/memra:memra //tools/synth:memra-synth //tools/device:opcheck_families \
+  //tools/device:gemm_check //tools/device:gemm_bench //tools/device:mma_check \
+  //backends/sm120a:libmemra_sm120a_sm90test
+mkdir -p dist/test90
 for f in backends/sm90a/libmemra_sm90a.so backends/sm120a/libmemra_sm120a.so \
   plugins/cpu/libmemra_cpu.so tools/device/opcheck tools/device/gemv_bench tools/memra/memra \
-  tools/synth/memra-synth; do
+  tools/synth/memra-synth tools/device/opcheck_families tools/device/gemm_check \
+  tools/device/gemm_bench tools/device/mma_check; do
   install -m 0755 "bazel-bin/$f" dist/
 done
+# The sm120a sources built for sm_90a probe as a working "sm120a" on an H200: kept out of
+# the plugin folder (dist/), passed by path.
+install -m 0755 bazel-bin/backends/sm120a/libmemra_sm120a_sm90test.so dist/test90/
 # Shared libraries the GPU machine lacks (memra links cJSON and libmicrohttpd + its TLS
 # stack); glibc and libstdc++ are there.
 for lib in $(ldd dist/memra | awk '/=> \// {print $3}'); do
