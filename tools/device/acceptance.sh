@@ -1,10 +1,11 @@
 #!/bin/bash
 # acceptance.sh — the acceptance figures of the GPU issues in ONE device call, from the
-# repo root with dist/ carried (tools/device/pack.sh; the sm120a sm_90 test build in
+# repo root with dist/ (and .whl/, for the transformers comparison) carried (tools/device/pack.sh; the sm120a sm_90 test build in
 # dist/test90/, outside the plugin folder, since it probes as a working "sm120a" here).
 # Models are synthesized here by memra-synth, in the background while the op checks run.
 #   1. op checks: opcheck (every op vs the CPU plugin), opcheck_families, gemm_check,
-#      mma_check (sm120a test build), memcheck over opcheck --quick
+#      mma_check (sm120a test build), memcheck over opcheck --quick, logits vs HF
+#      transformers for a synthetic model
 #   2. gates on the Llama-3.1-8B shape: graph (N=512, F16 and Q4_K_M), batch (B=8),
 #      chunk (P=1000 in chunks of 67), graph on the sm120a test build
 #   3. memra bench per type: pp512, pp4096, tg128 after 512 and 4096, FP8 KV beside
@@ -60,6 +61,18 @@ row "memcheck opcheck --quick (rc $?)" "$(grep 'ERROR SUMMARY' "$O/memcheck.txt"
 "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv.txt" 2>"$O/gemv.err"
 BW=$(grep -oE 'copy bandwidth [0-9]+' "$O/gemv.txt" | grep -oE '[0-9]+$' | head -1)
 row "copy bandwidth this run (GB/s)" "${BW:-?}"
+# End to end against HF transformers (an implementation nobody here wrote) on a synthetic
+# SmolLM2-shaped Q8_0 model, prefill logits of 97 positions (needs the gguf wheel carried
+# in .whl/: transformers reads GGUF through it).
+if ls .whl/gguf-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >/dev/null 2>&1
+  "$D/memra-synth" --preset smollm2-135m --types q8_0 --seed 3 -o "$W/s135.gguf" >/dev/null 2>&1
+  python3 -c "import random; random.seed(5); print(','.join(str(random.randrange(49152)) for _ in range(97)))" >"$W/ids.txt"
+  "$D/memra" run "${OPTS[@]}" -m "$W/s135.gguf" --prompt-ids "$(cat "$W/ids.txt")" -n 1 --temp 0 \
+    --kv-type f32 --dump-logits "$W/s135.f32" >/dev/null 2>"$O/s135.err"
+  row "smollm2-135m shape Q8_0 vs transformers" "$(PYTHONPATH=/tmp/site python3 \
+    tools/device/hf_compare.py "$W/s135.gguf" "$W/ids.txt" "$W/s135.f32" 2>"$O/hf.err" | tail -1)"
+fi
 echo "op checks done at $(since)"
 
 # 2. Gates on the 8B shape.
