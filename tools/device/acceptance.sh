@@ -47,6 +47,8 @@ wait_for() { while [ ! -s "$1" ] && kill -0 $SYNTH_PID 2>/dev/null; do sleep 1; 
 # 1. Op checks.
 "$D/opcheck" "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/opcheck.txt" 2>"$O/opcheck.err"
 row "opcheck sm90a vs cpu (rc $?)" "$(tail -1 "$O/opcheck.txt")"
+"$D/opcheck" "$D/libmemra_cpu.so" "$T90" >"$O/opcheck-t90.txt" 2>"$O/opcheck-t90.err"
+row "opcheck sm120a test build vs cpu (rc $?)" "$(tail -1 "$O/opcheck-t90.txt")"
 "$D/opcheck_families" "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/families.txt" 2>&1
 row "opcheck_families ops (rc $?)" "$(tail -1 "$O/families.txt")"
 "$D/opcheck_families" --e2e "$D/libmemra_sm90a.so" tests/families/fixtures >"$O/families-e2e.txt" 2>&1
