@@ -17,161 +17,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugins/quant/fp8.h"
 #include "plugins/quant/quant.h"
+#include "tools/device/check_util.h"
 #include "tools/device/plugpair.h"
-
-enum { GUARD = 256 };
 
 static memra_plug P[2]; /* 0: reference, 1: under test */
 static int g_quick;
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
-/* --- random data ------------------------------------------------------------------- */
-
-static uint64_t rnd(void) { /* xorshift64* */
-  g_rng ^= g_rng >> 12;
-  g_rng ^= g_rng << 25;
-  g_rng ^= g_rng >> 27;
-  return g_rng * 2685821657736338717ull;
-}
-static float frand(float lo, float hi) {
-  return lo + (hi - lo) * (float)((rnd() >> 40) * (1.0 / 16777216.0));
-}
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fprintf(stderr, "out of host memory (%zu bytes)\n", n);
-    exit(3);
-  }
-  return p;
-}
-static float *frand_vec(int64_t n, float lo, float hi) {
-  float *v = xmalloc((size_t)n * 4);
-  for (int64_t i = 0; i < n; ++i)
-    v[i] = frand(lo, hi);
-  return v;
-}
-
-/* Random rows of a type: random bytes, then the f16 scale fields set to sane positive
- * values (random bytes there would be NaN/Inf/huge). Any such block is a valid block. */
-static void *rand_rows(int32_t type, int64_t ne0, int64_t rows, uint64_t *nbytes) {
-  uint64_t rb = memra_type_row_bytes(type, ne0);
-  uint8_t *p = xmalloc(rb * rows);
-  *nbytes = rb * rows;
-  if (type == MEMRA_TYPE_F32) {
-    for (int64_t i = 0; i < ne0 * rows; ++i)
-      ((float *)p)[i] = frand(-1, 1);
-    return p;
-  }
-  if (type == MEMRA_TYPE_F8_E4M3) { /* FP8 KV cache: encoded values, never the NaN code */
-    for (int64_t i = 0; i < ne0 * rows; ++i)
-      p[i] = memra_f32_to_fp8_e4m3(frand(-1, 1));
-    return p;
-  }
-  if (type == MEMRA_TYPE_F16 || type == MEMRA_TYPE_BF16) {
-    for (int64_t i = 0; i < ne0 * rows; ++i)
-      ((uint16_t *)p)[i] = type == MEMRA_TYPE_F16 ? memra_f32_to_fp16(frand(-1, 1))
-                                                  : memra_f32_to_bf16(frand(-1, 1));
-    return p;
-  }
-  for (uint64_t i = 0; i < rb * rows; ++i)
-    p[i] = (uint8_t)(rnd() >> 56);
-  memra_type_traits tr = memra_type_info(type);
-  int offs[2] = {-1, -1};
-  switch (type) {
-  case MEMRA_TYPE_Q4_0:
-  case MEMRA_TYPE_Q5_0:
-  case MEMRA_TYPE_Q8_0: offs[0] = 0; break;
-  case MEMRA_TYPE_Q4_1:
-  case MEMRA_TYPE_Q5_1:
-  case MEMRA_TYPE_Q4_K:
-  case MEMRA_TYPE_Q5_K:
-    offs[0] = 0;
-    offs[1] = 2;
-    break;
-  case MEMRA_TYPE_Q6_K: offs[0] = 208; break;
-  default: break;
-  }
-  for (uint64_t b = 0; b < rb * rows / (uint64_t)tr.size; ++b)
-    for (int k = 0; k < 2; ++k)
-      if (offs[k] >= 0) {
-        uint16_t h = memra_f32_to_fp16(frand(0.001f, 0.02f));
-        memcpy(p + b * (uint64_t)tr.size + offs[k], &h, 2);
-      }
-  return p;
-}
-
-/* --- device buffers holding the same bytes on both plugins --------------------------- */
-
-typedef struct dbuf {
-  memra_buf *b[2];
-  uint64_t size; /* payload; GUARD bytes of 0xA5 follow */
-} dbuf;
-
-/* init NULL: poisoned with 0xFF (NaN floats, -1 ints). */
-static dbuf dnew(uint64_t size, const void *init) {
-  dbuf d = {{NULL, NULL}, size};
-  uint8_t *tmp = xmalloc(size + GUARD);
-  if (init)
-    memcpy(tmp, init, size);
-  else
-    memset(tmp, 0xFF, size);
-  memset(tmp + size, 0xA5, GUARD);
-  for (int i = 0; i < 2; ++i) {
-    memra_plug_must(&P[i], P[i].vt->buf_alloc(P[i].be, size + GUARD, &d.b[i]), "buf_alloc");
-    memra_plug_must(&P[i], P[i].vt->buf_upload(P[i].be, d.b[i], 0, tmp, size + GUARD), "upload");
-  }
-  free(tmp);
-  return d;
-}
-static void dfree(dbuf *d) {
-  for (int i = 0; i < 2; ++i)
-    P[i].vt->buf_free(P[i].be, d->b[i]);
-}
-static void dpoison(dbuf *d) {
-  uint8_t *tmp = xmalloc(d->size);
-  memset(tmp, 0xFF, d->size);
-  for (int i = 0; i < 2; ++i)
-    memra_plug_must(&P[i], P[i].vt->buf_upload(P[i].be, d->b[i], 0, tmp, d->size), "upload");
-  free(tmp);
-}
-/* Downloads plugin i's payload (caller frees). */
-static void *dget(const dbuf *d, int i) {
-  void *p = xmalloc(d->size);
-  memra_plug_must(&P[i], P[i].vt->buf_download(P[i].be, d->b[i], 0, p, d->size), "download");
-  return p;
-}
-static int dguard_ok(const dbuf *d) {
-  uint8_t g[GUARD];
-  for (int i = 0; i < 2; ++i) {
-    memra_plug_must(&P[i], P[i].vt->buf_download(P[i].be, d->b[i], d->size, g, GUARD), "download");
-    for (int k = 0; k < GUARD; ++k)
-      if (g[k] != 0xA5) return 0;
-  }
-  return 1;
-}
-static memra_tensor T(const dbuf *d, int i, int32_t type, int64_t ne0, int64_t ne1) {
-  memra_tensor t;
-  memset(&t, 0, sizeof t);
-  t.buf = d->b[i];
-  t.type = type;
-  t.ne0 = ne0;
-  t.ne1 = ne1;
-  t.nb1 = memra_type_row_bytes(type, ne0);
-  return t;
-}
-/* T by pointer, from a ring: enough for the arguments of one call. */
-static memra_tensor *TP(const dbuf *d, int i, int32_t type, int64_t ne0, int64_t ne1) {
+/* ck_t by pointer, from a ring: enough for the arguments of one call. */
+static memra_tensor *TP(const ck_buf *d, int i, int32_t type, int64_t ne0, int64_t ne1) {
   static memra_tensor ring[64];
   static int next;
   memra_tensor *t = &ring[next++ % 64];
-  *t = T(d, i, type, ne0, ne1);
-  return t;
-}
-static memra_tensor NONE(void) {
-  memra_tensor t;
-  memset(&t, 0, sizeof t);
+  *t = ck_t(d, i, type, ne0, ne1);
   return t;
 }
 
@@ -203,8 +61,8 @@ static void record(const char *op, const char *what, double err, double tol, int
 }
 
 /* Compares n floats of d (reference vs test): NaN/Inf agreement, then relative L2. */
-static void compare_f32(const char *op, const char *what, const dbuf *d, int64_t n, double tol) {
-  float *a = dget(d, 0), *b = dget(d, 1);
+static void compare_f32(const char *op, const char *what, const ck_buf *d, int64_t n, double tol) {
+  float *a = ck_get(d, 0), *b = ck_get(d, 1);
   int64_t bad = -1;
   double num = 0, den = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -220,24 +78,24 @@ static void compare_f32(const char *op, const char *what, const dbuf *d, int64_t
   }
   double err = den > 0 ? sqrt(num / den) : sqrt(num);
   char note[96] = "";
-  int pass = err <= tol && bad < 0 && dguard_ok(d);
+  int pass = err <= tol && bad < 0 && ck_guard_ok(d);
   if (bad >= 0)
     snprintf(note, sizeof note, "nonfinite mismatch at %" PRId64 " (%g vs %g)", bad, a[bad],
              b[bad]);
-  else if (!dguard_ok(d))
+  else if (!ck_guard_ok(d))
     snprintf(note, sizeof note, "guard bytes overwritten");
   record(op, what, err, tol, pass, note);
   free(a);
   free(b);
 }
-static void compare_i32(const char *op, const char *what, const dbuf *d, int64_t n) {
-  int32_t *a = dget(d, 0), *b = dget(d, 1);
+static void compare_i32(const char *op, const char *what, const ck_buf *d, int64_t n) {
+  int32_t *a = ck_get(d, 0), *b = ck_get(d, 1);
   int64_t bad = -1;
   for (int64_t i = 0; i < n && bad < 0; ++i)
     if (a[i] != b[i]) bad = i;
   char note[96] = "";
   if (bad >= 0) snprintf(note, sizeof note, "at %" PRId64 ": %d vs %d", bad, a[bad], b[bad]);
-  record(op, what, bad >= 0 ? 1 : 0, 0, bad < 0 && dguard_ok(d), note);
+  record(op, what, bad >= 0 ? 1 : 0, 0, bad < 0 && ck_guard_ok(d), note);
   free(a);
   free(b);
 }
@@ -284,12 +142,13 @@ static void check_get_rows(void) {
     const int32_t type = k_types[t];
     const int64_t ne0 = odd_k(type, 1), rows = 61, n = 7;
     uint64_t nb;
-    void *tab = rand_rows(type, ne0, rows, &nb);
+    void *tab = ck_rand_rows(type, ne0, rows, &nb);
     int32_t ids[7];
     for (int i = 0; i < n; ++i)
-      ids[i] = (int32_t)(rnd() % rows);
+      ids[i] = (int32_t)(ck_rnd() % rows);
     ids[3] = (int32_t)rows - 1;
-    dbuf dt = dnew(nb, tab), di = dnew(sizeof ids, ids), dy = dnew((uint64_t)n * ne0 * 4, NULL);
+    ck_buf dt = ck_new(nb, tab), di = ck_new(sizeof ids, ids),
+           dy = ck_new((uint64_t)n * ne0 * 4, NULL);
     char what[96];
     snprintf(what, sizeof what, "%s [%" PRId64 " of %" PRId64 " x %" PRId64 "]",
              memra_type_info(type).name, n, rows, ne0);
@@ -298,9 +157,9 @@ static void check_get_rows(void) {
          (P[i].vt->get_rows(P[i].be, TP(&dy, i, 0, ne0, n), TP(&dt, i, type, ne0, rows),
                             TP(&di, i, MEMRA_TYPE_I32, n, 1))));
     if (ok_) compare_f32("get_rows", what, &dy, n * ne0, 1e-7);
-    dfree(&dt);
-    dfree(&di);
-    dfree(&dy);
+    ck_free(&dt);
+    ck_free(&di);
+    ck_free(&dy);
     free(tab);
   }
 }
@@ -314,14 +173,14 @@ static void check_matmul(void) {
       if (g_quick && wide) continue;
       const int64_t K = odd_k(type, wide == 1), N = wide == 1 ? 131 : wide == 2 ? 4099 : 257;
       uint64_t nb;
-      void *w = rand_rows(type, K, N, &nb);
-      float *bias = frand_vec(N, -1, 1);
-      dbuf dw = dnew(nb, w), db = dnew((uint64_t)N * 4, bias);
+      void *w = ck_rand_rows(type, K, N, &nb);
+      float *bias = ck_frand_vec(N, -1, 1);
+      ck_buf dw = ck_new(nb, w), db = ck_new((uint64_t)N * 4, bias);
       for (int mi = 0; mi < (int)(sizeof ms / sizeof ms[0]); ++mi) {
         const int64_t M = ms[mi];
         if (g_quick && M > 3) continue;
-        float *x = frand_vec(M * K, -1, 1);
-        dbuf dx = dnew((uint64_t)M * K * 4, x), dy = dnew((uint64_t)M * N * 4, NULL);
+        float *x = ck_frand_vec(M * K, -1, 1);
+        ck_buf dx = ck_new((uint64_t)M * K * 4, x), dy = ck_new((uint64_t)M * N * 4, NULL);
         const int use_bias = (mi & 1);
         char what[96];
         snprintf(what, sizeof what, "%s M=%" PRId64 " N=%" PRId64 " K=%" PRId64 "%s",
@@ -332,16 +191,16 @@ static void check_matmul(void) {
                              TP(&dw, i, type, K, N), use_bias ? TP(&db, i, 0, N, 1) : NULL));
         if (ok_) compare_f32("matmul", what, &dy, M * N, 1e-5);
         if (ok_ && M > 1) { /* batch invariance on the plugin under test */
-          float *yb = dget(&dy, 1);
+          float *yb = ck_get(&dy, 1);
           int64_t r = M / 2;
-          dbuf d1 = dnew((uint64_t)N * 4, NULL);
-          memra_tensor xr = T(&dx, 1, 0, K, 1);
+          ck_buf d1 = ck_new((uint64_t)N * 4, NULL);
+          memra_tensor xr = ck_t(&dx, 1, 0, K, 1);
           xr.offset = (uint64_t)r * K * 4;
           memra_plug_must(&P[1],
                           P[1].vt->matmul(P[1].be, TP(&d1, 1, 0, N, 1), &xr, TP(&dw, 1, type, K, N),
                                           use_bias ? TP(&db, 1, 0, N, 1) : NULL),
                           "matmul");
-          float *y1 = dget(&d1, 1);
+          float *y1 = ck_get(&d1, 1);
           int same = memcmp(y1, yb + r * N, (size_t)N * 4) == 0;
           char w2[96];
           snprintf(w2, sizeof w2, "%s row %" PRId64 " alone == in batch of %" PRId64,
@@ -349,14 +208,14 @@ static void check_matmul(void) {
           record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
           free(y1);
           free(yb);
-          dfree(&d1);
+          ck_free(&d1);
         }
-        dfree(&dx);
-        dfree(&dy);
+        ck_free(&dx);
+        ck_free(&dy);
         free(x);
       }
-      dfree(&dw);
-      dfree(&db);
+      ck_free(&dw);
+      ck_free(&db);
       free(w);
       free(bias);
     }
@@ -364,17 +223,17 @@ static void check_matmul(void) {
 }
 
 /* matmul_n (ABI 1.3) on plugin i: y[j] = x . w[j]^T (+ bias[j], absent for j == 1). */
-static memra_status call_matmul_n(int i, const dbuf *dy, const dbuf *dx, const dbuf *dw,
-                                  const dbuf *db, int32_t type, const int64_t *ns, int64_t K,
+static memra_status call_matmul_n(int i, const ck_buf *dy, const ck_buf *dx, const ck_buf *dw,
+                                  const ck_buf *db, int32_t type, const int64_t *ns, int64_t K,
                                   int64_t M, int use_bias) {
   if (!P[i].vt->matmul_n) return MEMRA_E_UNSUPPORTED;
   memra_tensor ys[3], ws[3], bs[3];
   for (int j = 0; j < 3; ++j) {
-    ys[j] = T(&dy[j], i, 0, ns[j], M);
-    ws[j] = T(&dw[j], i, type, K, ns[j]);
-    bs[j] = j == 1 ? NONE() : T(&db[j], i, 0, ns[j], 1);
+    ys[j] = ck_t(&dy[j], i, 0, ns[j], M);
+    ws[j] = ck_t(&dw[j], i, type, K, ns[j]);
+    bs[j] = j == 1 ? ck_none() : ck_t(&db[j], i, 0, ns[j], 1);
   }
-  memra_tensor xt = T(dx, i, 0, K, M);
+  memra_tensor xt = ck_t(dx, i, 0, K, M);
   return P[i].vt->matmul_n(P[i].be, 3, ys, &xt, ws, use_bias ? bs : NULL);
 }
 
@@ -389,23 +248,23 @@ static void check_matmul_n(void) {
       if (g_quick && big) continue;
       const int64_t K = odd_k(type, 0);
       const int64_t ns[3] = {big ? 4099 : 257, big ? 1031 : 67, big ? 1031 : 67};
-      dbuf dw[3], db[3];
+      ck_buf dw[3], db[3];
       void *w[3];
       float *bias[3];
       for (int j = 0; j < 3; ++j) {
         uint64_t nb;
-        w[j] = rand_rows(type, K, ns[j], &nb);
-        bias[j] = frand_vec(ns[j], -1, 1);
-        dw[j] = dnew(nb, w[j]);
-        db[j] = dnew((uint64_t)ns[j] * 4, bias[j]);
+        w[j] = ck_rand_rows(type, K, ns[j], &nb);
+        bias[j] = ck_frand_vec(ns[j], -1, 1);
+        dw[j] = ck_new(nb, w[j]);
+        db[j] = ck_new((uint64_t)ns[j] * 4, bias[j]);
       }
       for (int64_t M = 1; M <= 3; M += 2) {
         const int use_bias = M == 3;
-        float *x = frand_vec(M * K, -1, 1);
-        dbuf dx = dnew((uint64_t)M * K * 4, x), dy[3], dr[3];
+        float *x = ck_frand_vec(M * K, -1, 1);
+        ck_buf dx = ck_new((uint64_t)M * K * 4, x), dy[3], dr[3];
         for (int j = 0; j < 3; ++j) {
-          dy[j] = dnew((uint64_t)M * ns[j] * 4, NULL);
-          dr[j] = dnew((uint64_t)M * ns[j] * 4, NULL);
+          dy[j] = ck_new((uint64_t)M * ns[j] * 4, NULL);
+          dr[j] = ck_new((uint64_t)M * ns[j] * 4, NULL);
         }
         char what[96];
         snprintf(what, sizeof what,
@@ -419,13 +278,13 @@ static void check_matmul_n(void) {
                       : j == 1 ? "  y[1]"
                                : "  y[2]",
                       &dy[j], M * ns[j], 1e-5);
-          memra_tensor xt = T(&dx, 1, 0, K, M), bt = T(&db[j], 1, 0, ns[j], 1);
+          memra_tensor xt = ck_t(&dx, 1, 0, K, M), bt = ck_t(&db[j], 1, 0, ns[j], 1);
           memra_plug_must(&P[1],
                           P[1].vt->matmul(P[1].be, TP(&dr[j], 1, 0, ns[j], M), &xt,
                                           TP(&dw[j], 1, type, K, ns[j]),
                                           use_bias && j != 1 ? &bt : NULL),
                           "matmul");
-          float *a = dget(&dy[j], 1), *b = dget(&dr[j], 1);
+          float *a = ck_get(&dy[j], 1), *b = ck_get(&dr[j], 1);
           const int same = memcmp(a, b, (size_t)(M * ns[j]) * 4) == 0;
           char w2[96];
           snprintf(w2, sizeof w2, "%s M=%" PRId64 " y[%d] fused == matmul",
@@ -435,15 +294,15 @@ static void check_matmul_n(void) {
           free(b);
         }
         for (int j = 0; j < 3; ++j) {
-          dfree(&dy[j]);
-          dfree(&dr[j]);
+          ck_free(&dy[j]);
+          ck_free(&dr[j]);
         }
-        dfree(&dx);
+        ck_free(&dx);
         free(x);
       }
       for (int j = 0; j < 3; ++j) {
-        dfree(&dw[j]);
-        dfree(&db[j]);
+        ck_free(&dw[j]);
+        ck_free(&db[j]);
         free(w[j]);
         free(bias[j]);
       }
@@ -466,10 +325,10 @@ static void check_rmsnorm(void) {
             {1, 20004, 1}};
   for (int c = 0; c < (int)(sizeof cs / sizeof cs[0]); ++c) {
     const int64_t R = cs[c].rows, E = cs[c].ne0;
-    float *x = frand_vec(R * E, -2, 2), *res = frand_vec(R * E, -1, 1),
-          *w = frand_vec(E, 0.5f, 1.5f);
-    dbuf dx = dnew((uint64_t)R * E * 4, x), dr = dnew((uint64_t)R * E * 4, res),
-         dw = dnew((uint64_t)E * 4, w), dy = dnew((uint64_t)R * E * 4, NULL);
+    float *x = ck_frand_vec(R * E, -2, 2), *res = ck_frand_vec(R * E, -1, 1),
+          *w = ck_frand_vec(E, 0.5f, 1.5f);
+    ck_buf dx = ck_new((uint64_t)R * E * 4, x), dr = ck_new((uint64_t)R * E * 4, res),
+           dw = ck_new((uint64_t)E * 4, w), dy = ck_new((uint64_t)R * E * 4, NULL);
     char what[96];
     snprintf(what, sizeof what, "[%" PRId64 " x %" PRId64 "]%s", R, E, cs[c].res ? " +res" : "");
     int ok_;
@@ -480,10 +339,10 @@ static void check_rmsnorm(void) {
       compare_f32("rmsnorm", what, &dy, R * E, 1e-5);
       if (cs[c].res) compare_f32("rmsnorm", "  x written back (x + res)", &dx, R * E, 0);
     }
-    dfree(&dx);
-    dfree(&dr);
-    dfree(&dw);
-    dfree(&dy);
+    ck_free(&dx);
+    ck_free(&dr);
+    ck_free(&dw);
+    ck_free(&dy);
     free(x);
     free(res);
     free(w);
@@ -499,13 +358,13 @@ static void check_rope(void) {
             {MEMRA_ROPE_NEOX, 7, 80, 32, 1}};
   for (int c = 0; c < 4; ++c) {
     const int64_t R = 9, E = (int64_t)cs[c].n_head * cs[c].hd;
-    float *x = frand_vec(R * E, -1, 1), *ff = frand_vec(cs[c].n_rot / 2, 1, 8);
+    float *x = ck_frand_vec(R * E, -1, 1), *ff = ck_frand_vec(cs[c].n_rot / 2, 1, 8);
     int32_t pos[9];
     for (int i = 0; i < R; ++i)
-      pos[i] = (int32_t)(rnd() % 5000);
+      pos[i] = (int32_t)(ck_rnd() % 5000);
     pos[0] = 0;
-    dbuf dx = dnew((uint64_t)R * E * 4, x), dp = dnew(sizeof pos, pos),
-         df = dnew((uint64_t)cs[c].n_rot / 2 * 4, ff);
+    ck_buf dx = ck_new((uint64_t)R * E * 4, x), dp = ck_new(sizeof pos, pos),
+           df = ck_new((uint64_t)cs[c].n_rot / 2 * 4, ff);
     char what[96];
     snprintf(what, sizeof what, "%s heads %d dim %d rot %d%s", cs[c].mode ? "NEOX" : "NORM",
              cs[c].n_head, cs[c].hd, cs[c].n_rot, cs[c].ff ? " +freq_factors" : "");
@@ -517,13 +376,13 @@ static void check_rope(void) {
                                   cs[c].mode,
                                   500000.f,
                                   1.f,
-                                  cs[c].ff ? T(&df, i, 0, cs[c].n_rot / 2, 1) : NONE()};
+                                  cs[c].ff ? ck_t(&df, i, 0, cs[c].n_rot / 2, 1) : ck_none()};
            P[i].vt->rope(P[i].be, TP(&dx, i, 0, E, R), TP(&dp, i, MEMRA_TYPE_I32, R, 1), &p);
          }));
     if (ok_) compare_f32("rope", what, &dx, R * E, 1e-6);
-    dfree(&dx);
-    dfree(&dp);
-    dfree(&df);
+    ck_free(&dx);
+    ck_free(&dp);
+    ck_free(&df);
     free(x);
     free(ff);
   }
@@ -533,25 +392,25 @@ static void check_rope(void) {
 typedef struct kvfix {
   int n_seqs, block_size, max_blocks, n_pages;
   int32_t *bt;
-  dbuf dbt, dpos, dseq;
+  ck_buf dbt, dpos, dseq;
 } kvfix;
 
 static kvfix kv_fixture(int n_seqs, int block_size, int max_blocks, const int32_t *pos,
                         const int32_t *seq, int n_rows) {
   kvfix f = {n_seqs, block_size, max_blocks, n_seqs * max_blocks,
              NULL,   {{0}, 0},   {{0}, 0},   {{0}, 0}};
-  f.bt = xmalloc((size_t)f.n_pages * 4);
+  f.bt = ck_xmalloc((size_t)f.n_pages * 4);
   for (int i = 0; i < f.n_pages; ++i)
     f.bt[i] = i;
   for (int i = f.n_pages - 1; i > 0; --i) {
-    int j = (int)(rnd() % (uint64_t)(i + 1));
+    int j = (int)(ck_rnd() % (uint64_t)(i + 1));
     int32_t t = f.bt[i];
     f.bt[i] = f.bt[j];
     f.bt[j] = t;
   }
-  f.dbt = dnew((uint64_t)f.n_pages * 4, f.bt);
-  f.dpos = dnew((uint64_t)n_rows * 4, pos);
-  f.dseq = dnew((uint64_t)n_rows * 4, seq);
+  f.dbt = ck_new((uint64_t)f.n_pages * 4, f.bt);
+  f.dpos = ck_new((uint64_t)n_rows * 4, pos);
+  f.dseq = ck_new((uint64_t)n_rows * 4, seq);
   return f;
 }
 static memra_batch kv_batch(const kvfix *f, int i, int n_rows, int kv_bucket) {
@@ -562,15 +421,15 @@ static memra_batch kv_batch(const kvfix *f, int i, int n_rows, int kv_bucket) {
   b.block_size = f->block_size;
   b.max_blocks = f->max_blocks;
   b.kv_bucket = kv_bucket;
-  b.pos = T(&f->dpos, i, MEMRA_TYPE_I32, n_rows, 1);
-  b.seq = T(&f->dseq, i, MEMRA_TYPE_I32, n_rows, 1);
-  b.block_table = T(&f->dbt, i, MEMRA_TYPE_I32, f->max_blocks, f->n_seqs);
+  b.pos = ck_t(&f->dpos, i, MEMRA_TYPE_I32, n_rows, 1);
+  b.seq = ck_t(&f->dseq, i, MEMRA_TYPE_I32, n_rows, 1);
+  b.block_table = ck_t(&f->dbt, i, MEMRA_TYPE_I32, f->max_blocks, f->n_seqs);
   return b;
 }
 static void kv_free(kvfix *f) {
-  dfree(&f->dbt);
-  dfree(&f->dpos);
-  dfree(&f->dseq);
+  ck_free(&f->dbt);
+  ck_free(&f->dpos);
+  ck_free(&f->dseq);
   free(f->bt);
 }
 
@@ -581,16 +440,16 @@ static void check_kv_store(void) {
     int32_t pos[11], seq[11];
     for (int r = 0; r < n_rows; ++r) { /* distinct (seq, pos): no two rows share a slot */
       seq[r] = r % 3;
-      pos[r] = r / 3 * 37 + (int32_t)(rnd() % 30);
+      pos[r] = r / 3 * 37 + (int32_t)(ck_rnd() % 30);
     }
     kvfix f = kv_fixture(3, 16, 10, pos, seq, n_rows);
     const int64_t slots = (int64_t)f.n_pages * f.block_size;
     uint64_t cb;
-    void *kc = rand_rows(ctype, width, slots, &cb), *vc = rand_rows(ctype, width, slots, &cb);
-    float *k = frand_vec((int64_t)n_rows * width, -1, 1),
-          *v = frand_vec((int64_t)n_rows * width, -1, 1);
-    dbuf dkc = dnew(cb, kc), dvc = dnew(cb, vc), dk = dnew((uint64_t)n_rows * width * 4, k),
-         dv = dnew((uint64_t)n_rows * width * 4, v);
+    void *kc = ck_rand_rows(ctype, width, slots, &cb), *vc = ck_rand_rows(ctype, width, slots, &cb);
+    float *k = ck_frand_vec((int64_t)n_rows * width, -1, 1),
+          *v = ck_frand_vec((int64_t)n_rows * width, -1, 1);
+    ck_buf dkc = ck_new(cb, kc), dvc = ck_new(cb, vc), dk = ck_new((uint64_t)n_rows * width * 4, k),
+           dv = ck_new((uint64_t)n_rows * width * 4, v);
     char what[96];
     snprintf(what, sizeof what, "%s caches, %d rows of %d, 3 seqs, pages shuffled",
              memra_type_info(ctype).name, n_rows, width);
@@ -603,19 +462,19 @@ static void check_kv_store(void) {
          }));
     if (ok_) { /* whole caches: the rows written and every row not written */
       for (int c = 0; c < 2; ++c) {
-        const dbuf *d = c ? &dvc : &dkc;
-        uint8_t *a = dget(d, 0), *b = dget(d, 1);
-        int same = memcmp(a, b, cb) == 0 && dguard_ok(d);
+        const ck_buf *d = c ? &dvc : &dkc;
+        uint8_t *a = ck_get(d, 0), *b = ck_get(d, 1);
+        int same = memcmp(a, b, cb) == 0 && ck_guard_ok(d);
         record("kv_store", c ? "  v cache bytes identical" : "  k cache bytes identical", !same, 0,
                same, NULL);
         free(a);
         free(b);
       }
     }
-    dfree(&dkc);
-    dfree(&dvc);
-    dfree(&dk);
-    dfree(&dv);
+    ck_free(&dkc);
+    ck_free(&dvc);
+    ck_free(&dk);
+    ck_free(&dv);
     free(kc);
     free(vc);
     free(k);
@@ -653,7 +512,7 @@ static void check_attention(void) {
         pos[r] = 3 + r;
       } else {
         seq[r] = r % 3;
-        pos[r] = r == 0 ? 0 : (int32_t)(rnd() % (uint64_t)cs[c].maxpos);
+        pos[r] = r == 0 ? 0 : (int32_t)(ck_rnd() % (uint64_t)cs[c].maxpos);
       }
       if (pos[r] > maxp) maxp = pos[r];
     }
@@ -661,11 +520,11 @@ static void check_attention(void) {
     kvfix f = kv_fixture(3, bs, mb, pos, seq, n_rows);
     const int64_t slots = (int64_t)f.n_pages * bs;
     uint64_t cb;
-    void *kc = rand_rows(cs[c].ctype, width, slots, &cb),
-         *vc = rand_rows(cs[c].ctype, width, slots, &cb);
-    float *q = frand_vec((int64_t)n_rows * qw, -1, 1);
-    dbuf dkc = dnew(cb, kc), dvc = dnew(cb, vc), dq = dnew((uint64_t)n_rows * qw * 4, q),
-         dout = dnew((uint64_t)n_rows * qw * 4, NULL);
+    void *kc = ck_rand_rows(cs[c].ctype, width, slots, &cb),
+         *vc = ck_rand_rows(cs[c].ctype, width, slots, &cb);
+    float *q = ck_frand_vec((int64_t)n_rows * qw, -1, 1);
+    ck_buf dkc = ck_new(cb, kc), dvc = ck_new(cb, vc), dq = ck_new((uint64_t)n_rows * qw * 4, q),
+           dout = ck_new((uint64_t)n_rows * qw * 4, NULL);
     memra_attn_params p = {
         cs[c].n_head, cs[c].n_kv, cs[c].hd, cs[c].window, 1.0f / sqrtf((float)cs[c].hd),
         cs[c].softcap};
@@ -683,19 +542,19 @@ static void check_attention(void) {
     if (ok_) compare_f32("attention", what, &dout, (int64_t)n_rows * qw, 2e-5);
     if (ok_ && n_rows > 1) { /* the last row alone, with a smaller bucket: bit-identical */
       const int r = n_rows - 1;
-      float *ob = dget(&dout, 1);
-      dbuf d1 = dnew((uint64_t)qw * 4, NULL);
+      float *ob = ck_get(&dout, 1);
+      ck_buf d1 = ck_new((uint64_t)qw * 4, NULL);
       memra_batch b = kv_batch(&f, 1, 1, pos[r] + 1);
       b.pos.offset = (uint64_t)r * 4;
       b.seq.offset = (uint64_t)r * 4;
-      memra_tensor qr = T(&dq, 1, 0, qw, 1);
+      memra_tensor qr = ck_t(&dq, 1, 0, qw, 1);
       qr.offset = (uint64_t)r * qw * 4;
       memra_plug_must(&P[1],
                       P[1].vt->attention(P[1].be, TP(&d1, 1, 0, qw, 1), &qr,
                                          TP(&dkc, 1, cs[c].ctype, width, slots),
                                          TP(&dvc, 1, cs[c].ctype, width, slots), &b, &p),
                       "attention");
-      float *o1 = dget(&d1, 1);
+      float *o1 = ck_get(&d1, 1);
       int same = memcmp(o1, ob + (int64_t)r * qw, (size_t)qw * 4) == 0;
       char w2[96];
       snprintf(w2, sizeof w2, "attention row %d alone (bucket %d) == in batch (bucket %d)", r,
@@ -703,12 +562,12 @@ static void check_attention(void) {
       record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
       free(o1);
       free(ob);
-      dfree(&d1);
+      ck_free(&d1);
     }
-    dfree(&dkc);
-    dfree(&dvc);
-    dfree(&dq);
-    dfree(&dout);
+    ck_free(&dkc);
+    ck_free(&dvc);
+    ck_free(&dq);
+    ck_free(&dout);
     free(kc);
     free(vc);
     free(q);
@@ -718,43 +577,43 @@ static void check_attention(void) {
 
 static void check_elementwise(void) {
   const int64_t R = 7, E = 4097;
-  float *a = frand_vec(R * E, -6, 6), *b = frand_vec(R * E, -2, 2);
-  dbuf da = dnew((uint64_t)R * E * 4, a), db = dnew((uint64_t)R * E * 4, b),
-       dy = dnew((uint64_t)R * E * 4, NULL);
+  float *a = ck_frand_vec(R * E, -6, 6), *b = ck_frand_vec(R * E, -2, 2);
+  ck_buf da = ck_new((uint64_t)R * E * 4, a), db = ck_new((uint64_t)R * E * 4, b),
+         dy = ck_new((uint64_t)R * E * 4, NULL);
   int ok_;
   for (int act = 0; act < 2; ++act) {
     const char *what = act ? "GELU_TANH [7 x 4097]" : "SILU [7 x 4097]";
-    dpoison(&dy);
+    ck_poison(&dy);
     BOTH("glu", what,
          P[i].vt->glu(P[i].be, TP(&dy, i, 0, E, R), TP(&da, i, 0, E, R), TP(&db, i, 0, E, R), act));
     if (ok_) compare_f32("glu", what, &dy, R * E, 1e-6);
   }
-  dpoison(&dy);
+  ck_poison(&dy);
   BOTH("add", "[7 x 4097]",
        P[i].vt->add(P[i].be, TP(&dy, i, 0, E, R), TP(&da, i, 0, E, R), TP(&db, i, 0, E, R)));
   if (ok_) compare_f32("add", "[7 x 4097]", &dy, R * E, 0);
-  dpoison(&dy);
+  ck_poison(&dy);
   BOTH("scale", "[7 x 4097] x 0.37",
        P[i].vt->scale(P[i].be, TP(&dy, i, 0, E, R), TP(&da, i, 0, E, R), 0.37f));
   if (ok_) compare_f32("scale", "[7 x 4097] x 0.37", &dy, R * E, 0);
-  dfree(&da);
-  dfree(&db);
-  dfree(&dy);
+  ck_free(&da);
+  ck_free(&db);
+  ck_free(&dy);
   free(a);
   free(b);
 
   int32_t v[37];
   for (int i = 0; i < 37; ++i)
-    v[i] = (int32_t)(rnd() % 100000) - 50000;
-  dbuf dv = dnew(sizeof v, v);
+    v[i] = (int32_t)(ck_rnd() % 100000) - 50000;
+  ck_buf dv = ck_new(sizeof v, v);
   BOTH("add_i32", "[37] += 3", P[i].vt->add_i32(P[i].be, TP(&dv, i, MEMRA_TYPE_I32, 37, 1), 3));
   if (ok_) compare_i32("add_i32", "[37] += 3", &dv, 37);
-  dfree(&dv);
+  ck_free(&dv);
 }
 
 static void check_argmax(void) {
   const int64_t R = 5, V = g_quick ? 1001 : 50001;
-  float *x = frand_vec(R * V, -10, 10);
+  float *x = ck_frand_vec(R * V, -10, 10);
   x[0 * V + 17] = 50.f;
   x[0 * V + 9000 % V] = 50.f; /* tie: lowest index wins */
   x[1 * V + V - 1] = 60.f;    /* max at the end */
@@ -763,15 +622,15 @@ static void check_argmax(void) {
   x[3 * V + 6] = 80.f; /* NaN never wins */
   for (int64_t i = 0; i < V; ++i)
     x[4 * V + i] = NAN; /* only NaN: 0 (every chunk of the device's split reports none) */
-  dbuf dx = dnew((uint64_t)R * V * 4, x), di = dnew((uint64_t)R * 4, NULL);
+  ck_buf dx = ck_new((uint64_t)R * V * 4, x), di = ck_new((uint64_t)R * 4, NULL);
   char what[96];
   snprintf(what, sizeof what, "[%" PRId64 " x %" PRId64 "] ties, ends, NaN, all NaN", R, V);
   int ok_;
   BOTH("argmax", what,
        P[i].vt->argmax(P[i].be, TP(&di, i, MEMRA_TYPE_I32, R, 1), TP(&dx, i, 0, V, R)));
   if (ok_) compare_i32("argmax", what, &di, R);
-  dfree(&dx);
-  dfree(&di);
+  ck_free(&dx);
+  ck_free(&di);
   free(x);
 }
 
@@ -797,7 +656,7 @@ static int sample_diff_explained(const float *x, int64_t n, const memra_sample_p
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   const double u = (double)((z ^ (z >> 31)) >> 11) * 0x1p-53;
-  smp_tp *t = xmalloc((size_t)n * sizeof *t);
+  smp_tp *t = ck_xmalloc((size_t)n * sizeof *t);
   float m = -INFINITY;
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i] / sp->temperature;
@@ -872,15 +731,15 @@ static void check_sample(void) {
       {0.0f, 0, 1.0f, 0.0f}, {1.0f, 0, 1.0f, 0.0f}, {0.8f, 40, 0.95f, 0.05f}, {1.2f, 0, 0.9f, 0.0f},
       {0.7f, 0, 1.0f, 0.1f}, {1.0f, 1, 1.0f, 0.0f}, {1.5f, 5, 0.5f, 0.0f},
   };
-  float *x = frand_vec(R * V, -8, 8);
+  float *x = ck_frand_vec(R * V, -8, 8);
   for (int64_t i = 0; i < V; i += 7) /* exact ties in row 1 */
     x[V + i] = roundf(x[V + i]);
   x[2 * V + 11] = NAN;
   uint64_t seeds[16];
   for (int r = 0; r < R; ++r)
-    seeds[r] = rnd();
-  dbuf dx = dnew((uint64_t)R * V * 4, x), di = dnew((uint64_t)R * 4, NULL),
-       ds = dnew(sizeof seeds, seeds), da = dnew((uint64_t)R * 4, NULL);
+    seeds[r] = ck_rnd();
+  ck_buf dx = ck_new((uint64_t)R * V * 4, x), di = ck_new((uint64_t)R * 4, NULL),
+         ds = ck_new(sizeof seeds, seeds), da = ck_new((uint64_t)R * 4, NULL);
   int ok_;
   for (size_t c = 0; c < sizeof sp / sizeof sp[0]; ++c) {
     char what[96];
@@ -893,12 +752,12 @@ static void check_sample(void) {
     int64_t same = 0, total = 0, unexplained = 0;
     ok_ = 1;
     for (int s = 0; s < steps && ok_; ++s) {
-      dpoison(&di);
+      ck_poison(&di);
       BOTH("sample", what,
            P[i].vt->sample(P[i].be, TP(&di, i, MEMRA_TYPE_I32, R, 1), TP(&dx, i, 0, V, R),
                            TP(&ds, i, MEMRA_TYPE_I64, R, 1), &sp[c]));
       if (!ok_) break;
-      int32_t *a = dget(&di, 0), *b = dget(&di, 1);
+      int32_t *a = ck_get(&di, 0), *b = ck_get(&di, 1);
       for (int64_t r = 0; r < R; ++r) {
         same += a[r] == b[r];
         if (a[r] != b[r] &&
@@ -916,8 +775,8 @@ static void check_sample(void) {
       free(b);
     }
     if (!ok_) continue;
-    uint64_t *sa = dget(&ds, 0), *sb = dget(&ds, 1);
-    const int states = memcmp(sa, sb, sizeof seeds) == 0 && dguard_ok(&ds) && dguard_ok(&di);
+    uint64_t *sa = ck_get(&ds, 0), *sb = ck_get(&ds, 1);
+    const int states = memcmp(sa, sb, sizeof seeds) == 0 && ck_guard_ok(&ds) && ck_guard_ok(&di);
     free(sa);
     free(sb);
     const double agree = (double)same / (double)total;
@@ -933,7 +792,7 @@ static void check_sample(void) {
       BOTH("sample", "  T 0 == argmax op",
            P[i].vt->argmax(P[i].be, TP(&da, i, MEMRA_TYPE_I32, R, 1), TP(&dx, i, 0, V, R)));
       if (ok_) {
-        int32_t *a = dget(&da, 1), *b = dget(&di, 1);
+        int32_t *a = ck_get(&da, 1), *b = ck_get(&di, 1);
         const int eq = memcmp(a, b, (size_t)R * 4) == 0;
         record("sample", "  T 0 == argmax op (test plugin)", !eq, 0, eq, NULL);
         free(a);
@@ -949,8 +808,8 @@ static void check_sample(void) {
     int32_t ids[2][3][16];
     for (int mode = 0; mode < 2; ++mode) {
       memra_plug_must(&P[1], vt->buf_upload(be, ds.b[1], 0, seeds, sizeof seeds), "upload");
-      memra_tensor ti = T(&di, 1, MEMRA_TYPE_I32, R, 1), tx = T(&dx, 1, 0, V, R),
-                   ts = T(&ds, 1, MEMRA_TYPE_I64, R, 1);
+      memra_tensor ti = ck_t(&di, 1, MEMRA_TYPE_I32, R, 1), tx = ck_t(&dx, 1, 0, V, R),
+                   ts = ck_t(&ds, 1, MEMRA_TYPE_I64, R, 1);
       memra_graph *gr = NULL;
       if (mode == 1) {
         memra_plug_must(&P[1], vt->graph_begin(be), "graph_begin");
@@ -972,10 +831,10 @@ static void check_sample(void) {
     record("graph", "sample: 3 replays == 3 eager draws, fresh each step", !(same && fresh), 0,
            same && fresh, same ? (fresh ? "identical" : "replays repeat one draw") : "differs");
   }
-  dfree(&dx);
-  dfree(&di);
-  dfree(&ds);
-  dfree(&da);
+  ck_free(&dx);
+  ck_free(&di);
+  ck_free(&ds);
+  ck_free(&da);
   free(x);
 }
 
@@ -990,14 +849,14 @@ static void check_graph(void) {
   }
   const int64_t K = 1024, N = 333;
   uint64_t nb;
-  void *w = rand_rows(MEMRA_TYPE_Q4_K, K, N, &nb);
-  float *x0 = frand_vec(K, -1, 1);
+  void *w = ck_rand_rows(MEMRA_TYPE_Q4_K, K, N, &nb);
+  float *x0 = ck_frand_vec(K, -1, 1);
   int32_t pos0 = 5;
-  dbuf dw = dnew(nb, w), dx = dnew((uint64_t)K * 4, x0), dp = dnew(4, &pos0),
-       dy = dnew((uint64_t)N * 4, NULL), did = dnew(12, NULL);
-  memra_tensor tw = T(&dw, 1, MEMRA_TYPE_Q4_K, K, N), tx = T(&dx, 1, 0, K, 1),
-               tp = T(&dp, 1, MEMRA_TYPE_I32, 1, 1), ty = T(&dy, 1, 0, N, 1);
-  memra_rope_params rp = {8, 128, 128, MEMRA_ROPE_NORM, 10000.f, 1.f, NONE()};
+  ck_buf dw = ck_new(nb, w), dx = ck_new((uint64_t)K * 4, x0), dp = ck_new(4, &pos0),
+         dy = ck_new((uint64_t)N * 4, NULL), did = ck_new(12, NULL);
+  memra_tensor tw = ck_t(&dw, 1, MEMRA_TYPE_Q4_K, K, N), tx = ck_t(&dx, 1, 0, K, 1),
+               tp = ck_t(&dp, 1, MEMRA_TYPE_I32, 1, 1), ty = ck_t(&dy, 1, 0, N, 1);
+  memra_rope_params rp = {8, 128, 128, MEMRA_ROPE_NORM, 10000.f, 1.f, ck_none()};
   int32_t ids[2][3];
   for (int mode = 0; mode < 2; ++mode) {
     memra_plug_must(&P[1], vt->buf_upload(be, dx.b[1], 0, x0, (uint64_t)K * 4), "upload");
@@ -1005,7 +864,7 @@ static void check_graph(void) {
     memra_graph *g = NULL;
     if (mode == 1) memra_plug_must(&P[1], vt->graph_begin(be), "graph_begin");
     for (int step = 0; step < (mode ? 1 : 3); ++step) {
-      memra_tensor tid = T(&did, 1, MEMRA_TYPE_I32, 1, 1);
+      memra_tensor tid = ck_t(&did, 1, MEMRA_TYPE_I32, 1, 1);
       tid.offset = mode ? 0 : (uint64_t)step * 4;
       memra_plug_must(&P[1], vt->add_i32(be, &tp, 1), "add_i32");
       memra_plug_must(&P[1], vt->rope(be, &tx, &tp, &rp), "rope");
@@ -1028,11 +887,11 @@ static void check_graph(void) {
   snprintf(what, sizeof what, "3 steps eager %d,%d,%d vs replay %d,%d,%d", ids[0][0], ids[0][1],
            ids[0][2], ids[1][0], ids[1][1], ids[1][2]);
   record("graph", what, !same, 0, same, same ? "identical" : "differs");
-  dfree(&dw);
-  dfree(&dx);
-  dfree(&dp);
-  dfree(&dy);
-  dfree(&did);
+  ck_free(&dw);
+  ck_free(&dx);
+  ck_free(&dp);
+  ck_free(&dy);
+  ck_free(&did);
   free(w);
   free(x0);
 }
@@ -1041,21 +900,21 @@ static void check_graph(void) {
 static void check_errors(void) {
   const memra_backend_vt *vt = P[1].vt;
   memra_backend *be = P[1].be;
-  dbuf d = dnew(1024, NULL);
-  memra_tensor y = T(&d, 1, 0, 64, 8); /* 2048 bytes: overruns the 1024-byte buffer */
-  memra_tensor x = T(&d, 1, 0, 64, 2);
+  ck_buf d = ck_new(1024, NULL);
+  memra_tensor y = ck_t(&d, 1, 0, 64, 8); /* 2048 bytes: overruns the 1024-byte buffer */
+  memra_tensor x = ck_t(&d, 1, 0, 64, 2);
   memra_status st = vt->scale(be, &y, &x, 2.f);
   const char *msg = vt->last_error(be);
   int ok = st == MEMRA_E_INVALID && strstr(msg, "overrun") && !strchr(msg, '\n');
   record("errors", "scale: y overruns its buffer", !ok, 0, ok, NULL);
   fprintf(stderr, "  -> %s\n", msg);
-  dbuf dw = dnew(1024, NULL), dx = dnew(1024, NULL), dy = dnew(1024, NULL);
-  memra_tensor w = T(&dw, 1, MEMRA_TYPE_Q2_K, 256, 1);
-  memra_tensor x1 = T(&dx, 1, 0, 256, 1), y1 = T(&dy, 1, 0, 1, 1);
+  ck_buf dw = ck_new(1024, NULL), dx = ck_new(1024, NULL), dy = ck_new(1024, NULL);
+  memra_tensor w = ck_t(&dw, 1, MEMRA_TYPE_Q2_K, 256, 1);
+  memra_tensor x1 = ck_t(&dx, 1, 0, 256, 1), y1 = ck_t(&dy, 1, 0, 1, 1);
   st = vt->matmul(be, &y1, &x1, &w, NULL);
-  dfree(&dw);
-  dfree(&dx);
-  dfree(&dy);
+  ck_free(&dw);
+  ck_free(&dx);
+  ck_free(&dy);
   ok = st == MEMRA_E_UNSUPPORTED || st == MEMRA_OK;
   record("errors", "matmul: Q2_K weights", st != MEMRA_OK && !ok, 0, ok, vt->last_error(be));
   if (!g_quick) { /* the sanitizer reports the refused cudaMalloc as an API error */
@@ -1066,17 +925,18 @@ static void check_errors(void) {
   }
   st = vt->synchronize(be);
   record("errors", "synchronize after the refusals", st != MEMRA_OK, 0, st == MEMRA_OK, NULL);
-  dfree(&d);
+  ck_free(&d);
 }
 
 int main(int argc, char **argv) {
+  ck_rng = 0x9E3779B97F4A7C15ull; /* the default seed */
   const char *paths[2] = {NULL, NULL};
   int np = 0;
   for (int a = 1; a < argc; ++a) {
     if (!strcmp(argv[a], "--quick"))
       g_quick = 1;
     else if (!strcmp(argv[a], "--seed") && a + 1 < argc)
-      g_rng = strtoull(argv[++a], NULL, 0) | 1;
+      ck_rng = strtoull(argv[++a], NULL, 0) | 1;
     else if (np < 2)
       paths[np++] = argv[a];
     else
@@ -1088,6 +948,7 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < 2; ++i)
     if (memra_plug_open(&P[i], paths[i])) return 2;
+  ck_use_plugs(P, 2);
   check_get_rows();
   check_matmul();
   check_matmul_n();

@@ -26,132 +26,11 @@
 #include "core/models/context.h"
 #include "core/plugin/loader.h"
 #include "plugins/quant/quant.h"
+#include "tools/device/check_util.h"
 #include "tools/device/plugpair.h"
-
-enum { GUARD = 256 };
 
 static memra_plug P[2]; /* 0: reference, 1: under test */
 static int g_quick;
-static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-
-/* --- random data ------------------------------------------------------------------- */
-
-static uint64_t rnd(void) { /* xorshift64* */
-  g_rng ^= g_rng >> 12;
-  g_rng ^= g_rng << 25;
-  g_rng ^= g_rng >> 27;
-  return g_rng * 2685821657736338717ull;
-}
-static float frand(float lo, float hi) {
-  return lo + (hi - lo) * (float)((rnd() >> 40) * (1.0 / 16777216.0));
-}
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fprintf(stderr, "out of host memory (%zu bytes)\n", n);
-    exit(3);
-  }
-  return p;
-}
-static float *fvec(int64_t n, float lo, float hi) {
-  float *v = xmalloc((size_t)n * 4);
-  for (int64_t i = 0; i < n; ++i)
-    v[i] = frand(lo, hi);
-  return v;
-}
-
-/* Random weight rows: random bytes with the f16 scale fields set to sane positive values
- * (random bytes there would be NaN/Inf/huge); any such block is a valid block. */
-static void *rand_rows(int32_t type, int64_t ne0, int64_t rows, uint64_t *nbytes) {
-  const uint64_t rb = memra_type_row_bytes(type, ne0);
-  uint8_t *p = xmalloc(rb * (uint64_t)rows);
-  *nbytes = rb * (uint64_t)rows;
-  if (type == MEMRA_TYPE_F32 || type == MEMRA_TYPE_F16) {
-    for (int64_t i = 0; i < ne0 * rows; ++i)
-      if (type == MEMRA_TYPE_F32)
-        ((float *)p)[i] = frand(-1, 1);
-      else
-        ((uint16_t *)p)[i] = memra_f32_to_fp16(frand(-1, 1));
-    return p;
-  }
-  for (uint64_t i = 0; i < *nbytes; ++i)
-    p[i] = (uint8_t)(rnd() >> 56);
-  int offs[2] = {-1, -1};
-  switch (type) {
-  case MEMRA_TYPE_Q4_0:
-  case MEMRA_TYPE_Q8_0: offs[0] = 0; break;
-  case MEMRA_TYPE_Q4_K:
-  case MEMRA_TYPE_Q5_K:
-    offs[0] = 0;
-    offs[1] = 2;
-    break;
-  case MEMRA_TYPE_Q6_K: offs[0] = 208; break;
-  default: break;
-  }
-  const int32_t bs = memra_type_info(type).size;
-  for (uint64_t b = 0; b < *nbytes / (uint64_t)bs; ++b)
-    for (int k = 0; k < 2; ++k)
-      if (offs[k] >= 0) {
-        uint16_t h = memra_f32_to_fp16(frand(0.001f, 0.02f));
-        memcpy(p + b * (uint64_t)bs + offs[k], &h, 2);
-      }
-  return p;
-}
-
-/* --- device buffers holding the same bytes on both plugins --------------------------- */
-
-typedef struct dbuf {
-  memra_buf *b[2];
-  uint64_t size; /* payload; GUARD bytes of 0xA5 follow */
-} dbuf;
-
-/* init NULL: poisoned with 0xFF (NaN floats, -1 ints). */
-static dbuf dnew(uint64_t size, const void *init) {
-  dbuf d = {{NULL, NULL}, size};
-  uint8_t *tmp = xmalloc(size + GUARD);
-  if (init)
-    memcpy(tmp, init, size);
-  else
-    memset(tmp, 0xFF, size);
-  memset(tmp + size, 0xA5, GUARD);
-  for (int i = 0; i < 2; ++i) {
-    memra_plug_must(&P[i], P[i].vt->buf_alloc(P[i].be, size + GUARD, &d.b[i]), "buf_alloc");
-    memra_plug_must(&P[i], P[i].vt->buf_upload(P[i].be, d.b[i], 0, tmp, size + GUARD), "upload");
-  }
-  free(tmp);
-  return d;
-}
-static void dfree(dbuf *d) {
-  for (int i = 0; i < 2; ++i)
-    P[i].vt->buf_free(P[i].be, d->b[i]);
-}
-static void *dget(const dbuf *d, int i) {
-  void *p = xmalloc(d->size);
-  memra_plug_must(&P[i], P[i].vt->buf_download(P[i].be, d->b[i], 0, p, d->size), "download");
-  return p;
-}
-static int dguard_ok(const dbuf *d) {
-  uint8_t g[GUARD];
-  for (int i = 0; i < 2; ++i) {
-    memra_plug_must(&P[i], P[i].vt->buf_download(P[i].be, d->b[i], d->size, g, GUARD), "download");
-    for (int k = 0; k < GUARD; ++k)
-      if (g[k] != 0xA5) return 0;
-  }
-  return 1;
-}
-/* A view of d on plugin i: ne1 rows of ne0, rows nb1 bytes apart (0: packed), from byte off. */
-static memra_tensor V(const dbuf *d, int i, int32_t type, int64_t ne0, int64_t ne1, uint64_t nb1,
-                      uint64_t off) {
-  memra_tensor t;
-  memset(&t, 0, sizeof t);
-  t.buf = d->b[i];
-  t.type = type;
-  t.ne0 = ne0;
-  t.ne1 = ne1;
-  t.nb1 = nb1 ? nb1 : memra_type_row_bytes(type, ne0);
-  t.offset = off;
-  return t;
-}
 
 /* --- results ------------------------------------------------------------------------ */
 
@@ -183,9 +62,9 @@ static void record(const char *op, const char *what, double err, double tol, int
 /* Max error of the test plugin's floats [off, off + n) of d against the reference's,
  * relative to the reference's largest magnitude there; NaN must meet NaN. The error is
  * folded into *worst (for a multi-step case) and recorded when what is non-NULL. */
-static double cmp_f32(const char *op, const char *what, const dbuf *d, uint64_t off, int64_t n,
+static double cmp_f32(const char *op, const char *what, const ck_buf *d, uint64_t off, int64_t n,
                       double tol, double *worst) {
-  float *a = dget(d, 0), *b = dget(d, 1);
+  float *a = ck_get(d, 0), *b = ck_get(d, 1);
   const float *x = (const float *)((const char *)a + off),
               *y = (const float *)((const char *)b + off);
   int64_t bad = -1;
@@ -206,7 +85,7 @@ static double cmp_f32(const char *op, const char *what, const dbuf *d, uint64_t 
   if (worst && err > *worst) *worst = err;
   if (what) {
     char note[80] = "";
-    const int guard = dguard_ok(d);
+    const int guard = ck_guard_ok(d);
     if (bad >= 0)
       snprintf(note, sizeof note, "nonfinite mismatch at %" PRId64 " (%g vs %g)", bad, x[bad],
                y[bad]);
@@ -240,39 +119,39 @@ static void expect_refusal(const char *op, const char *what, memra_status s0, me
 /* --- moe_route -------------------------------------------------------------------------- */
 
 static void check_route(int64_t n, int64_t ne, int64_t k, int normalize, int ties) {
-  float *l = fvec(n * ne, -4, 4);
+  float *l = ck_frand_vec(n * ne, -4, 4);
   if (ties) /* few distinct logits: the tie order (lowest index first) decides */
     for (int64_t i = 0; i < n * ne; ++i)
       l[i] = (float)(int)(l[i]) * 0.5f;
-  dbuf dl = dnew((uint64_t)(n * ne) * 4, l), di = dnew((uint64_t)(n * k) * 4, NULL),
-       dw = dnew((uint64_t)(n * k) * 4, NULL);
+  ck_buf dl = ck_new((uint64_t)(n * ne) * 4, l), di = ck_new((uint64_t)(n * k) * 4, NULL),
+         dw = ck_new((uint64_t)(n * k) * 4, NULL);
   int ok = 1;
   for (int i = 0; i < 2; ++i) {
-    memra_tensor ids = V(&di, i, MEMRA_TYPE_I32, k, n, 0, 0),
-                 w = V(&dw, i, MEMRA_TYPE_F32, k, n, 0, 0),
-                 lg = V(&dl, i, MEMRA_TYPE_F32, ne, n, 0, 0);
+    memra_tensor ids = ck_view(&di, i, MEMRA_TYPE_I32, k, n, 0, 0),
+                 w = ck_view(&dw, i, MEMRA_TYPE_F32, k, n, 0, 0),
+                 lg = ck_view(&dl, i, MEMRA_TYPE_F32, ne, n, 0, 0);
     ok &= must_ok(i, P[i].vt->moe_route(P[i].be, &ids, &w, &lg, normalize), "moe_route");
   }
   char what[80];
   snprintf(what, sizeof what, "n %" PRId64 " experts %" PRId64 " k %" PRId64 "%s%s", n, ne, k,
            normalize ? " norm" : "", ties ? " ties" : "");
   if (ok && n > 0) {
-    int32_t *a = dget(&di, 0), *b = dget(&di, 1);
+    int32_t *a = ck_get(&di, 0), *b = ck_get(&di, 1);
     int64_t bad = -1;
     for (int64_t i = 0; i < n * k && bad < 0; ++i)
       if (a[i] != b[i]) bad = i;
     char note[80] = "";
     if (bad >= 0) snprintf(note, sizeof note, "ids[%" PRId64 "]: %d vs %d", bad, a[bad], b[bad]);
-    record("moe_route ids", what, bad >= 0, 0, bad < 0 && dguard_ok(&di), note);
+    record("moe_route ids", what, bad >= 0, 0, bad < 0 && ck_guard_ok(&di), note);
     free(a);
     free(b);
     cmp_f32("moe_route w", what, &dw, 0, n * k, 1e-6, NULL);
   } else if (ok) {
-    record("moe_route", what, 0, 0, dguard_ok(&di) && dguard_ok(&dw), "n_rows 0");
+    record("moe_route", what, 0, 0, ck_guard_ok(&di) && ck_guard_ok(&dw), "n_rows 0");
   }
-  dfree(&dl);
-  dfree(&di);
-  dfree(&dw);
+  ck_free(&dl);
+  ck_free(&di);
+  ck_free(&dw);
   free(l);
 }
 
@@ -285,16 +164,16 @@ static const char *tname(int32_t t) { return memra_type_info(t).name; }
 static void check_matmul_id(int32_t type, int64_t n_expert, int64_t N, int64_t K, int64_t n,
                             int64_t k, int shared, int bad_id) {
   uint64_t wbytes;
-  void *w = rand_rows(type, K, n_expert * N, &wbytes);
+  void *w = ck_rand_rows(type, K, n_expert * N, &wbytes);
   const int64_t xr = shared ? n : n * k;
-  float *x = fvec(xr * K, -1, 1);
-  int32_t *ids = xmalloc((size_t)(n * k) * 4 + 4);
+  float *x = ck_frand_vec(xr * K, -1, 1);
+  int32_t *ids = ck_xmalloc((size_t)(n * k) * 4 + 4);
   for (int64_t r = 0; r < n; ++r) /* distinct experts per token, as the router gives */
     for (int64_t j = 0; j < k; ++j) {
       int32_t e;
       int again;
       do {
-        e = (int32_t)(rnd() % (uint64_t)n_expert);
+        e = (int32_t)(ck_rnd() % (uint64_t)n_expert);
         again = 0;
         for (int64_t i = 0; i < j; ++i)
           again |= ids[r * k + i] == e;
@@ -302,14 +181,14 @@ static void check_matmul_id(int32_t type, int64_t n_expert, int64_t N, int64_t K
       ids[r * k + j] = e;
     }
   if (bad_id) ids[(n / 2) * k + k - 1] = (int32_t)n_expert;
-  dbuf dw = dnew(wbytes, w), dx = dnew((uint64_t)(xr * K) * 4, x),
-       di = dnew((uint64_t)(n * k) * 4, ids), dy = dnew((uint64_t)(n * k * N) * 4, NULL);
+  ck_buf dw = ck_new(wbytes, w), dx = ck_new((uint64_t)(xr * K) * 4, x),
+         di = ck_new((uint64_t)(n * k) * 4, ids), dy = ck_new((uint64_t)(n * k * N) * 4, NULL);
   memra_status st[2];
   for (int i = 0; i < 2; ++i) {
-    memra_tensor tw = V(&dw, i, type, K, n_expert * N, 0, 0),
-                 tx = V(&dx, i, MEMRA_TYPE_F32, K, xr, 0, 0),
-                 ti = V(&di, i, MEMRA_TYPE_I32, k, n, 0, 0),
-                 ty = V(&dy, i, MEMRA_TYPE_F32, N, n * k, 0, 0);
+    memra_tensor tw = ck_view(&dw, i, type, K, n_expert * N, 0, 0),
+                 tx = ck_view(&dx, i, MEMRA_TYPE_F32, K, xr, 0, 0),
+                 ti = ck_view(&di, i, MEMRA_TYPE_I32, k, n, 0, 0),
+                 ty = ck_view(&dy, i, MEMRA_TYPE_F32, N, n * k, 0, 0);
     st[i] = P[i].vt->matmul_id(P[i].be, &ty, &tx, &tw, &ti, (int32_t)n_expert);
   }
   char what[80];
@@ -317,7 +196,7 @@ static void check_matmul_id(int32_t type, int64_t n_expert, int64_t N, int64_t K
            "%s E %" PRId64 " N %" PRId64 " K %" PRId64 " n %" PRId64 " k %" PRId64 "%s%s",
            tname(type), n_expert, N, K, n, k, shared ? " shared-x" : "", bad_id ? " bad id" : "");
   if (bad_id) { /* oracle refuses; test: NaN on the bad row exactly, the rest agree */
-    float *b = dget(&dy, 1);
+    float *b = ck_get(&dy, 1);
     const int64_t bad_row = (n / 2) * k + k - 1;
     int nan_ok = 1;
     for (int64_t rj = 0; rj < n * k; ++rj)
@@ -330,10 +209,10 @@ static void check_matmul_id(int32_t type, int64_t n_expert, int64_t N, int64_t K
   } else if (must_ok(0, st[0], "matmul_id") && must_ok(1, st[1], "matmul_id")) {
     cmp_f32("matmul_id", what, &dy, 0, n * k * N, 1e-5, NULL);
   }
-  dfree(&dw);
-  dfree(&dx);
-  dfree(&di);
-  dfree(&dy);
+  ck_free(&dw);
+  ck_free(&dx);
+  ck_free(&di);
+  ck_free(&dy);
   free(w);
   free(x);
   free(ids);
@@ -342,22 +221,22 @@ static void check_matmul_id(int32_t type, int64_t n_expert, int64_t N, int64_t K
 /* --- moe_combine, sigmoid_gate -------------------------------------------------------- */
 
 static void check_combine(int64_t n, int64_t k, int64_t E) {
-  float *x = fvec(n * k * E, -2, 2), *w = fvec(n * k, 0, 1);
-  dbuf dx = dnew((uint64_t)(n * k * E) * 4, x), dw = dnew((uint64_t)(n * k) * 4, w),
-       dy = dnew((uint64_t)(n * E) * 4 + 4, NULL);
+  float *x = ck_frand_vec(n * k * E, -2, 2), *w = ck_frand_vec(n * k, 0, 1);
+  ck_buf dx = ck_new((uint64_t)(n * k * E) * 4, x), dw = ck_new((uint64_t)(n * k) * 4, w),
+         dy = ck_new((uint64_t)(n * E) * 4 + 4, NULL);
   int ok = 1;
   for (int i = 0; i < 2; ++i) {
-    memra_tensor tx = V(&dx, i, MEMRA_TYPE_F32, E, n * k, 0, 0),
-                 tw = V(&dw, i, MEMRA_TYPE_F32, k, n, 0, 0),
-                 ty = V(&dy, i, MEMRA_TYPE_F32, E, n, 0, 0);
+    memra_tensor tx = ck_view(&dx, i, MEMRA_TYPE_F32, E, n * k, 0, 0),
+                 tw = ck_view(&dw, i, MEMRA_TYPE_F32, k, n, 0, 0),
+                 ty = ck_view(&dy, i, MEMRA_TYPE_F32, E, n, 0, 0);
     ok &= must_ok(i, P[i].vt->moe_combine(P[i].be, &ty, &tx, &tw), "moe_combine");
   }
   char what[80];
   snprintf(what, sizeof what, "n %" PRId64 " k %" PRId64 " E %" PRId64, n, k, E);
   if (ok) cmp_f32("moe_combine", what, &dy, 0, n * E, 1e-6, NULL);
-  dfree(&dx);
-  dfree(&dw);
-  dfree(&dy);
+  ck_free(&dx);
+  ck_free(&dw);
+  ck_free(&dy);
   free(x);
   free(w);
 }
@@ -366,15 +245,15 @@ static void check_combine(int64_t n, int64_t k, int64_t E) {
  * attention output gate of qwen3next). */
 static void check_sigmoid_gate(int64_t n, int64_t ne0, int bcast, int strided) {
   const int64_t xw = strided ? ne0 + 3 : ne0, gw = strided ? 2 * ne0 + 1 : (bcast ? 1 : ne0);
-  float *x = fvec(n * xw, -3, 3), *g = fvec(n * gw, -6, 6);
-  dbuf dx = dnew((uint64_t)(n * xw) * 4, x), dg = dnew((uint64_t)(n * gw) * 4, g),
-       dy = dnew((uint64_t)(n * ne0) * 4, NULL);
+  float *x = ck_frand_vec(n * xw, -3, 3), *g = ck_frand_vec(n * gw, -6, 6);
+  ck_buf dx = ck_new((uint64_t)(n * xw) * 4, x), dg = ck_new((uint64_t)(n * gw) * 4, g),
+         dy = ck_new((uint64_t)(n * ne0) * 4, NULL);
   int ok = 1;
   for (int i = 0; i < 2; ++i) {
-    memra_tensor tx = V(&dx, i, MEMRA_TYPE_F32, ne0, n, 4 * (uint64_t)xw, 0),
-                 tg = V(&dg, i, MEMRA_TYPE_F32, bcast ? 1 : ne0, n, 4 * (uint64_t)gw,
-                        strided ? 4 * (uint64_t)(ne0 + 1) : 0),
-                 ty = strided ? tx : V(&dy, i, MEMRA_TYPE_F32, ne0, n, 0, 0);
+    memra_tensor tx = ck_view(&dx, i, MEMRA_TYPE_F32, ne0, n, 4 * (uint64_t)xw, 0),
+                 tg = ck_view(&dg, i, MEMRA_TYPE_F32, bcast ? 1 : ne0, n, 4 * (uint64_t)gw,
+                              strided ? 4 * (uint64_t)(ne0 + 1) : 0),
+                 ty = strided ? tx : ck_view(&dy, i, MEMRA_TYPE_F32, ne0, n, 0, 0);
     ok &= must_ok(i, P[i].vt->sigmoid_gate(P[i].be, &ty, &tx, &tg), "sigmoid_gate");
   }
   char what[80];
@@ -386,9 +265,9 @@ static void check_sigmoid_gate(int64_t n, int64_t ne0, int bcast, int strided) {
     else
       cmp_f32("sigmoid_gate", what, &dy, 0, n * ne0, 1e-6, NULL);
   }
-  dfree(&dx);
-  dfree(&dg);
-  dfree(&dy);
+  ck_free(&dx);
+  ck_free(&dg);
+  ck_free(&dy);
   free(x);
   free(g);
 }
@@ -413,14 +292,14 @@ static const step STEPS[] = {
 enum { NSTEPS = sizeof STEPS / sizeof STEPS[0] };
 
 typedef struct dbatch {
-  dbuf pos, seq, bt;
+  ck_buf pos, seq, bt;
 } dbatch;
 
 static dbatch batch_new(const step *s) {
   int32_t bt[NSEQ * 4];
   for (int i = 0; i < NSEQ * 4; ++i)
     bt[i] = i;
-  dbatch b = {dnew(4 * MAX_ROWS, s->pos), dnew(4 * MAX_ROWS, s->seq), dnew(sizeof bt, bt)};
+  dbatch b = {ck_new(4 * MAX_ROWS, s->pos), ck_new(4 * MAX_ROWS, s->seq), ck_new(sizeof bt, bt)};
   return b;
 }
 static memra_batch batch_view(const dbatch *b, int i, const step *s) {
@@ -431,43 +310,44 @@ static memra_batch batch_view(const dbatch *b, int i, const step *s) {
   m.block_size = 64;
   m.max_blocks = 4;
   m.kv_bucket = 256;
-  m.pos = V(&b->pos, i, MEMRA_TYPE_I32, s->n > 0 ? s->n : 1, 1, 0, 0);
-  m.seq = V(&b->seq, i, MEMRA_TYPE_I32, s->n > 0 ? s->n : 1, 1, 0, 0);
-  m.block_table = V(&b->bt, i, MEMRA_TYPE_I32, 4, NSEQ, 0, 0);
+  m.pos = ck_view(&b->pos, i, MEMRA_TYPE_I32, s->n > 0 ? s->n : 1, 1, 0, 0);
+  m.seq = ck_view(&b->seq, i, MEMRA_TYPE_I32, s->n > 0 ? s->n : 1, 1, 0, 0);
+  m.block_table = ck_view(&b->bt, i, MEMRA_TYPE_I32, 4, NSEQ, 0, 0);
   return m;
 }
 static void batch_free(dbatch *b) {
-  dfree(&b->pos);
-  dfree(&b->seq);
-  dfree(&b->bt);
+  ck_free(&b->pos);
+  ck_free(&b->seq);
+  ck_free(&b->bt);
 }
 
 /* --- ssm_conv ------------------------------------------------------------------------ */
 
 static void check_ssm_conv(int64_t C, int64_t K) {
   const int64_t xw = C + 5; /* x is a view of wider rows */
-  float *w = fvec(C * K, -1, 1), *st = fvec(NSEQ * (K - 1) * C, -1, 1);
-  dbuf dw = dnew((uint64_t)(C * K) * 4, w), ds = dnew((uint64_t)(NSEQ * (K - 1) * C) * 4, st);
+  float *w = ck_frand_vec(C * K, -1, 1), *st = ck_frand_vec(NSEQ * (K - 1) * C, -1, 1);
+  ck_buf dw = ck_new((uint64_t)(C * K) * 4, w), ds = ck_new((uint64_t)(NSEQ * (K - 1) * C) * 4, st);
   double worst = 0;
   int ok = 1;
   for (int t = 0; t < NSTEPS && ok; ++t) {
     const step *s = &STEPS[t];
-    float *x = fvec(MAX_ROWS * xw, -2, 2);
-    dbuf dx = dnew((uint64_t)(MAX_ROWS * xw) * 4, x), dy = dnew((uint64_t)(MAX_ROWS * C) * 4, NULL);
+    float *x = ck_frand_vec(MAX_ROWS * xw, -2, 2);
+    ck_buf dx = ck_new((uint64_t)(MAX_ROWS * xw) * 4, x),
+           dy = ck_new((uint64_t)(MAX_ROWS * C) * 4, NULL);
     dbatch b = batch_new(s);
     for (int i = 0; i < 2; ++i) {
-      memra_tensor tx = V(&dx, i, MEMRA_TYPE_F32, C, s->n, 4 * (uint64_t)xw, 8),
-                   ty = V(&dy, i, MEMRA_TYPE_F32, C, s->n, 0, 0),
-                   tw = V(&dw, i, MEMRA_TYPE_F32, K, C, 0, 0),
-                   ts = V(&ds, i, MEMRA_TYPE_F32, (K - 1) * C, NSEQ, 0, 0);
+      memra_tensor tx = ck_view(&dx, i, MEMRA_TYPE_F32, C, s->n, 4 * (uint64_t)xw, 8),
+                   ty = ck_view(&dy, i, MEMRA_TYPE_F32, C, s->n, 0, 0),
+                   tw = ck_view(&dw, i, MEMRA_TYPE_F32, K, C, 0, 0),
+                   ts = ck_view(&ds, i, MEMRA_TYPE_F32, (K - 1) * C, NSEQ, 0, 0);
       memra_batch mb = batch_view(&b, i, s);
       ok &= must_ok(i, P[i].vt->ssm_conv(P[i].be, &ty, &tx, &tw, &ts, &mb), "ssm_conv");
     }
     if (ok && s->n > 0) cmp_f32("ssm_conv", NULL, &dy, 0, s->n * C, 0, &worst);
-    if (ok && !dguard_ok(&dy)) worst = INFINITY;
+    if (ok && !ck_guard_ok(&dy)) worst = INFINITY;
     batch_free(&b);
-    dfree(&dx);
-    dfree(&dy);
+    ck_free(&dx);
+    ck_free(&dy);
     free(x);
   }
   char what[80];
@@ -477,8 +357,8 @@ static void check_ssm_conv(int64_t C, int64_t K) {
     snprintf(what, sizeof what, "C %" PRId64 " K %" PRId64 ": final states", C, K);
     cmp_f32("ssm_conv state", what, &ds, 0, NSEQ * (K - 1) * C, 1e-6, NULL);
   }
-  dfree(&dw);
-  dfree(&ds);
+  ck_free(&dw);
+  ck_free(&ds);
   free(w);
   free(st);
 }
@@ -488,32 +368,33 @@ static void check_ssm_conv(int64_t C, int64_t K) {
 static void check_gdn(int hk, int hv, int d, int heads) {
   const int64_t KD = (int64_t)hk * d, VD = (int64_t)hv * d, uw = 2 * KD + VD + 3, abw = 2 * hv + 1;
   const int64_t sn = (int64_t)hv * d * d;
-  float *alog = fvec(hv, -1.5f, 0.5f), *dt = fvec(hv, -1, 1), *st = fvec(NSEQ * sn, -0.5f, 0.5f);
+  float *alog = ck_frand_vec(hv, -1.5f, 0.5f), *dt = ck_frand_vec(hv, -1, 1),
+        *st = ck_frand_vec(NSEQ * sn, -0.5f, 0.5f);
   for (int h = 0; h < hv; ++h)
     alog[h] = -expf(alog[h]); /* GGUF ssm_a = -exp(A_log) */
-  dbuf dal = dnew(4 * (uint64_t)hv, alog), ddt = dnew(4 * (uint64_t)hv, dt),
-       ds = dnew(4 * (uint64_t)(NSEQ * sn), st);
+  ck_buf dal = ck_new(4 * (uint64_t)hv, alog), ddt = ck_new(4 * (uint64_t)hv, dt),
+         ds = ck_new(4 * (uint64_t)(NSEQ * sn), st);
   memra_gdn_params p = {hk, hv, d, heads, 1e-6f, 0};
   double worst = 0;
   int ok = 1;
   for (int t = 0; t < NSTEPS && ok; ++t) {
     const step *s = &STEPS[t];
-    float *u = fvec(MAX_ROWS * uw, -1, 1), *ab = fvec(MAX_ROWS * abw, -3, 3);
-    dbuf du = dnew(4 * (uint64_t)(MAX_ROWS * uw), u),
-         dab = dnew(4 * (uint64_t)(MAX_ROWS * abw), ab),
-         dout = dnew(4 * (uint64_t)(MAX_ROWS * VD), NULL);
+    float *u = ck_frand_vec(MAX_ROWS * uw, -1, 1), *ab = ck_frand_vec(MAX_ROWS * abw, -3, 3);
+    ck_buf du = ck_new(4 * (uint64_t)(MAX_ROWS * uw), u),
+           dab = ck_new(4 * (uint64_t)(MAX_ROWS * abw), ab),
+           dout = ck_new(4 * (uint64_t)(MAX_ROWS * VD), NULL);
     dbatch b = batch_new(s);
     for (int i = 0; i < 2; ++i) {
       const uint64_t ul = 4 * (uint64_t)uw, al = 4 * (uint64_t)abw;
-      memra_tensor tq = V(&du, i, MEMRA_TYPE_F32, KD, s->n, ul, 0),
-                   tk = V(&du, i, MEMRA_TYPE_F32, KD, s->n, ul, 4 * (uint64_t)KD),
-                   tv = V(&du, i, MEMRA_TYPE_F32, VD, s->n, ul, 8 * (uint64_t)KD),
-                   ta = V(&dab, i, MEMRA_TYPE_F32, hv, s->n, al, 0),
-                   tb = V(&dab, i, MEMRA_TYPE_F32, hv, s->n, al, 4 * (uint64_t)hv),
-                   to = V(&dout, i, MEMRA_TYPE_F32, VD, s->n, 0, 0),
-                   tal = V(&dal, i, MEMRA_TYPE_F32, hv, 1, 0, 0),
-                   tdt = V(&ddt, i, MEMRA_TYPE_F32, hv, 1, 0, 0),
-                   ts = V(&ds, i, MEMRA_TYPE_F32, sn, NSEQ, 0, 0);
+      memra_tensor tq = ck_view(&du, i, MEMRA_TYPE_F32, KD, s->n, ul, 0),
+                   tk = ck_view(&du, i, MEMRA_TYPE_F32, KD, s->n, ul, 4 * (uint64_t)KD),
+                   tv = ck_view(&du, i, MEMRA_TYPE_F32, VD, s->n, ul, 8 * (uint64_t)KD),
+                   ta = ck_view(&dab, i, MEMRA_TYPE_F32, hv, s->n, al, 0),
+                   tb = ck_view(&dab, i, MEMRA_TYPE_F32, hv, s->n, al, 4 * (uint64_t)hv),
+                   to = ck_view(&dout, i, MEMRA_TYPE_F32, VD, s->n, 0, 0),
+                   tal = ck_view(&dal, i, MEMRA_TYPE_F32, hv, 1, 0, 0),
+                   tdt = ck_view(&ddt, i, MEMRA_TYPE_F32, hv, 1, 0, 0),
+                   ts = ck_view(&ds, i, MEMRA_TYPE_F32, sn, NSEQ, 0, 0);
       memra_batch mb = batch_view(&b, i, s);
       ok &= must_ok(i,
                     P[i].vt->gated_delta_rule(P[i].be, &to, &tq, &tk, &tv, &ta, &tb, &tal, &tdt,
@@ -521,11 +402,11 @@ static void check_gdn(int hk, int hv, int d, int heads) {
                     "gated_delta_rule");
     }
     if (ok && s->n > 0) cmp_f32("gdn", NULL, &dout, 0, s->n * VD, 0, &worst);
-    if (ok && !dguard_ok(&dout)) worst = INFINITY;
+    if (ok && !ck_guard_ok(&dout)) worst = INFINITY;
     batch_free(&b);
-    dfree(&du);
-    dfree(&dab);
-    dfree(&dout);
+    ck_free(&du);
+    ck_free(&dab);
+    ck_free(&dout);
     free(u);
     free(ab);
   }
@@ -538,9 +419,9 @@ static void check_gdn(int hk, int hv, int d, int heads) {
              heads == MEMRA_GDN_TILED ? "tiled" : "grouped");
     cmp_f32("gdn state", what, &ds, 0, NSEQ * sn, 1e-4, NULL);
   }
-  dfree(&dal);
-  dfree(&ddt);
-  dfree(&ds);
+  ck_free(&dal);
+  ck_free(&ddt);
+  ck_free(&ds);
   free(alog);
   free(dt);
   free(st);
@@ -551,33 +432,33 @@ static void check_gdn(int hk, int hv, int d, int heads) {
 static void check_errors(void) {
   float x[64];
   for (int i = 0; i < 64; ++i)
-    x[i] = frand(-1, 1);
-  dbuf d = dnew(sizeof x, x);
+    x[i] = ck_frand(-1, 1);
+  ck_buf d = ck_new(sizeof x, x);
   memra_status s[2];
   for (int i = 0; i < 2; ++i) { /* 33 weight rows do not split into 2 experts */
-    memra_tensor w = V(&d, i, MEMRA_TYPE_F32, 1, 33, 0, 0),
-                 y = V(&d, i, MEMRA_TYPE_F32, 1, 2, 0, 0),
-                 ids = V(&d, i, MEMRA_TYPE_I32, 1, 1, 0, 0);
+    memra_tensor w = ck_view(&d, i, MEMRA_TYPE_F32, 1, 33, 0, 0),
+                 y = ck_view(&d, i, MEMRA_TYPE_F32, 1, 2, 0, 0),
+                 ids = ck_view(&d, i, MEMRA_TYPE_I32, 1, 1, 0, 0);
     s[i] = P[i].vt->matmul_id(P[i].be, &y, &y, &w, &ids, 2);
   }
   expect_refusal("matmul_id", "weight rows not split into experts", s[0], s[1], 1);
   for (int i = 0; i < 2; ++i) { /* k > n_expert */
-    memra_tensor l = V(&d, i, MEMRA_TYPE_F32, 3, 2, 0, 0),
-                 ids = V(&d, i, MEMRA_TYPE_I32, 4, 2, 0, 24),
-                 w = V(&d, i, MEMRA_TYPE_F32, 4, 2, 0, 64);
+    memra_tensor l = ck_view(&d, i, MEMRA_TYPE_F32, 3, 2, 0, 0),
+                 ids = ck_view(&d, i, MEMRA_TYPE_I32, 4, 2, 0, 24),
+                 w = ck_view(&d, i, MEMRA_TYPE_F32, 4, 2, 0, 64);
     s[i] = P[i].vt->moe_route(P[i].be, &ids, &w, &l, 1);
   }
   expect_refusal("moe_route", "k larger than n_expert", s[0], s[1], 1);
   for (int i = 0; i < 2; ++i) { /* g of another row count */
-    memra_tensor xx = V(&d, i, MEMRA_TYPE_F32, 4, 3, 0, 0),
-                 g = V(&d, i, MEMRA_TYPE_F32, 4, 2, 0, 64);
+    memra_tensor xx = ck_view(&d, i, MEMRA_TYPE_F32, 4, 3, 0, 0),
+                 g = ck_view(&d, i, MEMRA_TYPE_F32, 4, 2, 0, 64);
     s[i] = P[i].vt->sigmoid_gate(P[i].be, &xx, &xx, &g);
   }
   expect_refusal("sigmoid_gate", "g rows differ from x", s[0], s[1], 1);
   for (int i = 0; i < 2; ++i) { /* y rows overrun the buffer */
-    memra_tensor xx = V(&d, i, MEMRA_TYPE_F32, 8, 2, 0, 0),
-                 y = V(&d, i, MEMRA_TYPE_F32, 8, 1, 0, 32),
-                 w = V(&d, i, MEMRA_TYPE_F32, 2, 2, 0, 0);
+    memra_tensor xx = ck_view(&d, i, MEMRA_TYPE_F32, 8, 2, 0, 0),
+                 y = ck_view(&d, i, MEMRA_TYPE_F32, 8, 1, 0, 32),
+                 w = ck_view(&d, i, MEMRA_TYPE_F32, 2, 2, 0, 0);
     s[i] = P[i].vt->moe_combine(P[i].be, &y, &xx, &w);
   }
   expect_refusal("moe_combine", "x rows not n * k", s[0], s[1], 1);
@@ -585,22 +466,22 @@ static void check_errors(void) {
   dbatch b = batch_new(&st1);
   for (int i = 0; i < 2; ++i) { /* H_v not a multiple of H_k */
     memra_gdn_params p = {2, 3, 4, MEMRA_GDN_GROUPED, 1e-6f, 0};
-    memra_tensor t = V(&d, i, MEMRA_TYPE_F32, 8, 1, 0, 0);
+    memra_tensor t = ck_view(&d, i, MEMRA_TYPE_F32, 8, 1, 0, 0);
     memra_batch mb = batch_view(&b, i, &st1);
     s[i] = P[i].vt->gated_delta_rule(P[i].be, &t, &t, &t, &t, &t, &t, &t, &t, &t, &mb, &p);
   }
   expect_refusal("gated_delta_rule", "H_v not a multiple of H_k", s[0], s[1], 1);
   for (int i = 0; i < 2; ++i) { /* state of the wrong width for K */
-    memra_tensor xx = V(&d, i, MEMRA_TYPE_F32, 4, 1, 0, 0),
-                 y = V(&d, i, MEMRA_TYPE_F32, 4, 1, 0, 64),
-                 w = V(&d, i, MEMRA_TYPE_F32, 4, 4, 0, 96),
-                 st = V(&d, i, MEMRA_TYPE_F32, 11, 3, 0, 0);
+    memra_tensor xx = ck_view(&d, i, MEMRA_TYPE_F32, 4, 1, 0, 0),
+                 y = ck_view(&d, i, MEMRA_TYPE_F32, 4, 1, 0, 64),
+                 w = ck_view(&d, i, MEMRA_TYPE_F32, 4, 4, 0, 96),
+                 st = ck_view(&d, i, MEMRA_TYPE_F32, 11, 3, 0, 0);
     memra_batch mb = batch_view(&b, i, &st1);
     s[i] = P[i].vt->ssm_conv(P[i].be, &y, &xx, &w, &st, &mb);
   }
   expect_refusal("ssm_conv", "state width not (K-1) C", s[0], s[1], 1);
   batch_free(&b);
-  dfree(&d);
+  ck_free(&d);
 }
 
 static int run_ops(void) {
@@ -663,7 +544,7 @@ static float *read_file_f32(const char *path, size_t *n) {
   fseek(f, 0, SEEK_END);
   long sz = ftell(f);
   fseek(f, 0, SEEK_SET);
-  float *v = sz > 0 ? xmalloc((size_t)sz) : NULL;
+  float *v = sz > 0 ? ck_xmalloc((size_t)sz) : NULL;
   *n = v && fread(v, 1, (size_t)sz, f) == (size_t)sz ? (size_t)sz / 4 : 0;
   fclose(f);
   return v;
@@ -755,7 +636,7 @@ static void e2e_one(const char *plugin, const char *dir, const char *name) {
       engine_close(&e);
       continue;
     }
-    float *lg = xmalloc((size_t)n * nv * 4);
+    float *lg = ck_xmalloc((size_t)n * nv * 4);
     memra_status st = MEMRA_OK;
     if (mode == 0)
       st = memra_ctx_eval(e.c, 0, ids, n, 0, true, lg, &e.err);
@@ -786,6 +667,7 @@ static void print_table(const char *title) {
 }
 
 int main(int argc, char **argv) {
+  ck_rng = 0x2545F4914F6CDD1Dull; /* the default seed */
   if ((argc == 4 || argc == 6) && !strcmp(argv[1], "--e2e")) {
     if (argc == 6) {
       g_ubatch = atoi(argv[4]);
@@ -806,7 +688,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[a], "--quick"))
       g_quick = 1;
     else if (!strcmp(argv[a], "--seed") && a + 1 < argc)
-      g_rng = strtoull(argv[++a], NULL, 0) | 1;
+      ck_rng = strtoull(argv[++a], NULL, 0) | 1;
     else if (np < 2)
       paths[np++] = argv[a];
     else
@@ -819,6 +701,7 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < 2; ++i)
     if (memra_plug_open(&P[i], paths[i])) return 2;
+  ck_use_plugs(P, 2);
   int rc = run_ops();
   char title[256];
   snprintf(title, sizeof title, "opcheck_families %s vs %s", P[1].vt->name, P[0].vt->name);
