@@ -21,39 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "plugins/quant/quant.h"
+#include "tools/device/check_util.h"
 #include "tools/device/plugpair.h"
 
 #define PEAK_TFLOPS 790.0
 
 static memra_plug G;
-static uint64_t g_rng = 0x3C6EF372FE94F82Bull;
-static uint64_t rnd(void) {
-  g_rng ^= g_rng >> 12;
-  g_rng ^= g_rng << 25;
-  g_rng ^= g_rng >> 27;
-  return g_rng * 2685821657736338717ull;
-}
-static float frand(void) { return (float)((int)(rnd() % 2001) - 1000) * 1e-3f; }
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fprintf(stderr, "out of host memory (%zu bytes)\n", n);
-    exit(3);
-  }
-  return p;
-}
 #define MUST(call, what) memra_plug_must(&G, (call), what)
 
 /* --- cuBLAS and the runtime through dlopen (declared here: no CUDA headers) ---------- */
@@ -125,9 +100,9 @@ static double cublas_time(int64_t m, int64_t n, int64_t k, int bf16) {
   void *a = NULL, *b = NULL, *c = NULL;
   const size_t ab = (size_t)(m * k) * 2, bb = (size_t)(n * k) * 2, cb = (size_t)(m * n) * 4;
   if (CB.malloc_(&a, ab) || CB.malloc_(&b, bb) || CB.malloc_(&c, cb)) return 0;
-  uint16_t *h = xmalloc(ab > bb ? ab : bb);
+  uint16_t *h = ck_xmalloc(ab > bb ? ab : bb);
   for (size_t i = 0; i < (ab > bb ? ab : bb) / 2; ++i)
-    h[i] = bf16 ? memra_f32_to_bf16(frand()) : memra_f32_to_fp16(frand());
+    h[i] = bf16 ? memra_f32_to_bf16(ck_frand_milli()) : memra_f32_to_fp16(ck_frand_milli());
   CB.memcpy_(a, h, ab, 1);
   CB.memcpy_(b, h, bb, 1);
   free(h);
@@ -161,43 +136,24 @@ static double cublas_time(int64_t m, int64_t n, int64_t k, int bf16) {
   CB.free_(b);
   CB.free_(c);
   if (bad) return 0;
-  qsort(t, 7, sizeof t[0], cmp_d);
-  return t[3];
+  return ck_median(t, 7);
 }
 
 /* --- the plugin's gemm op --------------------------------------------------------------- */
 
+/* f16 scale fields small and finite (random bytes there can be Inf/NaN) */
+static float bench_scale(void) { return 0.001f + 0.019f * (float)(ck_rnd() % 1000) / 1000.f; }
+
 static void fill_w(int32_t type, uint8_t *p, uint64_t bytes) {
-  memra_type_traits tr = memra_type_info(type);
-  if (tr.blck == 1) {
+  if (memra_type_info(type).blck == 1) {
     for (uint64_t i = 0; i + 1 < bytes; i += 2) {
-      uint16_t h =
-          type == MEMRA_TYPE_BF16 ? memra_f32_to_bf16(frand()) : memra_f32_to_fp16(frand());
+      const float v = ck_frand_milli();
+      const uint16_t h = type == MEMRA_TYPE_BF16 ? memra_f32_to_bf16(v) : memra_f32_to_fp16(v);
       memcpy(p + i, &h, 2);
     }
     return;
   }
-  for (uint64_t i = 0; i < bytes; ++i)
-    p[i] = (uint8_t)(rnd() >> 56);
-  /* f16 scale fields small and finite (random bytes there can be Inf/NaN) */
-  int offs[2] = {-1, -1};
-  switch (type) {
-  case MEMRA_TYPE_Q4_0:
-  case MEMRA_TYPE_Q8_0: offs[0] = 0; break;
-  case MEMRA_TYPE_Q4_K:
-  case MEMRA_TYPE_Q5_K:
-    offs[0] = 0;
-    offs[1] = 2;
-    break;
-  case MEMRA_TYPE_Q6_K: offs[0] = 208; break;
-  default: break;
-  }
-  for (uint64_t b = 0; b + (uint64_t)tr.size <= bytes; b += (uint64_t)tr.size)
-    for (int k = 0; k < 2; ++k)
-      if (offs[k] >= 0) {
-        uint16_t h = memra_f32_to_fp16(0.001f + 0.019f * (float)(rnd() % 1000) / 1000.f);
-        memcpy(p + b + offs[k], &h, 2);
-      }
+  ck_rand_blocks(type, p, bytes, bench_scale);
 }
 
 /* Seconds per gemm op of y [m, n] = x [m, k] (x_type: F32 or 16-bit) . w^T, weights of
@@ -212,13 +168,13 @@ static double op_time(int32_t type, int32_t x_type, int64_t m, int64_t n, int64_
   MUST(G.vt->buf_alloc(G.be, wbytes * copies, &w), "buf_alloc w");
   MUST(G.vt->buf_alloc(G.be, xrow * m, &x), "buf_alloc x");
   MUST(G.vt->buf_alloc(G.be, (uint64_t)(m * n) * 4, &y), "buf_alloc y");
-  uint8_t *h = xmalloc(wbytes > xrow * m ? wbytes : xrow * m);
+  uint8_t *h = ck_xmalloc(wbytes > xrow * m ? wbytes : xrow * m);
   fill_w(type, h, wbytes);
   for (int c = 0; c < copies; ++c)
     MUST(G.vt->buf_upload(G.be, w, wbytes * c, h, wbytes), "upload w");
   if (x_type == MEMRA_TYPE_F32)
     for (int64_t i = 0; i < m * k; ++i)
-      ((float *)h)[i] = frand();
+      ((float *)h)[i] = ck_frand_milli();
   else
     fill_w(x_type, h, xrow * m);
   MUST(G.vt->buf_upload(G.be, x, 0, h, xrow * m), "upload x");
@@ -244,17 +200,16 @@ static double op_time(int32_t type, int32_t x_type, int64_t m, int64_t n, int64_
   MUST(G.vt->graph_launch(G.be, g), "graph_launch");
   MUST(G.vt->synchronize(G.be), "synchronize");
   for (int r = 0; r < 7; ++r) {
-    const double t0 = now();
+    const double t0 = ck_now();
     MUST(G.vt->graph_launch(G.be, g), "graph_launch");
     MUST(G.vt->synchronize(G.be), "synchronize");
-    t[r] = (now() - t0) / per_graph;
+    t[r] = (ck_now() - t0) / per_graph;
   }
   G.vt->graph_free(G.be, g);
   G.vt->buf_free(G.be, w);
   G.vt->buf_free(G.be, x);
   G.vt->buf_free(G.be, y);
-  qsort(t, 7, sizeof t[0], cmp_d);
-  return t[3];
+  return ck_median(t, 7);
 }
 
 static double tflops(int64_t m, int64_t n, int64_t k, double s) {
@@ -262,6 +217,7 @@ static double tflops(int64_t m, int64_t n, int64_t k, double s) {
 }
 
 int main(int argc, char **argv) {
+  ck_rng = 0x3C6EF372FE94F82Bull; /* the default seed */
   if (argc != 2) {
     fprintf(stderr, "usage: gemm_bench PLUGIN.so\n");
     return 2;

@@ -25,120 +25,11 @@
 #include <string.h>
 
 #include "plugins/quant/quant.h"
+#include "tools/device/check_util.h"
 #include "tools/device/plugpair.h"
-
-enum { GUARD = 256 };
 
 static memra_plug P[2]; /* 0: reference (CPU), 1: under test */
 static int g_quick, g_fail, g_cases;
-static uint64_t g_rng = 0x6A09E667F3BCC909ull;
-
-static uint64_t rnd(void) { /* xorshift64* */
-  g_rng ^= g_rng >> 12;
-  g_rng ^= g_rng << 25;
-  g_rng ^= g_rng >> 27;
-  return g_rng * 2685821657736338717ull;
-}
-static float frand(float lo, float hi) {
-  return lo + (hi - lo) * (float)((rnd() >> 40) * (1.0 / 16777216.0));
-}
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fprintf(stderr, "out of host memory (%zu bytes)\n", n);
-    exit(3);
-  }
-  return p;
-}
-
-/* Random rows of a type: random bytes with the f16 scale fields set to sane positive
- * values (random bytes there would be NaN/Inf/huge); float formats in [-1, 1]. */
-static void *rand_rows(int32_t type, int64_t ne0, int64_t rows, uint64_t *nbytes) {
-  const uint64_t rb = memra_type_row_bytes(type, ne0);
-  uint8_t *p = xmalloc(rb * rows);
-  *nbytes = rb * rows;
-  if (type == MEMRA_TYPE_F32 || type == MEMRA_TYPE_F16 || type == MEMRA_TYPE_BF16) {
-    for (int64_t i = 0; i < ne0 * rows; ++i) {
-      const float v = frand(-1, 1);
-      if (type == MEMRA_TYPE_F32)
-        ((float *)p)[i] = v;
-      else
-        ((uint16_t *)p)[i] = type == MEMRA_TYPE_F16 ? memra_f32_to_fp16(v) : memra_f32_to_bf16(v);
-    }
-    return p;
-  }
-  for (uint64_t i = 0; i < rb * rows; ++i)
-    p[i] = (uint8_t)(rnd() >> 56);
-  const memra_type_traits tr = memra_type_info(type);
-  int offs[2] = {-1, -1};
-  switch (type) {
-  case MEMRA_TYPE_Q4_0:
-  case MEMRA_TYPE_Q5_0:
-  case MEMRA_TYPE_Q8_0: offs[0] = 0; break;
-  case MEMRA_TYPE_Q4_1:
-  case MEMRA_TYPE_Q5_1:
-  case MEMRA_TYPE_Q4_K:
-  case MEMRA_TYPE_Q5_K:
-    offs[0] = 0;
-    offs[1] = 2;
-    break;
-  case MEMRA_TYPE_Q6_K: offs[0] = 208; break;
-  default: break;
-  }
-  for (uint64_t b = 0; b < rb * rows / (uint64_t)tr.size; ++b)
-    for (int k = 0; k < 2; ++k)
-      if (offs[k] >= 0) {
-        const uint16_t h = memra_f32_to_fp16(frand(0.001f, 0.02f));
-        memcpy(p + b * (uint64_t)tr.size + offs[k], &h, 2);
-      }
-  return p;
-}
-
-/* A buffer on plugin i: payload, then GUARD bytes of 0xA5. init NULL: 0xFF (NaN). */
-static memra_buf *dnew(int i, uint64_t size, const void *init) {
-  memra_buf *b = NULL;
-  uint8_t *tmp = xmalloc(size + GUARD);
-  if (init)
-    memcpy(tmp, init, size);
-  else
-    memset(tmp, 0xFF, size);
-  memset(tmp + size, 0xA5, GUARD);
-  memra_plug_must(&P[i], P[i].vt->buf_alloc(P[i].be, size + GUARD, &b), "buf_alloc");
-  memra_plug_must(&P[i], P[i].vt->buf_upload(P[i].be, b, 0, tmp, size + GUARD), "upload");
-  free(tmp);
-  return b;
-}
-static void dpoison(int i, memra_buf *b, uint64_t size) {
-  uint8_t *tmp = xmalloc(size);
-  memset(tmp, 0xFF, size);
-  memra_plug_must(&P[i], P[i].vt->buf_upload(P[i].be, b, 0, tmp, size), "upload");
-  free(tmp);
-}
-static void *dget(int i, memra_buf *b, uint64_t off, uint64_t size) {
-  void *p = xmalloc(size);
-  memra_plug_must(&P[i], P[i].vt->buf_download(P[i].be, b, off, p, size), "download");
-  return p;
-}
-static int dguard_ok(int i, memra_buf *b, uint64_t size) {
-  uint8_t *g = dget(i, b, size, GUARD);
-  int ok = 1;
-  for (int k = 0; k < GUARD; ++k)
-    ok &= g[k] == 0xA5;
-  free(g);
-  return ok;
-}
-static memra_tensor ten(memra_buf *b, uint64_t off, int32_t type, int64_t ne0, int64_t ne1,
-                        uint64_t nb1) {
-  memra_tensor t;
-  memset(&t, 0, sizeof t);
-  t.buf = b;
-  t.offset = off;
-  t.type = type;
-  t.ne0 = ne0;
-  t.ne1 = ne1;
-  t.nb1 = nb1 ? nb1 : memra_type_row_bytes(type, ne0);
-  return t;
-}
 
 static void record(const char *what, int pass, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -202,19 +93,19 @@ static void check_type(int32_t type, int64_t M, int64_t N, int64_t K, int use_bi
                                                    : 4e-3;
   const double tol_l2 = type == MEMRA_TYPE_F32 ? 1e-5 : type == MEMRA_TYPE_BF16 ? 3e-3 : 5e-4;
   uint64_t wbytes;
-  void *w = rand_rows(type, K, N, &wbytes);
-  float *x = xmalloc((size_t)(M * K) * 4), *bias = xmalloc((size_t)N * 4);
+  void *w = ck_rand_rows(type, K, N, &wbytes);
+  float *x = ck_xmalloc((size_t)(M * K) * 4), *bias = ck_xmalloc((size_t)N * 4);
   for (int64_t i = 0; i < M * K; ++i)
-    x[i] = frand(-1, 1);
+    x[i] = ck_frand(-1, 1);
   for (int64_t i = 0; i < N; ++i)
-    bias[i] = frand(-1, 1);
+    bias[i] = ck_frand(-1, 1);
   const uint64_t xb = (uint64_t)M * K * 4, yb = (uint64_t)M * N * 4;
   memra_buf *dw[2], *dx[2], *dy[2], *db[2];
   for (int i = 0; i < 2; ++i) {
-    dw[i] = dnew(i, wbytes, w);
-    dx[i] = dnew(i, xb, x);
-    db[i] = dnew(i, (uint64_t)N * 4, bias);
-    dy[i] = dnew(i, yb, NULL);
+    dw[i] = ck_alloc(&P[i], wbytes, w);
+    dx[i] = ck_alloc(&P[i], xb, x);
+    db[i] = ck_alloc(&P[i], (uint64_t)N * 4, bias);
+    dy[i] = ck_alloc(&P[i], yb, NULL);
   }
   memra_tensor none;
   memset(&none, 0, sizeof none);
@@ -224,19 +115,19 @@ static void check_type(int32_t type, int64_t M, int64_t N, int64_t K, int use_bi
 
   /* reference (matmul on REF) and the full batch (gemm on TEST) */
   for (int i = 0; i < 2; ++i) {
-    const memra_tensor ty = ten(dy[i], 0, MEMRA_TYPE_F32, N, M, 0),
-                       tx = ten(dx[i], 0, MEMRA_TYPE_F32, K, M, 0),
-                       tw = ten(dw[i], 0, type, K, N, 0),
-                       tb = ten(db[i], 0, MEMRA_TYPE_F32, N, 1, 0);
+    const memra_tensor ty = ck_tensor(dy[i], 0, MEMRA_TYPE_F32, N, M, 0),
+                       tx = ck_tensor(dx[i], 0, MEMRA_TYPE_F32, K, M, 0),
+                       tw = ck_tensor(dw[i], 0, type, K, N, 0),
+                       tb = ck_tensor(db[i], 0, MEMRA_TYPE_F32, N, 1, 0);
     const memra_tensor *bp = use_bias ? &tb : &none;
     memra_status st = i == 0 ? P[0].vt->matmul(P[0].be, &ty, &tx, &tw, bp)
                              : P[1].vt->gemm(P[1].be, &ty, &tx, &tw, bp);
     if (st == MEMRA_OK) st = P[i].vt->synchronize(P[i].be);
     memra_plug_must(&P[i], st, i == 0 ? "reference matmul" : "gemm");
   }
-  float *ref = dget(0, dy[0], 0, yb), *full = dget(1, dy[1], 0, yb);
+  float *ref = ck_download(&P[0], dy[0], 0, yb), *full = ck_download(&P[1], dy[1], 0, yb);
   compare_rows(what, ref, full, M, N, tol_max, tol_l2);
-  if (!dguard_ok(1, dy[1], yb)) record(what, 0, "wrote past y (guard bytes)");
+  if (!ck_guard_ok1(&P[1], dy[1], yb)) record(what, 0, "wrote past y (guard bytes)");
 
   /* sub-batches at other offsets: bit-identical to the full batch's rows */
   static const int64_t subs[] = {1, 7, 64, 129, 512};
@@ -244,15 +135,15 @@ static void check_type(int32_t type, int64_t M, int64_t N, int64_t K, int use_bi
     const int64_t m = subs[s];
     if (m >= M) continue;
     const int64_t off = (m * 37 + 11) % (M - m + 1);
-    dpoison(1, dy[1], yb);
-    const memra_tensor ty = ten(dy[1], 0, MEMRA_TYPE_F32, N, m, 0),
-                       tx = ten(dx[1], (uint64_t)off * K * 4, MEMRA_TYPE_F32, K, m, 0),
-                       tw = ten(dw[1], 0, type, K, N, 0),
-                       tb = ten(db[1], 0, MEMRA_TYPE_F32, N, 1, 0);
+    ck_poison1(&P[1], dy[1], yb);
+    const memra_tensor ty = ck_tensor(dy[1], 0, MEMRA_TYPE_F32, N, m, 0),
+                       tx = ck_tensor(dx[1], (uint64_t)off * K * 4, MEMRA_TYPE_F32, K, m, 0),
+                       tw = ck_tensor(dw[1], 0, type, K, N, 0),
+                       tb = ck_tensor(db[1], 0, MEMRA_TYPE_F32, N, 1, 0);
     memra_status st = P[1].vt->gemm(P[1].be, &ty, &tx, &tw, use_bias ? &tb : &none);
     if (st == MEMRA_OK) st = P[1].vt->synchronize(P[1].be);
     memra_plug_must(&P[1], st, "gemm (sub-batch)");
-    float *part = dget(1, dy[1], 0, (uint64_t)m * N * 4);
+    float *part = ck_download(&P[1], dy[1], 0, (uint64_t)m * N * 4);
     const int same = memcmp(part, full + off * N, (size_t)(m * N) * 4) == 0;
     char w2[96];
     snprintf(w2, sizeof w2, "%s rows [%" PRId64 ", +%" PRId64 ") of %" PRId64, tn, off, m, M);
@@ -263,27 +154,27 @@ static void check_type(int32_t type, int64_t M, int64_t N, int64_t K, int use_bi
   /* strided x (K + 1 floats apart: no vector loads) and y (N + 3 apart) */
   {
     const int64_t m = M < 129 ? M : 129, off = M - m, xs = K + 1, ys = N + 3;
-    float *xh = xmalloc((size_t)(m * xs) * 4);
+    float *xh = ck_xmalloc((size_t)(m * xs) * 4);
     for (int64_t r = 0; r < m; ++r) {
       memcpy(xh + r * xs, x + (off + r) * K, (size_t)K * 4);
       xh[r * xs + K] = NAN; /* the gap is never read */
     }
-    memra_buf *sx = dnew(1, (uint64_t)(m * xs) * 4, xh),
-              *sy = dnew(1, (uint64_t)(m * ys) * 4, NULL);
-    const memra_tensor ty = ten(sy, 0, MEMRA_TYPE_F32, N, m, (uint64_t)ys * 4),
-                       tx = ten(sx, 0, MEMRA_TYPE_F32, K, m, (uint64_t)xs * 4),
-                       tw = ten(dw[1], 0, type, K, N, 0),
-                       tb = ten(db[1], 0, MEMRA_TYPE_F32, N, 1, 0);
+    memra_buf *sx = ck_alloc(&P[1], (uint64_t)(m * xs) * 4, xh),
+              *sy = ck_alloc(&P[1], (uint64_t)(m * ys) * 4, NULL);
+    const memra_tensor ty = ck_tensor(sy, 0, MEMRA_TYPE_F32, N, m, (uint64_t)ys * 4),
+                       tx = ck_tensor(sx, 0, MEMRA_TYPE_F32, K, m, (uint64_t)xs * 4),
+                       tw = ck_tensor(dw[1], 0, type, K, N, 0),
+                       tb = ck_tensor(db[1], 0, MEMRA_TYPE_F32, N, 1, 0);
     memra_status st = P[1].vt->gemm(P[1].be, &ty, &tx, &tw, use_bias ? &tb : &none);
     if (st == MEMRA_OK) st = P[1].vt->synchronize(P[1].be);
     memra_plug_must(&P[1], st, "gemm (strided)");
-    float *ys_h = dget(1, sy, 0, (uint64_t)(m * ys) * 4);
+    float *ys_h = ck_download(&P[1], sy, 0, (uint64_t)(m * ys) * 4);
     int same = 1;
     for (int64_t r = 0; r < m; ++r)
       same &= memcmp(ys_h + r * ys, full + (off + r) * N, (size_t)N * 4) == 0;
     char w2[96];
     snprintf(w2, sizeof w2, "%s strided x, y (%" PRId64 " rows)", tn, m);
-    record(w2, same && dguard_ok(1, sy, (uint64_t)(m * ys) * 4),
+    record(w2, same && ck_guard_ok1(&P[1], sy, (uint64_t)(m * ys) * 4),
            same ? "bit-identical to the full batch" : "differs from the full batch");
     free(ys_h);
     free(xh);
@@ -296,24 +187,24 @@ static void check_type(int32_t type, int64_t M, int64_t N, int64_t K, int use_bi
   if (type != MEMRA_TYPE_F32) {
     const int bf = type == MEMRA_TYPE_BF16;
     const int64_t m = M < 64 ? M : 64, off = M - m;
-    uint16_t *xh = xmalloc((size_t)(m * K) * 2);
+    uint16_t *xh = ck_xmalloc((size_t)(m * K) * 2);
     for (int64_t i = 0; i < m * K; ++i)
       xh[i] = bf ? memra_f32_to_bf16(x[off * K + i]) : memra_f32_to_fp16(x[off * K + i]);
     const uint64_t stride = (uint64_t)(K + 7) / 8 * 16; /* 16-byte rows, as required */
-    uint8_t *xp = xmalloc(stride * m);
+    uint8_t *xp = ck_xmalloc(stride * m);
     memset(xp, 0, stride * m);
     for (int64_t r = 0; r < m; ++r)
       memcpy(xp + r * stride, xh + r * K, (size_t)K * 2);
-    memra_buf *hx = dnew(1, stride * m, xp);
-    dpoison(1, dy[1], yb);
-    const memra_tensor ty = ten(dy[1], 0, MEMRA_TYPE_F32, N, m, 0),
-                       tx = ten(hx, 0, bf ? MEMRA_TYPE_BF16 : MEMRA_TYPE_F16, K, m, stride),
-                       tw = ten(dw[1], 0, type, K, N, 0),
-                       tb = ten(db[1], 0, MEMRA_TYPE_F32, N, 1, 0);
+    memra_buf *hx = ck_alloc(&P[1], stride * m, xp);
+    ck_poison1(&P[1], dy[1], yb);
+    const memra_tensor ty = ck_tensor(dy[1], 0, MEMRA_TYPE_F32, N, m, 0),
+                       tx = ck_tensor(hx, 0, bf ? MEMRA_TYPE_BF16 : MEMRA_TYPE_F16, K, m, stride),
+                       tw = ck_tensor(dw[1], 0, type, K, N, 0),
+                       tb = ck_tensor(db[1], 0, MEMRA_TYPE_F32, N, 1, 0);
     memra_status st = P[1].vt->gemm(P[1].be, &ty, &tx, &tw, use_bias ? &tb : &none);
     if (st == MEMRA_OK) st = P[1].vt->synchronize(P[1].be);
     memra_plug_must(&P[1], st, "gemm (16-bit x)");
-    float *part = dget(1, dy[1], 0, (uint64_t)m * N * 4);
+    float *part = ck_download(&P[1], dy[1], 0, (uint64_t)m * N * 4);
     const int same = memcmp(part, full + off * N, (size_t)(m * N) * 4) == 0;
     char w2[96];
     snprintf(w2, sizeof w2, "%s x given as %s (%" PRId64 " rows)", tn, bf ? "BF16" : "F16", m);
@@ -345,17 +236,17 @@ static void expect_err(const char *what, memra_status want, const char *needle, 
 static void check_errors(void) {
   const int64_t K = 256, N = 40, M = 5;
   uint64_t wb;
-  void *w = rand_rows(MEMRA_TYPE_F16, K, N, &wb), *q2 = NULL;
-  memra_buf *dw = dnew(1, wb, w), *dx = dnew(1, (uint64_t)M * K * 4, NULL);
-  memra_buf *dy = dnew(1, (uint64_t)M * N * 4, NULL);
+  void *w = ck_rand_rows(MEMRA_TYPE_F16, K, N, &wb), *q2 = NULL;
+  memra_buf *dw = ck_alloc(&P[1], wb, w), *dx = ck_alloc(&P[1], (uint64_t)M * K * 4, NULL);
+  memra_buf *dy = ck_alloc(&P[1], (uint64_t)M * N * 4, NULL);
   /* x holds real floats for the cases that get past the checks */
-  float *x = xmalloc((size_t)(M * K) * 4);
+  float *x = ck_xmalloc((size_t)(M * K) * 4);
   for (int64_t i = 0; i < M * K; ++i)
-    x[i] = frand(-1, 1);
+    x[i] = ck_frand(-1, 1);
   memra_plug_must(&P[1], P[1].vt->buf_upload(P[1].be, dx, 0, x, (uint64_t)M * K * 4), "upload");
-  memra_tensor none, ty = ten(dy, 0, MEMRA_TYPE_F32, N, M, 0),
-                     tx = ten(dx, 0, MEMRA_TYPE_F32, K, M, 0),
-                     tw = ten(dw, 0, MEMRA_TYPE_F16, K, N, 0);
+  memra_tensor none, ty = ck_tensor(dy, 0, MEMRA_TYPE_F32, N, M, 0),
+                     tx = ck_tensor(dx, 0, MEMRA_TYPE_F32, K, M, 0),
+                     tw = ck_tensor(dw, 0, MEMRA_TYPE_F16, K, N, 0);
   memset(&none, 0, sizeof none);
   const memra_backend_vt *vt = P[1].vt;
   memra_backend *be = P[1].be;
@@ -376,8 +267,8 @@ static void check_errors(void) {
   t.ne1 = 1 << 20;
   expect_err("errors: x past its buffer", MEMRA_E_INVALID, "overrun the buffer",
              vt->gemm(be, &ty, &t, &tw, &none));
-  memra_tensor tb = ten(dy, 0, MEMRA_TYPE_F32, N - 1, 1, 0);
-  t = ten(dx, 0, MEMRA_TYPE_F32, N, M, 0);
+  memra_tensor tb = ck_tensor(dy, 0, MEMRA_TYPE_F32, N - 1, 1, 0);
+  t = ck_tensor(dx, 0, MEMRA_TYPE_F32, N, M, 0);
   expect_err("errors: bias length", MEMRA_E_INVALID, "bias has 39 elements",
              vt->gemm(be, &t, &tx, &tw, &tb));
   expect_err("errors: y aliases x", MEMRA_E_INVALID, "cannot be computed in place",
@@ -395,11 +286,11 @@ static void check_errors(void) {
   expect_err("errors: unaligned F16 x", MEMRA_E_INVALID, "16-byte aligned",
              vt->gemm(be, &y2, &t, &tw, &none));
   uint64_t qb;
-  q2 = xmalloc(memra_type_row_bytes(MEMRA_TYPE_Q2_K, K) * N);
+  q2 = ck_xmalloc(memra_type_row_bytes(MEMRA_TYPE_Q2_K, K) * N);
   qb = memra_type_row_bytes(MEMRA_TYPE_Q2_K, K) * N;
   memset(q2, 0x11, qb);
-  memra_buf *dq = dnew(1, qb, q2);
-  t = ten(dq, 0, MEMRA_TYPE_Q2_K, K, N, 0);
+  memra_buf *dq = ck_alloc(&P[1], qb, q2);
+  t = ck_tensor(dq, 0, MEMRA_TYPE_Q2_K, K, N, 0);
   expect_err("errors: Q2_K weights", MEMRA_E_UNSUPPORTED, "no CUDA kernel for Q2_K",
              vt->gemm(be, &ty, &tx, &t, &none));
   t = tx;
@@ -424,12 +315,13 @@ static int64_t k_for(int32_t type, int odd) {
 }
 
 int main(int argc, char **argv) {
+  ck_rng = 0x6A09E667F3BCC909ull; /* the default seed */
   int a = 1;
   for (; a < argc && argv[a][0] == '-'; ++a) {
     if (!strcmp(argv[a], "--quick"))
       g_quick = 1;
     else if (!strcmp(argv[a], "--seed") && a + 1 < argc)
-      g_rng = strtoull(argv[++a], NULL, 0) | 1;
+      ck_rng = strtoull(argv[++a], NULL, 0) | 1;
     else
       break;
   }

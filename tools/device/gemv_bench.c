@@ -13,29 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "plugins/quant/quant.h"
+#include "tools/device/check_util.h"
 #include "tools/device/plugpair.h"
 
 static memra_plug G;
-static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-
-static uint64_t rnd(void) {
-  g_rng ^= g_rng >> 12;
-  g_rng ^= g_rng << 25;
-  g_rng ^= g_rng >> 27;
-  return g_rng * 2685821657736338717ull;
-}
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 #define MUST(call, what) memra_plug_must(&G, (call), what)
 
 /* Median seconds of one run of fn over `reps` timed batches of `inner` runs. */
@@ -45,14 +28,13 @@ static double median_time(void (*fn)(void *), void *ctx, int inner, int reps) {
     fn(ctx);
   MUST(G.vt->synchronize(G.be), "synchronize");
   for (int r = 0; r < reps; ++r) {
-    double t0 = now();
+    double t0 = ck_now();
     for (int i = 0; i < inner; ++i)
       fn(ctx);
     MUST(G.vt->synchronize(G.be), "synchronize");
-    t[r] = (now() - t0) / inner;
+    t[r] = (ck_now() - t0) / inner;
   }
-  qsort(t, (size_t)reps, sizeof t[0], cmp_d);
-  return t[reps / 2];
+  return ck_median(t, reps);
 }
 
 typedef struct copy_ctx {
@@ -73,13 +55,12 @@ static void run_graph(void *p) {
 
 static void fill_random(int32_t type, uint8_t *p, uint64_t bytes) {
   for (uint64_t i = 0; i < bytes; ++i)
-    p[i] = (uint8_t)(rnd() >> 56);
+    p[i] = (uint8_t)(ck_rnd() >> 56);
   memra_type_traits tr = memra_type_info(type);
   if (tr.blck == 1) { /* float formats: keep values finite and moderate */
     for (uint64_t i = 0; i + 1 < bytes; i += 2) {
-      uint16_t h = type == MEMRA_TYPE_BF16
-                       ? memra_f32_to_bf16((float)((int)(rnd() % 2001) - 1000) * 1e-3f)
-                       : memra_f32_to_fp16((float)((int)(rnd() % 2001) - 1000) * 1e-3f);
+      uint16_t h = type == MEMRA_TYPE_BF16 ? memra_f32_to_bf16(ck_frand_milli())
+                                           : memra_f32_to_fp16(ck_frand_milli());
       memcpy(p + i, &h, 2);
     }
   }
@@ -88,6 +69,7 @@ static void fill_random(int32_t type, uint8_t *p, uint64_t bytes) {
 }
 
 int main(int argc, char **argv) {
+  ck_rng = 0x2545F4914F6CDD1Dull; /* the default seed */
   if (argc != 2) {
     fprintf(stderr, "usage: gemv_bench PLUGIN.so\n");
     return 2;
@@ -103,7 +85,7 @@ int main(int argc, char **argv) {
   {
     uint8_t *tmp = malloc(64 << 20);
     for (uint64_t i = 0; i < (64u << 20); ++i)
-      tmp[i] = (uint8_t)(rnd() >> 56);
+      tmp[i] = (uint8_t)(ck_rnd() >> 56);
     for (uint64_t o = 0; o < cc.n; o += 64u << 20)
       MUST(G.vt->buf_upload(G.be, cc.a, o, tmp, 64u << 20), "upload");
     free(tmp);
@@ -148,7 +130,7 @@ int main(int argc, char **argv) {
       free(host);
       float *xh = malloc((size_t)(M * K) * 4);
       for (int64_t i = 0; i < M * K; ++i)
-        xh[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+        xh[i] = ck_frand_milli();
       MUST(G.vt->buf_upload(G.be, x, 0, xh, (uint64_t)(M * K) * 4), "upload x");
       free(xh);
       memra_tensor tx = {x, 0, MEMRA_TYPE_F32, 0, K, M, (uint64_t)K * 4};
@@ -204,7 +186,7 @@ int main(int argc, char **argv) {
     MUST(G.vt->buf_upload(G.be, ps, 0, ps_h, 8), "upload");
     float *qh = malloc(32 * 128 * 4);
     for (int i = 0; i < 32 * 128; ++i)
-      qh[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+      qh[i] = ck_frand_milli();
     MUST(G.vt->buf_upload(G.be, q, 0, qh, 32 * 128 * 4), "upload");
     free(qh);
     memra_batch b;

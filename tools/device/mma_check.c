@@ -34,85 +34,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "plugins/quant/quant.h"
+#include "tools/device/check_util.h"
 #include "tools/device/plugpair.h"
 
 enum { NP = 2 }; /* 0: CPU oracle, 1: plugin under test */
 static memra_plug P[3];
 static int g_quick, g_fail, g_pass;
-static uint64_t g_rng = 0x5EEDF00Dull;
-
-static uint64_t rnd(void) { /* xorshift64* */
-  g_rng ^= g_rng >> 12;
-  g_rng ^= g_rng << 25;
-  g_rng ^= g_rng >> 27;
-  return g_rng * 2685821657736338717ull;
-}
-static float frand(float lo, float hi) {
-  return lo + (hi - lo) * (float)((rnd() >> 40) * (1.0 / 16777216.0));
-}
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fprintf(stderr, "out of host memory (%zu bytes)\n", n);
-    exit(3);
-  }
-  return p;
-}
-
-/* --- buffers holding the same bytes in plugins [0, n) ------------------------------- */
-
-typedef struct dbuf {
-  memra_buf *b[3];
-  uint64_t size;
-} dbuf;
-
-/* init NULL: 0xFF bytes (NaN floats, NaN f16). */
-static dbuf dnew_in(int n, uint64_t size, const void *init) {
-  dbuf d;
-  memset(&d, 0, sizeof d);
-  d.size = size;
-  uint8_t *tmp = NULL;
-  if (!init) {
-    tmp = xmalloc(size);
-    memset(tmp, 0xFF, size);
-  }
-  for (int i = 0; i < n; ++i) {
-    memra_plug_must(&P[i], P[i].vt->buf_alloc(P[i].be, size, &d.b[i]), "buf_alloc");
-    memra_plug_must(&P[i], P[i].vt->buf_upload(P[i].be, d.b[i], 0, init ? init : tmp, size),
-                    "upload");
-  }
-  free(tmp);
-  return d;
-}
-static dbuf dnew(uint64_t size, const void *init) { return dnew_in(NP, size, init); }
-static void dfree(dbuf *d) {
-  for (int i = 0; i < 3; ++i)
-    if (d->b[i]) P[i].vt->buf_free(P[i].be, d->b[i]);
-  memset(d, 0, sizeof *d);
-}
-static void *dget(const dbuf *d, int i) {
-  void *p = xmalloc(d->size);
-  memra_plug_must(&P[i], P[i].vt->buf_download(P[i].be, d->b[i], 0, p, d->size), "download");
-  return p;
-}
-static memra_tensor T(const dbuf *d, int i, int32_t type, int64_t ne0, int64_t ne1) {
-  memra_tensor t;
-  memset(&t, 0, sizeof t);
-  t.buf = d->b[i];
-  t.type = type;
-  t.ne0 = ne0;
-  t.ne1 = ne1;
-  t.nb1 = memra_type_row_bytes(type, ne0);
-  return t;
-}
-static memra_tensor NONE(void) {
-  memra_tensor t;
-  memset(&t, 0, sizeof t);
-  return t;
-}
 
 static void report(const char *what, int pass, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -153,26 +82,16 @@ static int compare(const char *what, const float *ref, const float *got, int64_t
   return pass;
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-static int cmp_d(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* --- gemm --------------------------------------------------------------------------- */
 
 /* Weights [n, k] of type t from random floats; x values rounded to what the kernel sees. */
 static void *make_w(int32_t t, int64_t n, int64_t k, uint64_t *bytes) {
   const uint64_t rb = memra_type_row_bytes(t, k);
-  uint8_t *w = xmalloc(rb * n);
-  float *row = xmalloc((size_t)k * 4);
+  uint8_t *w = ck_xmalloc(rb * n);
+  float *row = ck_xmalloc((size_t)k * 4);
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t i = 0; i < k; ++i)
-      row[i] = frand(-1, 1);
+      row[i] = ck_frand(-1, 1);
     if (t == MEMRA_TYPE_F16)
       for (int64_t i = 0; i < k; ++i)
         ((uint16_t *)(w + r * rb))[i] = memra_f32_to_fp16(row[i]);
@@ -189,9 +108,9 @@ static void *make_w(int32_t t, int64_t n, int64_t k, uint64_t *bytes) {
   return w;
 }
 static float *make_x(int32_t wt, int64_t m, int64_t k) {
-  float *x = xmalloc((size_t)(m * k) * 4);
+  float *x = ck_xmalloc((size_t)(m * k) * 4);
   for (int64_t i = 0; i < m * k; ++i) {
-    float v = frand(-1, 1);
+    float v = ck_frand(-1, 1);
     if (wt == MEMRA_TYPE_F16) v = memra_fp16_to_f32(memra_f32_to_fp16(v));
     if (wt == MEMRA_TYPE_BF16) v = memra_bf16_to_f32(memra_f32_to_bf16(v));
     x[i] = v;
@@ -202,38 +121,38 @@ static float *make_x(int32_t wt, int64_t m, int64_t k) {
 static void check_gemm_case(int M, int N, int K, int32_t wt, int with_bias, int chunk_rows) {
   uint64_t wb;
   void *w = make_w(wt, N, K, &wb);
-  float *x = make_x(wt, M, K), *bias = xmalloc((size_t)N * 4);
+  float *x = make_x(wt, M, K), *bias = ck_xmalloc((size_t)N * 4);
   for (int i = 0; i < N; ++i)
-    bias[i] = frand(-1, 1);
-  dbuf dw = dnew(wb, w), dx = dnew((uint64_t)M * K * 4, x), db = dnew((uint64_t)N * 4, bias),
-       dy = dnew((uint64_t)M * N * 4, NULL);
+    bias[i] = ck_frand(-1, 1);
+  ck_buf dw = ck_new(wb, w), dx = ck_new((uint64_t)M * K * 4, x),
+         db = ck_new((uint64_t)N * 4, bias), dy = ck_new((uint64_t)M * N * 4, NULL);
   for (int i = 0; i < NP; ++i) {
-    memra_tensor ty = T(&dy, i, MEMRA_TYPE_F32, N, M), tx = T(&dx, i, MEMRA_TYPE_F32, K, M),
-                 tw = T(&dw, i, wt, K, N),
-                 tb = with_bias ? T(&db, i, MEMRA_TYPE_F32, N, 1) : NONE();
+    memra_tensor ty = ck_t(&dy, i, MEMRA_TYPE_F32, N, M), tx = ck_t(&dx, i, MEMRA_TYPE_F32, K, M),
+                 tw = ck_t(&dw, i, wt, K, N),
+                 tb = with_bias ? ck_t(&db, i, MEMRA_TYPE_F32, N, 1) : ck_none();
     memra_status st = i == 0 ? P[i].vt->matmul(P[i].be, &ty, &tx, &tw, &tb)
                              : P[i].vt->gemm(P[i].be, &ty, &tx, &tw, &tb);
     memra_plug_must(&P[i], st, i ? "gemm" : "matmul");
     memra_plug_must(&P[i], P[i].vt->synchronize(P[i].be), "synchronize");
   }
-  float *ref = dget(&dy, 0), *got = dget(&dy, 1);
+  float *ref = ck_get(&dy, 0), *got = ck_get(&dy, 1);
   char what[96];
   snprintf(what, sizeof what, "gemm %s M %d N %d K %d%s", memra_type_info(wt).name, M, N, K,
            with_bias ? " +bias" : "");
   const double tol = wt == MEMRA_TYPE_F16 || wt == MEMRA_TYPE_BF16 ? 1e-5 : 2e-3;
   compare(what, ref, got, (int64_t)M * N, tol, NULL);
   if (chunk_rows > 0) { /* rows in chunks == one-shot, bit for bit */
-    dbuf dc = dnew_in(NP, (uint64_t)M * N * 4, NULL);
+    ck_buf dc = ck_new_in(NP, (uint64_t)M * N * 4, NULL);
     for (int r0 = 0; r0 < M; r0 += chunk_rows) {
       const int mr = M - r0 < chunk_rows ? M - r0 : chunk_rows;
-      memra_tensor ty = T(&dc, 1, MEMRA_TYPE_F32, N, mr), tx = T(&dx, 1, MEMRA_TYPE_F32, K, mr),
-                   tw = T(&dw, 1, wt, K, N),
-                   tb = with_bias ? T(&db, 1, MEMRA_TYPE_F32, N, 1) : NONE();
+      memra_tensor ty = ck_t(&dc, 1, MEMRA_TYPE_F32, N, mr),
+                   tx = ck_t(&dx, 1, MEMRA_TYPE_F32, K, mr), tw = ck_t(&dw, 1, wt, K, N),
+                   tb = with_bias ? ck_t(&db, 1, MEMRA_TYPE_F32, N, 1) : ck_none();
       ty.offset = (uint64_t)r0 * N * 4;
       tx.offset = (uint64_t)r0 * K * 4;
       memra_plug_must(&P[1], P[1].vt->gemm(P[1].be, &ty, &tx, &tw, &tb), "gemm chunk");
     }
-    float *c = dget(&dc, 1);
+    float *c = ck_get(&dc, 1);
     int64_t diff = 0;
     for (int64_t i = 0; i < (int64_t)M * N; ++i)
       diff += memcmp(&c[i], &got[i], 4) != 0;
@@ -241,14 +160,14 @@ static void check_gemm_case(int M, int N, int K, int32_t wt, int with_bias, int 
              memra_type_info(wt).name, M, chunk_rows);
     report(what, diff == 0, "%" PRId64 " of %" PRId64 " elements differ", diff, (int64_t)M * N);
     free(c);
-    dfree(&dc);
+    ck_free(&dc);
   }
   free(ref);
   free(got);
-  dfree(&dw);
-  dfree(&dx);
-  dfree(&db);
-  dfree(&dy);
+  ck_free(&dw);
+  ck_free(&dx);
+  ck_free(&db);
+  ck_free(&dy);
   free(w);
   free(x);
   free(bias);
@@ -309,33 +228,33 @@ static attn_fix attn_make(const attn_case *c) {
   f.slots = (int64_t)f.n_pages * f.bs;
   f.width = c->n_kv * c->hd;
   f.qw = c->n_head * c->hd;
-  int32_t *perm = xmalloc((size_t)f.n_pages * 4);
+  int32_t *perm = ck_xmalloc((size_t)f.n_pages * 4);
   for (int i = 0; i < f.n_pages; ++i)
     perm[i] = i;
   for (int i = f.n_pages - 1; i > 0; --i) {
-    const int j = (int)(rnd() % (uint64_t)(i + 1));
+    const int j = (int)(ck_rnd() % (uint64_t)(i + 1));
     const int32_t t = perm[i];
     perm[i] = perm[j];
     perm[j] = t;
   }
-  f.bt = xmalloc((size_t)f.n_seqs * f.max_blocks * 4);
+  f.bt = ck_xmalloc((size_t)f.n_seqs * f.max_blocks * 4);
   for (int i = 0; i < f.n_seqs * f.max_blocks; ++i)
     f.bt[i] = perm[i];
   free(perm);
-  f.kc = xmalloc((size_t)(f.slots * f.width) * 2);
-  f.vc = xmalloc((size_t)(f.slots * f.width) * 2);
+  f.kc = ck_xmalloc((size_t)(f.slots * f.width) * 2);
+  f.vc = ck_xmalloc((size_t)(f.slots * f.width) * 2);
   memset(f.kc, 0xFF, (size_t)(f.slots * f.width) * 2);
   memset(f.vc, 0xFF, (size_t)(f.slots * f.width) * 2);
   for (int s = 0; s < f.n_seqs; ++s)
     for (int p = 0; p < c->start[s] + c->len[s]; ++p) {
       const int64_t slot = (int64_t)f.bt[s * f.max_blocks + p / f.bs] * f.bs + p % f.bs;
       for (int e = 0; e < f.width; ++e) {
-        f.kc[slot * f.width + e] = memra_f32_to_fp16(frand(-1, 1));
-        f.vc[slot * f.width + e] = memra_f32_to_fp16(frand(-1, 1));
+        f.kc[slot * f.width + e] = memra_f32_to_fp16(ck_frand(-1, 1));
+        f.vc[slot * f.width + e] = memra_f32_to_fp16(ck_frand(-1, 1));
       }
     }
-  f.pos = xmalloc((size_t)f.n_rows * 4);
-  f.seq = xmalloc((size_t)f.n_rows * 4);
+  f.pos = ck_xmalloc((size_t)f.n_rows * 4);
+  f.seq = ck_xmalloc((size_t)f.n_rows * 4);
   int r = 0;
   if (c->interleave) {
     int next[4] = {0, 0, 0, 0};
@@ -352,9 +271,9 @@ static attn_fix attn_make(const attn_case *c) {
         f.pos[r++] = c->start[s] + i;
       }
   }
-  f.q = xmalloc((size_t)f.n_rows * f.qw * 4);
+  f.q = ck_xmalloc((size_t)f.n_rows * f.qw * 4);
   for (int64_t i = 0; i < (int64_t)f.n_rows * f.qw; ++i)
-    f.q[i] = frand(-2, 2);
+    f.q[i] = ck_frand(-2, 2);
   return f;
 }
 static void attn_free(attn_fix *f) {
@@ -367,28 +286,28 @@ static void attn_free(attn_fix *f) {
 }
 
 typedef struct attn_dev {
-  dbuf kc, vc, q, out, pos, seq, bt;
+  ck_buf kc, vc, q, out, pos, seq, bt;
 } attn_dev;
 
 static attn_dev attn_upload(const attn_fix *f, int n) {
   attn_dev d;
-  d.kc = dnew_in(n, (uint64_t)f->slots * f->width * 2, f->kc);
-  d.vc = dnew_in(n, (uint64_t)f->slots * f->width * 2, f->vc);
-  d.q = dnew_in(n, (uint64_t)f->n_rows * f->qw * 4, f->q);
-  d.out = dnew_in(n, (uint64_t)f->n_rows * f->qw * 4, NULL);
-  d.pos = dnew_in(n, (uint64_t)f->n_rows * 4, f->pos);
-  d.seq = dnew_in(n, (uint64_t)f->n_rows * 4, f->seq);
-  d.bt = dnew_in(n, (uint64_t)f->n_seqs * f->max_blocks * 4, f->bt);
+  d.kc = ck_new_in(n, (uint64_t)f->slots * f->width * 2, f->kc);
+  d.vc = ck_new_in(n, (uint64_t)f->slots * f->width * 2, f->vc);
+  d.q = ck_new_in(n, (uint64_t)f->n_rows * f->qw * 4, f->q);
+  d.out = ck_new_in(n, (uint64_t)f->n_rows * f->qw * 4, NULL);
+  d.pos = ck_new_in(n, (uint64_t)f->n_rows * 4, f->pos);
+  d.seq = ck_new_in(n, (uint64_t)f->n_rows * 4, f->seq);
+  d.bt = ck_new_in(n, (uint64_t)f->n_seqs * f->max_blocks * 4, f->bt);
   return d;
 }
 static void attn_dfree(attn_dev *d) {
-  dfree(&d->kc);
-  dfree(&d->vc);
-  dfree(&d->q);
-  dfree(&d->out);
-  dfree(&d->pos);
-  dfree(&d->seq);
-  dfree(&d->bt);
+  ck_free(&d->kc);
+  ck_free(&d->vc);
+  ck_free(&d->q);
+  ck_free(&d->out);
+  ck_free(&d->pos);
+  ck_free(&d->seq);
+  ck_free(&d->bt);
 }
 
 /* Rows [r0, r0 + nr) of the fixture through plugin i's attention op. */
@@ -404,15 +323,15 @@ static memra_status attn_run(const attn_fix *f, const attn_dev *d, int i, const 
   b.flags = MEMRA_BATCH_PROMPT; /* prompt rows: the tensor-core kernel */
   for (int r = r0; r < r0 + nr; ++r)
     if (f->pos[r] + 1 > b.kv_bucket) b.kv_bucket = f->pos[r] + 1;
-  b.pos = T(&d->pos, i, MEMRA_TYPE_I32, nr, 1);
+  b.pos = ck_t(&d->pos, i, MEMRA_TYPE_I32, nr, 1);
   b.pos.offset = (uint64_t)r0 * 4;
-  b.seq = T(&d->seq, i, MEMRA_TYPE_I32, nr, 1);
+  b.seq = ck_t(&d->seq, i, MEMRA_TYPE_I32, nr, 1);
   b.seq.offset = (uint64_t)r0 * 4;
-  b.block_table = T(&d->bt, i, MEMRA_TYPE_I32, f->max_blocks, f->n_seqs);
-  memra_tensor out = T(&d->out, i, MEMRA_TYPE_F32, f->qw, nr),
-               q = T(&d->q, i, MEMRA_TYPE_F32, f->qw, nr),
-               kc = T(&d->kc, i, MEMRA_TYPE_F16, f->width, f->slots),
-               vc = T(&d->vc, i, MEMRA_TYPE_F16, f->width, f->slots);
+  b.block_table = ck_t(&d->bt, i, MEMRA_TYPE_I32, f->max_blocks, f->n_seqs);
+  memra_tensor out = ck_t(&d->out, i, MEMRA_TYPE_F32, f->qw, nr),
+               q = ck_t(&d->q, i, MEMRA_TYPE_F32, f->qw, nr),
+               kc = ck_t(&d->kc, i, MEMRA_TYPE_F16, f->width, f->slots),
+               vc = ck_t(&d->vc, i, MEMRA_TYPE_F16, f->width, f->slots);
   out.offset = q.offset = (uint64_t)r0 * f->qw * 4;
   memra_attn_params p = {c->n_head, c->n_kv, c->hd, c->window, 1.0f / sqrtf((float)c->hd),
                          c->softcap};
@@ -437,7 +356,7 @@ static void check_attention(void) {
       memra_plug_must(&P[i], attn_run(&f, &d, i, c, 0, f.n_rows), "attention");
       memra_plug_must(&P[i], P[i].vt->synchronize(P[i].be), "synchronize");
     }
-    float *ref = dget(&d.out, 0), *got = dget(&d.out, 1);
+    float *ref = ck_get(&d.out, 0), *got = ck_get(&d.out, 1);
     char what[120];
     snprintf(what, sizeof what, "attn h%d/kv%d d%d: %s", c->n_head, c->n_kv, c->hd, c->name);
     compare(what, ref, got, (int64_t)f.n_rows * f.qw, 4e-3, NULL);
@@ -460,11 +379,11 @@ static void check_chunked(void) {
     attn_fix f = attn_make(c);
     attn_dev d = attn_upload(&f, NP);
     memra_plug_must(&P[1], attn_run(&f, &d, 1, c, 0, f.n_rows), "attention");
-    float *one = dget(&d.out, 1);
+    float *one = ck_get(&d.out, 1);
     for (int r0 = 0; r0 < f.n_rows; r0 += 67)
       memra_plug_must(&P[1], attn_run(&f, &d, 1, c, r0, f.n_rows - r0 < 67 ? f.n_rows - r0 : 67),
                       "attention chunk");
-    float *ch = dget(&d.out, 1);
+    float *ch = ck_get(&d.out, 1);
     int64_t diff = 0;
     for (int64_t i = 0; i < (int64_t)f.n_rows * f.qw; ++i)
       diff += memcmp(&one[i], &ch[i], 4) != 0;
@@ -475,7 +394,7 @@ static void check_chunked(void) {
            (int64_t)f.n_rows * f.qw);
     /* and against the oracle, so bit-equality is not equality of two wrong answers */
     memra_plug_must(&P[0], attn_run(&f, &d, 0, c, 0, f.n_rows), "attention");
-    float *ref = dget(&d.out, 0);
+    float *ref = ck_get(&d.out, 0);
     snprintf(what, sizeof what, "attn h%d/kv%d d%d: %d rows chunked vs cpu", c->n_head, c->n_kv,
              c->hd, f.n_rows);
     compare(what, ref, ch, (int64_t)f.n_rows * f.qw, 4e-3, NULL);
@@ -495,24 +414,23 @@ static double time_median(int i, memra_status (*fn)(int, void *), void *ctx, int
     memra_plug_must(&P[i], fn(i, ctx), "bench warm-up");
   memra_plug_must(&P[i], P[i].vt->synchronize(P[i].be), "synchronize");
   for (int r = 0; r < reps; ++r) {
-    const double t0 = now_s();
+    const double t0 = ck_now();
     memra_plug_must(&P[i], fn(i, ctx), "bench");
     memra_plug_must(&P[i], P[i].vt->synchronize(P[i].be), "synchronize");
-    t[r] = now_s() - t0;
+    t[r] = ck_now() - t0;
   }
-  qsort(t, (size_t)reps, sizeof t[0], cmp_d);
-  return t[reps / 2];
+  return ck_median(t, reps);
 }
 
 typedef struct gemm_bench {
   int m, n, k;
-  dbuf x, w, y;
+  ck_buf x, w, y;
 } gemm_bench;
 static memra_status gemm_bench_run(int i, void *ctx) {
   gemm_bench *g = ctx;
-  memra_tensor y = T(&g->y, i, MEMRA_TYPE_F32, g->n, g->m),
-               x = T(&g->x, i, MEMRA_TYPE_F16, g->k, g->m),
-               w = T(&g->w, i, MEMRA_TYPE_F16, g->k, g->n), b = NONE();
+  memra_tensor y = ck_t(&g->y, i, MEMRA_TYPE_F32, g->n, g->m),
+               x = ck_t(&g->x, i, MEMRA_TYPE_F16, g->k, g->m),
+               w = ck_t(&g->w, i, MEMRA_TYPE_F16, g->k, g->n), b = ck_none();
   return P[i].vt->gemm(P[i].be, &y, &x, &w, &b);
 }
 
@@ -530,10 +448,10 @@ static void bench(int n_plugins) {
   /* GEMM 8192^3, x given as F16 (the op's benchmark form: no conversion step). */
   gemm_bench g = {8192, 8192, 8192, {{0}, 0}, {{0}, 0}, {{0}, 0}};
   const int64_t e = (int64_t)g.m * g.k;
-  uint16_t *h = xmalloc((size_t)e * 2);
+  uint16_t *h = ck_xmalloc((size_t)e * 2);
   for (int64_t i = 0; i < e; ++i)
-    h[i] = memra_f32_to_fp16(frand(-1, 1));
-  dbuf x = {{0}, 0}, w = {{0}, 0}, y = {{0}, 0};
+    h[i] = memra_f32_to_fp16(ck_frand(-1, 1));
+  ck_buf x = {{0}, 0}, w = {{0}, 0}, y = {{0}, 0};
   for (int i = 1; i < n_plugins; ++i) {
     memra_plug_must(&P[i], P[i].vt->buf_alloc(P[i].be, (uint64_t)e * 2, &x.b[i]), "buf_alloc");
     memra_plug_must(&P[i], P[i].vt->buf_alloc(P[i].be, (uint64_t)e * 2, &w.b[i]), "buf_alloc");
@@ -554,9 +472,9 @@ static void bench(int n_plugins) {
     printf("bench %-40s gemm F16 M=N=K=8192: %8.3f ms  %6.1f TFLOP/s\n", P[i].path, t * 1e3,
            flop / t * 1e-12);
   }
-  dfree(&x);
-  dfree(&w);
-  dfree(&y);
+  ck_free(&x);
+  ck_free(&w);
+  ck_free(&y);
   free(h);
 
   /* Llama-3.1-8B prefill attention, 4096 tokens, causal. */
@@ -568,7 +486,7 @@ static void bench(int n_plugins) {
   a.f = &f;
   for (int i = 1; i < n_plugins; ++i) { /* per plugin, without the CPU copy */
     attn_dev d;
-    dbuf *fields[] = {&d.kc, &d.vc, &d.q, &d.out, &d.pos, &d.seq, &d.bt};
+    ck_buf *fields[] = {&d.kc, &d.vc, &d.q, &d.out, &d.pos, &d.seq, &d.bt};
     const void *src[] = {f.kc, f.vc, f.q, NULL, f.pos, f.seq, f.bt};
     const uint64_t sz[] = {(uint64_t)f.slots * f.width * 2,
                            (uint64_t)f.slots * f.width * 2,
@@ -578,7 +496,7 @@ static void bench(int n_plugins) {
                            (uint64_t)f.n_rows * 4,
                            (uint64_t)f.n_seqs * f.max_blocks * 4};
     for (int k = 0; k < 7; ++k) {
-      memset(fields[k], 0, sizeof(dbuf));
+      memset(fields[k], 0, sizeof(ck_buf));
       fields[k]->size = sz[k];
       memra_plug_must(&P[i], P[i].vt->buf_alloc(P[i].be, sz[k], &fields[k]->b[i]), "buf_alloc");
       if (src[k])
@@ -599,12 +517,13 @@ static void bench(int n_plugins) {
 }
 
 int main(int argc, char **argv) {
+  ck_rng = 0x5EEDF00Dull; /* the default seed */
   int a = 1;
   for (; a < argc && argv[a][0] == '-'; ++a) {
     if (!strcmp(argv[a], "--quick"))
       g_quick = 1;
     else if (!strcmp(argv[a], "--seed") && a + 1 < argc)
-      g_rng = strtoull(argv[++a], NULL, 0) | 1;
+      ck_rng = strtoull(argv[++a], NULL, 0) | 1;
     else {
       fprintf(stderr, "usage: mma_check [--quick] [--seed N] CPU.so TEST.so [OTHER.so]\n");
       return 2;
@@ -617,6 +536,7 @@ int main(int argc, char **argv) {
   const int n_plugins = argc - a;
   for (int i = 0; i < n_plugins; ++i)
     if (memra_plug_open(&P[i], argv[a + i])) return 2;
+  ck_use_plugs(P, NP);
   if (P[1].vt->struct_size < offsetof(memra_backend_vt, gemm) + sizeof(void *) || !P[1].vt->gemm) {
     report("gemm op present in the plugin under test", 0, "%s has no gemm op", P[1].vt->name);
   } else {
