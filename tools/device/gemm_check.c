@@ -19,31 +19,17 @@
  * compute-sanitizer). */
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plugins/quant/quant.h"
+#include "tools/device/check_report.h"
 #include "tools/device/check_util.h"
 #include "tools/device/plugpair.h"
 
 static memra_plug P[2]; /* 0: reference (CPU), 1: under test */
-static int g_quick, g_fail, g_cases;
-
-static void record(const char *what, int pass, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void record(const char *what, int pass, const char *fmt, ...) {
-  char note[200];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(note, sizeof note, fmt, ap);
-  va_end(ap);
-  ++g_cases;
-  if (!pass) ++g_fail;
-  printf("%-4s %-44s %s\n", pass ? "ok" : "FAIL", what, note);
-  fflush(stdout);
-}
+static int g_quick;
 
 /* y (test) against ref: no non-finite values, the worst row's max|err| / rms(reference
  * row) within tol_max and the relative L2 error within tol_l2. */
@@ -74,10 +60,10 @@ static void compare_rows(const char *what, const float *ref, const float *y, int
     }
   }
   const double l2 = den > 0 ? sqrt(num / den) : sqrt(num);
-  record(what, bad == 0 && worst <= tol_max && l2 <= tol_l2,
-         "max|err|/rms %.2e (row %" PRId64
-         ", tol %.0e), rel L2 %.2e (tol %.0e), non-finite %" PRId64,
-         worst, worst_row, tol_max, l2, tol_l2, bad);
+  ck_line(what, bad == 0 && worst <= tol_max && l2 <= tol_l2,
+          "max|err|/rms %.2e (row %" PRId64
+          ", tol %.0e), rel L2 %.2e (tol %.0e), non-finite %" PRId64,
+          worst, worst_row, tol_max, l2, tol_l2, bad);
 }
 
 /* One weight type at one shape: reference over M rows, then the invariance variants. */
@@ -127,7 +113,7 @@ static void check_type(int32_t type, int64_t M, int64_t N, int64_t K, int use_bi
   }
   float *ref = ck_download(&P[0], dy[0], 0, yb), *full = ck_download(&P[1], dy[1], 0, yb);
   compare_rows(what, ref, full, M, N, tol_max, tol_l2);
-  if (!ck_guard_ok1(&P[1], dy[1], yb)) record(what, 0, "wrote past y (guard bytes)");
+  if (!ck_guard_ok1(&P[1], dy[1], yb)) ck_line(what, 0, "wrote past y (guard bytes)");
 
   /* sub-batches at other offsets: bit-identical to the full batch's rows */
   static const int64_t subs[] = {1, 7, 64, 129, 512};
@@ -147,7 +133,7 @@ static void check_type(int32_t type, int64_t M, int64_t N, int64_t K, int use_bi
     const int same = memcmp(part, full + off * N, (size_t)(m * N) * 4) == 0;
     char w2[96];
     snprintf(w2, sizeof w2, "%s rows [%" PRId64 ", +%" PRId64 ") of %" PRId64, tn, off, m, M);
-    record(w2, same, same ? "bit-identical to the full batch" : "differs from the full batch");
+    ck_line(w2, same, same ? "bit-identical to the full batch" : "differs from the full batch");
     free(part);
   }
 
@@ -174,8 +160,8 @@ static void check_type(int32_t type, int64_t M, int64_t N, int64_t K, int use_bi
       same &= memcmp(ys_h + r * ys, full + (off + r) * N, (size_t)N * 4) == 0;
     char w2[96];
     snprintf(w2, sizeof w2, "%s strided x, y (%" PRId64 " rows)", tn, m);
-    record(w2, same && ck_guard_ok1(&P[1], sy, (uint64_t)(m * ys) * 4),
-           same ? "bit-identical to the full batch" : "differs from the full batch");
+    ck_line(w2, same && ck_guard_ok1(&P[1], sy, (uint64_t)(m * ys) * 4),
+            same ? "bit-identical to the full batch" : "differs from the full batch");
     free(ys_h);
     free(xh);
     P[1].vt->buf_free(P[1].be, sx);
@@ -208,7 +194,7 @@ static void check_type(int32_t type, int64_t M, int64_t N, int64_t K, int use_bi
     const int same = memcmp(part, full + off * N, (size_t)(m * N) * 4) == 0;
     char w2[96];
     snprintf(w2, sizeof w2, "%s x given as %s (%" PRId64 " rows)", tn, bf ? "BF16" : "F16", m);
-    record(w2, same, same ? "bit-identical to the F32 x path" : "differs from the F32 x path");
+    ck_line(w2, same, same ? "bit-identical to the F32 x path" : "differs from the F32 x path");
     free(part);
     free(xp);
     free(xh);
@@ -231,7 +217,7 @@ static void check_type(int32_t type, int64_t M, int64_t N, int64_t K, int use_bi
 /* Hostile arguments: each must fail with its status and a message naming the problem. */
 static void expect_err(const char *what, memra_status want, const char *needle, memra_status got) {
   const char *msg = got == MEMRA_OK ? "(accepted)" : P[1].vt->last_error(P[1].be);
-  record(what, got == want && strstr(msg, needle) != NULL, "status %d: %s", (int)got, msg);
+  ck_line(what, got == want && strstr(msg, needle) != NULL, "status %d: %s", (int)got, msg);
 }
 static void check_errors(void) {
   const int64_t K = 256, N = 40, M = 5;
@@ -298,7 +284,7 @@ static void check_errors(void) {
   memra_tensor y0 = ty;
   y0.ne1 = 0;
   const memra_status s0 = vt->gemm(be, &y0, &t, &tw, &none);
-  record("errors: M = 0 is a no-op", s0 == MEMRA_OK, "status %d", (int)s0);
+  ck_line("errors: M = 0 is a no-op", s0 == MEMRA_OK, "status %d", (int)s0);
   vt->buf_free(be, dq);
   vt->buf_free(be, dw);
   vt->buf_free(be, dx);
@@ -315,6 +301,7 @@ static int64_t k_for(int32_t type, int odd) {
 }
 
 int main(int argc, char **argv) {
+  ck_lines_width(44);
   ck_rng = 0x6A09E667F3BCC909ull; /* the default seed */
   int a = 1;
   for (; a < argc && argv[a][0] == '-'; ++a) {
@@ -356,8 +343,9 @@ int main(int argc, char **argv) {
     check_type(MEMRA_TYPE_Q8_0, 100, 70000, 1024, 1);
   }
   check_errors();
-  printf("gemm_check: %d cases, %d failed\n", g_cases, g_fail);
+  printf("gemm_check: %d cases, %d failed\n", ck_lines_passed() + ck_lines_failed(),
+         ck_lines_failed());
   memra_plug_close(&P[1]);
   memra_plug_close(&P[0]);
-  return g_fail ? 1 : 0;
+  return ck_lines_failed() ? 1 : 0;
 }

@@ -29,35 +29,19 @@
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plugins/quant/quant.h"
+#include "tools/device/check_report.h"
 #include "tools/device/check_util.h"
 #include "tools/device/plugpair.h"
 
 enum { NP = 2 }; /* 0: CPU oracle, 1: plugin under test */
 static memra_plug P[3];
-static int g_quick, g_fail, g_pass;
-
-static void report(const char *what, int pass, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void report(const char *what, int pass, const char *fmt, ...) {
-  char msg[200];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  printf("%-4s %-58s %s\n", pass ? "ok" : "FAIL", what, msg);
-  fflush(stdout);
-  if (pass)
-    ++g_pass;
-  else
-    ++g_fail;
-}
+static int g_quick;
 
 /* rel L2 error of b against the reference a, max abs error; NaN anywhere fails. */
 static int compare(const char *what, const float *ref, const float *got, int64_t n, double tol,
@@ -76,8 +60,8 @@ static int compare(const char *what, const float *ref, const float *got, int64_t
   }
   const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
   const int pass = nan == 0 && rel <= tol;
-  report(what, pass, "rel L2 %.2e (tol %.0e), max abs %.2e%s", rel, tol, mx,
-         nan ? ", NaN present" : "");
+  ck_line(what, pass, "rel L2 %.2e (tol %.0e), max abs %.2e%s", rel, tol, mx,
+          nan ? ", NaN present" : "");
   if (rel_out) *rel_out = rel;
   return pass;
 }
@@ -158,7 +142,7 @@ static void check_gemm_case(int M, int N, int K, int32_t wt, int with_bias, int 
       diff += memcmp(&c[i], &got[i], 4) != 0;
     snprintf(what, sizeof what, "gemm %s M %d in chunks of %d rows == one-shot",
              memra_type_info(wt).name, M, chunk_rows);
-    report(what, diff == 0, "%" PRId64 " of %" PRId64 " elements differ", diff, (int64_t)M * N);
+    ck_line(what, diff == 0, "%" PRId64 " of %" PRId64 " elements differ", diff, (int64_t)M * N);
     free(c);
     ck_free(&dc);
   }
@@ -390,8 +374,8 @@ static void check_chunked(void) {
     char what[120];
     snprintf(what, sizeof what, "attn h%d/kv%d d%d: %d rows in chunks of 67 == one-shot", c->n_head,
              c->n_kv, c->hd, f.n_rows);
-    report(what, diff == 0, "%" PRId64 " of %" PRId64 " elements differ", diff,
-           (int64_t)f.n_rows * f.qw);
+    ck_line(what, diff == 0, "%" PRId64 " of %" PRId64 " elements differ", diff,
+            (int64_t)f.n_rows * f.qw);
     /* and against the oracle, so bit-equality is not equality of two wrong answers */
     memra_plug_must(&P[0], attn_run(&f, &d, 0, c, 0, f.n_rows), "attention");
     float *ref = ck_get(&d.out, 0);
@@ -517,6 +501,7 @@ static void bench(int n_plugins) {
 }
 
 int main(int argc, char **argv) {
+  ck_lines_width(58);
   ck_rng = 0x5EEDF00Dull; /* the default seed */
   int a = 1;
   for (; a < argc && argv[a][0] == '-'; ++a) {
@@ -538,15 +523,16 @@ int main(int argc, char **argv) {
     if (memra_plug_open(&P[i], argv[a + i])) return 2;
   ck_use_plugs(P, NP);
   if (P[1].vt->struct_size < offsetof(memra_backend_vt, gemm) + sizeof(void *) || !P[1].vt->gemm) {
-    report("gemm op present in the plugin under test", 0, "%s has no gemm op", P[1].vt->name);
+    ck_line("gemm op present in the plugin under test", 0, "%s has no gemm op", P[1].vt->name);
   } else {
     check_gemm();
   }
   check_attention();
   check_chunked();
   if (!g_quick) bench(n_plugins);
-  printf("mma_check: %d passed, %d failed: %s\n", g_pass, g_fail, g_fail ? "FAIL" : "PASS");
+  printf("mma_check: %d passed, %d failed: %s\n", ck_lines_passed(), ck_lines_failed(),
+         ck_lines_failed() ? "FAIL" : "PASS");
   for (int i = n_plugins - 1; i >= 0; --i)
     memra_plug_close(&P[i]);
-  return g_fail ? 1 : 0;
+  return ck_lines_failed() ? 1 : 0;
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "plugins/quant/quant.h"
+#include "tools/device/check_report.h"
 #include "tools/device/check_util.h"
 #include "tools/device/plugpair.h"
 
@@ -34,31 +35,6 @@ static memra_tensor *TP(const ck_buf *d, int i, int32_t type, int64_t ne0, int64
 }
 
 /* --- results ------------------------------------------------------------------------ */
-
-typedef struct result {
-  char op[16], what[96];
-  double err, tol;
-  int pass;
-  char note[96];
-} result;
-static result g_res[1024];
-static int g_nres, g_nfail;
-
-static void record(const char *op, const char *what, double err, double tol, int pass,
-                   const char *note) {
-  if (g_nres < (int)(sizeof g_res / sizeof g_res[0])) {
-    result *r = &g_res[g_nres++];
-    snprintf(r->op, sizeof r->op, "%s", op);
-    snprintf(r->what, sizeof r->what, "%s", what);
-    r->err = err;
-    r->tol = tol;
-    r->pass = pass;
-    snprintf(r->note, sizeof r->note, "%s", note ? note : "");
-  }
-  if (!pass) ++g_nfail;
-  fprintf(stderr, "%-4s %-10s %-64s err %.3e tol %.1e %s\n", pass ? "ok" : "FAIL", op, what, err,
-          tol, note ? note : "");
-}
 
 /* Compares n floats of d (reference vs test): NaN/Inf agreement, then relative L2. */
 static void compare_f32(const char *op, const char *what, const ck_buf *d, int64_t n, double tol) {
@@ -84,7 +60,7 @@ static void compare_f32(const char *op, const char *what, const ck_buf *d, int64
              b[bad]);
   else if (!ck_guard_ok(d))
     snprintf(note, sizeof note, "guard bytes overwritten");
-  record(op, what, err, tol, pass, note);
+  ck_record(op, what, err, tol, pass, note);
   free(a);
   free(b);
 }
@@ -95,7 +71,7 @@ static void compare_i32(const char *op, const char *what, const ck_buf *d, int64
     if (a[i] != b[i]) bad = i;
   char note[96] = "";
   if (bad >= 0) snprintf(note, sizeof note, "at %" PRId64 ": %d vs %d", bad, a[bad], b[bad]);
-  record(op, what, bad >= 0 ? 1 : 0, 0, bad < 0 && ck_guard_ok(d), note);
+  ck_record(op, what, bad >= 0 ? 1 : 0, 0, bad < 0 && ck_guard_ok(d), note);
   free(a);
   free(b);
 }
@@ -104,13 +80,13 @@ static int both_ok(const char *op, const char *what, memra_status s0, memra_stat
   if (s0 == MEMRA_OK && s1 == MEMRA_OK) return 1;
   char note[96];
   if (s0 == MEMRA_E_UNSUPPORTED && s1 == MEMRA_E_UNSUPPORTED) {
-    record(op, what, 0, 0, 1, "unsupported by both (skipped)");
+    ck_record(op, what, 0, 0, 1, "unsupported by both (skipped)");
     return 0;
   }
   snprintf(note, sizeof note, "status ref %d test %d", (int)s0, (int)s1);
   fprintf(stderr, "  ref: %s\n  test: %s\n", P[0].vt->last_error(P[0].be),
           P[1].vt->last_error(P[1].be));
-  record(op, what, 1, 0, 0, note);
+  ck_record(op, what, 1, 0, 0, note);
   return 0;
 }
 #define BOTH(op, what, call)                                                                       \
@@ -205,7 +181,7 @@ static void check_matmul(void) {
           char w2[96];
           snprintf(w2, sizeof w2, "%s row %" PRId64 " alone == in batch of %" PRId64,
                    memra_type_info(type).name, r, M);
-          record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+          ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
           free(y1);
           free(yb);
           ck_free(&d1);
@@ -289,7 +265,7 @@ static void check_matmul_n(void) {
           char w2[96];
           snprintf(w2, sizeof w2, "%s M=%" PRId64 " y[%d] fused == matmul",
                    memra_type_info(type).name, M, j);
-          record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+          ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
           free(a);
           free(b);
         }
@@ -465,8 +441,8 @@ static void check_kv_store(void) {
         const ck_buf *d = c ? &dvc : &dkc;
         uint8_t *a = ck_get(d, 0), *b = ck_get(d, 1);
         int same = memcmp(a, b, cb) == 0 && ck_guard_ok(d);
-        record("kv_store", c ? "  v cache bytes identical" : "  k cache bytes identical", !same, 0,
-               same, NULL);
+        ck_record("kv_store", c ? "  v cache bytes identical" : "  k cache bytes identical", !same,
+                  0, same, NULL);
         free(a);
         free(b);
       }
@@ -559,7 +535,7 @@ static void check_attention(void) {
       char w2[96];
       snprintf(w2, sizeof w2, "attention row %d alone (bucket %d) == in batch (bucket %d)", r,
                pos[r] + 1, maxp + 1);
-      record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+      ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
       free(o1);
       free(ob);
       ck_free(&d1);
@@ -722,7 +698,7 @@ static int sample_diff_explained(const float *x, int64_t n, const memra_sample_p
  * times gives exactly the 3 eager draws from the same seeds (the state advances on the device). */
 static void check_sample(void) {
   if (!P[0].vt->sample || !P[1].vt->sample) {
-    record("sample", "slot", 0, 0, !P[0].vt->sample, "test plugin has no sample slot");
+    ck_record("sample", "slot", 0, 0, !P[0].vt->sample, "test plugin has no sample slot");
     return;
   }
   const int64_t R = 16, V = g_quick ? 1003 : 32003;
@@ -784,17 +760,17 @@ static void check_sample(void) {
     snprintf(note, sizeof note, "%" PRId64 "/%" PRId64 " agree, %" PRId64 " unexplained, states %s",
              same, total, unexplained, states ? "identical" : "DIFFER");
     const int exact = sp[c].temperature <= 0.0f;
-    record("sample", what, 1.0 - agree, exact ? 0 : 0.01,
-           states && unexplained == 0 &&
-               (exact ? same == total : agree >= 0.99 || total - same <= 2),
-           note);
+    ck_record("sample", what, 1.0 - agree, exact ? 0 : 0.01,
+              states && unexplained == 0 &&
+                  (exact ? same == total : agree >= 0.99 || total - same <= 2),
+              note);
     if (exact) { /* temperature 0 is the argmax op */
       BOTH("sample", "  T 0 == argmax op",
            P[i].vt->argmax(P[i].be, TP(&da, i, MEMRA_TYPE_I32, R, 1), TP(&dx, i, 0, V, R)));
       if (ok_) {
         int32_t *a = ck_get(&da, 1), *b = ck_get(&di, 1);
         const int eq = memcmp(a, b, (size_t)R * 4) == 0;
-        record("sample", "  T 0 == argmax op (test plugin)", !eq, 0, eq, NULL);
+        ck_record("sample", "  T 0 == argmax op (test plugin)", !eq, 0, eq, NULL);
         free(a);
         free(b);
       }
@@ -828,8 +804,8 @@ static void check_sample(void) {
     }
     const int same = memcmp(ids[0], ids[1], sizeof ids[0]) == 0;
     const int fresh = memcmp(ids[1][0], ids[1][1], sizeof ids[1][0]) != 0;
-    record("graph", "sample: 3 replays == 3 eager draws, fresh each step", !(same && fresh), 0,
-           same && fresh, same ? (fresh ? "identical" : "replays repeat one draw") : "differs");
+    ck_record("graph", "sample: 3 replays == 3 eager draws, fresh each step", !(same && fresh), 0,
+              same && fresh, same ? (fresh ? "identical" : "replays repeat one draw") : "differs");
   }
   ck_free(&dx);
   ck_free(&di);
@@ -844,7 +820,7 @@ static void check_graph(void) {
   const memra_backend_vt *vt = P[1].vt;
   memra_backend *be = P[1].be;
   if (!vt->graph_begin) {
-    record("graph", "capture", 0, 0, 1, "no graph slots (skipped)");
+    ck_record("graph", "capture", 0, 0, 1, "no graph slots (skipped)");
     return;
   }
   const int64_t K = 1024, N = 333;
@@ -886,7 +862,7 @@ static void check_graph(void) {
   char what[96];
   snprintf(what, sizeof what, "3 steps eager %d,%d,%d vs replay %d,%d,%d", ids[0][0], ids[0][1],
            ids[0][2], ids[1][0], ids[1][1], ids[1][2]);
-  record("graph", what, !same, 0, same, same ? "identical" : "differs");
+  ck_record("graph", what, !same, 0, same, same ? "identical" : "differs");
   ck_free(&dw);
   ck_free(&dx);
   ck_free(&dp);
@@ -906,7 +882,7 @@ static void check_errors(void) {
   memra_status st = vt->scale(be, &y, &x, 2.f);
   const char *msg = vt->last_error(be);
   int ok = st == MEMRA_E_INVALID && strstr(msg, "overrun") && !strchr(msg, '\n');
-  record("errors", "scale: y overruns its buffer", !ok, 0, ok, NULL);
+  ck_record("errors", "scale: y overruns its buffer", !ok, 0, ok, NULL);
   fprintf(stderr, "  -> %s\n", msg);
   ck_buf dw = ck_new(1024, NULL), dx = ck_new(1024, NULL), dy = ck_new(1024, NULL);
   memra_tensor w = ck_t(&dw, 1, MEMRA_TYPE_Q2_K, 256, 1);
@@ -916,19 +892,20 @@ static void check_errors(void) {
   ck_free(&dx);
   ck_free(&dy);
   ok = st == MEMRA_E_UNSUPPORTED || st == MEMRA_OK;
-  record("errors", "matmul: Q2_K weights", st != MEMRA_OK && !ok, 0, ok, vt->last_error(be));
+  ck_record("errors", "matmul: Q2_K weights", st != MEMRA_OK && !ok, 0, ok, vt->last_error(be));
   if (!g_quick) { /* the sanitizer reports the refused cudaMalloc as an API error */
     memra_buf *huge = NULL;
     st = vt->buf_alloc(be, 1ull << 50, &huge);
     ok = st == MEMRA_E_OOM && huge == NULL;
-    record("errors", "buf_alloc of 1 PiB", !ok, 0, ok, NULL);
+    ck_record("errors", "buf_alloc of 1 PiB", !ok, 0, ok, NULL);
   }
   st = vt->synchronize(be);
-  record("errors", "synchronize after the refusals", st != MEMRA_OK, 0, st == MEMRA_OK, NULL);
+  ck_record("errors", "synchronize after the refusals", st != MEMRA_OK, 0, st == MEMRA_OK, NULL);
   ck_free(&d);
 }
 
 int main(int argc, char **argv) {
+  ck_table_style_set(&(ck_table_style){15, 95, 95, 10, 64, 10, 64, "rel err"});
   ck_rng = 0x9E3779B97F4A7C15ull; /* the default seed */
   const char *paths[2] = {NULL, NULL};
   int np = 0;
@@ -961,13 +938,10 @@ int main(int argc, char **argv) {
   check_sample();
   check_graph();
   check_errors();
-  printf("\n%-10s %-64s %10s %8s %s\n", "op", "case", "rel err", "tol", "result");
-  for (int r = 0; r < g_nres; ++r)
-    printf("%-10s %-64s %10.2e %8.0e %s%s%s\n", g_res[r].op, g_res[r].what, g_res[r].err,
-           g_res[r].tol, g_res[r].pass ? "PASS" : "FAIL", g_res[r].note[0] ? "  " : "",
-           g_res[r].note);
-  printf("opcheck %s vs %s: %d cases, %d failed\n", P[1].vt->name, P[0].vt->name, g_nres, g_nfail);
+  char title[256];
+  snprintf(title, sizeof title, "opcheck %s vs %s", P[1].vt->name, P[0].vt->name);
+  ck_table_print(title);
   for (int i = 0; i < 2; ++i)
     memra_plug_close(&P[i]);
-  return g_nfail ? 1 : 0;
+  return ck_table_failed() ? 1 : 0;
 }

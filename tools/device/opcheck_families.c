@@ -26,6 +26,7 @@
 #include "core/models/context.h"
 #include "core/plugin/loader.h"
 #include "plugins/quant/quant.h"
+#include "tools/device/check_report.h"
 #include "tools/device/check_util.h"
 #include "tools/device/plugpair.h"
 
@@ -33,31 +34,6 @@ static memra_plug P[2]; /* 0: reference, 1: under test */
 static int g_quick;
 
 /* --- results ------------------------------------------------------------------------ */
-
-typedef struct result {
-  char op[20], what[80];
-  double err, tol;
-  int pass;
-  char note[80];
-} result;
-static result g_res[256];
-static int g_nres, g_nfail;
-
-static void record(const char *op, const char *what, double err, double tol, int pass,
-                   const char *note) {
-  if (g_nres < (int)(sizeof g_res / sizeof g_res[0])) {
-    result *r = &g_res[g_nres++];
-    snprintf(r->op, sizeof r->op, "%s", op);
-    snprintf(r->what, sizeof r->what, "%s", what);
-    r->err = err;
-    r->tol = tol;
-    r->pass = pass;
-    snprintf(r->note, sizeof r->note, "%s", note ? note : "");
-  }
-  if (!pass) ++g_nfail;
-  fprintf(stderr, "%-4s %-16s %-60s err %.3e tol %.1e %s\n", pass ? "ok" : "FAIL", op, what, err,
-          tol, note ? note : "");
-}
 
 /* Max error of the test plugin's floats [off, off + n) of d against the reference's,
  * relative to the reference's largest magnitude there; NaN must meet NaN. The error is
@@ -91,7 +67,7 @@ static double cmp_f32(const char *op, const char *what, const ck_buf *d, uint64_
                y[bad]);
     else if (!guard)
       snprintf(note, sizeof note, "guard bytes overwritten");
-    record(op, what, worst ? *worst : err, tol, (worst ? *worst : err) <= tol && guard, note);
+    ck_record(op, what, worst ? *worst : err, tol, (worst ? *worst : err) <= tol && guard, note);
   }
   free(a);
   free(b);
@@ -103,7 +79,7 @@ static int must_ok(int i, memra_status st, const char *what) {
   char note[80];
   snprintf(note, sizeof note, "%s: status %d: %.50s", P[i].vt->name, (int)st,
            P[i].vt->last_error(P[i].be));
-  record(what, "call failed", INFINITY, 0, 0, note);
+  ck_record(what, "call failed", INFINITY, 0, 0, note);
   return 0;
 }
 
@@ -113,7 +89,7 @@ static void expect_refusal(const char *op, const char *what, memra_status s0, me
   char note[80];
   snprintf(note, sizeof note, "%d/%d: %.60s", (int)s0, (int)s1,
            P[i_msg].vt->last_error(P[i_msg].be));
-  record(op, what, s0 == s1 ? 0 : 1, 0, s0 != MEMRA_OK && s0 == s1, note);
+  ck_record(op, what, s0 == s1 ? 0 : 1, 0, s0 != MEMRA_OK && s0 == s1, note);
 }
 
 /* --- moe_route -------------------------------------------------------------------------- */
@@ -142,12 +118,12 @@ static void check_route(int64_t n, int64_t ne, int64_t k, int normalize, int tie
       if (a[i] != b[i]) bad = i;
     char note[80] = "";
     if (bad >= 0) snprintf(note, sizeof note, "ids[%" PRId64 "]: %d vs %d", bad, a[bad], b[bad]);
-    record("moe_route ids", what, bad >= 0, 0, bad < 0 && ck_guard_ok(&di), note);
+    ck_record("moe_route ids", what, bad >= 0, 0, bad < 0 && ck_guard_ok(&di), note);
     free(a);
     free(b);
     cmp_f32("moe_route w", what, &dw, 0, n * k, 1e-6, NULL);
   } else if (ok) {
-    record("moe_route", what, 0, 0, ck_guard_ok(&di) && ck_guard_ok(&dw), "n_rows 0");
+    ck_record("moe_route", what, 0, 0, ck_guard_ok(&di) && ck_guard_ok(&dw), "n_rows 0");
   }
   ck_free(&dl);
   ck_free(&di);
@@ -202,9 +178,9 @@ static void check_matmul_id(int32_t type, int64_t n_expert, int64_t N, int64_t K
     for (int64_t rj = 0; rj < n * k; ++rj)
       for (int64_t c = 0; c < N; ++c)
         nan_ok &= (rj == bad_row) == (isnan(b[rj * N + c]) != 0);
-    record("matmul_id", what, nan_ok ? 0 : 1, 0,
-           st[0] == MEMRA_E_INVALID && st[1] == MEMRA_OK && nan_ok,
-           "oracle refuses, device row NaN");
+    ck_record("matmul_id", what, nan_ok ? 0 : 1, 0,
+              st[0] == MEMRA_E_INVALID && st[1] == MEMRA_OK && nan_ok,
+              "oracle refuses, device row NaN");
     free(b);
   } else if (must_ok(0, st[0], "matmul_id") && must_ok(1, st[1], "matmul_id")) {
     cmp_f32("matmul_id", what, &dy, 0, n * k * N, 1e-5, NULL);
@@ -353,7 +329,7 @@ static void check_ssm_conv(int64_t C, int64_t K) {
   char what[80];
   snprintf(what, sizeof what, "C %" PRId64 " K %" PRId64 ": y of %d steps", C, K, NSTEPS);
   if (ok) {
-    record("ssm_conv", what, worst, 1e-5, worst <= 1e-5, "");
+    ck_record("ssm_conv", what, worst, 1e-5, worst <= 1e-5, "");
     snprintf(what, sizeof what, "C %" PRId64 " K %" PRId64 ": final states", C, K);
     cmp_f32("ssm_conv state", what, &ds, 0, NSEQ * (K - 1) * C, 1e-6, NULL);
   }
@@ -414,7 +390,7 @@ static void check_gdn(int hk, int hv, int d, int heads) {
   snprintf(what, sizeof what, "H_k %d H_v %d d %d %s: out of %d steps", hk, hv, d,
            heads == MEMRA_GDN_TILED ? "tiled" : "grouped", NSTEPS);
   if (ok) {
-    record("gated_delta_rule", what, worst, 1e-4, worst <= 1e-4, "");
+    ck_record("gated_delta_rule", what, worst, 1e-4, worst <= 1e-4, "");
     snprintf(what, sizeof what, "H_k %d H_v %d d %d %s: final states", hk, hv, d,
              heads == MEMRA_GDN_TILED ? "tiled" : "grouped");
     cmp_f32("gdn state", what, &ds, 0, NSEQ * sn, 1e-4, NULL);
@@ -625,14 +601,14 @@ static void e2e_one(const char *plugin, const char *dir, const char *name) {
     snprintf(what, sizeof what, "%s %s vs HF (%d positions)", name, mode ? "decode" : "prefill", n);
     engine e;
     if (n < 1 || !pre || !dec || !engine_open(&e, plugin, path)) {
-      record("e2e", what, INFINITY, tol, 0,
-             n < 1 || !pre || !dec ? "fixture unreadable" : e.err.msg);
+      ck_record("e2e", what, INFINITY, tol, 0,
+                n < 1 || !pre || !dec ? "fixture unreadable" : e.err.msg);
       if (n >= 1 && pre && dec) engine_close(&e);
       continue;
     }
     const size_t nv = (size_t)e.m->hp.n_vocab;
     if (npre != (size_t)n * nv || ndec != (size_t)n * nv) {
-      record("e2e", what, INFINITY, tol, 0, "logit file size disagrees with n_vocab");
+      ck_record("e2e", what, INFINITY, tol, 0, "logit file size disagrees with n_vocab");
       engine_close(&e);
       continue;
     }
@@ -648,8 +624,8 @@ static void e2e_one(const char *plugin, const char *dir, const char *name) {
       const double r = rel_l2(lg + (size_t)p * nv, (mode ? dec : pre) + (size_t)p * nv, nv);
       worst = r > worst || isnan(r) ? r : worst;
     }
-    record("e2e", what, worst, tol, st == MEMRA_OK && worst <= tol,
-           st == MEMRA_OK ? "worst position rel L2" : e.err.msg);
+    ck_record("e2e", what, worst, tol, st == MEMRA_OK && worst <= tol,
+              st == MEMRA_OK ? "worst position rel L2" : e.err.msg);
     free(lg);
     engine_close(&e);
   }
@@ -657,16 +633,8 @@ static void e2e_one(const char *plugin, const char *dir, const char *name) {
   free(dec);
 }
 
-static void print_table(const char *title) {
-  printf("\n%-18s %-60s %10s %8s %s\n", "op", "case", "max err", "tol", "result");
-  for (int r = 0; r < g_nres; ++r)
-    printf("%-18s %-60s %10.2e %8.0e %s%s%s\n", g_res[r].op, g_res[r].what, g_res[r].err,
-           g_res[r].tol, g_res[r].pass ? "PASS" : "FAIL", g_res[r].note[0] ? "  " : "",
-           g_res[r].note);
-  printf("%s: %d cases, %d failed\n", title, g_nres, g_nfail);
-}
-
 int main(int argc, char **argv) {
+  ck_table_style_set(&(ck_table_style){19, 79, 79, 16, 60, 18, 60, "max err"});
   ck_rng = 0x2545F4914F6CDD1Dull; /* the default seed */
   if ((argc == 4 || argc == 6) && !strcmp(argv[1], "--e2e")) {
     if (argc == 6) {
@@ -679,8 +647,8 @@ int main(int argc, char **argv) {
     char title[256];
     snprintf(title, sizeof title, "opcheck_families e2e on %s (ubatch %d, page %d)", argv[2],
              g_ubatch, g_block);
-    print_table(title);
-    return g_nfail ? 1 : 0;
+    ck_table_print(title);
+    return ck_table_failed() ? 1 : 0;
   }
   const char *paths[2] = {NULL, NULL};
   int np = 0;
@@ -705,8 +673,8 @@ int main(int argc, char **argv) {
   int rc = run_ops();
   char title[256];
   snprintf(title, sizeof title, "opcheck_families %s vs %s", P[1].vt->name, P[0].vt->name);
-  print_table(title);
+  ck_table_print(title);
   for (int i = 0; i < 2; ++i)
     memra_plug_close(&P[i]);
-  return rc || g_nfail ? 1 : 0;
+  return rc || ck_table_failed() ? 1 : 0;
 }
