@@ -183,6 +183,38 @@ memra_tensor ck_t(const ck_buf *d, int i, int32_t type, int64_t ne0, int64_t ne1
   return ck_tensor(d->b[i], 0, type, ne0, ne1, 0);
 }
 
+/* --- command line -------------------------------------------------------------------- */
+
+/* 1 (and a is advanced past a seed's value) when argv[*a] is --quick or --seed N. */
+static int flag(int argc, char **argv, int *a, int *quick) {
+  if (!strcmp(argv[*a], "--quick")) {
+    *quick = 1;
+    return 1;
+  }
+  if (!strcmp(argv[*a], "--seed") && *a + 1 < argc) {
+    ck_rng = strtoull(argv[++*a], NULL, 0) | 1;
+    return 1;
+  }
+  return 0;
+}
+int ck_args(int argc, char **argv, int *quick, const char **paths, int max) {
+  int np = 0;
+  for (int a = 1; a < argc; ++a)
+    if (!flag(argc, argv, &a, quick)) {
+      if (np < max)
+        paths[np++] = argv[a];
+      else
+        np = max + 1;
+    }
+  return np;
+}
+int ck_flags(int argc, char **argv, int *quick, int strict) {
+  int a = 1;
+  for (; a < argc && argv[a][0] == '-'; ++a)
+    if (!flag(argc, argv, &a, quick)) return strict ? -1 : a;
+  return a;
+}
+
 /* --- timing -------------------------------------------------------------------------------- */
 
 double ck_now(void) {

@@ -71,6 +71,15 @@ memra_tensor ck_view(const ck_buf *d, int i, int32_t type, int64_t ne0, int64_t 
 /* Packed rows from the start of the buffer. */
 memra_tensor ck_t(const ck_buf *d, int i, int32_t type, int64_t ne0, int64_t ne1);
 
+/* --- command line -------------------------------------------------------------------- */
+
+/* --quick and --seed N anywhere (--seed sets ck_rng to N | 1); the other arguments fill
+ * paths[0, max). Returns how many there were, max + 1 when there were more. */
+int ck_args(int argc, char **argv, int *quick, const char **paths, int max);
+/* --quick and --seed N leading the arguments; returns the index of the first other one,
+ * or -1 at another option when strict (else that option is the first other one). */
+int ck_flags(int argc, char **argv, int *quick, int strict);
+
 /* --- timing ---------------------------------------------------------------------------- */
 
 /* Seconds on the monotonic clock. */

@@ -303,15 +303,7 @@ static int64_t k_for(int32_t type, int odd) {
 int main(int argc, char **argv) {
   ck_lines_width(44);
   ck_rng = 0x6A09E667F3BCC909ull; /* the default seed */
-  int a = 1;
-  for (; a < argc && argv[a][0] == '-'; ++a) {
-    if (!strcmp(argv[a], "--quick"))
-      g_quick = 1;
-    else if (!strcmp(argv[a], "--seed") && a + 1 < argc)
-      ck_rng = strtoull(argv[++a], NULL, 0) | 1;
-    else
-      break;
-  }
+  const int a = ck_flags(argc, argv, &g_quick, 0);
   if (argc - a != 2) {
     fprintf(stderr, "usage: gemm_check [--quick] [--seed N] REF.so TEST.so\n");
     return 2;

@@ -503,18 +503,8 @@ static void bench(int n_plugins) {
 int main(int argc, char **argv) {
   ck_lines_width(58);
   ck_rng = 0x5EEDF00Dull; /* the default seed */
-  int a = 1;
-  for (; a < argc && argv[a][0] == '-'; ++a) {
-    if (!strcmp(argv[a], "--quick"))
-      g_quick = 1;
-    else if (!strcmp(argv[a], "--seed") && a + 1 < argc)
-      ck_rng = strtoull(argv[++a], NULL, 0) | 1;
-    else {
-      fprintf(stderr, "usage: mma_check [--quick] [--seed N] CPU.so TEST.so [OTHER.so]\n");
-      return 2;
-    }
-  }
-  if (argc - a < 2 || argc - a > 3) {
+  const int a = ck_flags(argc, argv, &g_quick, 1);
+  if (a < 0 || argc - a < 2 || argc - a > 3) {
     fprintf(stderr, "usage: mma_check [--quick] [--seed N] CPU.so TEST.so [OTHER.so]\n");
     return 2;
   }

@@ -908,18 +908,7 @@ int main(int argc, char **argv) {
   ck_table_style_set(&(ck_table_style){15, 95, 95, 10, 64, 10, 64, "rel err"});
   ck_rng = 0x9E3779B97F4A7C15ull; /* the default seed */
   const char *paths[2] = {NULL, NULL};
-  int np = 0;
-  for (int a = 1; a < argc; ++a) {
-    if (!strcmp(argv[a], "--quick"))
-      g_quick = 1;
-    else if (!strcmp(argv[a], "--seed") && a + 1 < argc)
-      ck_rng = strtoull(argv[++a], NULL, 0) | 1;
-    else if (np < 2)
-      paths[np++] = argv[a];
-    else
-      np = 3;
-  }
-  if (np != 2) {
+  if (ck_args(argc, argv, &g_quick, paths, 2) != 2) {
     fprintf(stderr, "usage: opcheck [--quick] [--seed N] REF.so TEST.so\n");
     return 2;
   }

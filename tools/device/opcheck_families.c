@@ -651,18 +651,7 @@ int main(int argc, char **argv) {
     return ck_table_failed() ? 1 : 0;
   }
   const char *paths[2] = {NULL, NULL};
-  int np = 0;
-  for (int a = 1; a < argc; ++a) {
-    if (!strcmp(argv[a], "--quick"))
-      g_quick = 1;
-    else if (!strcmp(argv[a], "--seed") && a + 1 < argc)
-      ck_rng = strtoull(argv[++a], NULL, 0) | 1;
-    else if (np < 2)
-      paths[np++] = argv[a];
-    else
-      np = 3;
-  }
-  if (np != 2) {
+  if (ck_args(argc, argv, &g_quick, paths, 2) != 2) {
     fprintf(stderr, "usage: opcheck_families [--quick] [--seed N] REF.so TEST.so\n"
                     "       opcheck_families --e2e PLUGIN.so FIXTURE_DIR [UBATCH PAGE]\n");
     return 2;
