@@ -75,6 +75,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (memra_plug_open(&G, argv[1])) return 2;
+  if (!G.vt->graph_begin || !G.vt->graph_end || !G.vt->graph_launch || !G.vt->graph_free) {
+    fprintf(stderr, "gemv_bench: %s has no graph capture (the timings replay graphs)\n", argv[1]);
+    return 2;
+  }
   memra_device_info di;
   MUST(G.vt->device_info(G.be, &di), "device_info");
 
@@ -84,6 +88,10 @@ int main(int argc, char **argv) {
   MUST(G.vt->buf_alloc(G.be, cc.n, &cc.b), "buf_alloc");
   {
     uint8_t *tmp = malloc(64 << 20);
+    if (!tmp) {
+      fprintf(stderr, "gemv_bench: out of host memory\n");
+      return 2;
+    }
     for (uint64_t i = 0; i < (64u << 20); ++i)
       tmp[i] = (uint8_t)(ck_rnd() >> 56);
     for (uint64_t o = 0; o < cc.n; o += 64u << 20)
