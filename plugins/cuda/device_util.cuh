@@ -33,4 +33,30 @@ __device__ __forceinline__ float memra_block_sum(float v, float *sh) {
   return memra_warp_sum(v);
 }
 
+/* acc + w[0..8) . x[0..8), in element order (one fmaf each), x read through the read-only
+ * path (VEC: two 16-byte loads, x 16-byte aligned). The GEMV kernels' inner step. */
+template <bool VEC>
+__device__ __forceinline__ float memra_fma8(float acc, const float *xp, const float w[8]) {
+  float xv[8];
+  if (VEC) {
+    const float4 a = __ldg((const float4 *)xp), b = __ldg((const float4 *)xp + 1);
+    xv[0] = a.x;
+    xv[1] = a.y;
+    xv[2] = a.z;
+    xv[3] = a.w;
+    xv[4] = b.x;
+    xv[5] = b.y;
+    xv[6] = b.z;
+    xv[7] = b.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      xv[i] = __ldg(xp + i);
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    acc = fmaf(w[i], xv[i], acc);
+  return acc;
+}
+
 #endif

@@ -51,28 +51,7 @@ __device__ __forceinline__ void mm_fma8(float acc[M], const float *const xr[M], 
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     if (m >= mrows) break;
-    const float *xp = xr[m] + e0;
-    float xv[8];
-    if (VEC) {
-      const float4 a = __ldg((const float4 *)xp), b = __ldg((const float4 *)xp + 1);
-      xv[0] = a.x;
-      xv[1] = a.y;
-      xv[2] = a.z;
-      xv[3] = a.w;
-      xv[4] = b.x;
-      xv[5] = b.y;
-      xv[6] = b.z;
-      xv[7] = b.w;
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        xv[i] = __ldg(xp + i);
-    }
-    float s = acc[m];
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      s = fmaf(w[i], xv[i], s);
-    acc[m] = s;
+    acc[m] = memra_fma8<VEC>(acc[m], xr[m] + e0, w);
   }
 }
 

@@ -165,31 +165,6 @@ __device__ __forceinline__ int mmid_expert(const mmid_args &a, int64_t rj) {
   return e < 0 || e >= a.n_expert ? -1 : e;
 }
 
-/* acc += w[0..8) . x[0..8) in element order. */
-template <bool VEC>
-__device__ __forceinline__ float mmid_fma8(float acc, const float *xp, const float w[8]) {
-  float xv[8];
-  if (VEC) {
-    const float4 a = __ldg((const float4 *)xp), b = __ldg((const float4 *)xp + 1);
-    xv[0] = a.x;
-    xv[1] = a.y;
-    xv[2] = a.z;
-    xv[3] = a.w;
-    xv[4] = b.x;
-    xv[5] = b.y;
-    xv[6] = b.z;
-    xv[7] = b.w;
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      xv[i] = __ldg(xp + i);
-  }
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    acc = fmaf(w[i], xv[i], acc);
-  return acc;
-}
-
 /* Any supported type: one warp per output n of row rj (blockIdx.y strides over rows). */
 template <int T, bool VEC>
 __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_v1_kernel(mmid_args a) {
@@ -214,12 +189,12 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_v1_kernel(mmid_args
         float wv[16];
         int64_t e0, e1;
         memra_deq16k<T, VEC>(wr, u, part, wv, &e0, &e1);
-        acc = mmid_fma8<VEC>(acc, xr + e0, wv);
-        acc = mmid_fma8<VEC>(acc, xr + e1, wv + 8);
+        acc = memra_fma8<VEC>(acc, xr + e0, wv);
+        acc = memra_fma8<VEC>(acc, xr + e1, wv + 8);
       } else {
         float wv[8];
         memra_deq8<T, VEC>(wr, u, part, wv);
-        acc = mmid_fma8<VEC>(acc, xr + 32 * u + 8 * part, wv);
+        acc = memra_fma8<VEC>(acc, xr + 32 * u + 8 * part, wv);
       }
     }
     if (T == MEMRA_TYPE_F32 || T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
