@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "plugins/cuda/device_util.cuh"
+
 enum { MM_MAX_JOBS = 4 };
 
 struct mm_jobs {
@@ -55,6 +57,35 @@ static inline int64_t mm_jobs_layout(mm_jobs *J, int R) {
     if (b > 0x7fffffff) return 0;
   }
   return b;
+}
+
+/* The row kernels' ending: each warp's acc[m][r] summed over its lanes (butterfly), the
+ * warps' partials added in warp order, bias last; rows m >= mrows and columns n >= N are
+ * not written. Every thread of the block calls it (it synchronizes). */
+template <int WARPS, int M, int R>
+__device__ __forceinline__ void mm_reduce_store(const float (&acc)[M][R],
+                                                float (&part)[WARPS][M][R], int64_t n0, int64_t N,
+                                                int64_t m0, int64_t mrows, float *__restrict__ y,
+                                                int64_t y_ld, const float *__restrict__ bias) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float v = memra_warp_sum(acc[m][r]);
+      if (lane == 0) part[warp][m][r] = v;
+    }
+  __syncthreads();
+  for (int i = threadIdx.x; i < M * R; i += WARPS * 32) {
+    const int m = i / R, r = i % R;
+    const int64_t n = n0 + r;
+    if (m >= mrows || n >= N) continue;
+    float v = part[0][m][r];
+#pragma unroll
+    for (int k = 1; k < WARPS; ++k)
+      v = __fadd_rn(v, part[k][m][r]);
+    y[(m0 + m) * y_ld + n] = bias ? __fadd_rn(v, bias[n]) : v;
+  }
 }
 
 #endif /* MEMRA_CUDA_MATMUL_JOBS_CUH */

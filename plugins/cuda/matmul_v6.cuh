@@ -137,24 +137,7 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
       }
     }
   }
-#pragma unroll
-  for (int m = 0; m < M; ++m)
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const float v = memra_warp_sum(acc[m][r]);
-      if (lane == 0) part[warp][m][r] = v;
-    }
-  __syncthreads();
-  for (int i = threadIdx.x; i < M * R; i += MV6_WARPS * 32) {
-    const int m = i / R, r = i % R;
-    const int64_t n = n0 + r;
-    if (m >= mrows || n >= N) continue;
-    float v = part[0][m][r];
-#pragma unroll
-    for (int k = 1; k < MV6_WARPS; ++k)
-      v = __fadd_rn(v, part[k][m][r]);
-    y[(m0 + m) * y_ld + n] = bias ? __fadd_rn(v, bias[n]) : v;
-  }
+  mm_reduce_store<MV6_WARPS>(acc, part, n0, N, m0, mrows, y, y_ld, bias);
 }
 
 /* R rows per block as in mkq_launch. */
