@@ -28,30 +28,32 @@ static memra_tensor rows_at(memra_tensor t, int64_t r0, int64_t n) {
   return t;
 }
 
-memra_status memra_blk_matmul(memra_ctx *c, const char *what, const memra_tensor *y,
-                              const memra_tensor *x, const memra_tensor *w,
-                              const memra_tensor *bias, memra_err *err) {
+/* y = x w^T with rows [0, d) through matmul (decode rows: batch-invariant kernels) and the
+ * rest through gemm (prompt rows: tensor cores) when the plugin has it. */
+static memra_status split_matmul(memra_ctx *c, const char *what, const memra_tensor *y,
+                                 const memra_tensor *x, const memra_tensor *w,
+                                 const memra_tensor *bias, int64_t d, memra_err *err) {
   const memra_model *m = c->m;
   const memra_tensor none = {0};
   const memra_tensor *b = bias ? bias : &none;
-  /* Prompt rows go to the tensor-core GEMM when the plugin has one; generated-token rows
-   * keep matmul, whose rows are batch invariant. x holds either the step's rows (split at
-   * n_decode) or selected rows (the logits: GEMM only when no row is a decode row). */
-  const int64_t rows = x->ne1, d = c->n_decode;
-  const bool step_rows = rows == c->n_rows;
-  if (!m->vt->gemm || (step_rows ? d >= rows : d > 0)) {
+  const int64_t rows = x->ne1;
+  if (!m->vt->gemm || d >= rows) {
     CALL(what, m->vt->matmul(m->be, y, x, w, b));
     return MEMRA_OK;
   }
-  if (step_rows && d > 0) {
+  if (d > 0) {
     const memra_tensor yd = rows_at(*y, 0, d), xd = rows_at(*x, 0, d);
-    const memra_tensor yp = rows_at(*y, d, rows - d), xp = rows_at(*x, d, rows - d);
     CALL(what, m->vt->matmul(m->be, &yd, &xd, w, b));
-    CALL(what, m->vt->gemm(m->be, &yp, &xp, w, b));
-    return MEMRA_OK;
   }
-  CALL(what, m->vt->gemm(m->be, y, x, w, b));
+  const memra_tensor yp = rows_at(*y, d, rows - d), xp = rows_at(*x, d, rows - d);
+  CALL(what, m->vt->gemm(m->be, &yp, &xp, w, b));
   return MEMRA_OK;
+}
+
+memra_status memra_blk_matmul(memra_ctx *c, const char *what, const memra_tensor *y,
+                              const memra_tensor *x, const memra_tensor *w,
+                              const memra_tensor *bias, memra_err *err) {
+  return split_matmul(c, what, y, x, w, bias, c->n_decode, err);
 }
 
 memra_status memra_blk_embed(memra_ctx *c, const memra_tensor *x, memra_err *err) {
@@ -182,6 +184,8 @@ memra_status memra_blk_logits(memra_ctx *c, const memra_tensor *x, const memra_t
                out_rows = c->out_rows;
   out_rows.ne0 = c->n_out;
   CALL("select rows", vt->get_rows(be, &sel, xn, &out_rows));
-  MEMRA_TRY(memra_blk_matmul(c, "matmul output", &logits, &sel, &m->output, &none, err));
+  /* The selected rows are not the step's rows: GEMM only when none is a decode row. */
+  MEMRA_TRY(split_matmul(c, "matmul output", &logits, &sel, &m->output, &none,
+                         c->n_decode > 0 ? c->n_out : 0, err));
   return MEMRA_OK;
 }

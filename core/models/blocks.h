@@ -26,8 +26,9 @@ memra_attn_cfg memra_attn_cfg_default(const memra_hparams *hp);
     if (st_ != MEMRA_OK) return st_;                                                               \
   } while (0)
 
-/* y = x w^T (+ bias; NULL = none) through gemm for prefill batches when the plugin has
- * it, else matmul; what names it in errors. */
+/* y = x w^T (+ bias; NULL = none) over the step's rows: the leading c->n_decode rows
+ * through matmul, the prompt rows through gemm when the plugin has it; what names it in
+ * errors. */
 memra_status memra_blk_matmul(memra_ctx *c, const char *what, const memra_tensor *y,
                               const memra_tensor *x, const memra_tensor *w,
                               const memra_tensor *bias, memra_err *err);
