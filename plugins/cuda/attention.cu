@@ -306,7 +306,13 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
     return memra_cu_errf(be, MEMRA_E_INVALID, "attention: window %d and softcap %g must be >= 0",
                          p->window, p->softcap);
   if (batch->n_rows == 0) return MEMRA_OK;
-  /* Prompt batches (MEMRA_BATCH_PROMPT) on tensor cores: attention_prefill.cu. */
+#if MEMRA_CUDA_CC_MAJOR == 9 && !defined(MEMRA_CUDA_FAMILY_SM120) /* sm120a family: mma.sync */
+  /* Prompt batches (MEMRA_BATCH_PROMPT) on tensor cores: wgmma on sm90a
+   * (attention_prefill_wgmma.cu), mma.sync elsewhere (attention_prefill.cu). */
+  if (memra_cu_attention_prefill_wgmma_fits(batch, k_cache, v_cache, p))
+    return memra_cu_attention_prefill_wgmma(be, out, q, k_cache, v_cache, batch, p, pos, seq, bt,
+                                            bt_ld);
+#endif
   if (memra_cu_attention_prefill_fits(batch, k_cache, v_cache, p))
     return memra_cu_attention_prefill(be, out, q, k_cache, v_cache, batch, p, pos, seq, bt, bt_ld);
 

@@ -21,4 +21,17 @@ memra_status memra_cu_attention_prefill(memra_backend *be, const memra_tensor *o
                                         const memra_attn_params *p, const int32_t *pos,
                                         const int32_t *seq, const int32_t *bt, int64_t bt_ld);
 
+#if MEMRA_CUDA_CC_MAJOR == 9 && !defined(MEMRA_CUDA_FAMILY_SM120)
+/* The same contract on wgmma (attention_prefill_wgmma.cu, the sm90a plugin only; the sm120a
+ * family keeps mma.sync): same fit rules (F16 caches, head_dim 64/128, group <= 64, 16-byte
+ * aligned rows) and the same bits. */
+int memra_cu_attention_prefill_wgmma_fits(const memra_batch *batch, const memra_tensor *k_cache,
+                                          const memra_tensor *v_cache, const memra_attn_params *p);
+memra_status memra_cu_attention_prefill_wgmma(memra_backend *be, const memra_tensor *out,
+                                              const memra_tensor *q, const memra_tensor *k_cache,
+                                              const memra_tensor *v_cache, const memra_batch *batch,
+                                              const memra_attn_params *p, const int32_t *pos,
+                                              const int32_t *seq, const int32_t *bt, int64_t bt_ld);
+#endif
+
 #endif

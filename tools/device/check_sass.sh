@@ -1,7 +1,9 @@
 #!/bin/bash
 # check_sass.sh DIR — the GPU plugins in DIR carry exactly their own SASS and no PTX:
 # libmemra_sm90a.so only sm_90a cubins, libmemra_sm120a.so only sm_120a, neither any PTX
-# (PTX would let the driver JIT a slower, non-arch-specific path onto another GPU).
+# (PTX would let the driver JIT a slower, non-arch-specific path onto another GPU); and
+# the sm90a plugin's prefill kernels run on warpgroup tensor cores: HGMMA in every instance
+# of the GEMM (gemm_wgmma_v1_kernel) and of the attention (attention_prefill_wgmma_v1_kernel).
 # Needs cuobjdump (CUOBJDUMP, else PATH, else /usr/local/cuda/bin). Exit 0 = pass.
 set -u
 dir=${1:?usage: check_sass.sh DIR}
@@ -31,4 +33,22 @@ for arch in sm_90a sm_120a; do
     echo "ok   $so: $n_own $arch cubin(s), no PTX"
   fi
 done
+# Per kernel function: its HGMMA count (cuobjdump -sass prints "Function : NAME" first).
+so="$dir/libmemra_sm90a.so"
+if [ -f "$so" ]; then
+  counts=$("$cuobjdump" -sass "$so" 2>/dev/null |
+    awk '/Function :/ {f = $3; n[f] += 0} /HGMMA/ {n[f]++} END {for (k in n) print n[k], k}')
+  for k in gemm_wgmma_v1_kernel attention_prefill_wgmma_v1_kernel; do
+    fns=$(grep -c "$k" <<<"$counts" || true)
+    bare=$(grep "$k" <<<"$counts" | awk '$1 == 0' | wc -l)
+    hg=$(grep "$k" <<<"$counts" | awk '{s += $1} END {print s + 0}')
+    if [ "$fns" -eq 0 ]; then
+      echo "FAIL $so: no $k"; fail=1
+    elif [ "$bare" -ne 0 ]; then
+      echo "FAIL $so: $bare of $fns $k instance(s) without HGMMA"; fail=1
+    else
+      echo "ok   $so: $k: $fns instance(s), $hg HGMMA"
+    fi
+  done
+fi
 exit $fail

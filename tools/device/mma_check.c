@@ -1,6 +1,7 @@
-/* mma_check.c — the warp-level tensor-core kernels (gemm_mma.cu, attention_prefill.cu)
- * against the CPU oracle, through the plugin ABI of a GPU plugin (the sm_90a test build of
- * the sm120a sources, libmemra_sm120a_sm90test.so, on an H200).
+/* mma_check.c — the tensor-core prefill kernels against the CPU oracle, through the plugin
+ * ABI of a GPU plugin: the warp-level ones (gemm_mma.cu, attention_prefill.cu) in the sm_90a
+ * test build of the sm120a sources (libmemra_sm120a_sm90test.so), the warpgroup ones
+ * (gemm_wgmma.cu, attention_prefill_wgmma.cu) in libmemra_sm90a.so.
  *
  *   mma_check [--quick] [--seed N] CPU.so TEST.so [OTHER.so]
  *
@@ -15,10 +16,10 @@
  *             one-shot rows bit for bit (no split-K chosen by shape).
  *  attention  prefill batches vs the CPU attention, F16 paged caches with shuffled pages
  *             and NaN in every cache slot no sequence owns: several sequences of odd
- *             lengths (rows of one tile from different sequences), GQA 4 and 8, head dims
- *             64 and 128, a continued prompt (positions from 300), rows of sequences
- *             interleaved, sliding window + softcap. Tolerance rel L2 <= 4e-3 (Q and P in
- *             f16, as in FlashAttention-2).
+ *             lengths (rows of one tile from different sequences), GQA 1, 4 and 8, head
+ *             dims 64 and 128, a continued prompt (positions from 300), rows of sequences
+ *             interleaved, sliding window + softcap, pages of 16 and 64 positions.
+ *             Tolerance rel L2 <= 4e-3 (Q and P in f16, as in FlashAttention-2).
  *  chunked    a prompt's attention computed in chunks of 67 rows equals one-shot, bit for
  *             bit (700 rows, d 128 / GQA 4; 403 rows, d 64 / GQA 8, whose last chunk is one
  *             row). Every batch is flagged MEMRA_BATCH_PROMPT, as the core flags prompts.
@@ -185,6 +186,7 @@ typedef struct attn_case {
   int len[4];     /* rows of each sequence in the batch */
   int start[4];   /* first position of each sequence's rows (context before it) */
   int interleave; /* rows of the sequences interleaved instead of one after another */
+  int bs;         /* positions per cache page */
 } attn_case;
 
 typedef struct attn_fix {
@@ -201,7 +203,7 @@ static attn_fix attn_make(const attn_case *c) {
   attn_fix f;
   memset(&f, 0, sizeof f);
   f.n_seqs = c->n_seqs;
-  f.bs = 16;
+  f.bs = c->bs;
   int maxlen = 0;
   for (int s = 0; s < c->n_seqs; ++s) {
     f.n_rows += c->len[s];
@@ -324,12 +326,14 @@ static memra_status attn_run(const attn_fix *f, const attn_dev *d, int i, const 
 
 static void check_attention(void) {
   const attn_case cs[] = {
-      {"3 seqs 37/150/301 rows from 0", 32, 8, 128, 0, 0.f, 3, {37, 150, 301}, {0, 0, 0}, 0},
-      {"2 seqs 77/200 from 0", 16, 2, 64, 0, 0.f, 2, {77, 200}, {0, 0}, 0},
-      {"continued prompt: 131 rows from 300", 8, 2, 128, 0, 0.f, 1, {131}, {300}, 0},
-      {"4 seqs interleaved 41/33/29/17", 32, 4, 64, 0, 0.f, 4, {41, 33, 29, 17}, {0, 5, 90, 0}, 1},
-      {"window 50 + softcap 30, 2 seqs 90/211", 16, 4, 64, 50, 30.f, 2, {90, 211}, {0, 7}, 0},
-      {"GQA 8 d128, 1 seq 257 rows from 64", 16, 2, 128, 0, 0.f, 1, {257}, {64}, 0},
+      {"3 seqs 37/150/301 rows from 0", 32, 8, 128, 0, 0.f, 3, {37, 150, 301}, {0, 0, 0}, 0, 16},
+      {"2 seqs 77/200 from 0", 16, 2, 64, 0, 0.f, 2, {77, 200}, {0, 0}, 0, 16},
+      {"continued prompt: 131 rows from 300", 8, 2, 128, 0, 0.f, 1, {131}, {300}, 0, 16},
+      {"4 seqs mixed 41/33/29/17", 32, 4, 64, 0, 0.f, 4, {41, 33, 29, 17}, {0, 5, 90, 0}, 1, 16},
+      {"window 50 + softcap 30, 2 seqs 90/211", 16, 4, 64, 50, 30.f, 2, {90, 211}, {0, 7}, 0, 16},
+      {"GQA 8 d128, 1 seq 257 rows from 64", 16, 2, 128, 0, 0.f, 1, {257}, {64}, 0, 16},
+      {"GQA 1, 4 seqs, pages of 64", 8, 8, 128, 0, 0.f, 4, {5, 64, 65, 129}, {0, 0, 3}, 1, 64},
+      {"GQA 1 window 33, 3 seqs mixed", 12, 12, 64, 33, 0.f, 3, {70, 45, 130}, {20, 0, 100}, 1, 16},
   };
   const int n = g_quick ? 2 : (int)(sizeof cs / sizeof cs[0]);
   for (int ci = 0; ci < n; ++ci) {
@@ -354,8 +358,8 @@ static void check_attention(void) {
 /* A prompt's attention in chunks of 67 rows == one-shot, bit for bit. */
 static void check_chunked(void) {
   const attn_case cs[] = {
-      {"chunked", 32, 8, 128, 0, 0.f, 1, {700}, {0}, 0},
-      {"chunked", 16, 2, 64, 0, 0.f, 1, {403}, {0}, 0}, /* last chunk: 1 row */
+      {"chunked", 32, 8, 128, 0, 0.f, 1, {700}, {0}, 0, 16},
+      {"chunked", 16, 2, 64, 0, 0.f, 1, {403}, {0}, 0, 16}, /* last chunk: 1 row */
   };
   const int n = g_quick ? 1 : 2;
   for (int ci = 0; ci < n; ++ci) {
@@ -462,7 +466,7 @@ static void bench(int n_plugins) {
   free(h);
 
   /* Llama-3.1-8B prefill attention, 4096 tokens, causal. */
-  const attn_case c = {"bench", 32, 8, 128, 0, 0.f, 1, {4096}, {0}, 0};
+  const attn_case c = {"bench", 32, 8, 128, 0, 0.f, 1, {4096}, {0}, 0, 16};
   attn_fix f = attn_make(&c);
   attn_bench a;
   memset(&a, 0, sizeof a);
