@@ -26,17 +26,25 @@
  *  6   F16 and BF16 in matmul_v6.cuh: v5's layout for the simple formats (8 weight rows
  *      per block share each lane's x registers, 2 steps of weights in flight).
  *      8B F16 decode 177 -> 204 tok/s with matmul_n. (Q8_0 on v6 was 3% slower: v3.)
+ *  7   Q4_K on the tensor cores (matmul_tc.cuh): nibbles masked in place are exact f16
+ *      subnormals fed to mma.sync m16n8k16; x split once per matmul into f16 hi + lo by a
+ *      prep kernel. 8 rows of x: q/o 74 -> 19 us, output 2218 -> 507 us (v5 -> v7); alone
+ *      it is slower than v5 (q/o 5.8 -> 8.4 us), so it is opt-in (MEMRA_GEMV=tc).
  * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows
  * into L2 before waiting for x; under 4096 rows the v5/v6 kernels take 2 rows per block.
  * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read
  * once per 8 rows (from L2 when they fit), but every row is reduced in exactly the order a
  * lone row is, so a row's result never depends on the batch around it (batch invariance).
  * A tensor-core path for prefill is later work. Timings: docs/PERF.md. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/dequant.cuh"
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_kq.cuh"
+#include "plugins/cuda/matmul_tc.cuh"
 #include "plugins/cuda/matmul_v6.cuh"
 
 enum { MM_WARPS = 4, MM_MAX_M = 8, MM_U = 4, MM_UK = 2 };
@@ -175,8 +183,20 @@ static bool mm_overlap(const memra_tensor *a, const memra_tensor *b) {
   return a->offset < eb && b->offset < ea;
 }
 
+/* MEMRA_GEMV=tc selects the tensor-core Q4_K GEMV (v7, matmul_tc.cuh) for every matmul of the
+ * process: 3-5x faster than v5 for batches of 2-8 rows, slower alone (docs/PERF.md), so it is
+ * the serving choice. Fixed for the process: a row's arithmetic never depends on the batch. */
+static bool mm_tc_enabled(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("MEMRA_GEMV");
+    on = e && !strcmp(e, "tc");
+  }
+  return on == 1;
+}
+
 /* One checked matmul: device pointers, strides, shape and the kernel family it takes. */
-enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6 };
+enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6, MM_V7 = 7 };
 struct mm_args {
   float *y;
   const float *x;
@@ -246,7 +266,9 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
    * 16-byte-aligned rows, K whole groups of 8, x rows 16-byte aligned. Q8_0 stays on v3
    * (on v6 the 8B Q8_0 decode measured 3% slower: docs/PERF.md). */
   const int32_t t = w->type;
-  if (((t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K) && walign >= 16) || t == MEMRA_TYPE_Q6_K)
+  if (t == MEMRA_TYPE_Q4_K && walign >= 16 && mm_tc_enabled())
+    a->path = MM_V7;
+  else if (((t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K) && walign >= 16) || t == MEMRA_TYPE_Q6_K)
     a->path = MM_V5;
   else if (a->xv16 && K % 8 == 0 && (t == MEMRA_TYPE_F16 || t == MEMRA_TYPE_BF16) && walign >= 16)
     a->path = MM_V6;
@@ -266,7 +288,15 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
   if ((a->M + mt - 1) / mt > 65535)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: %lld rows of x", (long long)a->M);
   bool ok = true;
-  if (a->path == MM_V5) {
+  if (a->path == MM_V7) {
+    void *ws = NULL;
+    memra_status st = memra_cu_workspace(be, (uint64_t)a->M * tc_prep_bytes(a->K), &ws);
+    if (st != MEMRA_OK) return st;
+    ok = a->xv16 ? mtc_launch<MEMRA_TYPE_Q4_K, true>(mt, be, J, a->x, a->x_ld, a->K, a->M,
+                                                     (uint8_t *)ws)
+                 : mtc_launch<MEMRA_TYPE_Q4_K, false>(mt, be, J, a->x, a->x_ld, a->K, a->M,
+                                                      (uint8_t *)ws);
+  } else if (a->path == MM_V5) {
 #define MKQ_CASE(TY)                                                                               \
   case TY:                                                                                         \
     ok = a->xv16 ? mkq_launch<TY, true>(mt, R, be, J, a->x, a->x_ld, a->K, a->M)                   \

@@ -1,0 +1,316 @@
+/* matmul_tc.cuh — matmul v7: Q4_K GEMV on the tensor cores (mma.sync m16n8k16, f16 inputs,
+ * f32 accumulation), included by matmul.cu only.
+ *
+ * Why (docs/PERF.md): v5 spends ~4.3 instructions per weight (nibble -> float, FFMA, the
+ * scale algebra), which is the whole issue rate of the chip at the copy bandwidth; the
+ * quantized decode GEMVs stay at 35-60% of it. Here one HMMA consumes 256 weights per warp
+ * and a nibble reaches the tensor core with one LOP3 per two weights.
+ *
+ * Layout: a block owns 16 weight rows; its TC_WARPS warps take super-blocks (256 weights)
+ * warp, warp + TC_WARPS, ... Thread (g = lane / 4, t = lane % 4) loads, of rows g and g + 8,
+ * the 16-byte header (d, dmin, scales) and 16 q bytes of each 64-byte chunk c (offset
+ * 16 + 64 c + 16 t). Every MMA uses one q word of each row; since a dot product does not care
+ * about the order of k, the k index of an A element is simply where that nibble sits:
+ *   a0 (row g, k 2t, 2t+1)     = low nibbles of bytes (h, h + 2) of the word (h = 0, 1)
+ *   a2 (row g, k 2t+8, 2t+9)   = high nibbles of the same bytes, a1 / a3 the same for g + 8.
+ * A nibble masked in place is an f16 subnormal: low q -> q 2^-24, high -> 16 q 2^-24, both
+ * exact, and f16 x f16 products are exact in the tensor core.
+ *
+ * x is split exactly enough for f32: per 128-element chunk a power of two s brings the
+ * largest |x| to [2^14, 2^15), xh = f16(s x), xl = f16(s x - xh) (xh + xl = s x to ~2^-22).
+ * The eight columns of B separate what must be scaled apart: column n takes part n % 2
+ * (0: xh, 1: xl) of the x elements that meet the chunk's four sub-blocks' nibbles of kind
+ * n / 2 (0: low nibbles of bytes t < 2, 1: low of t >= 2, 2: high of t < 2, 3: high of
+ * t >= 2), zeros elsewhere. After the chunk's 8 MMAs, C[g][2t] + C[g][2t+1] is row g's
+ * sum_i q_i x_i over one whole sub-block (kind t), scaled by s 2^-24 (and 16 for high):
+ *   row += d1 (C * f) - m1 X,   d1 = d sc, m1 = dmin m (F32-rounded as ggml), f a power of
+ *   two, X = sum of the sub-block's x in F32.
+ * Rounding: products exact, accumulation in the tensor core's f32 (not IEEE order, but the
+ * same for every call), xl's 2^-22 relative split error: well inside opcheck's 1e-5 bound.
+ *
+ * Batch invariance: M rows of x take M separate B / C sets against the same A registers;
+ * a row's MMAs, epilogue and reductions are the same for every M and every blockIdx.y. */
+#ifndef MEMRA_CUDA_MATMUL_TC_CUH
+#define MEMRA_CUDA_MATMUL_TC_CUH
+
+#include <cuda_fp16.h>
+
+#include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/launch.cuh"
+#include "plugins/cuda/matmul_jobs.cuh"
+
+#ifndef TC_WARPS_SET
+#define TC_WARPS_SET 4
+#endif
+enum { TC_WARPS = TC_WARPS_SET, TC_ROWS = 16 };
+
+/* C += A B, m16n8k16, f16 x f16 -> f32. */
+__device__ __forceinline__ void tc_mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                       uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* Q4_K sub-block 4 c + j (j < 4) 6-bit scale and min from the 12 scale bytes (words s0, s1,
+ * s2): ggml's get_scale_min_k4, by shifts (j is per thread: no indexed arrays). */
+__device__ __forceinline__ void tc_scale_min_k4(int c, uint32_t s0, uint32_t s1, uint32_t s2, int j,
+                                                float d, float dmin, float *d1, float *m1) {
+  const int sh = 8 * j;
+  uint32_t sc, mn;
+  if (c == 0) {
+    sc = (s0 >> sh) & 63;
+    mn = (s1 >> sh) & 63;
+  } else {
+    sc = ((s2 >> sh) & 0xF) | (((s0 >> sh) >> 6 & 3) << 4);
+    mn = ((s2 >> sh) >> 4 & 0xF) | (((s1 >> sh) >> 6 & 3) << 4);
+  }
+  *d1 = __fmul_rn(d, (float)sc);
+  *m1 = __fmul_rn(dmin, (float)mn);
+}
+
+/* 2^e as a float, e in [-126, 127]. */
+__device__ __forceinline__ float tc_pow2(int e) { return __int_as_float((127 + e) << 23); }
+
+/* The split x, written once per matmul by tc_prep_kernel into the workspace, per row of x:
+ * xb: per 16-element segment, per part (xh, xl), 16 halves in the order the MMA reads them
+ * (within each 4 elements: 0, 2, 1, 3, so word 2i + h is the pair (4i + h, 4i + h + 2));
+ * xs: per 32-element group (X, u): X the F32 sum, u = 2^(24 - es) the unscale of s = 2^es. */
+__host__ __device__ static inline uint64_t tc_prep_bytes(int64_t K) {
+  return (uint64_t)K * 4 + (uint64_t)K / 32 * 8;
+}
+
+/* Thread i of block (bx, m) takes elements 1024 bx + 8 i .. + 7 of row m (four threads = one
+ * 32-group, a lane quad). Per 32-group: s = 2^es brings its largest |x| to [2^14, 2^15)
+ * (clamped; zero, inf and NaN groups keep s = 1), xh = f16(s x), xl = f16(s x - xh);
+ * X = the group's sum in a fixed order. */
+template <bool VEC>
+__global__ void __launch_bounds__(128)
+    tc_prep_kernel(const float *__restrict__ x, int64_t x_ld, int64_t K, uint8_t *__restrict__ ws) {
+  memra_pdl_enter();
+  const int64_t m = blockIdx.y, e = 1024 * (int64_t)blockIdx.x + 8 * threadIdx.x;
+  if (e >= K) return; /* K % 256 == 0: whole lane quads leave together */
+  const float *xp = x + m * x_ld + e;
+  uint4 *xb = (uint4 *)(ws + m * tc_prep_bytes(K));
+  float2 *xs = (float2 *)(ws + m * tc_prep_bytes(K) + (uint64_t)K * 4);
+  float v[8];
+  if (VEC) {
+    const float4 a = __ldg((const float4 *)xp), b = __ldg((const float4 *)xp + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+    v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      v[i] = __ldg(xp + i);
+  }
+  uint32_t mx = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    mx = max(mx, __float_as_uint(v[i]) & 0x7FFFFFFFu);
+  mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const int E = (int)(mx >> 23);
+  int es = 141 - E;
+  es = E == 0 || E == 255 ? 0 : es < -100 ? -100 : es > 100 ? 100 : es;
+  const float s = tc_pow2(es);
+  uint32_t hw[4], lw[4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float a = __fmul_rn(v[4 * i + h], s), b = __fmul_rn(v[4 * i + h + 2], s);
+      const __half2 hv = __floats2half2_rn(a, b);
+      const float2 hf = __half22float2(hv);
+      const __half2 lv = __floats2half2_rn(__fsub_rn(a, hf.x), __fsub_rn(b, hf.y));
+      hw[2 * i + h] = *(const uint32_t *)&hv;
+      lw[2 * i + h] = *(const uint32_t *)&lv;
+    }
+  const int64_t seg = e >> 4;
+  const int half = (int)(e >> 3) & 1;
+  xb[4 * seg + half] = make_uint4(hw[0], hw[1], hw[2], hw[3]);
+  xb[4 * seg + 2 + half] = make_uint4(lw[0], lw[1], lw[2], lw[3]);
+  float p4[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    p4[i] = __fadd_rn(v[2 * i], v[2 * i + 1]);
+  float X = __fadd_rn(__fadd_rn(p4[0], p4[1]), __fadd_rn(p4[2], p4[3]));
+  X = __fadd_rn(X, __shfl_xor_sync(0xffffffffu, X, 1));
+  X = __fadd_rn(X, __shfl_xor_sync(0xffffffffu, X, 2));
+  if ((threadIdx.x & 3) == 0) xs[e >> 5] = make_float2(X, tc_pow2(24 - es));
+}
+
+/* What this thread needs of super-block sb: rows g and g + 8 (header + two q), and for x
+ * row 0 its B segment part of both chunks and (X, u) of its sub-blocks. */
+struct tc_raw {
+  uint4 hd0, hd1, q0[2], q1[2];
+};
+struct tc_xin {
+  uint4 b[2][2];
+  float2 xs[2];
+};
+__device__ __forceinline__ void tc_load(tc_raw &r, const uint8_t *w0, const uint8_t *w1, int64_t sb,
+                                        int t) {
+  const uint8_t *b0 = w0 + 144 * sb, *b1 = w1 + 144 * sb;
+  r.hd0 = __ldg((const uint4 *)b0);
+  r.hd1 = __ldg((const uint4 *)b1);
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    r.q0[c] = __ldg((const uint4 *)(b0 + 16 + 64 * c + 16 * t));
+    r.q1[c] = __ldg((const uint4 *)(b1 + 16 + 64 * c + 16 * t));
+  }
+}
+/* xb, xs: this x row's prep; bseg, bpart: the segment part this thread supplies (active) */
+__device__ __forceinline__ void tc_load_x(tc_xin &r, const uint4 *xb, const float2 *xs, int64_t sb,
+                                          bool active, int bseg, int bpart, int jsub) {
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const uint4 *p = xb + 4 * (16 * sb + 8 * c + bseg) + 2 * bpart;
+    r.b[c][0] = active ? p[0] : make_uint4(0, 0, 0, 0);
+    r.b[c][1] = active ? p[1] : make_uint4(0, 0, 0, 0);
+    r.xs[c] = xs[8 * sb + 4 * c + jsub];
+  }
+}
+
+template <int T, int M, bool VEC>
+__global__ void __launch_bounds__(TC_WARPS * 32)
+    matmul_v7_kernel(const mm_jobs J, const uint8_t *__restrict__ ws, int64_t K, int64_t rows) {
+  static_assert(T == MEMRA_TYPE_Q4_K, "v7 is Q4_K only");
+  __shared__ float part[TC_WARPS][M][TC_ROWS];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const mm_job jb = mm_pick(J);
+  const int64_t N = jb.N, n0 = jb.b * TC_ROWS;
+  const int64_t m0 = (int64_t)blockIdx.y * M;
+  const int64_t mrows = rows - m0 < M ? rows - m0 : M;
+  const int64_t nsb = K / 256;
+  const uint8_t *w0 = jb.w + (uint64_t)(n0 + g < N ? n0 + g : N - 1) * jb.w_nb1;
+  const uint8_t *w1 = jb.w + (uint64_t)(n0 + g + 8 < N ? n0 + g + 8 : N - 1) * jb.w_nb1;
+  /* this thread's sub-block in chunk c: 4c + jsub; high nibbles (x16) for t >= 2 */
+  const int jsub = 2 * (t & 1) + (t >> 1);
+  const float hiscale = t >= 2 ? 0.0625f : 1.f;
+  /* the B segment part this thread supplies (if any): column g = (kind, part) */
+  const int kind = g >> 1, bpart = g & 1;
+  const bool active = (kind & 1) == (t >> 1), lo_b = kind < 2;
+  const int bseg = 4 * (t >> 1) + (t & 1) + 2 * (kind >> 1);
+  const uint4 *xb[M];
+  const float2 *xs[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const uint8_t *p = ws + (m0 + (m < mrows ? m : 0)) * tc_prep_bytes(K);
+    xb[m] = (const uint4 *)p;
+    xs[m] = (const float2 *)(p + (uint64_t)K * 4);
+  }
+  /* Weights are constant: the first super-block's bytes are loaded and the rest fetched into
+   * L2 before waiting for x (launch.cuh). */
+  int64_t sb = warp;
+  tc_raw cur;
+  tc_xin xcur;
+  if (sb < nsb) tc_load(cur, w0, w1, sb, t);
+  for (int r = 0; r < TC_ROWS; ++r)
+    if (n0 + r < N)
+      memra_prefetch_l2(jb.w + (uint64_t)(n0 + r) * jb.w_nb1, jb.w_nb1, threadIdx.x, TC_WARPS * 32,
+                        64);
+  memra_pdl_enter();
+  if (sb < nsb) tc_load_x(xcur, xb[0], xs[0], sb, active, bseg, bpart, jsub);
+  float acc[M][2];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+    acc[m][0] = acc[m][1] = 0.f;
+
+  for (; sb < nsb; sb += TC_WARPS) {
+    tc_raw nxt;
+    tc_xin xnxt;
+    if (sb + TC_WARPS < nsb) {
+      tc_load(nxt, w0, w1, sb + TC_WARPS, t);
+      tc_load_x(xnxt, xb[0], xs[0], sb + TC_WARPS, active, bseg, bpart, jsub);
+    }
+    const float d0 = __half2float(__ushort_as_half((uint16_t)(cur.hd0.x & 0xFFFF)));
+    const float dm0 = __half2float(__ushort_as_half((uint16_t)(cur.hd0.x >> 16)));
+    const float d1 = __half2float(__ushort_as_half((uint16_t)(cur.hd1.x & 0xFFFF)));
+    const float dm1 = __half2float(__ushort_as_half((uint16_t)(cur.hd1.x >> 16)));
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const uint32_t wa[4] = {cur.q0[c].x, cur.q0[c].y, cur.q0[c].z, cur.q0[c].w};
+      const uint32_t wb[4] = {cur.q1[c].x, cur.q1[c].y, cur.q1[c].z, cur.q1[c].w};
+      float sc0, mn0, sc1, mn1;
+      tc_scale_min_k4(c, cur.hd0.y, cur.hd0.z, cur.hd0.w, jsub, d0, dm0, &sc0, &mn0);
+      tc_scale_min_k4(c, cur.hd1.y, cur.hd1.z, cur.hd1.w, jsub, d1, dm1, &sc1, &mn1);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        tc_xin xm;
+        if (m == 0)
+          xm = xcur;
+        else
+          tc_load_x(xm, xb[m], xs[m], sb, active, bseg, bpart, jsub);
+        const uint32_t breg[8] = {xm.b[c][0].x, xm.b[c][0].y, xm.b[c][0].z, xm.b[c][0].w,
+                                  xm.b[c][1].x, xm.b[c][1].y, xm.b[c][1].z, xm.b[c][1].w};
+        float cc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t ua = h ? wa[i] >> 8 : wa[i], ub = h ? wb[i] >> 8 : wb[i];
+            const uint32_t bv = breg[2 * i + h];
+            tc_mma(cc, ua & 0x000F000Fu, ub & 0x000F000Fu, ua & 0x00F000F0u, ub & 0x00F000F0u,
+                   lo_b ? bv : 0u, lo_b ? 0u : bv);
+          }
+        const float f = __fmul_rn(xm.xs[c].y, hiscale);
+        acc[m][0] = __fmaf_rn(sc0, __fmul_rn(__fadd_rn(cc[0], cc[1]), f), acc[m][0]);
+        acc[m][0] = __fmaf_rn(-mn0, xm.xs[c].x, acc[m][0]);
+        acc[m][1] = __fmaf_rn(sc1, __fmul_rn(__fadd_rn(cc[2], cc[3]), f), acc[m][1]);
+        acc[m][1] = __fmaf_rn(-mn1, xm.xs[c].x, acc[m][1]);
+      }
+    }
+    cur = nxt;
+    xcur = xnxt;
+  }
+  /* rows g, g + 8: sum over t (butterfly: both partners get the same bits), then warps in
+   * order, bias last */
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float v = acc[m][r];
+      v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+      v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+      if (t == 0) part[warp][m][g + 8 * r] = v;
+    }
+  __syncthreads();
+  for (int i = threadIdx.x; i < M * TC_ROWS; i += TC_WARPS * 32) {
+    const int m = i / TC_ROWS, r = i % TC_ROWS;
+    const int64_t n = n0 + r;
+    if (m >= mrows || n >= N) continue;
+    float v = part[0][m][r];
+#pragma unroll
+    for (int k = 1; k < TC_WARPS; ++k)
+      v = __fadd_rn(v, part[k][m][r]);
+    jb.y[(m0 + m) * jb.y_ld + n] = jb.bias ? __fadd_rn(v, jb.bias[n]) : v;
+  }
+}
+
+/* The prep kernel over x's rows, then the v7 grid over J (TC_ROWS rows per block); ws holds
+ * rows * tc_prep_bytes(K). False when a grid is too large. */
+template <int T, bool VEC>
+static bool mtc_launch(int mt, const memra_backend *be, mm_jobs J, const float *x, int64_t x_ld,
+                       int64_t K, int64_t rows, uint8_t *ws) {
+  const int64_t gx = mm_jobs_layout(&J, TC_ROWS);
+  if (gx == 0 || rows > 65535) return false;
+  (void)memra_cu_launch(be, tc_prep_kernel<VEC>,
+                        dim3((unsigned)((K + 1023) / 1024), (unsigned)rows), dim3(128), 0, x, x_ld,
+                        K, ws);
+  const dim3 grid((unsigned)gx, (unsigned)((rows + mt - 1) / mt));
+#define MTC_GO(MM)                                                                                 \
+  (void)memra_cu_launch(be, matmul_v7_kernel<T, MM, VEC>, grid, dim3(TC_WARPS * 32), 0, J,         \
+                        (const uint8_t *)ws, K, rows)
+  switch (mt) {
+  case 1: MTC_GO(1); break;
+  case 2: MTC_GO(2); break;
+  case 4: MTC_GO(4); break;
+  default: MTC_GO(8); break;
+  }
+#undef MTC_GO
+  return true;
+}
+
+#endif /* MEMRA_CUDA_MATMUL_TC_CUH */
