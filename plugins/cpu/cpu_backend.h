@@ -141,11 +141,19 @@ memra_status cpu_matmul(memra_backend *be, const memra_tensor *y, const memra_te
 /* ABI 1.3 matmul_n: matmul for each of n outputs sharing x (matmul.c). */
 memra_status cpu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
                           const memra_tensor *x, const memra_tensor *w, const memra_tensor *bias);
+/* ABI 1.5 gemm_n: the same composition, gemm_n's messages (matmul.c). */
+memra_status cpu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y, const memra_tensor *x,
+                        const memra_tensor *w, const memra_tensor *bias);
 memra_status cpu_rope(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
                       const memra_rope_params *p);
 memra_status cpu_kv_store(memra_backend *be, const memra_tensor *k_cache,
                           const memra_tensor *v_cache, const memra_tensor *k, const memra_tensor *v,
                           const memra_batch *batch);
+/* ABI 1.4 rope_kv_store: rope(q), rope(k), kv_store in one call (rope_kv.c). */
+memra_status cpu_rope_kv_store(memra_backend *be, const memra_tensor *q, const memra_tensor *k,
+                               const memra_tensor *v, const memra_tensor *k_cache,
+                               const memra_tensor *v_cache, const memra_batch *batch,
+                               const memra_rope_params *p);
 memra_status cpu_attention(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
                            const memra_tensor *k_cache, const memra_tensor *v_cache,
                            const memra_batch *batch, const memra_attn_params *p);

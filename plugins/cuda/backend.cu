@@ -197,7 +197,8 @@ static const memra_backend_vt *cu_vtable(void) {
     v.graph_launch = memra_cu_graph_launch;
     v.graph_free = memra_cu_graph_free;
     v.get_proc = cu_get_proc;
-    v.matmul_n = memra_cu_matmul_n; /* ABI 1.3 fused slot (matmul.cu) */
+    v.matmul_n = memra_cu_matmul_n;           /* ABI 1.3 fused slot (matmul.cu) */
+    v.rope_kv_store = memra_cu_rope_kv_store; /* ABI 1.4 fused slot (rope_kv.cu) */
 #if MEMRA_ABI_MINOR >= 2
     v.sample = memra_cu_sample;
 #endif
@@ -209,6 +210,7 @@ static const memra_backend_vt *cu_vtable(void) {
     v.gated_delta_rule = memra_cu_gated_delta_rule;
 #if MEMRA_CU_HAS_GEMM
     v.gemm = memra_cu_gemm;
+    v.gemm_n = memra_cu_gemm_n; /* ABI 1.5 grouped prompt GEMM (gemm.cu) */
 #endif
     return v;
   }();

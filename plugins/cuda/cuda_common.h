@@ -114,6 +114,11 @@ memra_status memra_cu_rope(memra_backend *be, const memra_tensor *x, const memra
 memra_status memra_cu_kv_store(memra_backend *be, const memra_tensor *k_cache,
                                const memra_tensor *v_cache, const memra_tensor *k,
                                const memra_tensor *v, const memra_batch *batch);
+/* ABI 1.4: rope(q), rope(k), kv_store in one launch (rope_kv.cu). */
+memra_status memra_cu_rope_kv_store(memra_backend *be, const memra_tensor *q, const memra_tensor *k,
+                                    const memra_tensor *v, const memra_tensor *k_cache,
+                                    const memra_tensor *v_cache, const memra_batch *batch,
+                                    const memra_rope_params *p);
 memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
                                 const memra_tensor *k_cache, const memra_tensor *v_cache,
                                 const memra_batch *batch, const memra_attn_params *p);
@@ -133,6 +138,10 @@ memra_status memra_cu_add_i32(memra_backend *be, const memra_tensor *v, int32_t 
 #if MEMRA_CU_HAS_GEMM
 memra_status memra_cu_gemm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                            const memra_tensor *w, const memra_tensor *bias);
+/* gemm_n: gemm for outputs sharing x, one grouped launch (gemm.cu). */
+memra_status memra_cu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y,
+                             const memra_tensor *x, const memra_tensor *w,
+                             const memra_tensor *bias);
 #endif
 
 memra_status memra_cu_graph_begin(memra_backend *be);

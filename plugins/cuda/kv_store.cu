@@ -3,25 +3,15 @@
  * Oracle: plugins/cpu kv_store. Positions, sequences and page ids are device data the
  * host cannot check without a sync: a row whose slot falls outside the cache is skipped
  * (never written out of bounds). ver 1: one block per row (256 threads; ver 1b: up to 1024,
- * one thread per element).  <- in the vtable */
+ * one thread per element).  <- in the vtable
+ * The fused rope_kv_store (rope_kv.cu) shares the slot rule and the checks below. */
 #include <cuda_fp16.h>
 #include <stdio.h>
 
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/fp8.cuh"
-
-/* Slot of row r, or -1 when its seq, position or page is out of range. */
-__device__ __forceinline__ int64_t memra_kv_slot(int64_t r, const int32_t *pos, const int32_t *seq,
-                                                 const int32_t *bt, int64_t bt_ld, int n_seqs,
-                                                 int block_size, int max_blocks, int64_t slots) {
-  const int32_t p = pos[r], s = seq[r];
-  if (p < 0 || s < 0 || s >= n_seqs || p / block_size >= max_blocks) return -1;
-  const int32_t page = bt[(int64_t)s * bt_ld + p / block_size];
-  if (page < 0) return -1;
-  const int64_t slot = (int64_t)page * block_size + p % block_size;
-  return slot < slots ? slot : -1;
-}
+#include "plugins/cuda/rope_kv.cuh"
 
 template <typename TK, typename TV>
 __global__ void kv_store_v1_kernel(char *kc, uint64_t k_nb1, char *vc, uint64_t v_nb1,
@@ -71,37 +61,58 @@ memra_status memra_cu_check_batch(memra_backend *be, const memra_batch *b, const
   return MEMRA_OK;
 }
 
+memra_status memra_cu_kv_store_check(memra_backend *be, const char *what,
+                                     const memra_tensor *k_cache, const memra_tensor *v_cache,
+                                     const memra_tensor *k, const memra_tensor *v,
+                                     const memra_batch *batch, const int32_t **pos,
+                                     const int32_t **seq, const int32_t **bt, int64_t *bt_ld) {
+  memra_status st;
+  char nk[96], nv[96], nkc[96], nvc[96], nkv[96];
+  snprintf(nk, sizeof nk, "%s: k", what);
+  snprintf(nv, sizeof nv, "%s: v", what);
+  snprintf(nkc, sizeof nkc, "%s: k_cache", what);
+  snprintf(nvc, sizeof nvc, "%s: v_cache", what);
+  snprintf(nkv, sizeof nkv, "%s: k and v", what);
+  if ((st = memra_cu_check_batch(be, batch, what, pos, seq, bt, bt_ld)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, k, nk, MEMRA_TYPE_F32)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, v, nv, MEMRA_TYPE_F32)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, k_cache, nkc, -1)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, v_cache, nvc, -1)) != MEMRA_OK ||
+      (st = memra_cu_check_same_shape(be, k, v, nkv)) != MEMRA_OK)
+    return st;
+  if (k->ne1 < batch->n_rows)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: k has %lld rows, batch %d", what,
+                         (long long)k->ne1, batch->n_rows);
+  for (int i = 0; i < 2; ++i) {
+    const memra_tensor *c = i ? v_cache : k_cache;
+    if (c->type != MEMRA_TYPE_F16 && c->type != MEMRA_TYPE_F32 && c->type != MEMRA_TYPE_F8_E4M3)
+      return memra_cu_errf(be, MEMRA_E_UNSUPPORTED,
+                           "%s: %s cache is %s, expected F16, F32 or F8_E4M3", what, i ? "v" : "k",
+                           memra_type_info(c->type).name);
+    if (c->ne0 != k->ne0)
+      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %s cache rows have %lld elements, k %lld",
+                           what, i ? "v" : "k", (long long)c->ne0, (long long)k->ne0);
+    if (memra_cu_align_of(memra_cu_ptr(c), c->nb1) < (uint64_t)memra_type_info(c->type).size)
+      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %s cache misaligned", what, i ? "v" : "k");
+  }
+  if (k->nb1 % 4 || v->nb1 % 4)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: k or v stride not whole floats", what);
+  /* FP8 (ABI minor 2): both caches FP8; mixed FP8 caches are refused, as on attention. */
+  if ((k_cache->type == MEMRA_TYPE_F8_E4M3) != (v_cache->type == MEMRA_TYPE_F8_E4M3))
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: caches are %s and %s: FP8 needs both", what,
+                         memra_type_info(k_cache->type).name, memra_type_info(v_cache->type).name);
+  return MEMRA_OK;
+}
+
 memra_status memra_cu_kv_store(memra_backend *be, const memra_tensor *k_cache,
                                const memra_tensor *v_cache, const memra_tensor *k,
                                const memra_tensor *v, const memra_batch *batch) {
   memra_status st;
   const int32_t *pos = NULL, *seq = NULL, *bt = NULL;
   int64_t bt_ld = 0;
-  if ((st = memra_cu_check_batch(be, batch, "kv_store", &pos, &seq, &bt, &bt_ld)) != MEMRA_OK ||
-      (st = memra_cu_check_tensor(be, k, "kv_store: k", MEMRA_TYPE_F32)) != MEMRA_OK ||
-      (st = memra_cu_check_tensor(be, v, "kv_store: v", MEMRA_TYPE_F32)) != MEMRA_OK ||
-      (st = memra_cu_check_tensor(be, k_cache, "kv_store: k_cache", -1)) != MEMRA_OK ||
-      (st = memra_cu_check_tensor(be, v_cache, "kv_store: v_cache", -1)) != MEMRA_OK ||
-      (st = memra_cu_check_same_shape(be, k, v, "kv_store: k and v")) != MEMRA_OK)
+  if ((st = memra_cu_kv_store_check(be, "kv_store", k_cache, v_cache, k, v, batch, &pos, &seq, &bt,
+                                    &bt_ld)) != MEMRA_OK)
     return st;
-  if (k->ne1 < batch->n_rows)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "kv_store: k has %lld rows, batch %d",
-                         (long long)k->ne1, batch->n_rows);
-  for (int i = 0; i < 2; ++i) {
-    const memra_tensor *c = i ? v_cache : k_cache;
-    if (c->type != MEMRA_TYPE_F16 && c->type != MEMRA_TYPE_F32 && c->type != MEMRA_TYPE_F8_E4M3)
-      return memra_cu_errf(be, MEMRA_E_UNSUPPORTED,
-                           "kv_store: %s cache is %s, expected F16, F32 or F8_E4M3", i ? "v" : "k",
-                           memra_type_info(c->type).name);
-    if (c->ne0 != k->ne0)
-      return memra_cu_errf(be, MEMRA_E_INVALID,
-                           "kv_store: %s cache rows have %lld elements, k %lld", i ? "v" : "k",
-                           (long long)c->ne0, (long long)k->ne0);
-    if (memra_cu_align_of(memra_cu_ptr(c), c->nb1) < (uint64_t)memra_type_info(c->type).size)
-      return memra_cu_errf(be, MEMRA_E_INVALID, "kv_store: %s cache misaligned", i ? "v" : "k");
-  }
-  if (k->nb1 % 4 || v->nb1 % 4)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "kv_store: k or v stride not whole floats");
   if (batch->n_rows == 0) return MEMRA_OK;
   /* A thread per element up to 1024 (a Llama-8B row of 1024: one pass, not four). */
   const int threads = k->ne0 >= 1024 ? 1024 : k->ne0 <= 32 ? 32 : (int)((k->ne0 + 31) / 32 * 32);
@@ -115,11 +126,7 @@ memra_status memra_cu_kv_store(memra_backend *be, const memra_tensor *k_cache,
                         k_cache->ne1, v_cache->ne1)
   const bool kh = k_cache->type == MEMRA_TYPE_F16, vh = v_cache->type == MEMRA_TYPE_F16;
   const bool k8 = k_cache->type == MEMRA_TYPE_F8_E4M3, v8 = v_cache->type == MEMRA_TYPE_F8_E4M3;
-  /* FP8 (ABI minor 2): both caches FP8; mixed FP8 caches are refused, as on attention. */
-  if (k8 != v8)
-    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "kv_store: caches are %s and %s: FP8 needs both",
-                         memra_type_info(k_cache->type).name, memra_type_info(v_cache->type).name);
-  if (k8)
+  if (k8 && v8)
     KV_LAUNCH(memra_f8, memra_f8);
   else if (kh && vh)
     KV_LAUNCH(__half, __half);

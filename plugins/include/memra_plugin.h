@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 3u
+#define MEMRA_ABI_MINOR 5u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -323,6 +323,29 @@ typedef struct memra_backend_vt {
    * batches. */
   memra_status (*matmul_n)(memra_backend *be, int32_t n, const memra_tensor *y,
                            const memra_tensor *x, const memra_tensor *w, const memra_tensor *bias);
+
+  /* --- ABI minor 4: rope and kv_store of a step in one call (optional: NULL = the core
+   * calls rope, rope and kv_store) ---
+   * rope_kv_store: rope(q, batch->pos, p); rope(k, batch->pos, p over k->ne0 / head_dim
+   * heads); kv_store(k_cache, v_cache, k, v, batch) -- those three calls' contracts and
+   * bits on the same plugin (q and k rotated in place, k and v stored at each row's slot;
+   * a fused kernel must keep rope's arithmetic per pair and kv_store's conversion). q, k
+   * and v have batch->n_rows rows; k's width is a multiple of p->head_dim; q, k and v do
+   * not overlap each other or the caches. On failure q and k may already be rotated. */
+  memra_status (*rope_kv_store)(memra_backend *be, const memra_tensor *q, const memra_tensor *k,
+                                const memra_tensor *v, const memra_tensor *k_cache,
+                                const memra_tensor *v_cache, const memra_batch *batch,
+                                const memra_rope_params *p);
+
+  /* --- ABI minor 5: prompt-row projections sharing x in one call (optional: NULL = the core
+   * calls gemm per output) ---
+   * gemm_n: y[i] = x . w[i]^T (+ bias[i] when bias and bias[i].buf are non-NULL) for i < n,
+   * n in 1..4 (q, k, v or gate, up of prompt rows): gemm's contract for each, and each y[i]
+   * bit-identical to what gemm gives for it on the same plugin (one grouped launch must keep
+   * gemm's arithmetic per element). Every w[i] has x's K and w[0]'s type; no y[i] may
+   * overlap x, a w or another y. */
+  memra_status (*gemm_n)(memra_backend *be, int32_t n, const memra_tensor *y, const memra_tensor *x,
+                         const memra_tensor *w, const memra_tensor *bias);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

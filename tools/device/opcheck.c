@@ -459,6 +459,118 @@ static void check_kv_store(void) {
   }
 }
 
+/* rope_kv_store (ABI 1.4) on plugin i: q, k rotated at the batch's positions, k and v
+ * stored in the caches. */
+static memra_status call_rope_kv(int i, const ck_buf *d, const kvfix *f, int rows, int qw, int kw,
+                                 int32_t ctype, int64_t slots, const memra_rope_params *p) {
+  if (!P[i].vt->rope_kv_store) return MEMRA_E_UNSUPPORTED;
+  memra_batch b = kv_batch(f, i, rows, 512);
+  return P[i].vt->rope_kv_store(P[i].be, TP(&d[0], i, 0, qw, rows), TP(&d[1], i, 0, kw, rows),
+                                TP(&d[2], i, 0, kw, rows), TP(&d[3], i, ctype, kw, slots),
+                                TP(&d[4], i, ctype, kw, slots), &b, p);
+}
+
+/* The fused rope + kv_store: against the oracle (q, k), and on the plugin under test bit
+ * for bit the three calls it replaces (rope q, rope k, kv_store): q, k and both caches
+ * whole (rows written and rows not). */
+static void check_rope_kv(void) {
+  struct {
+    int mode, n_head, n_kv, hd, n_rot, ff;
+    int32_t ctype;
+    int rows;
+  } cs[] = {
+      {MEMRA_ROPE_NORM, 32, 8, 128, 128, 1, MEMRA_TYPE_F16, 1}, /* Llama-3.1-8B decode */
+      {MEMRA_ROPE_NEOX, 16, 2, 128, 64, 0, MEMRA_TYPE_F16, 5},  /* partial rope */
+      {MEMRA_ROPE_NEOX, 7, 1, 80, 80, 0, MEMRA_TYPE_F32, 3},
+      {MEMRA_ROPE_NORM, 9, 3, 64, 32, 1, MEMRA_TYPE_F8_E4M3, 4},
+  };
+  const int n_cases = g_quick ? 2 : (int)(sizeof cs / sizeof cs[0]);
+  for (int c = 0; c < n_cases; ++c) {
+    const int R = cs[c].rows, qw = cs[c].n_head * cs[c].hd, kw = cs[c].n_kv * cs[c].hd;
+    int32_t pos[8], seq[8];
+    for (int r = 0; r < R; ++r) { /* distinct slots: rows of one sequence 17 apart */
+      seq[r] = r % 2;
+      pos[r] = r / 2 * 17 + (int32_t)(ck_rnd() % 15) + (r == 0 ? 100 : 0);
+    }
+    kvfix f = kv_fixture(2, 16, 10, pos, seq, R);
+    const int64_t slots = (int64_t)f.n_pages * f.block_size;
+    uint64_t cb;
+    void *kc = ck_rand_rows(cs[c].ctype, kw, slots, &cb),
+         *vc = ck_rand_rows(cs[c].ctype, kw, slots, &cb);
+    float *q = ck_frand_vec((int64_t)R * qw, -1, 1), *k = ck_frand_vec((int64_t)R * kw, -1, 1),
+          *v = ck_frand_vec((int64_t)R * kw, -1, 1), *ff = ck_frand_vec(cs[c].n_rot / 2, 1, 8);
+    const uint64_t sz[5] = {(uint64_t)R * qw * 4, (uint64_t)R * kw * 4, (uint64_t)R * kw * 4, cb,
+                            cb};
+    const void *init[5] = {q, k, v, kc, vc};
+    ck_buf d[5], e[5]; /* d: the fused call on both plugins; e: the separate calls */
+    for (int j = 0; j < 5; ++j) {
+      d[j] = ck_new(sz[j], init[j]);
+      e[j] = ck_new(sz[j], init[j]);
+    }
+    ck_buf df = ck_new((uint64_t)cs[c].n_rot / 2 * 4, ff);
+    char what[96];
+    snprintf(what, sizeof what, "%s h%d/kv%d d%d rot %d%s %s rows %d", cs[c].mode ? "NEOX" : "NORM",
+             cs[c].n_head, cs[c].n_kv, cs[c].hd, cs[c].n_rot, cs[c].ff ? " +ff" : "",
+             memra_type_info(cs[c].ctype).name, R);
+    int ok_;
+    BOTH("rope_kv_store", what, ({
+           memra_rope_params p = {cs[c].n_head,
+                                  cs[c].hd,
+                                  cs[c].n_rot,
+                                  cs[c].mode,
+                                  500000.f,
+                                  1.f,
+                                  cs[c].ff ? ck_t(&df, i, 0, cs[c].n_rot / 2, 1) : ck_none()};
+           call_rope_kv(i, d, &f, R, qw, kw, cs[c].ctype, slots, &p);
+         }));
+    if (ok_) {
+      compare_f32("rope_kv_store", "  q", &d[0], (int64_t)R * qw, 1e-6);
+      compare_f32("rope_kv_store", "  k", &d[1], (int64_t)R * kw, 1e-6);
+      memra_rope_params p = {cs[c].n_head,
+                             cs[c].hd,
+                             cs[c].n_rot,
+                             cs[c].mode,
+                             500000.f,
+                             1.f,
+                             cs[c].ff ? ck_t(&df, 1, 0, cs[c].n_rot / 2, 1) : ck_none()};
+      memra_rope_params pk = p;
+      pk.n_head = cs[c].n_kv;
+      memra_batch b = kv_batch(&f, 1, R, 512);
+      memra_tensor tk = ck_t(&e[1], 1, 0, kw, R), tv = ck_t(&e[2], 1, 0, kw, R);
+      memra_plug_must(&P[1], P[1].vt->rope(P[1].be, TP(&e[0], 1, 0, qw, R), &b.pos, &p), "rope");
+      memra_plug_must(&P[1], P[1].vt->rope(P[1].be, &tk, &b.pos, &pk), "rope");
+      memra_plug_must(&P[1],
+                      P[1].vt->kv_store(P[1].be, TP(&e[3], 1, cs[c].ctype, kw, slots),
+                                        TP(&e[4], 1, cs[c].ctype, kw, slots), &tk, &tv, &b),
+                      "kv_store");
+      static const char *names[5] = {"q", "k", "v", "k cache", "v cache"};
+      for (int j = 0; j < 5; ++j) {
+        if (j == 2) continue; /* v is an input only */
+        uint8_t *a = ck_get(&d[j], 1), *bb = ck_get(&e[j], 1);
+        const int same = memcmp(a, bb, sz[j]) == 0 && ck_guard_ok(&d[j]);
+        char w2[96];
+        snprintf(w2, sizeof w2, "rope_kv %s %s: fused == rope, rope, kv_store",
+                 memra_type_info(cs[c].ctype).name, names[j]);
+        ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+        free(a);
+        free(bb);
+      }
+    }
+    for (int j = 0; j < 5; ++j) {
+      ck_free(&d[j]);
+      ck_free(&e[j]);
+    }
+    ck_free(&df);
+    free(kc);
+    free(vc);
+    free(q);
+    free(k);
+    free(v);
+    free(ff);
+    kv_free(&f);
+  }
+}
+
 static void check_attention(void) {
   struct {
     int32_t ctype;
@@ -921,6 +1033,7 @@ int main(int argc, char **argv) {
   check_rmsnorm();
   check_rope();
   check_kv_store();
+  check_rope_kv();
   check_attention();
   check_elementwise();
   check_argmax();

@@ -1,0 +1,33 @@
+/* rope_kv.c — ABI 1.4 rope_kv_store: rope(q), rope(k), kv_store(k, v) in one call. The
+ * oracle is the composition itself (GPU plugins fuse the three into one kernel and must
+ * give these bits). The shape facts the three calls do not check between each other
+ * (same rows, k's heads) are checked first; a later refusal (a bad slot) may leave q and
+ * k rotated, as the ABI allows. */
+#include <inttypes.h>
+
+#include "plugins/cpu/cpu_backend.h"
+
+memra_status cpu_rope_kv_store(memra_backend *be, const memra_tensor *q, const memra_tensor *k,
+                               const memra_tensor *v, const memra_tensor *k_cache,
+                               const memra_tensor *v_cache, const memra_batch *batch,
+                               const memra_rope_params *p) {
+  if (!q || !k || !v || !batch || !p)
+    return cpu_fail(be, MEMRA_E_INVALID, "rope_kv_store: q, k, v, batch and params are required");
+  if (p->head_dim < 1 || k->ne0 % p->head_dim != 0)
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "rope_kv_store: k rows have %" PRId64
+                    " elements, not a multiple of head_dim %d",
+                    k->ne0, p->head_dim);
+  if (q->ne1 != batch->n_rows || k->ne1 != batch->n_rows || v->ne1 != batch->n_rows)
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "rope_kv_store: q, k, v have %" PRId64 ", %" PRId64 ", %" PRId64
+                    " rows, batch %d",
+                    q->ne1, k->ne1, v->ne1, batch->n_rows);
+  memra_rope_params pk = *p;
+  pk.n_head = (int32_t)(k->ne0 / p->head_dim);
+  memra_status st;
+  if ((st = cpu_rope(be, q, &batch->pos, p)) || (st = cpu_rope(be, k, &batch->pos, &pk)) ||
+      (st = cpu_kv_store(be, k_cache, v_cache, k, v, batch)))
+    return st;
+  return MEMRA_OK;
+}
