@@ -283,7 +283,9 @@ static int mm_mtile(int64_t M) { return M >= 8 ? 8 : M > 2 ? 4 : (int)M; }
  * under 4096 rows in all at M = 1, else 8). */
 static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs J,
                                    int64_t n_rows_all) {
-  const int mt = mm_mtile(a->M);
+  /* v7 takes up to 16 rows of x per weight pass (a row's arithmetic is the same in any
+   * group: batch invariant) */
+  const int mt = a->path == MM_V7 && a->M > 8 ? 16 : mm_mtile(a->M);
   const int R = mt == 1 && n_rows_all < 4096 ? 2 : 8;
   if ((a->M + mt - 1) / mt > 65535)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: %lld rows of x", (long long)a->M);

@@ -193,14 +193,11 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
   const int kind = g >> 1, bpart = g & 1;
   const bool active = (kind & 1) == (t >> 1), lo_b = kind < 2;
   const int bseg = 4 * (t >> 1) + (t & 1) + 2 * (kind >> 1);
-  const uint4 *xb[M];
-  const float2 *xs[M];
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    const uint8_t *p = ws + (m0 + (m < mrows ? m : 0)) * tc_prep_bytes(K);
-    xb[m] = (const uint4 *)p;
-    xs[m] = (const float2 *)(p + (uint64_t)K * 4);
-  }
+  /* x row m's prep (rows past the batch read row m0's: computed, never stored) */
+  const uint64_t pb = tc_prep_bytes(K);
+  const uint8_t *ws0 = ws + m0 * pb;
+#define TC_XB(m) ((const uint4 *)(ws0 + ((m) < mrows ? (m) : 0) * pb))
+#define TC_XS(m) ((const float2 *)(ws0 + ((m) < mrows ? (m) : 0) * pb + (uint64_t)K * 4))
   /* Weights are constant: the first super-block's bytes are loaded and the rest fetched into
    * L2 before waiting for x (launch.cuh). */
   int64_t sb = warp;
@@ -212,7 +209,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
       memra_prefetch_l2(jb.w + (uint64_t)(n0 + r) * jb.w_nb1, jb.w_nb1, threadIdx.x, TC_WARPS * 32,
                         64);
   memra_pdl_enter();
-  if (sb < nsb) tc_load_x(xcur, xb[0], xs[0], sb, active, bseg, bpart, jsub);
+  if (sb < nsb) tc_load_x(xcur, TC_XB(0), TC_XS(0), sb, active, bseg, bpart, jsub);
   float acc[M][2];
 #pragma unroll
   for (int m = 0; m < M; ++m)
@@ -223,7 +220,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
     tc_xin xnxt;
     if (sb + TC_WARPS < nsb) {
       tc_load(nxt, w0, w1, sb + TC_WARPS, t);
-      tc_load_x(xnxt, xb[0], xs[0], sb + TC_WARPS, active, bseg, bpart, jsub);
+      tc_load_x(xnxt, TC_XB(0), TC_XS(0), sb + TC_WARPS, active, bseg, bpart, jsub);
     }
     const float d0 = __half2float(__ushort_as_half((uint16_t)(cur.hd0.x & 0xFFFF)));
     const float dm0 = __half2float(__ushort_as_half((uint16_t)(cur.hd0.x >> 16)));
@@ -242,7 +239,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
         if (m == 0)
           xm = xcur;
         else
-          tc_load_x(xm, xb[m], xs[m], sb, active, bseg, bpart, jsub);
+          tc_load_x(xm, TC_XB(m), TC_XS(m), sb, active, bseg, bpart, jsub);
         const uint32_t breg[8] = {xm.b[c][0].x, xm.b[c][0].y, xm.b[c][0].z, xm.b[c][0].w,
                                   xm.b[c][1].x, xm.b[c][1].y, xm.b[c][1].z, xm.b[c][1].w};
         float cc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -265,6 +262,8 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
     cur = nxt;
     xcur = xnxt;
   }
+#undef TC_XB
+#undef TC_XS
   /* rows g, g + 8: sum over t (butterfly: both partners get the same bits), then warps in
    * order, bias last */
 #pragma unroll
@@ -289,7 +288,8 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
   }
 }
 
-/* The prep kernel over x's rows, then the v7 grid over J (TC_ROWS rows per block); ws holds
+/* The prep kernel over x's rows, then the v7 grid over J (TC_ROWS rows per block, mt = 1, 2,
+ * 4, 8 or 16 rows of x per block); ws holds
  * rows * tc_prep_bytes(K). False when a grid is too large. */
 template <int T, bool VEC>
 static bool mtc_launch(int mt, const memra_backend *be, mm_jobs J, const float *x, int64_t x_ld,
@@ -307,7 +307,8 @@ static bool mtc_launch(int mt, const memra_backend *be, mm_jobs J, const float *
   case 1: MTC_GO(1); break;
   case 2: MTC_GO(2); break;
   case 4: MTC_GO(4); break;
-  default: MTC_GO(8); break;
+  case 8: MTC_GO(8); break;
+  default: MTC_GO(16); break;
   }
 #undef MTC_GO
   return true;

@@ -40,6 +40,7 @@ synth() { # preset type out
   synth qwen3-8b q4_k_m "$W/q8b-q4_k_m.gguf"
   synth qwen3next-80b-a3b q4_k_m "$W/hy-q4_k_m.gguf"
   synth qwen3next-80b-a3b f16 "$W/hy-f16.gguf"
+  synth qwen3-30b-a3b q4_k_m "$W/moe30-q4_k_m.gguf"
 ) &
 SYNTH_PID=$!
 wait_for() { while [ ! -s "$1" ] && kill -0 $SYNTH_PID 2>/dev/null; do sleep 1; done; [ -s "$1" ]; }
@@ -49,6 +50,8 @@ wait_for() { while [ ! -s "$1" ] && kill -0 $SYNTH_PID 2>/dev/null; do sleep 1; 
 row "opcheck sm90a vs cpu (rc $?)" "$(tail -1 "$O/opcheck.txt")"
 "$D/opcheck" "$D/libmemra_cpu.so" "$T90" >"$O/opcheck-t90.txt" 2>"$O/opcheck-t90.err"
 row "opcheck sm120a test build vs cpu (rc $?)" "$(tail -1 "$O/opcheck-t90.txt")"
+MEMRA_GEMV=tc "$D/opcheck" "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/opcheck-tc.txt" 2>&1
+row "opcheck sm90a MEMRA_GEMV=tc (rc $?)" "$(tail -1 "$O/opcheck-tc.txt")"
 "$D/opcheck_families" "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/families.txt" 2>&1
 row "opcheck_families ops (rc $?)" "$(tail -1 "$O/families.txt")"
 "$D/opcheck_families" --e2e "$D/libmemra_sm90a.so" tests/families/fixtures >"$O/families-e2e.txt" 2>&1
@@ -92,6 +95,14 @@ if wait_for "$L8"; then
   gate chunk chunk "${OPTS[@]}" -m "$L8" --gate-p 1000 --ubatch 67
   gate graph-sm120a-test90 graph --backend "$T90" -m "$L8" --gate-p 200 -n 512
   for b in 32 64; do gate batch-$b batch "${OPTS[@]}" -m "$L8" --gate-b $b --gate-p 512 -n 32; done
+  # The tensor-core Q4_K GEMV (v7, the serving choice): invariance and aggregate throughput.
+  export MEMRA_GEMV=tc
+  gate graph-q4_k_m-tc graph "${OPTS[@]}" -m "$L8" --gate-p 200 -n 512
+  gate batch-8-tc batch "${OPTS[@]}" -m "$L8" --gate-b 8 --gate-p 512 -n 128
+  for b in 32 64; do gate batch-$b-tc batch "${OPTS[@]}" -m "$L8" --gate-b $b --gate-p 512 -n 32; done
+  timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$L8" --bench-p 0 --bench-n 128 --bench-d 512 -r 3 \
+    >"$O/bench-q4_k_m-tc.md" 2>"$O/bench-tc.err"
+  unset MEMRA_GEMV
   # sm120a test build vs sm90a: top-1 agreement at positions with a top-2 margin > 1e-2.
   python3 -c "import random; random.seed(9); print(','.join(str(random.randrange(128000)) for _ in range(97)))" >"$W/ids97.txt"
   for m in l8-q4_k_m q8b-q4_k_m; do
@@ -131,6 +142,10 @@ for ty in q4_k_m f16; do
   timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$W/hy-$ty.gguf" --bench-p 512 --bench-n 128 -r 3 \
     >"$O/bench-hy-$ty.md" 2>"$O/bench-hy-$ty.err"
 done
+if wait_for "$W/moe30-q4_k_m.gguf"; then
+  timeout 150 "$D/memra" bench "${OPTS[@]}" -m "$W/moe30-q4_k_m.gguf" --bench-p 512 --bench-n 128 -r 3 \
+    >"$O/bench-moe30-q4_k_m.md" 2>"$O/bench-moe30.err"
+fi
 wait_for "$W/hy-q4_k_m.gguf" && gate graph-hybrid-q4_k_m graph "${OPTS[@]}" -m "$W/hy-q4_k_m.gguf" --gate-p 200 -n 512
 kill $SYNTH_PID 2>/dev/null
 
