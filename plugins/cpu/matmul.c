@@ -118,3 +118,25 @@ memra_status cpu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
   }
   return MEMRA_OK;
 }
+
+/* ABI 1.5 gemm_n: this plugin has no gemm (the core gives prompt rows to matmul), so the
+ * oracle of a grouped GEMM is matmul per output, with gemm_n's own messages. */
+memra_status cpu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y, const memra_tensor *x,
+                        const memra_tensor *w, const memra_tensor *bias) {
+  if (n < 1 || n > 4 || !y || !w)
+    return cpu_fail(be, MEMRA_E_INVALID, "gemm_n: %d outputs (1..4 with y and w arrays)", n);
+  for (int32_t i = 1; i < n; ++i)
+    if (w[i].type != w[0].type || w[i].ne0 != w[0].ne0)
+      return cpu_fail(
+          be, MEMRA_E_INVALID, "gemm_n: w[%d] is %s with K %" PRId64 ", w[0] %s with K %" PRId64, i,
+          memra_type_info(w[i].type).name, w[i].ne0, memra_type_info(w[0].type).name, w[0].ne0);
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t j = 0; j < i; ++j)
+      if (overlaps(&y[i], &y[j]))
+        return cpu_fail(be, MEMRA_E_INVALID, "gemm_n: y[%d] overlaps y[%d]", i, j);
+  for (int32_t i = 0; i < n; ++i) {
+    memra_status st = cpu_matmul(be, &y[i], x, &w[i], bias ? &bias[i] : NULL);
+    if (st) return st;
+  }
+  return MEMRA_OK;
+}

@@ -16,6 +16,9 @@
  *
  * Extension for benchmarks: x may also be F16 (F16 or quantized weights) or BF16 (BF16
  * weights), rows 16-byte aligned; it is then used as A directly (no step 1). */
+#include <stdio.h>
+#include <string.h>
+
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/dequant.cuh"
 #include "plugins/cuda/gemm.h"
@@ -144,15 +147,6 @@ static memra_status gemm_stage_w(memra_backend *be, void *b, int64_t ldb, int32_
   return MEMRA_OK;
 }
 
-/* The architecture's tensor-core kernel (gemm.h). */
-static cudaError_t gemm_kernel(const memra_cu_gemm_args *g, cudaStream_t st, int n_sms) {
-#if MEMRA_CUDA_CC_MAJOR == 9 && !defined(MEMRA_CUDA_FAMILY_SM120) /* sm120a family: mma.sync */
-  return memra_cu_gemm_wgmma(g, st, n_sms);
-#else
-  return memra_cu_gemm_mma(g, st, n_sms);
-#endif
-}
-
 /* True when the bytes spanned by checked tensors a and b intersect. */
 static bool gemm_overlap(const memra_tensor *a, const memra_tensor *b) {
   if (a->buf != b->buf) return false;
@@ -163,120 +157,282 @@ static bool gemm_overlap(const memra_tensor *a, const memra_tensor *b) {
   return a->offset < eb && b->offset < ea;
 }
 
-memra_status memra_cu_gemm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                           const memra_tensor *w, const memra_tensor *bias) {
+/* One product's checked operands and layout (gemm_plan), shared by gemm and gemm_n. */
+struct gemm_plan {
+  int64_t M, N, K, lda, ldb, chunk;
+  const float *bp;
+  float *yp;
+  const uint8_t *xp, *wp;
+  uint64_t walign, ynb1, xnb1, wnb1;
+  int32_t wtype;
+  int bf;
+  bool a_direct, b_direct, to_matmul; /* to_matmul: F32 weights (matmul's f32 path) */
+};
+
+/* The argument checks of y = x . w^T (+ bias), messages prefixed by `what` ("gemm", or
+ * "gemm_n[i]"), and the operand layout: A direct (x already f16/bf16) or converted into the
+ * workspace; B direct (aligned F16/BF16 rows) or decoded in chunks of `chunk` rows. */
+static memra_status gemm_plan_make(memra_backend *be, const char *what, const memra_tensor *y,
+                                   const memra_tensor *x, const memra_tensor *w,
+                                   const memra_tensor *bias, gemm_plan *p) {
   memra_status st;
-  if ((st = memra_cu_check_tensor(be, y, "gemm: y", MEMRA_TYPE_F32)) != MEMRA_OK ||
-      (st = memra_cu_check_tensor(be, x, "gemm: x", -1)) != MEMRA_OK ||
-      (st = memra_cu_check_tensor(be, w, "gemm: w", -1)) != MEMRA_OK)
-    return st;
+  char name[48];
+  memset(p, 0, sizeof *p);
+  snprintf(name, sizeof name, "%s: y", what);
+  if ((st = memra_cu_check_tensor(be, y, name, MEMRA_TYPE_F32)) != MEMRA_OK) return st;
+  snprintf(name, sizeof name, "%s: x", what);
+  if ((st = memra_cu_check_tensor(be, x, name, -1)) != MEMRA_OK) return st;
+  snprintf(name, sizeof name, "%s: w", what);
+  if ((st = memra_cu_check_tensor(be, w, name, -1)) != MEMRA_OK) return st;
   if (!memra_cu_type_supported(w->type))
-    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "gemm: no CUDA kernel for %s weights",
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: no CUDA kernel for %s weights", what,
                          memra_type_info(w->type).name);
   const int bf = w->type == MEMRA_TYPE_BF16;
   const int32_t op_type = bf ? MEMRA_TYPE_BF16 : MEMRA_TYPE_F16;
   if (x->type != MEMRA_TYPE_F32 && (x->type != op_type || w->type == MEMRA_TYPE_F32))
-    return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: x is %s, expected F32%s%s",
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: x is %s, expected F32%s%s", what,
                          memra_type_info(x->type).name, w->type == MEMRA_TYPE_F32 ? "" : " or ",
                          w->type == MEMRA_TYPE_F32 ? "" : memra_type_info(op_type).name);
-  if (w->type == MEMRA_TYPE_F32) return memra_cu_matmul(be, y, x, w, bias);
+  if (w->type == MEMRA_TYPE_F32) {
+    p->to_matmul = true;
+    return MEMRA_OK;
+  }
   const int64_t M = x->ne1, K = x->ne0, N = w->ne1;
   if (w->ne0 != K || y->ne1 != M || y->ne0 != N)
     return memra_cu_errf(be, MEMRA_E_INVALID,
-                         "gemm: y [%lld, %lld] = x [%lld, %lld] . w [%lld, %lld]^T: shapes "
+                         "%s: y [%lld, %lld] = x [%lld, %lld] . w [%lld, %lld]^T: shapes "
                          "disagree",
-                         (long long)y->ne1, (long long)y->ne0, (long long)M, (long long)K,
+                         what, (long long)y->ne1, (long long)y->ne0, (long long)M, (long long)K,
                          (long long)N, (long long)w->ne0);
   const float *bp = NULL;
   if (memra_cu_present(bias)) {
-    if ((st = memra_cu_check_tensor(be, bias, "gemm: bias", MEMRA_TYPE_F32)) != MEMRA_OK) return st;
+    snprintf(name, sizeof name, "%s: bias", what);
+    if ((st = memra_cu_check_tensor(be, bias, name, MEMRA_TYPE_F32)) != MEMRA_OK) return st;
     if (bias->ne0 != N)
-      return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: bias has %lld elements, expected %lld",
+      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: bias has %lld elements, expected %lld", what,
                            (long long)bias->ne0, (long long)N);
     bp = (const float *)memra_cu_ptr(bias);
     if ((uintptr_t)bp % 4)
-      return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: bias must be 4-byte aligned");
+      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: bias must be 4-byte aligned", what);
   }
   if (y->nb1 % 4)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: y row stride is not whole floats");
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y row stride is not whole floats", what);
   if (gemm_overlap(y, x) || gemm_overlap(y, w))
     return memra_cu_errf(be, MEMRA_E_INVALID,
-                         "gemm: y overlaps an input (x or w); it cannot be computed in place");
+                         "%s: y overlaps an input (x or w); it cannot be computed in place", what);
+  p->M = M;
   if (M == 0) return MEMRA_OK;
   if (M > 0x7fffffff || N > 0x7fffffff || K > 0x7fffffff)
-    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "gemm: [%lld, %lld] x [%lld, %lld]^T too large",
-                         (long long)M, (long long)K, (long long)N, (long long)K);
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: [%lld, %lld] x [%lld, %lld]^T too large",
+                         what, (long long)M, (long long)K, (long long)N, (long long)K);
   float *yp = (float *)memra_cu_ptr(y);
   const uint8_t *xp = (const uint8_t *)memra_cu_ptr(x);
   const uint8_t *wp = (const uint8_t *)memra_cu_ptr(w);
   if ((uintptr_t)yp % 4)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: y must be 4-byte aligned");
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y must be 4-byte aligned", what);
   const uint64_t walign = memra_cu_align_of(wp, w->nb1 * (N > 1));
   if (walign < memra_cu_type_align(w->type))
-    return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: %s weights must be %llu-byte aligned",
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %s weights must be %llu-byte aligned", what,
                          memra_type_info(w->type).name,
                          (unsigned long long)memra_cu_type_align(w->type));
-
-  /* Workspace: A (unless x is already an operand), then one chunk of B (unless w is). */
   const bool a_direct = x->type != MEMRA_TYPE_F32;
   if (a_direct && (memra_cu_align_of(xp, x->nb1 * (M > 1)) < 16))
     return memra_cu_errf(be, MEMRA_E_INVALID,
-                         "gemm: %s x needs 16-byte aligned rows (address and stride)",
+                         "%s: %s x needs 16-byte aligned rows (address and stride)", what,
                          memra_type_info(x->type).name);
   if (!a_direct && (uintptr_t)xp % 4)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: x must be 4-byte aligned");
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: x must be 4-byte aligned", what);
   if (!a_direct && x->nb1 % 4)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "gemm: x row stride is not whole floats");
-  const int64_t lda = a_direct ? (M > 1 ? (int64_t)(x->nb1 / 2) : gemm_round8(K)) : gemm_round8(K);
-  const bool b_direct = (w->type == MEMRA_TYPE_F16 || w->type == MEMRA_TYPE_BF16) && walign >= 16;
-  const int64_t ldb = b_direct ? (N > 1 ? (int64_t)(w->nb1 / 2) : gemm_round8(K)) : gemm_round8(K);
-  int64_t chunk = N;
-  if (!b_direct) {
-    const int64_t fit = (int64_t)(GEMM_CHUNK_BYTES / ((uint64_t)ldb * 2)) / 256 * 256;
-    chunk = fit < 256 ? 256 : fit;
-    if (chunk > N) chunk = N;
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: x row stride is not whole floats", what);
+  p->N = N;
+  p->K = K;
+  p->lda = a_direct ? (M > 1 ? (int64_t)(x->nb1 / 2) : gemm_round8(K)) : gemm_round8(K);
+  p->b_direct = (w->type == MEMRA_TYPE_F16 || w->type == MEMRA_TYPE_BF16) && walign >= 16;
+  p->ldb = p->b_direct ? (N > 1 ? (int64_t)(w->nb1 / 2) : gemm_round8(K)) : gemm_round8(K);
+  p->chunk = N;
+  if (!p->b_direct) {
+    const int64_t fit = (int64_t)(GEMM_CHUNK_BYTES / ((uint64_t)p->ldb * 2)) / 256 * 256;
+    p->chunk = fit < 256 ? 256 : fit;
+    if (p->chunk > N) p->chunk = N;
   }
-  const uint64_t a_bytes = a_direct ? 0 : ((uint64_t)M * lda * 2 + 255) / 256 * 256;
-  const uint64_t b_bytes = b_direct ? 0 : (uint64_t)chunk * ldb * 2;
+  p->bp = bp;
+  p->yp = yp;
+  p->xp = xp;
+  p->wp = wp;
+  p->walign = walign;
+  p->ynb1 = y->nb1;
+  p->xnb1 = x->nb1;
+  p->wnb1 = w->nb1;
+  p->wtype = w->type;
+  p->bf = bf;
+  p->a_direct = a_direct;
+  return MEMRA_OK;
+}
+
+/* Step 1: x (F32) -> A (f16 or bf16) at ws, rows lda apart. */
+static void gemm_convert_x(memra_backend *be, const gemm_plan *p, void *ws) {
+  const int64_t ldx = (int64_t)(p->xnb1 / 4), M = p->M, K = p->K;
+  const int vec = memra_cu_align_of(p->xp, p->xnb1 * (M > 1)) >= 16;
+  const int64_t cols = (K + 4 * GEMM_THREADS - 1) / (4 * GEMM_THREADS);
+  dim3 grid((unsigned)(cols < 65535 ? cols : 65535), (unsigned)(M < 65535 ? M : 65535));
+  if (p->bf)
+    gemm_x_v1_kernel<1><<<grid, GEMM_THREADS, 0, be->stream>>>(
+        (uint16_t *)ws, p->lda, (const float *)p->xp, ldx, M, K, vec);
+  else
+    gemm_x_v1_kernel<0><<<grid, GEMM_THREADS, 0, be->stream>>>(
+        (uint16_t *)ws, p->lda, (const float *)p->xp, ldx, M, K, vec);
+}
+
+static uint64_t gemm_a_bytes(const gemm_plan *p) {
+  return p->a_direct ? 0 : ((uint64_t)p->M * p->lda * 2 + 255) / 256 * 256;
+}
+
+/* Columns [n0, n0 + nc) of the product as one kernel job, B at b. */
+static memra_cu_gemm_job gemm_job(const gemm_plan *p, const void *b, int64_t n0, int64_t nc) {
+  memra_cu_gemm_job j;
+  j.b = b;
+  j.ldb = p->ldb;
+  j.c = p->yp + n0;
+  j.ldc = (int64_t)(p->ynb1 / 4);
+  j.bias = p->bp ? p->bp + n0 : NULL;
+  j.n = (int)nc;
+  return j;
+}
+
+/* The architecture's kernel over the jobs of g (gemm.h): on sm_90a one launch for all. */
+static cudaError_t gemm_kernel_n(const memra_cu_gemm_group *g, cudaStream_t st, int n_sms) {
+#if MEMRA_CUDA_CC_MAJOR == 9 && !defined(MEMRA_CUDA_FAMILY_SM120) /* sm120a family: mma.sync */
+  return memra_cu_gemm_wgmma_n(g, st, n_sms);
+#else
+  for (int i = 0; i < g->n_jobs; ++i) {
+    memra_cu_gemm_args a;
+    a.a = g->a;
+    a.lda = g->lda;
+    a.b = g->job[i].b;
+    a.ldb = g->job[i].ldb;
+    a.c = g->job[i].c;
+    a.ldc = g->job[i].ldc;
+    a.bias = g->job[i].bias;
+    a.m = g->m;
+    a.n = g->job[i].n;
+    a.k = g->k;
+    a.bf16 = g->bf16;
+    cudaError_t e = memra_cu_gemm_mma(&a, st, n_sms);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+#endif
+}
+
+memra_status memra_cu_gemm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                           const memra_tensor *w, const memra_tensor *bias) {
+  gemm_plan p;
+  memra_status st = gemm_plan_make(be, "gemm", y, x, w, bias, &p);
+  if (st != MEMRA_OK) return st;
+  if (p.to_matmul) return memra_cu_matmul(be, y, x, w, bias);
+  if (p.M == 0) return MEMRA_OK;
+
+  /* Workspace: A (unless x is already an operand), then one chunk of B (unless w is). */
+  const uint64_t a_bytes = gemm_a_bytes(&p);
+  const uint64_t b_bytes = p.b_direct ? 0 : (uint64_t)p.chunk * p.ldb * 2;
   void *ws = NULL;
   if (a_bytes + b_bytes > 0 && (st = memra_cu_workspace(be, a_bytes + b_bytes, &ws)) != MEMRA_OK)
     return st;
-  const void *ap = a_direct ? (const void *)xp : ws;
-  if (!a_direct) {
-    const int64_t ldx = (int64_t)(x->nb1 / 4);
-    const int vec = memra_cu_align_of(xp, x->nb1 * (M > 1)) >= 16;
-    const int64_t cols = (K + 4 * GEMM_THREADS - 1) / (4 * GEMM_THREADS);
-    dim3 grid((unsigned)(cols < 65535 ? cols : 65535), (unsigned)(M < 65535 ? M : 65535));
-    if (bf)
-      gemm_x_v1_kernel<1><<<grid, GEMM_THREADS, 0, be->stream>>>((uint16_t *)ws, lda,
-                                                                 (const float *)xp, ldx, M, K, vec);
-    else
-      gemm_x_v1_kernel<0><<<grid, GEMM_THREADS, 0, be->stream>>>((uint16_t *)ws, lda,
-                                                                 (const float *)xp, ldx, M, K, vec);
+  const void *ap = p.a_direct ? (const void *)p.xp : ws;
+  if (!p.a_direct) {
+    gemm_convert_x(be, &p, ws);
     MEMRA_CU_LAUNCHED();
   }
   void *bws = (uint8_t *)ws + a_bytes;
-  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
-    const int64_t nc = N - n0 < chunk ? N - n0 : chunk;
-    const uint8_t *wc = wp + (uint64_t)n0 * w->nb1;
-    if (!b_direct &&
-        (st = gemm_stage_w(be, bws, ldb, w->type, wc, w->nb1, nc, K, walign >= 16)) != MEMRA_OK)
+  for (int64_t n0 = 0; n0 < p.N; n0 += p.chunk) {
+    const int64_t nc = p.N - n0 < p.chunk ? p.N - n0 : p.chunk;
+    const uint8_t *wc = p.wp + (uint64_t)n0 * p.wnb1;
+    if (!p.b_direct && (st = gemm_stage_w(be, bws, p.ldb, p.wtype, wc, p.wnb1, nc, p.K,
+                                          p.walign >= 16)) != MEMRA_OK)
       return st;
-    memra_cu_gemm_args g;
+    memra_cu_gemm_group g;
     g.a = ap;
-    g.lda = lda;
-    g.b = b_direct ? (const void *)wc : bws;
-    g.ldb = ldb;
-    g.c = yp + n0;
-    g.ldc = (int64_t)(y->nb1 / 4);
-    g.bias = bp ? bp + n0 : NULL;
-    g.m = (int)M;
-    g.n = (int)nc;
-    g.k = (int)K;
-    g.bf16 = bf;
-    cudaError_t e = gemm_kernel(&g, be->stream, be->n_sms);
+    g.lda = p.lda;
+    g.m = (int)p.M;
+    g.k = (int)p.K;
+    g.bf16 = p.bf;
+    g.n_jobs = 1;
+    g.job[0] = gemm_job(&p, p.b_direct ? (const void *)wc : bws, n0, nc);
+    cudaError_t e = gemm_kernel_n(&g, be->stream, be->n_sms);
     if (e != cudaSuccess) return memra_cu_fail(be, e, "gemm kernel", __FILE__, __LINE__);
   }
+  return MEMRA_OK;
+}
+
+/* gemm_n (ABI 1.5): y[i] = x . w[i]^T (+ bias[i]) for i < n, each with gemm's bits. x is
+ * converted once and, when every decoded weight fits in one workspace chunk, all products
+ * run as one grouped launch (gemm_kernel_n); otherwise one gemm per output. */
+memra_status memra_cu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y,
+                             const memra_tensor *x, const memra_tensor *w,
+                             const memra_tensor *bias) {
+  if (n < 1 || n > MEMRA_CU_GEMM_MAX_JOBS || !y || !w || !x)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "gemm_n: %d outputs (1..%d with y and w arrays)",
+                         (int)n, (int)MEMRA_CU_GEMM_MAX_JOBS);
+  for (int32_t i = 1; i < n; ++i)
+    if (w[i].type != w[0].type || w[i].ne0 != w[0].ne0)
+      return memra_cu_errf(be, MEMRA_E_INVALID,
+                           "gemm_n: w[%d] is %s with K %lld, w[0] %s with K %lld", (int)i,
+                           memra_type_info(w[i].type).name, (long long)w[i].ne0,
+                           memra_type_info(w[0].type).name, (long long)w[0].ne0);
+  gemm_plan p[MEMRA_CU_GEMM_MAX_JOBS];
+  const memra_tensor none = {};
+  uint64_t b_total = 0;
+  bool grouped = true;
+  for (int32_t i = 0; i < n; ++i) {
+    char what[16];
+    snprintf(what, sizeof what, "gemm_n[%d]", (int)i);
+    memra_status st = gemm_plan_make(be, what, &y[i], x, &w[i], bias ? &bias[i] : &none, &p[i]);
+    if (st != MEMRA_OK) return st;
+    for (int32_t j = 0; j < i; ++j)
+      if (gemm_overlap(&y[i], &y[j]))
+        return memra_cu_errf(be, MEMRA_E_INVALID, "gemm_n: y[%d] overlaps y[%d]", (int)i, (int)j);
+    if (p[i].to_matmul || p[i].chunk < p[i].N) grouped = false;
+    if (!p[i].b_direct) b_total += ((uint64_t)p[i].N * p[i].ldb * 2 + 255) / 256 * 256;
+  }
+  if (b_total > GEMM_CHUNK_BYTES) grouped = false;
+  if (!grouped) { /* F32 weights (matmul) or decoded weights beyond one chunk */
+    for (int32_t i = 0; i < n; ++i) {
+      memra_status st = memra_cu_gemm(be, &y[i], x, &w[i], bias ? &bias[i] : &none);
+      if (st != MEMRA_OK) return st;
+    }
+    return MEMRA_OK;
+  }
+  if (p[0].M == 0) return MEMRA_OK;
+  const uint64_t a_bytes = gemm_a_bytes(&p[0]);
+  void *ws = NULL;
+  memra_status st;
+  if (a_bytes + b_total > 0 && (st = memra_cu_workspace(be, a_bytes + b_total, &ws)) != MEMRA_OK)
+    return st;
+  if (!p[0].a_direct) {
+    gemm_convert_x(be, &p[0], ws);
+    MEMRA_CU_LAUNCHED();
+  }
+  memra_cu_gemm_group g;
+  g.a = p[0].a_direct ? (const void *)p[0].xp : ws;
+  g.lda = p[0].lda;
+  g.m = (int)p[0].M;
+  g.k = (int)p[0].K;
+  g.bf16 = p[0].bf;
+  g.n_jobs = (int)n;
+  uint8_t *bws = (uint8_t *)ws + a_bytes;
+  for (int32_t i = 0; i < n; ++i) {
+    const void *b = p[i].wp;
+    if (!p[i].b_direct) {
+      if ((st = gemm_stage_w(be, bws, p[i].ldb, p[i].wtype, p[i].wp, p[i].wnb1, p[i].N, p[i].K,
+                             p[i].walign >= 16)) != MEMRA_OK)
+        return st;
+      b = bws;
+      bws += ((uint64_t)p[i].N * p[i].ldb * 2 + 255) / 256 * 256;
+    }
+    g.job[i] = gemm_job(&p[i], b, 0, p[i].N);
+  }
+  cudaError_t e = gemm_kernel_n(&g, be->stream, be->n_sms);
+  if (e != cudaSuccess) return memra_cu_fail(be, e, "gemm_n kernel", __FILE__, __LINE__);
   return MEMRA_OK;
 }
 

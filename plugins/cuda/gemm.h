@@ -25,8 +25,29 @@ typedef struct memra_cu_gemm_args {
   int bf16; /* 0: f16 operands, 1: bf16 */
 } memra_cu_gemm_args;
 
+/* Several products sharing A (gemm_n: q, k, v or gate, up of prompt rows): C_j [m, n_j] =
+ * A . B_j^T (+ bias_j) for j < n_jobs, one persistent launch over all jobs' tiles on sm_90a
+ * (fewer, fuller waves than one launch per weight at small m). Each element's bits are those
+ * of the one-job call: same k order, whatever the tile shape. */
+enum { MEMRA_CU_GEMM_MAX_JOBS = 4 };
+typedef struct memra_cu_gemm_job {
+  const void *b; /* A's element type, [n, ldb] */
+  int64_t ldb;
+  float *c;
+  int64_t ldc;
+  const float *bias; /* NULL = none */
+  int n;
+} memra_cu_gemm_job;
+typedef struct memra_cu_gemm_group {
+  const void *a;
+  int64_t lda;
+  int m, k, bf16, n_jobs;
+  memra_cu_gemm_job job[MEMRA_CU_GEMM_MAX_JOBS];
+} memra_cu_gemm_group;
+
 #if MEMRA_CUDA_CC_MAJOR == 9
 cudaError_t memra_cu_gemm_wgmma(const memra_cu_gemm_args *g, cudaStream_t st, int n_sms);
+cudaError_t memra_cu_gemm_wgmma_n(const memra_cu_gemm_group *g, cudaStream_t st, int n_sms);
 #endif
 cudaError_t memra_cu_gemm_mma(const memra_cu_gemm_args *g, cudaStream_t st, int n_sms);
 

@@ -172,12 +172,31 @@ __device__ __forceinline__ void gw_tile(int t, int tiles_m, int tiles_n, int *tm
   *tn = r / rows;
 }
 
+/* The products of one launch (gemm_n: several weights sharing A; gemm: one). Job j owns
+ * the global n-tiles [tile0[j], tile0[j + 1]); its tiles are those of a one-job launch. */
+struct gw_jobs {
+  CUtensorMap map_b[MEMRA_CU_GEMM_MAX_JOBS];
+  float *c[MEMRA_CU_GEMM_MAX_JOBS];
+  int64_t ldc[MEMRA_CU_GEMM_MAX_JOBS];
+  const float *bias[MEMRA_CU_GEMM_MAX_JOBS];
+  int n[MEMRA_CU_GEMM_MAX_JOBS], vec2[MEMRA_CU_GEMM_MAX_JOBS];
+  int tile0[MEMRA_CU_GEMM_MAX_JOBS + 1];
+  int n_jobs;
+};
+
+/* The job of global n-tile tn (a handful of compares, uniform over the CTA). */
+__device__ __forceinline__ int gw_job(const gw_jobs &J, int tn) {
+  int j = 0;
+#pragma unroll
+  for (int i = 1; i < MEMRA_CU_GEMM_MAX_JOBS; ++i)
+    if (i < J.n_jobs && tn >= J.tile0[i]) j = i;
+  return j;
+}
+
 template <int NC, int BN, int BF>
 __global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
     gemm_wgmma_v1_kernel(const __grid_constant__ CUtensorMap map_a,
-                         const __grid_constant__ CUtensorMap map_b, float *__restrict__ c,
-                         int64_t ldc, const float *__restrict__ bias, int m, int n, int k,
-                         int vec2) {
+                         const __grid_constant__ gw_jobs jobs, int m, int k) {
   using C = gw_cfg<NC, BN>;
   constexpr int S = C::STAGES;
   extern __shared__ uint8_t gw_dyn[];
@@ -192,7 +211,7 @@ __global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  const int tiles_m = (m + C::BM - 1) / C::BM, tiles_n = (n + BN - 1) / BN;
+  const int tiles_m = (m + C::BM - 1) / C::BM, tiles_n = jobs.tile0[jobs.n_jobs];
   const int tiles = tiles_m * tiles_n, kblocks = (k + GW_BK - 1) / GW_BK;
 
   if (wg == 0) { /* producer: one thread issues every copy */
@@ -202,13 +221,16 @@ __global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
       for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         int tm, tn;
         gw_tile(t, tiles_m, tiles_n, &tm, &tn);
+        const int j = gw_job(jobs, tn);
+        const CUtensorMap *map_b = &jobs.map_b[j];
+        tn -= jobs.tile0[j];
         for (int kb = 0; kb < kblocks; ++kb, ++it) {
           const uint32_t s = it % S, round = it / S;
           if (round > 0) gw_bar_wait(&empty[s], (round - 1) & 1);
           uint8_t *sa = ring + s * C::STAGE, *sb = sa + C::A_BYTES;
           gw_bar_expect(&full[s], C::STAGE);
           gw_tma_load(sa, &map_a, &full[s], kb * GW_BK, tm * C::BM);
-          gw_tma_load(sb, &map_b, &full[s], kb * GW_BK, tn * BN);
+          gw_tma_load(sb, map_b, &full[s], kb * GW_BK, tn * BN);
         }
       }
     }
@@ -220,6 +242,8 @@ __global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       int tm, tn;
       gw_tile(t, tiles_m, tiles_n, &tm, &tn);
+      const int j = gw_job(jobs, tn);
+      tn -= jobs.tile0[j];
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i)
         acc[i] = 0.f;
@@ -246,6 +270,10 @@ __global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
 
       /* Accumulator i of this thread: row 16 warp + lane / 4 + 8 ((i / 2) % 2), column
        * 8 (i / 4) + 2 (lane % 4) + i % 2 (the wgmma D fragment). */
+      float *__restrict__ c = jobs.c[j];
+      const float *__restrict__ bias = jobs.bias[j];
+      const int64_t ldc = jobs.ldc[j];
+      const int n = jobs.n[j], vec2 = jobs.vec2[j];
       const int r0 = tm * C::BM + cw * 64 + warp * 16 + lane / 4;
       const int c0 = tn * BN + 2 * (lane % 4);
 #pragma unroll
@@ -316,7 +344,7 @@ cudaError_t gw_map(CUtensorMap *map, const void *p, int64_t rows, int64_t k, int
 }
 
 template <int NC, int BN, int BF>
-cudaError_t gw_launch(const memra_cu_gemm_args *g, cudaStream_t st, int n_sms) {
+cudaError_t gw_launch(const memra_cu_gemm_group *g, cudaStream_t st, int n_sms) {
   using C = gw_cfg<NC, BN>;
   static bool attr = false; /* the opt-in above 48 KiB, once per instance */
   if (!attr) {
@@ -325,23 +353,36 @@ cudaError_t gw_launch(const memra_cu_gemm_args *g, cudaStream_t st, int n_sms) {
     if (e != cudaSuccess) return e;
     attr = true;
   }
-  CUtensorMap ma, mb;
+  CUtensorMap ma;
+  gw_jobs J;
+  memset(&J, 0, sizeof J);
   cudaError_t e;
-  if ((e = gw_map(&ma, g->a, g->m, g->k, g->lda, C::BM, BF)) != cudaSuccess ||
-      (e = gw_map(&mb, g->b, g->n, g->k, g->ldb, BN, BF)) != cudaSuccess)
-    return e;
-  const int64_t tiles = ((int64_t)g->m + C::BM - 1) / C::BM * (((int64_t)g->n + BN - 1) / BN);
+  if ((e = gw_map(&ma, g->a, g->m, g->k, g->lda, C::BM, BF)) != cudaSuccess) return e;
+  int64_t tiles_n = 0;
+  for (int j = 0; j < g->n_jobs; ++j) {
+    const memra_cu_gemm_job *b = &g->job[j];
+    if ((e = gw_map(&J.map_b[j], b->b, b->n, g->k, b->ldb, BN, BF)) != cudaSuccess) return e;
+    J.c[j] = b->c;
+    J.ldc[j] = b->ldc;
+    J.bias[j] = b->bias;
+    J.n[j] = b->n;
+    J.vec2[j] = ((uintptr_t)b->c % 8 == 0 && b->ldc % 2 == 0) ? 1 : 0;
+    J.tile0[j] = (int)tiles_n;
+    tiles_n += (b->n + BN - 1) / BN;
+  }
+  J.tile0[g->n_jobs] = (int)tiles_n;
+  J.n_jobs = g->n_jobs;
+  const int64_t tiles = ((int64_t)g->m + C::BM - 1) / C::BM * tiles_n;
+  if (tiles > 0x7fffffff) return cudaErrorInvalidValue;
   const int grid = (int)(tiles < n_sms ? tiles : n_sms);
-  const int vec2 = ((uintptr_t)g->c % 8 == 0 && g->ldc % 2 == 0) ? 1 : 0;
-  gemm_wgmma_v1_kernel<NC, BN, BF>
-      <<<grid, C::THREADS, C::SMEM, st>>>(ma, mb, g->c, g->ldc, g->bias, g->m, g->n, g->k, vec2);
+  gemm_wgmma_v1_kernel<NC, BN, BF><<<grid, C::THREADS, C::SMEM, st>>>(ma, J, g->m, g->k);
   return cudaGetLastError();
 }
 
 /* The tile shapes the dispatcher chooses from, with a guess of their relative per-SM
  * throughput (bigger tiles reuse each operand byte more; one consumer warpgroup leaves the
  * tensor cores idle during its own waits). docs/PERF.md has the measured table. */
-typedef cudaError_t (*gw_launch_fn)(const memra_cu_gemm_args *, cudaStream_t, int);
+typedef cudaError_t (*gw_launch_fn)(const memra_cu_gemm_group *, cudaStream_t, int);
 struct gw_shape {
   int bm, bn;
   double eff;
@@ -354,10 +395,11 @@ const gw_shape gw_shapes[] = {
     GW_SHAPE(1, 256, 0.70), GW_SHAPE(1, 128, 0.62), GW_SHAPE(1, 64, 0.45)};
 #undef GW_SHAPE
 
-/* The shape of least estimated time: rounds of n_sms tiles, each tile's work (its k-blocks
- * plus about 4 k-blocks of fill and epilogue) over its efficiency. MEMRA_GEMM_TILE=BMxBN
- * (e.g. 128x224) forces a shape, for benchmarks. */
-const gw_shape *gw_pick(int m, int n, int k, int n_sms) {
+/* The shape of least estimated time: rounds of n_sms tiles (all jobs' tiles together), each
+ * tile's work (its k-blocks plus about 4 k-blocks of fill and epilogue) over its efficiency.
+ * MEMRA_GEMM_TILE=BMxBN (e.g. 128x224) forces a shape, for benchmarks. */
+const gw_shape *gw_pick(const memra_cu_gemm_group *g, int n_sms) {
+  const int m = g->m, k = g->k;
   const char *env = getenv("MEMRA_GEMM_TILE");
   if (env && *env)
     for (const gw_shape &s : gw_shapes) {
@@ -369,7 +411,10 @@ const gw_shape *gw_pick(int m, int n, int k, int n_sms) {
   double best_t = 0;
   const double kw = (double)((k + GW_BK - 1) / GW_BK + 4) * GW_BK;
   for (const gw_shape &s : gw_shapes) {
-    const int64_t tiles = ((int64_t)m + s.bm - 1) / s.bm * (((int64_t)n + s.bn - 1) / s.bn);
+    int64_t tiles_n = 0;
+    for (int j = 0; j < g->n_jobs; ++j)
+      tiles_n += (g->job[j].n + s.bn - 1) / s.bn;
+    const int64_t tiles = ((int64_t)m + s.bm - 1) / s.bm * tiles_n;
     const int64_t rounds = (tiles + n_sms - 1) / n_sms;
     const double t = (double)rounds * s.bm * s.bn * kw / s.eff;
     if (!best || t < best_t) {
@@ -382,16 +427,44 @@ const gw_shape *gw_pick(int m, int n, int k, int n_sms) {
 
 } // namespace
 
-/* Needs a, b 16-byte aligned and lda, ldb multiples of 8 (the copy engine's rules); the
- * caller (gemm.cu) guarantees them. Any tile shape gives every output element the same
- * bits (k reduced in the same order), so the choice may follow m freely. */
+/* Needs a and every b 16-byte aligned, lda and every ldb multiples of 8 (the copy engine's
+ * rules); the caller (gemm.cu) guarantees them. Any tile shape gives every output element
+ * the same bits (k reduced in the same order), so the choice may follow m freely, and a
+ * job's bits do not depend on the other jobs of its launch. */
+cudaError_t memra_cu_gemm_wgmma_n(const memra_cu_gemm_group *g, cudaStream_t st, int n_sms) {
+  if (g->n_jobs < 1 || g->n_jobs > MEMRA_CU_GEMM_MAX_JOBS || n_sms <= 0 || (uintptr_t)g->a % 16 ||
+      g->lda % 8 || g->lda < g->k)
+    return cudaErrorInvalidValue;
+  if (g->m <= 0 || g->k <= 0) return cudaSuccess;
+  memra_cu_gemm_group h = *g; /* the jobs with columns */
+  h.n_jobs = 0;
+  for (int j = 0; j < g->n_jobs; ++j) {
+    const memra_cu_gemm_job *b = &g->job[j];
+    if ((uintptr_t)b->b % 16 || b->ldb % 8 || b->ldb < g->k) return cudaErrorInvalidValue;
+    if (b->n > 0) h.job[h.n_jobs++] = *b;
+  }
+  if (h.n_jobs == 0) return cudaSuccess;
+  const gw_shape *s = gw_pick(&h, n_sms);
+  return (h.bf16 ? s->bf16 : s->f16)(&h, st, n_sms);
+}
+
 cudaError_t memra_cu_gemm_wgmma(const memra_cu_gemm_args *g, cudaStream_t st, int n_sms) {
   if (g->m <= 0 || g->n <= 0 || g->k <= 0) return cudaSuccess;
-  if ((uintptr_t)g->a % 16 || (uintptr_t)g->b % 16 || g->lda % 8 || g->ldb % 8 || g->lda < g->k ||
-      g->ldb < g->k || n_sms <= 0)
-    return cudaErrorInvalidValue;
-  const gw_shape *s = gw_pick(g->m, g->n, g->k, n_sms);
-  return (g->bf16 ? s->bf16 : s->f16)(g, st, n_sms);
+  memra_cu_gemm_group h;
+  memset(&h, 0, sizeof h);
+  h.a = g->a;
+  h.lda = g->lda;
+  h.m = g->m;
+  h.k = g->k;
+  h.bf16 = g->bf16;
+  h.n_jobs = 1;
+  h.job[0].b = g->b;
+  h.job[0].ldb = g->ldb;
+  h.job[0].c = g->c;
+  h.job[0].ldc = g->ldc;
+  h.job[0].bias = g->bias;
+  h.job[0].n = g->n;
+  return memra_cu_gemm_wgmma_n(&h, st, n_sms);
 }
 
 #endif /* MEMRA_CUDA_CC_MAJOR == 9 */

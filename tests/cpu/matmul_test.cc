@@ -223,3 +223,77 @@ TEST(CpuMatmulN, RefusesBadGroups) {
   EXPECT_EQ(0u, c.err().find("matmul_n: y[1] overlaps y[0]")) << c.err();
   EXPECT_TRUE(y0.guards_ok());
 }
+
+// ABI 1.5 gemm_n: the CPU plugin has no gemm (prompt rows go to matmul), so its gemm_n is
+// the oracle the GPU's grouped GEMM is held to: each output equals a separate matmul bit for
+// bit, for q/k/v-shaped (3 outputs, biases with a gap) and gate/up-shaped (2) groups, M odd.
+TEST(CpuGemmN, EqualsSeparateMatmulsBitForBit) {
+  Cpu c;
+  ASSERT_NE(nullptr, c.vt->gemm_n);
+  std::mt19937 g(47);
+  for (int32_t type : {MEMRA_TYPE_F16, MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_K}) {
+    const int64_t k = memra_type_info(type).blck == 256 ? 256 : 160;
+    for (int32_t n_out : {2, 3}) {
+      const int64_t ns[3] = {29, 9, 17};
+      for (int64_t m : {1, 7, 33}) {
+        SCOPED_TRACE(testing::Message()
+                     << memra_type_info(type).name << " n=" << n_out << " M=" << m);
+        Dev dx(c, MEMRA_TYPE_F32, k, m);
+        dx.put(randf(g, m * k));
+        std::vector<std::unique_ptr<Dev>> dw, db, dy, dref;
+        memra_tensor ws[3], bs[3], ys[3];
+        for (int i = 0; i < n_out; ++i) {
+          Weights w = make_weights(g, type, ns[i], k);
+          dw.emplace_back(new Dev(c, type, k, ns[i]));
+          dw[i]->put_bytes(w.bytes.data());
+          db.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], 1));
+          db[i]->put(randf(g, ns[i]));
+          dy.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], m));
+          dref.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], m));
+          ws[i] = dw[i]->t;
+          bs[i] = db[i]->t;
+          ys[i] = dy[i]->t;
+        }
+        bs[1].buf = nullptr; // absent bias between present ones
+        const bool with_bias = n_out == 3;
+        ASSERT_EQ(MEMRA_OK, c.vt->gemm_n(c.be, n_out, ys, &dx.t, ws, with_bias ? bs : nullptr))
+            << c.err();
+        for (int i = 0; i < n_out; ++i) {
+          ASSERT_EQ(MEMRA_OK, c.vt->matmul(c.be, &dref[i]->t, &dx.t, &ws[i],
+                                           with_bias && i != 1 ? &bs[i] : nullptr))
+              << c.err();
+          auto got = dy[i]->get<float>(), want = dref[i]->get<float>();
+          EXPECT_EQ(0, memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "y" << i;
+          EXPECT_TRUE(dy[i]->guards_ok());
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuGemmN, RefusesBadGroups) {
+  Cpu c;
+  std::mt19937 g(53);
+  Dev dx(c, MEMRA_TYPE_F32, 64, 3), w0(c, MEMRA_TYPE_F16, 64, 5), w1(c, MEMRA_TYPE_BF16, 64, 5),
+      w2(c, MEMRA_TYPE_F16, 96, 5), y0(c, MEMRA_TYPE_F32, 5, 3), y1(c, MEMRA_TYPE_F32, 5, 3);
+  dx.put(randf(g, 192));
+  memra_tensor ys[2] = {y0.t, y1.t}, ws[2] = {w0.t, w1.t};
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->gemm_n(c.be, 0, ys, &dx.t, ws, nullptr));
+  EXPECT_EQ(0u, c.err().find("gemm_n: 0 outputs")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->gemm_n(c.be, 5, ys, &dx.t, ws, nullptr));
+  EXPECT_EQ(0u, c.err().find("gemm_n: 5 outputs")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->gemm_n(c.be, 2, nullptr, &dx.t, ws, nullptr));
+  EXPECT_EQ(0u, c.err().find("gemm_n: 2 outputs (1..4 with y and w arrays)")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->gemm_n(c.be, 2, ys, &dx.t, ws, nullptr));
+  EXPECT_EQ(0u, c.err().find("gemm_n: w[1] is BF16 with K 64, w[0] F16")) << c.err();
+  ws[1] = w2.t;
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->gemm_n(c.be, 2, ys, &dx.t, ws, nullptr));
+  EXPECT_EQ(0u, c.err().find("gemm_n: w[1] is F16 with K 96")) << c.err();
+  ws[1] = w0.t;
+  ys[1] = y0.t;
+  ys[1].offset += 8; // overlaps y[0]
+  ys[1].ne0 = 3;
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->gemm_n(c.be, 2, ys, &dx.t, ws, nullptr));
+  EXPECT_EQ(0u, c.err().find("gemm_n: y[1] overlaps y[0]")) << c.err();
+  EXPECT_TRUE(y0.guards_ok());
+}

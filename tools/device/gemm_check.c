@@ -14,7 +14,11 @@
  * on neither M, nor its place, nor its neighbours (no split-K), whatever tile shape each
  * M gets. Shapes: N and K not multiples of the tiles, K % 8 != 0 for float weights, a
  * large case (2048 x 4400) whose tiles outnumber the SMs, and decoded weights larger than
- * one workspace chunk. Hostile arguments must fail with their one-line message. One line
+ * one workspace chunk. gemm_n (ABI 1.5, outputs sharing x in one grouped launch): each
+ * output bit-identical to a separate gemm on the same plugin, and within the tolerances of
+ * REF's gemm_n (its oracle: matmul per output), for q/k/v- and gate/up-shaped groups, ragged
+ * M, biases on some outputs, and a group whose decoded weights exceed one workspace chunk
+ * (one gemm per output). Hostile arguments must fail with their one-line message. One line
  * per case; the exit status is non-zero when any case fails. --quick: small shapes (for
  * compute-sanitizer). */
 #include <inttypes.h>
@@ -215,6 +219,92 @@ static void check_type(int32_t type, int64_t M, int64_t N, int64_t K, int use_bi
 }
 
 /* Hostile arguments: each must fail with its status and a message naming the problem. */
+/* gemm_n over n outputs of widths ns (bias on outputs 0 and 2) vs separate gemm calls on
+ * TEST (bitwise) and vs REF's gemm_n (tolerances as check_type; skipped when !with_ref). */
+static void check_gemm_n(int32_t type, int64_t M, int n, const int64_t *ns, int64_t K,
+                         int with_ref) {
+  const int quant = memra_type_info(type).blck > 1;
+  const double tol_max = type == MEMRA_TYPE_BF16 ? 3e-2 : quant ? 6e-3 : 4e-3;
+  const double tol_l2 = type == MEMRA_TYPE_BF16 ? 3e-3 : 5e-4;
+  float *x = ck_xmalloc((size_t)(M * K) * 4);
+  for (int64_t i = 0; i < M * K; ++i)
+    x[i] = ck_frand(-1, 1);
+  const int np = with_ref ? 2 : 1;
+  memra_buf *dx[2], *dw[2][4], *db[2][4], *dy[2][4], *dsep[4];
+  memra_tensor ty[2][4], tw[2][4], tb[2][4], tx[2], tsep[4];
+  memra_tensor none;
+  memset(&none, 0, sizeof none);
+  for (int i = 0; i < np; ++i) {
+    const int pi = 1 - i; /* 0: TEST, 1: REF */
+    dx[i] = ck_alloc(&P[pi], (uint64_t)M * K * 4, x);
+    tx[i] = ck_tensor(dx[i], 0, MEMRA_TYPE_F32, K, M, 0);
+  }
+  for (int j = 0; j < n; ++j) {
+    uint64_t wb;
+    void *w = ck_rand_rows(type, K, ns[j], &wb);
+    float *bias = ck_xmalloc((size_t)ns[j] * 4);
+    for (int64_t e = 0; e < ns[j]; ++e)
+      bias[e] = ck_frand(-1, 1);
+    for (int i = 0; i < np; ++i) {
+      const int pi = 1 - i;
+      dw[i][j] = ck_alloc(&P[pi], wb, w);
+      db[i][j] = ck_alloc(&P[pi], (uint64_t)ns[j] * 4, bias);
+      dy[i][j] = ck_alloc(&P[pi], (uint64_t)M * ns[j] * 4, NULL);
+      tw[i][j] = ck_tensor(dw[i][j], 0, type, K, ns[j], 0);
+      tb[i][j] = j == 1 ? none : ck_tensor(db[i][j], 0, MEMRA_TYPE_F32, ns[j], 1, 0);
+      ty[i][j] = ck_tensor(dy[i][j], 0, MEMRA_TYPE_F32, ns[j], M, 0);
+    }
+    dsep[j] = ck_alloc(&P[1], (uint64_t)M * ns[j] * 4, NULL);
+    tsep[j] = ck_tensor(dsep[j], 0, MEMRA_TYPE_F32, ns[j], M, 0);
+    free(w);
+    free(bias);
+  }
+  char what[96];
+  snprintf(what, sizeof what, "gemm_n %s M=%" PRId64 " n=%d K=%" PRId64, memra_type_info(type).name,
+           M, n, K);
+  memra_status st = P[1].vt->gemm_n(P[1].be, n, ty[0], &tx[0], tw[0], tb[0]);
+  for (int j = 0; j < n && st == MEMRA_OK; ++j)
+    st = P[1].vt->gemm(P[1].be, &tsep[j], &tx[0], &tw[0][j], &tb[0][j]);
+  if (st == MEMRA_OK) st = P[1].vt->synchronize(P[1].be);
+  memra_plug_must(&P[1], st, "gemm_n / gemm");
+  if (with_ref) {
+    st = P[0].vt->gemm_n(P[0].be, n, ty[1], &tx[1], tw[1], tb[1]);
+    if (st == MEMRA_OK) st = P[0].vt->synchronize(P[0].be);
+    memra_plug_must(&P[0], st, "reference gemm_n");
+  }
+  for (int j = 0; j < n; ++j) {
+    const uint64_t yb = (uint64_t)M * ns[j] * 4;
+    float *got = ck_download(&P[1], dy[0][j], 0, yb), *sep = ck_download(&P[1], dsep[j], 0, yb);
+    int64_t diff = 0;
+    for (int64_t e = 0; e < M * ns[j]; ++e)
+      diff += memcmp(&got[e], &sep[e], 4) != 0;
+    char w2[128];
+    snprintf(w2, sizeof w2, "%s: y[%d] (N=%" PRId64 ") == gemm", what, j, ns[j]);
+    ck_line(w2, diff == 0 && ck_guard_ok1(&P[1], dy[0][j], yb), "%" PRId64 " elements differ%s",
+            diff, ck_guard_ok1(&P[1], dy[0][j], yb) ? "" : ", wrote past y");
+    if (with_ref) {
+      float *ref = ck_download(&P[0], dy[1][j], 0, yb);
+      snprintf(w2, sizeof w2, "%s: y[%d] vs REF", what, j);
+      compare_rows(w2, ref, got, M, ns[j], tol_max, tol_l2);
+      free(ref);
+    }
+    free(got);
+    free(sep);
+  }
+  for (int i = 0; i < np; ++i) {
+    const int pi = 1 - i;
+    P[pi].vt->buf_free(P[pi].be, dx[i]);
+    for (int j = 0; j < n; ++j) {
+      P[pi].vt->buf_free(P[pi].be, dw[i][j]);
+      P[pi].vt->buf_free(P[pi].be, db[i][j]);
+      P[pi].vt->buf_free(P[pi].be, dy[i][j]);
+    }
+  }
+  for (int j = 0; j < n; ++j)
+    P[1].vt->buf_free(P[1].be, dsep[j]);
+  free(x);
+}
+
 static void expect_err(const char *what, memra_status want, const char *needle, memra_status got) {
   const char *msg = got == MEMRA_OK ? "(accepted)" : P[1].vt->last_error(P[1].be);
   ck_line(what, got == want && strstr(msg, needle) != NULL, "status %d: %s", (int)got, msg);
@@ -285,6 +375,23 @@ static void check_errors(void) {
   y0.ne1 = 0;
   const memra_status s0 = vt->gemm(be, &y0, &t, &tw, &none);
   ck_line("errors: M = 0 is a no-op", s0 == MEMRA_OK, "status %d", (int)s0);
+  if (vt->gemm_n) { /* the grouped op's own checks, then each output's, named by index */
+    memra_tensor ys[2] = {ty, ty}, ws[2] = {tw, tw}, bs[2] = {none, none};
+    expect_err("errors: gemm_n 0 outputs", MEMRA_E_INVALID, "gemm_n: 0 outputs",
+               vt->gemm_n(be, 0, ys, &tx, ws, bs));
+    expect_err("errors: gemm_n 5 outputs", MEMRA_E_INVALID, "gemm_n: 5 outputs",
+               vt->gemm_n(be, 5, ys, &tx, ws, bs));
+    ws[1] = ck_tensor(dq, 0, MEMRA_TYPE_Q2_K, K, N, 0);
+    expect_err("errors: gemm_n mixed types", MEMRA_E_INVALID,
+               "gemm_n: w[1] is Q2_K with K 256, w[0] F16", vt->gemm_n(be, 2, ys, &tx, ws, bs));
+    ws[1] = tw;
+    ys[1].ne0 = N - 1;
+    expect_err("errors: gemm_n y[1] shape", MEMRA_E_INVALID, "gemm_n[1]: y [5, 39] = x",
+               vt->gemm_n(be, 2, ys, &tx, ws, bs));
+    ys[1].ne0 = N;
+    expect_err("errors: gemm_n y[1] overlaps y[0]", MEMRA_E_INVALID, "gemm_n: y[1] overlaps y[0]",
+               vt->gemm_n(be, 2, ys, &tx, ws, bs));
+  }
   vt->buf_free(be, dq);
   vt->buf_free(be, dw);
   vt->buf_free(be, dx);
@@ -333,6 +440,25 @@ int main(int argc, char **argv) {
     check_type(MEMRA_TYPE_Q4_K, 2048, 4400, 1024, 1);
     /* decoded weights beyond one workspace chunk (128 MiB of f16): two GEMMs over N */
     check_type(MEMRA_TYPE_Q8_0, 100, 70000, 1024, 1);
+  }
+  if (P[1].vt->gemm_n && P[0].vt->gemm_n) {
+    const int64_t qkv[3] = {1000, 200, 333}, gu[2] = {1000, 1000}, big[2] = {20000, 20000};
+    if (g_quick) {
+      check_gemm_n(MEMRA_TYPE_F16, 129, 3, qkv, 200, 1);
+      check_gemm_n(MEMRA_TYPE_Q4_K, 7, 2, gu, 512, 1);
+    } else {
+      static const int64_t ms[] = {1, 77, 512, 1000};
+      for (size_t i = 0; i < sizeof ms / sizeof ms[0]; ++i)
+        check_gemm_n(MEMRA_TYPE_F16, ms[i], 3, qkv, 1000, 1);
+      check_gemm_n(MEMRA_TYPE_BF16, 513, 2, gu, 1003, 1);
+      check_gemm_n(MEMRA_TYPE_Q8_0, 512, 3, qkv, 32 * 35, 1);
+      check_gemm_n(MEMRA_TYPE_Q4_K, 333, 2, gu, 256 * 5, 1);
+      /* decoded f16 beyond one workspace chunk: one gemm per output (bits still gemm's) */
+      check_gemm_n(MEMRA_TYPE_Q8_0, 64, 2, big, 2048, 0);
+    }
+  } else {
+    ck_line("gemm_n present in both plugins", 0, "REF %s, TEST %s", P[0].vt->gemm_n ? "yes" : "no",
+            P[1].vt->gemm_n ? "yes" : "no");
   }
   check_errors();
   printf("gemm_check: %d cases, %d failed\n", ck_lines_passed() + ck_lines_failed(),
