@@ -14,6 +14,11 @@
  * Every step is a function of one row (x) or of w alone, and the kernel reduces k in one
  * order, so a row's result does not depend on M or on the other rows.
  *
+ * gemm_n (ABI 1.5): the same for up to 4 weights sharing x (q, k, v or gate, up of prompt
+ * rows): step 1 once, step 2 per weight, step 3 one grouped launch over all of them on
+ * sm_90a (gemm_wgmma.cu jobs), one kernel per weight elsewhere. Each output keeps gemm's
+ * bits; a group whose decoded weights exceed one chunk runs as separate gemm calls.
+ *
  * Extension for benchmarks: x may also be F16 (F16 or quantized weights) or BF16 (BF16
  * weights), rows 16-byte aligned; it is then used as A directly (no step 1). */
 #include <stdio.h>

@@ -12,6 +12,9 @@
  *      epilogue adds bias and stores f32 straight from the accumulators (bounds-checked).
  *      Tile shape (64 or 128 rows x 64..256 columns) of least estimated time: rounds of
  *      SM-count tiles times the tile's work over its throughput (gw_pick).
+ *      Jobs (gemm_n): up to 4 weights sharing A in one launch, the n-tiles of all of them
+ *      in one tile order (gw_jobs), so small projections (k, v: N = 1024) fill the wave
+ *      with the large one instead of running alone on a quarter of the SMs.
  * Each output element is reduced over k in one order (k-blocks of 64 in order, 4 k16 steps
  * each, one accumulator): no split-K, so a row's bits never depend on m or the tile shape.
  * The whole file is sm_90a only (wgmma, setmaxnreg). */
