@@ -50,6 +50,39 @@ static memra_status split_matmul(memra_ctx *c, const char *what, const memra_ten
   return MEMRA_OK;
 }
 
+/* y[i] = x w[i]^T for outputs sharing x in a step with prompt rows: rows [0, d) through
+ * matmul (decode rows), the prompt rows through one gemm_n call (ABI 1.5: gemm's bits for
+ * each output, one grouped launch). The caller checked gemm and gemm_n are present. */
+static memra_status split_gemm_n(memra_ctx *c, const char *what, int32_t n, const memra_tensor *y,
+                                 const memra_tensor *x, const memra_tensor *w,
+                                 const memra_tensor *bias, memra_err *err) {
+  const memra_model *m = c->m;
+  const memra_tensor none = {0};
+  const int64_t d = c->n_decode, rows = x->ne1;
+  memra_tensor yp[4], bp[4];
+  for (int32_t i = 0; i < n; ++i) {
+    if (d > 0) {
+      const memra_tensor yd = rows_at(y[i], 0, d), xd = rows_at(*x, 0, d);
+      CALL(what, m->vt->matmul(m->be, &yd, &xd, &w[i], bias ? &bias[i] : &none));
+    }
+    yp[i] = rows_at(y[i], d, rows - d);
+    bp[i] = bias ? bias[i] : none;
+  }
+  const memra_tensor xp = rows_at(*x, d, rows - d);
+  CALL(what, m->vt->gemm_n(m->be, n, yp, &xp, w, bp));
+  return MEMRA_OK;
+}
+
+/* True when a step with prompt rows may take gemm_n for weights w[0..n): the plugin has
+ * gemm and gemm_n, and the weights share type and K (gemm_n's precondition). */
+static bool use_gemm_n(const memra_ctx *c, int32_t n, const memra_tensor *w) {
+  const memra_backend_vt *vt = c->m->vt;
+  if (!vt->gemm || !vt->gemm_n || c->n_decode >= c->n_rows) return false;
+  for (int32_t i = 1; i < n; ++i)
+    if (w[i].type != w[0].type || w[i].ne0 != w[0].ne0) return false;
+  return true;
+}
+
 memra_status memra_blk_matmul(memra_ctx *c, const char *what, const memra_tensor *y,
                               const memra_tensor *x, const memra_tensor *w,
                               const memra_tensor *bias, memra_err *err) {
@@ -141,6 +174,10 @@ memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
     const memra_tensor ys[3] = {q, k, v}, ws[3] = {l->wq, l->wk, l->wv};
     const memra_tensor bs[3] = {l->bq, l->bk, l->bv};
     CALL("matmul q, k, v", vt->matmul_n(be, 3, ys, xn, ws, bias ? bs : NULL));
+  } else if (use_gemm_n(c, 3, (const memra_tensor[3]){l->wq, l->wk, l->wv})) {
+    const memra_tensor ys[3] = {q, k, v}, ws[3] = {l->wq, l->wk, l->wv};
+    const memra_tensor bs[3] = {l->bq, l->bk, l->bv};
+    MEMRA_TRY(split_gemm_n(c, "gemm q, k, v", 3, ys, xn, ws, bias ? bs : NULL, err));
   } else {
     MEMRA_TRY(memra_blk_matmul(c, "matmul q", &q, xn, &l->wq, bias ? &l->bq : &none, err));
     MEMRA_TRY(memra_blk_matmul(c, "matmul k", &k, xn, &l->wk, bias ? &l->bk : &none, err));
@@ -172,6 +209,9 @@ memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_t
       l->w_up.ne0 == l->w_gate.ne0) { /* decode-only: one fused call (ABI 1.3 matmul_n) */
     const memra_tensor ys[2] = {gate, up}, ws[2] = {l->w_gate, l->w_up};
     CALL("matmul gate, up", vt->matmul_n(be, 2, ys, xn, ws, NULL));
+  } else if (use_gemm_n(c, 2, (const memra_tensor[2]){l->w_gate, l->w_up})) {
+    const memra_tensor ys[2] = {gate, up}, ws[2] = {l->w_gate, l->w_up};
+    MEMRA_TRY(split_gemm_n(c, "gemm gate, up", 2, ys, xn, ws, NULL, err));
   } else {
     MEMRA_TRY(memra_blk_matmul(c, "matmul gate", &gate, xn, &l->w_gate, &none, err));
     MEMRA_TRY(memra_blk_matmul(c, "matmul up", &up, xn, &l->w_up, &none, err));

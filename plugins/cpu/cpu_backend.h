@@ -141,6 +141,9 @@ memra_status cpu_matmul(memra_backend *be, const memra_tensor *y, const memra_te
 /* ABI 1.3 matmul_n: matmul for each of n outputs sharing x (matmul.c). */
 memra_status cpu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
                           const memra_tensor *x, const memra_tensor *w, const memra_tensor *bias);
+/* ABI 1.5 gemm_n: the same composition, gemm_n's messages (matmul.c). */
+memra_status cpu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y, const memra_tensor *x,
+                        const memra_tensor *w, const memra_tensor *bias);
 memra_status cpu_rope(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
                       const memra_rope_params *p);
 memra_status cpu_kv_store(memra_backend *be, const memra_tensor *k_cache,

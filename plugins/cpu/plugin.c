@@ -124,6 +124,9 @@ static const memra_backend_vt cpu_vt = {
 #if MEMRA_ABI_MINOR >= 4 /* rope + kv_store in one call: their composition (rope_kv.c) */
     .rope_kv_store = cpu_rope_kv_store,
 #endif
+#if MEMRA_ABI_MINOR >= 5 /* grouped prompt GEMM: matmul per output, the oracle (matmul.c) */
+    .gemm_n = cpu_gemm_n,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

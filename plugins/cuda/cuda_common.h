@@ -138,6 +138,10 @@ memra_status memra_cu_add_i32(memra_backend *be, const memra_tensor *v, int32_t 
 #if MEMRA_CU_HAS_GEMM
 memra_status memra_cu_gemm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                            const memra_tensor *w, const memra_tensor *bias);
+/* gemm_n: gemm for outputs sharing x, one grouped launch (gemm.cu). */
+memra_status memra_cu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y,
+                             const memra_tensor *x, const memra_tensor *w,
+                             const memra_tensor *bias);
 #endif
 
 memra_status memra_cu_graph_begin(memra_backend *be);

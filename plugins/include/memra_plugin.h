@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 4u
+#define MEMRA_ABI_MINOR 5u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -336,6 +336,16 @@ typedef struct memra_backend_vt {
                                 const memra_tensor *v, const memra_tensor *k_cache,
                                 const memra_tensor *v_cache, const memra_batch *batch,
                                 const memra_rope_params *p);
+
+  /* --- ABI minor 5: prompt-row projections sharing x in one call (optional: NULL = the core
+   * calls gemm per output) ---
+   * gemm_n: y[i] = x . w[i]^T (+ bias[i] when bias and bias[i].buf are non-NULL) for i < n,
+   * n in 1..4 (q, k, v or gate, up of prompt rows): gemm's contract for each, and each y[i]
+   * bit-identical to what gemm gives for it on the same plugin (one grouped launch must keep
+   * gemm's arithmetic per element). Every w[i] has x's K and w[0]'s type; no y[i] may
+   * overlap x, a w or another y. */
+  memra_status (*gemm_n)(memra_backend *be, int32_t n, const memra_tensor *y, const memra_tensor *x,
+                         const memra_tensor *w, const memra_tensor *bias);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);
