@@ -9,7 +9,20 @@
  *   H200, Llama-8B layer, L=512: 49 us; L=4096: 106 us (1% / 4% of copy bandwidth):
  *   each warp walked its positions one dependent load at a time.
  * ver 2: chunks of 32, three phases (scores, softmax, weighted V) with independent
- *   loads in each; see attention_split_v2_kernel.                            <- vtable
+ *   loads in each; see attention_split_v2_kernel.
+ * ver 3: v2's split and combine in one launch: each split block takes a ticket (an atomic
+ *   counter per row and KV head in device memory) after writing its partials; the block
+ *   that draws the last ticket resets the counter to 0 (so the next launch, eager or a
+ *   replayed graph, starts from 0) and runs the combine for its GQA group, with v2's
+ *   arithmetic in v2's order: bit-identical (opcheck), graph gate PASS. But slower on the
+ *   H200 (tg128 @ d512): 3a, the tail walking the heads one after another, F16 196.2 ->
+ *   187.1 tok/s; 3b, weights and sums staged in shared memory and the heads' partials
+ *   loaded together, Q4_K_M 293 -> 245.5 (~20 us more per layer, far more than the tail
+ *   itself should cost: see docs/PERF.md, engineer fuse). So v2 stays the default and v3
+ *   runs only with MEMRA_ATT_FUSE=1 (read per call, so opcheck compares both in one
+ *   process), for launch groups of at most ATT_TICKETS rows x KV heads whose splits x
+ *   group fit the tail's shared memory (group 4: buckets up to 8192).
+ * ver 2 is in the vtable.
  * The split count is kv_bucket / ATT_CHUNK (so one graph per bucket). The chunk edges are
  * fixed positions, not a function of the bucket, the batch or the SM count: a row's
  * result is then bit-identical whether it runs alone, in any batch, eagerly or replayed.
@@ -17,6 +30,8 @@
  * a tensor-core prefill kernel is later work. */
 #include <cuda_fp16.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "plugins/cuda/attention_prefill.h"
 #include "plugins/cuda/cuda_common.h"
@@ -30,8 +45,13 @@ enum {
   ATT_THREADS = 128,
   ATT_TPP = ATT_THREADS / ATT_CHUNK,
   ATT_MAX_D = 256,
-  ATT_MAX_G = 8
+  ATT_MAX_G = 8,
+  ATT_TICKETS = 16384 /* rows x KV heads of one fused launch */
 };
+/* v3's tickets: zero at module load, and every fused launch leaves them zero (the last
+ * block of each (row, KV head) resets its counter). Launches on one stream never overlap
+ * (each waits for its predecessor), so the counters are never shared. */
+__device__ unsigned int att_tickets[ATT_TICKETS];
 /* Bound on the partials' workspace per launch group. */
 static const uint64_t ATT_WS_MAX = 256ull << 20;
 
@@ -49,9 +69,29 @@ struct att_args {
   int n_head, n_kv_head, head_dim, group, window;
   float scale, softcap;
   int n_split;
-  int64_t row0; /* first row of this launch group */
-  float *part;  /* [rows][n_head][n_split][2 + head_dim] */
+  int64_t row0;  /* first row of this launch group */
+  float *part;   /* [rows][n_head][n_split][2 + head_dim] */
+  int fused = 0; /* v3: combine in the last block (att_tickets [rows][n_kv_head]) */
 };
+
+/* One output element of the log-sum-exp combine: sum_s e^(m_s - M) acc_s[d] over
+ * sum_s e^(m_s - M) l_s, splits in order, fmaf chains. v2's combine kernel and v3's fused
+ * tail both call this, so the two give the same bits. Loads bypass L1 (ld.cg): in v3 the
+ * partials were written by other blocks of the same grid. */
+__device__ __forceinline__ float att_combine_dim(const float *pr, int n_split, int64_t stride,
+                                                 int d, float M) {
+  float num = 0.f, den = 0.f;
+#pragma unroll 4
+  for (int s = 0; s < n_split; ++s) {
+    const float *ps = pr + (int64_t)s * stride;
+    const float ms = __ldcg(ps);
+    const float f = ms == -INFINITY ? 0.f : expf(ms - M);
+    den = fmaf(f, __ldcg(ps + 1), den);
+    num = fmaf(f, __ldcg(ps + 2 + d), num);
+  }
+  /* A row that attended to nothing (bad ids) gets NaN, not a silent zero. */
+  return den > 0.f ? num / den : __int_as_float(0x7fc00000);
+}
 
 /* Loads VW consecutive cache elements as floats (VW 8: one 16-byte load of F16, two of
  * F32; VW 1: one element). */
@@ -218,6 +258,68 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_split_v2_kernel(att_arg
       }
     }
   }
+  if (!a.fused) return;
+
+  /* v3: the last block of this (row, KV head) to finish combines the group's heads. */
+  __shared__ unsigned int sm_last;
+  __threadfence(); /* this block's partials are visible before its ticket */
+  __syncthreads();
+  if (tid == 0) {
+    unsigned int *t = att_tickets + rl * a.n_kv_head + kh;
+    sm_last = atomicAdd(t, 1u) == (unsigned int)a.n_split - 1;
+    if (sm_last) atomicExch(t, 0u); /* every block of the group has drawn: reset for reuse */
+  }
+  __syncthreads();
+  if (!sm_last) return;
+  __threadfence();
+  /* 1. per head (a warp each): m_s and l_s of every split into shared memory (sm_q's
+   * space: q is no longer needed), M = max m_s (exact in any order), then the split
+   * weights f_s = e^(m_s - M) in place -- the values v2's combine computes per thread. */
+  const int NS = a.n_split;
+  const int64_t stride = D + 2;
+  float *sm_f = &sm_q[0][0], *sm_ls = sm_f + G * NS; /* [G][NS] each */
+  for (int g = warp; g < G; g += ATT_THREADS / 32) {
+    const float *pr = a.part + (rl * a.n_head + kh * G + g) * (int64_t)NS * stride;
+    float M = -INFINITY;
+    for (int s2 = lane; s2 < NS; s2 += 32) {
+      const float ms = __ldcg(pr + (int64_t)s2 * stride);
+      sm_f[g * NS + s2] = ms;
+      sm_ls[g * NS + s2] = __ldcg(pr + (int64_t)s2 * stride + 1);
+      M = fmaxf(M, ms);
+    }
+    M = memra_warp_max(M);
+    for (int s2 = lane; s2 < NS; s2 += 32) {
+      const float ms = sm_f[g * NS + s2];
+      sm_f[g * NS + s2] = ms == -INFINITY ? 0.f : expf(ms - M);
+    }
+  }
+  __syncthreads();
+  /* 2. out = sum_s f_s acc_s[d] / sum_s f_s l_s, splits in order (v2's fmaf chains), all
+   * G heads of the group at once so their loads are in flight together. */
+  for (int d = tid; d < D; d += ATT_THREADS) {
+    float num[ATT_MAX_G], den[ATT_MAX_G];
+#pragma unroll
+    for (int g = 0; g < ATT_MAX_G; ++g)
+      num[g] = den[g] = 0.f;
+    const float *pd = a.part + (rl * a.n_head + kh * G) * (int64_t)NS * stride + 2 + d;
+#pragma unroll 8
+    for (int s2 = 0; s2 < NS; ++s2) {
+#pragma unroll
+      for (int g = 0; g < ATT_MAX_G; ++g) {
+        if (g >= G) break;
+        const float f = sm_f[g * NS + s2];
+        den[g] = fmaf(f, sm_ls[g * NS + s2], den[g]);
+        num[g] = fmaf(f, __ldcg(pd + ((int64_t)g * NS + s2) * stride), num[g]);
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < ATT_MAX_G; ++g) {
+      if (g >= G) break;
+      /* A row that attended to nothing (bad ids) gets NaN, not a silent zero. */
+      a.out[r * a.out_ld + (int64_t)(kh * G + g) * D + d] =
+          den[g] > 0.f ? num[g] / den[g] : __int_as_float(0x7fc00000);
+    }
+  }
 }
 
 /* out[r, h] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
@@ -243,19 +345,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_combine_v2_kernel(att_a
 #pragma unroll
   for (int w = 0; w < ATT_THREADS / 32; ++w)
     M = fmaxf(M, sh[w]);
-  for (int d = tid; d < D; d += ATT_THREADS) {
-    float num = 0.f, den = 0.f;
-#pragma unroll 4
-    for (int s = 0; s < a.n_split; ++s) {
-      const float *ps = pr + (int64_t)s * stride;
-      const float ms = ps[0];
-      const float f = ms == -INFINITY ? 0.f : expf(ms - M);
-      den = fmaf(f, ps[1], den);
-      num = fmaf(f, ps[2 + d], num);
-    }
-    /* A row that attended to nothing (bad ids) gets NaN, not a silent zero. */
-    a.out[r * a.out_ld + (int64_t)h * D + d] = den > 0.f ? num / den : __int_as_float(0x7fc00000);
-  }
+  for (int d = tid; d < D; d += ATT_THREADS)
+    a.out[r * a.out_ld + (int64_t)h * D + d] = att_combine_dim(pr, a.n_split, stride, d, M);
 }
 
 memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
@@ -356,10 +447,16 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
   /* 16-byte K loads when every head's row of VW elements starts 16-byte aligned. */
   const bool vec = p->head_dim % 8 == 0 && memra_cu_align_of(a.kc, k_cache->nb1) >= 16 &&
                    (p->head_dim * esz) % 16 == 0;
+  /* v3 (split + combine in one launch) only with MEMRA_ATT_FUSE=1: slower on the H200. */
+  const char *fuse_env = getenv("MEMRA_ATT_FUSE");
+  const bool fuse = fuse_env && strcmp(fuse_env, "1") == 0;
   for (int64_t r0 = 0; r0 < batch->n_rows; r0 += (int64_t)group_rows) {
     const int64_t nr =
         batch->n_rows - r0 < (int64_t)group_rows ? batch->n_rows - r0 : (int64_t)group_rows;
     a.row0 = r0;
+    /* the tail keeps G x n_split weights and sums in sm_q's space */
+    a.fused = fuse && nr * p->n_kv_head <= ATT_TICKETS &&
+              a.group * a.n_split * 2 <= ATT_MAX_G * ATT_MAX_D;
     dim3 g1((unsigned)a.n_split, (unsigned)p->n_kv_head, (unsigned)nr);
     if (k_cache->type == MEMRA_TYPE_F8_E4M3) {
       if (vec)
@@ -382,6 +479,7 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
         (void)memra_cu_launch(be, attention_split_v2_kernel<float, 1>, g1, dim3(ATT_THREADS), 0, a);
     }
     MEMRA_CU_LAUNCHED();
+    if (a.fused) continue; /* v3: combined by each group's last block */
     dim3 g2((unsigned)p->n_head, (unsigned)nr);
     (void)memra_cu_launch(be, attention_combine_v2_kernel, g2, dim3(ATT_THREADS), 0, a);
     MEMRA_CU_LAUNCHED();

@@ -11,6 +11,7 @@
  * captured graph must replay bit-identically to eager execution. A table is printed
  * last; the exit status is non-zero when any case fails. --quick: a short subset (for
  * compute-sanitizer). */
+#define _POSIX_C_SOURCE 200112L /* setenv: MEMRA_ATT_FUSE for the attention A/B check */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -628,6 +629,34 @@ static void check_attention(void) {
                               TP(&dvc, i, cs[c].ctype, width, slots), &b, &p);
          }));
     if (ok_) compare_f32("attention", what, &dout, (int64_t)n_rows * qw, 2e-5);
+    if (ok_) { /* the test plugin's one-launch split + combine (attention v3, opt-in with
+                * MEMRA_ATT_FUSE=1) against its default two kernels, then again (its tickets
+                * were reset): bit-identical */
+      float *ob = ck_get(&dout, 1);
+      ck_buf d2 = ck_new((uint64_t)n_rows * qw * 4, NULL);
+      for (int rep = 0; rep < 2; ++rep) {
+        ck_poison(&d2);
+        setenv("MEMRA_ATT_FUSE", "1", 1);
+        memra_batch b = kv_batch(&f, 1, n_rows, maxp + 1);
+        memra_plug_must(&P[1],
+                        P[1].vt->attention(P[1].be, TP(&d2, 1, 0, qw, n_rows),
+                                           TP(&dq, 1, 0, qw, n_rows),
+                                           TP(&dkc, 1, cs[c].ctype, width, slots),
+                                           TP(&dvc, 1, cs[c].ctype, width, slots), &b, &p),
+                        "attention");
+        memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+        unsetenv("MEMRA_ATT_FUSE");
+        float *o2 = ck_get(&d2, 1);
+        const int same = memcmp(o2, ob, (size_t)n_rows * qw * 4) == 0 && ck_guard_ok(&d2);
+        char w2[96];
+        snprintf(w2, sizeof w2, "attention %s %s", memra_type_info(cs[c].ctype).name,
+                 rep ? "fused, again == split + combine" : "fused == split + combine kernels");
+        ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+        free(o2);
+      }
+      free(ob);
+      ck_free(&d2);
+    }
     if (ok_ && n_rows > 1) { /* the last row alone, with a smaller bucket: bit-identical */
       const int r = n_rows - 1;
       float *ob = ck_get(&dout, 1);
