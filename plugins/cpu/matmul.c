@@ -123,7 +123,7 @@ memra_status cpu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
  * oracle of a grouped GEMM is matmul per output, with gemm_n's own messages. */
 memra_status cpu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y, const memra_tensor *x,
                         const memra_tensor *w, const memra_tensor *bias) {
-  if (n < 1 || n > 4 || !y || !w)
+  if (n < 1 || n > 4 || !y || !w || !x)
     return cpu_fail(be, MEMRA_E_INVALID, "gemm_n: %d outputs (1..4 with y and w arrays)", n);
   for (int32_t i = 1; i < n; ++i)
     if (w[i].type != w[0].type || w[i].ne0 != w[0].ne0)

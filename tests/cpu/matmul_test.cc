@@ -284,6 +284,8 @@ TEST(CpuGemmN, RefusesBadGroups) {
   EXPECT_EQ(0u, c.err().find("gemm_n: 5 outputs")) << c.err();
   EXPECT_EQ(MEMRA_E_INVALID, c.vt->gemm_n(c.be, 2, nullptr, &dx.t, ws, nullptr));
   EXPECT_EQ(0u, c.err().find("gemm_n: 2 outputs (1..4 with y and w arrays)")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->gemm_n(c.be, 2, ys, nullptr, ws, nullptr));
+  EXPECT_EQ(0u, c.err().find("gemm_n: 2 outputs")) << c.err();
   EXPECT_EQ(MEMRA_E_INVALID, c.vt->gemm_n(c.be, 2, ys, &dx.t, ws, nullptr));
   EXPECT_EQ(0u, c.err().find("gemm_n: w[1] is BF16 with K 64, w[0] F16")) << c.err();
   ws[1] = w2.t;
