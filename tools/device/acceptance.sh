@@ -60,6 +60,10 @@ row "opcheck_families fixtures vs HF (rc $?)" "$(tail -1 "$O/families-e2e.txt")"
 row "gemm_check sm90a (rc $?)" "$(tail -1 "$O/gemm_check.txt")"
 "$D/mma_check" "$D/libmemra_cpu.so" "$T90" "$D/libmemra_sm90a.so" >"$O/mma_check.txt" 2>&1
 row "mma_check sm120a test build (rc $?)" "$(tail -1 "$O/mma_check.txt")"
+"$D/mma_check" "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/mma_check-sm90a.txt" 2>&1
+row "mma_check sm90a (wgmma attention) (rc $?)" "$(tail -1 "$O/mma_check-sm90a.txt")"
+bash tools/device/check_sass.sh "$D" >"$O/sass.txt" 2>&1
+row "check_sass, HGMMA in gemm/attention (rc $?)" "$(grep -c '^ok' "$O/sass.txt") ok"
 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/opcheck" --quick "$D/libmemra_cpu.so" \
   "$D/libmemra_sm90a.so" >"$O/memcheck.txt" 2>&1
 row "memcheck opcheck --quick (rc $?)" "$(grep 'ERROR SUMMARY' "$O/memcheck.txt" | tail -1)"
@@ -93,6 +97,7 @@ if wait_for "$L8"; then
   gate graph-q4_k_m graph "${OPTS[@]}" -m "$L8" --gate-p 200 -n 512
   gate batch-8 batch "${OPTS[@]}" -m "$L8" --gate-b 8 --gate-p 512 -n 128
   gate chunk chunk "${OPTS[@]}" -m "$L8" --gate-p 1000 --ubatch 67
+  wait_for "$W/l8-f16.gguf" && gate chunk-f16 chunk "${OPTS[@]}" -m "$W/l8-f16.gguf" --gate-p 1000 --ubatch 67
   gate graph-sm120a-test90 graph --backend "$T90" -m "$L8" --gate-p 200 -n 512
   for b in 32 64; do gate batch-$b batch "${OPTS[@]}" -m "$L8" --gate-b $b --gate-p 512 -n 32; done
   # The tensor-core Q4_K GEMV (v7, the serving choice): invariance and aggregate throughput.
