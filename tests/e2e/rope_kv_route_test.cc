@@ -1,0 +1,103 @@
+// The core's use of ABI 1.4 rope_kv_store: a decode-only step calls it once per layer
+// instead of rope q, rope k and kv_store; a prompt step keeps the three calls; and the
+// logits are bit-identical to an engine whose plugin lacks the slot (llama: NORM rope;
+// qwen3: NEOX rope after per-head q/k norms).
+#include "tests/e2e/engine_fixture.h"
+
+namespace {
+const memra_backend_vt *g_real;
+std::vector<std::string> g_log;
+
+memra_status rec_rope(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
+                      const memra_rope_params *p) {
+  g_log.push_back("rope");
+  return g_real->rope(be, x, pos, p);
+}
+memra_status rec_kv_store(memra_backend *be, const memra_tensor *kc, const memra_tensor *vc,
+                          const memra_tensor *k, const memra_tensor *v, const memra_batch *b) {
+  g_log.push_back("kv_store");
+  return g_real->kv_store(be, kc, vc, k, v, b);
+}
+memra_status rec_rope_kv(memra_backend *be, const memra_tensor *q, const memra_tensor *k,
+                         const memra_tensor *v, const memra_tensor *kc, const memra_tensor *vc,
+                         const memra_batch *b, const memra_rope_params *p) {
+  g_log.push_back("rope_kv_store " + std::to_string(b->n_rows));
+  return g_real->rope_kv_store(be, q, k, v, kc, vc, b, p);
+}
+
+// Logits of the last row of each sequence: a prompt step (2 sequences x 4 rows), then a
+// decode step (one row each at position 4). The log holds each step's calls.
+std::vector<float> two_steps(Engine &e, std::vector<std::string> log[2]) {
+  const int32_t tok[8] = {11, 23, 5, 17, 29, 3, 8, 2}, pos[8] = {0, 1, 2, 3, 0, 1, 2, 3},
+                seq[8] = {0, 0, 0, 0, 1, 1, 1, 1}, out[2] = {0, 1};
+  for (int32_t s = 0; s < 2; ++s)
+    EXPECT_EQ(MEMRA_OK, memra_kv_pages_reserve(&e.c->pages, s, 8, &e.err)) << e.err.msg;
+  std::vector<float> logits;
+  for (int step = 0; step < 2; ++step) {
+    g_log.clear();
+    if (step == 0) {
+      EXPECT_EQ(MEMRA_OK, memra_ctx_set_rows(e.c, 8, tok, pos, seq, 0, out, &e.err)) << e.err.msg;
+    } else {
+      const int32_t t2[2] = {7, 9}, p2[2] = {4, 4}, s2[2] = {0, 1};
+      EXPECT_EQ(MEMRA_OK, memra_ctx_set_rows(e.c, 2, t2, p2, s2, 2, out, &e.err)) << e.err.msg;
+      EXPECT_EQ(2, e.c->n_decode);
+    }
+    EXPECT_EQ(MEMRA_OK, memra_ctx_forward(e.c, &e.err)) << e.err.msg;
+    log[step] = g_log;
+  }
+  logits.resize(2 * (size_t)e.m->hp.n_vocab);
+  EXPECT_EQ(MEMRA_OK, memra_ctx_get_logits(e.c, logits.data(), &e.err)) << e.err.msg;
+  return logits;
+}
+
+size_t count(const std::vector<std::string> &log, const std::string &what) {
+  size_t n = 0;
+  for (const std::string &s : log)
+    n += s == what;
+  return n;
+}
+} // namespace
+
+class RopeKvRoute : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(RopeKvRoute, DecodeStepsTakeTheFusedSlotWithTheSameBits) {
+  memra_ctx_params p = memra_ctx_defaults();
+  p.n_ctx = 64;
+  p.n_ubatch = 8;
+  p.n_seq_max = 2;
+  p.block_size = 3; // position 4 lies in each sequence's second page
+  p.kv_type = MEMRA_TYPE_F16;
+  const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
+  Engine with, without;
+  ASSERT_TRUE(with.open_with(path, p)) << with.err.msg;
+  ASSERT_TRUE(without.open_with(path, p)) << without.err.msg;
+  ASSERT_NE(nullptr, with.bh.vt->rope_kv_store) << "the CPU plugin lost its rope_kv_store";
+  const int32_t layers = with.m->hp.n_layer;
+
+  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
+  g_real = with.bh.vt;
+  vt_with.rope = vt_without.rope = rec_rope;
+  vt_with.kv_store = vt_without.kv_store = rec_kv_store;
+  vt_with.rope_kv_store = rec_rope_kv;
+  vt_without.rope_kv_store = nullptr; // an older plugin: the three calls
+  with.m->vt = &vt_with;
+  without.m->vt = &vt_without;
+  std::vector<std::string> log_with[2], log_without[2];
+  std::vector<float> a = two_steps(with, log_with), b = two_steps(without, log_without);
+  with.m->vt = g_real;
+  without.m->vt = without.bh.vt;
+
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << GetParam();
+  // prompt step: the three calls per layer either way
+  EXPECT_EQ(2u * layers, count(log_with[0], "rope"));
+  EXPECT_EQ((size_t)layers, count(log_with[0], "kv_store"));
+  EXPECT_EQ(0u, count(log_with[0], "rope_kv_store 8"));
+  // decode step: one fused call per layer, none of the three
+  EXPECT_EQ((size_t)layers, count(log_with[1], "rope_kv_store 2"));
+  EXPECT_EQ(0u, count(log_with[1], "rope") + count(log_with[1], "kv_store"));
+  EXPECT_EQ(2u * layers, count(log_without[1], "rope"));
+  EXPECT_EQ((size_t)layers, count(log_without[1], "kv_store"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, RopeKvRoute, ::testing::Values("tiny-llama", "tiny-qwen3"));
