@@ -40,7 +40,6 @@ synth() { # preset type out
   synth qwen3-8b q4_k_m "$W/q8b-q4_k_m.gguf"
   synth qwen3next-80b-a3b q4_k_m "$W/hy-q4_k_m.gguf"
   synth qwen3next-80b-a3b f16 "$W/hy-f16.gguf"
-  synth qwen3-30b-a3b q4_k_m "$W/moe30-q4_k_m.gguf"
 ) &
 SYNTH_PID=$!
 wait_for() { while [ ! -s "$1" ] && kill -0 $SYNTH_PID 2>/dev/null; do sleep 1; done; [ -s "$1" ]; }
@@ -148,13 +147,6 @@ for ty in q4_k_m f16; do
     >"$O/bench-hy-$ty.md" 2>"$O/bench-hy-$ty.err"
 done
 wait_for "$W/hy-q4_k_m.gguf" && gate graph-hybrid-q4_k_m graph "${OPTS[@]}" -m "$W/hy-q4_k_m.gguf" --gate-p 200 -n 512
-# (a 17 GB synth, last in the queue: waited for only while the 600 s call has time left)
-while [ ! -s "$W/moe30-q4_k_m.gguf" ] && [ $(($(date +%s) - t_start)) -lt 470 ] &&
-  kill -0 $SYNTH_PID 2>/dev/null; do sleep 1; done
-if [ -s "$W/moe30-q4_k_m.gguf" ] && [ $(($(date +%s) - t_start)) -lt 490 ]; then
-  timeout 100 "$D/memra" bench "${OPTS[@]}" -m "$W/moe30-q4_k_m.gguf" --bench-p 512 --bench-n 128 -r 3 \
-    >"$O/bench-moe30-q4_k_m.md" 2>"$O/bench-moe30.err"
-fi
 kill $SYNTH_PID 2>/dev/null
 
 echo
