@@ -2,9 +2,10 @@
  * f32 accumulation), included by matmul.cu only.
  *
  * Why (docs/PERF.md): v5 spends ~4.3 instructions per weight (nibble -> float, FFMA, the
- * scale algebra), which is the whole issue rate of the chip at the copy bandwidth; the
- * quantized decode GEMVs stay at 35-60% of it. Here one HMMA consumes 256 weights per warp
- * and a nibble reaches the tensor core with one LOP3 per two weights.
+ * scale algebra) and decodes every weight once per row of x. Here one HMMA consumes 256
+ * weights per warp, a nibble reaches the tensor core with one LOP3 per two weights, and the
+ * decoded A registers serve up to 16 rows of x. Outcome: 3-5x v5 for 8 rows, no faster for
+ * one (a lone row is not issue-bound), hence opt-in (matmul.cu, MEMRA_GEMV=tc).
  *
  * Layout: a block owns 16 weight rows; its TC_WARPS warps take super-blocks (256 weights)
  * warp, warp + TC_WARPS, ... Thread (g = lane / 4, t = lane % 4) loads, of rows g and g + 8,
@@ -16,8 +17,9 @@
  * A nibble masked in place is an f16 subnormal: low q -> q 2^-24, high -> 16 q 2^-24, both
  * exact, and f16 x f16 products are exact in the tensor core.
  *
- * x is split exactly enough for f32: per 128-element chunk a power of two s brings the
- * largest |x| to [2^14, 2^15), xh = f16(s x), xl = f16(s x - xh) (xh + xl = s x to ~2^-22).
+ * x is split exactly enough for f32, once per matmul (tc_prep_kernel, into the workspace):
+ * per 32 elements (one sub-block) a power of two s brings the largest |x| to [2^14, 2^15),
+ * xh = f16(s x), xl = f16(s x - xh) (xh + xl = s x to ~2^-22).
  * The eight columns of B separate what must be scaled apart: column n takes part n % 2
  * (0: xh, 1: xl) of the x elements that meet the chunk's four sub-blocks' nibbles of kind
  * n / 2 (0: low nibbles of bytes t < 2, 1: low of t >= 2, 2: high of t < 2, 3: high of
@@ -39,10 +41,7 @@
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_jobs.cuh"
 
-#ifndef TC_WARPS_SET
-#define TC_WARPS_SET 4
-#endif
-enum { TC_WARPS = TC_WARPS_SET, TC_ROWS = 16 };
+enum { TC_WARPS = 4, TC_ROWS = 16 };
 
 /* C += A B, m16n8k16, f16 x f16 -> f32. */
 __device__ __forceinline__ void tc_mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
