@@ -59,9 +59,27 @@ static inline int64_t mm_jobs_layout(mm_jobs *J, int R) {
   return b;
 }
 
-/* The row kernels' ending: each warp's acc[m][r] summed over its lanes (butterfly), the
- * warps' partials added in warp order, bias last; rows m >= mrows and columns n >= N are
- * not written. Every thread of the block calls it (it synchronizes). */
+/* The GEMV kernels' last step, after every warp wrote its partials part[warp][m][r] and the
+ * block synchronized: the warps' partials added in warp order, bias last; rows m >= mrows
+ * and columns n >= N are not written. */
+template <int WARPS, int M, int R>
+__device__ __forceinline__ void
+mm_store_parts(const float (&part)[WARPS][M][R], int64_t n0, int64_t N, int64_t m0, int64_t mrows,
+               float *__restrict__ y, int64_t y_ld, const float *__restrict__ bias) {
+  for (int i = threadIdx.x; i < M * R; i += WARPS * 32) {
+    const int m = i / R, r = i % R;
+    const int64_t n = n0 + r;
+    if (m >= mrows || n >= N) continue;
+    float v = part[0][m][r];
+#pragma unroll
+    for (int k = 1; k < WARPS; ++k)
+      v = __fadd_rn(v, part[k][m][r]);
+    y[(m0 + m) * y_ld + n] = bias ? __fadd_rn(v, bias[n]) : v;
+  }
+}
+
+/* The row kernels' ending: each warp's acc[m][r] summed over its lanes (butterfly), then
+ * mm_store_parts. Every thread of the block calls it (it synchronizes). */
 template <int WARPS, int M, int R>
 __device__ __forceinline__ void mm_reduce_store(const float (&acc)[M][R],
                                                 float (&part)[WARPS][M][R], int64_t n0, int64_t N,
@@ -76,16 +94,7 @@ __device__ __forceinline__ void mm_reduce_store(const float (&acc)[M][R],
       if (lane == 0) part[warp][m][r] = v;
     }
   __syncthreads();
-  for (int i = threadIdx.x; i < M * R; i += WARPS * 32) {
-    const int m = i / R, r = i % R;
-    const int64_t n = n0 + r;
-    if (m >= mrows || n >= N) continue;
-    float v = part[0][m][r];
-#pragma unroll
-    for (int k = 1; k < WARPS; ++k)
-      v = __fadd_rn(v, part[k][m][r]);
-    y[(m0 + m) * y_ld + n] = bias ? __fadd_rn(v, bias[n]) : v;
-  }
+  mm_store_parts<WARPS, M, R>(part, n0, N, m0, mrows, y, y_ld, bias);
 }
 
 #endif /* MEMRA_CUDA_MATMUL_JOBS_CUH */

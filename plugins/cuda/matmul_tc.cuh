@@ -275,16 +275,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
       if (t == 0) part[warp][m][g + 8 * r] = v;
     }
   __syncthreads();
-  for (int i = threadIdx.x; i < M * TC_ROWS; i += TC_WARPS * 32) {
-    const int m = i / TC_ROWS, r = i % TC_ROWS;
-    const int64_t n = n0 + r;
-    if (m >= mrows || n >= N) continue;
-    float v = part[0][m][r];
-#pragma unroll
-    for (int k = 1; k < TC_WARPS; ++k)
-      v = __fadd_rn(v, part[k][m][r]);
-    jb.y[(m0 + m) * jb.y_ld + n] = jb.bias ? __fadd_rn(v, jb.bias[n]) : v;
-  }
+  mm_store_parts<TC_WARPS, M, TC_ROWS>(part, n0, N, m0, mrows, jb.y, jb.y_ld, jb.bias);
 }
 
 /* The prep kernel over x's rows, then the v7 grid over J (TC_ROWS rows per block, mt = 1, 2,
