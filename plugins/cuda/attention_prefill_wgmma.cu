@@ -581,20 +581,8 @@ memra_status memra_cu_attention_prefill_wgmma(memra_backend *be, const memra_ten
   a.out_ld = (int64_t)(out->nb1 / 4);
   a.q = (const float *)memra_cu_ptr(q);
   a.q_ld = (int64_t)(q->nb1 / 4);
-  a.kc = memra_cu_ptr(k_cache);
-  a.vc = memra_cu_ptr(v_cache);
-  a.k_nb1 = k_cache->nb1;
-  a.v_nb1 = v_cache->nb1;
-  a.k_slots = k_cache->ne1;
-  a.v_slots = v_cache->ne1;
-  a.pos = pos;
-  a.seq = seq;
-  a.bt = bt;
-  a.bt_ld = bt_ld;
+  memra_cu_fill_paged(&a, k_cache, v_cache, batch, pos, seq, bt, bt_ld);
   a.n_rows = batch->n_rows;
-  a.n_seqs = batch->n_seqs;
-  a.block_size = batch->block_size;
-  a.max_blocks = batch->max_blocks;
   a.n_kv_head = p->n_kv_head;
   a.group = p->n_head / p->n_kv_head;
   a.rows_per_cta = 0; /* set by fw_launch from the CTA's M rows */

@@ -96,6 +96,39 @@ static inline uint64_t memra_cu_align_of(const void *p, uint64_t stride) {
 }
 
 /* Grows the backend's workspace to at least nbytes (kept 256-byte aligned). */
+/* True when the bytes spanned by two checked tensors intersect (empty ones never do). */
+static inline bool memra_cu_overlap(const memra_tensor *a, const memra_tensor *b) {
+  if (a->buf != b->buf || a->ne1 == 0 || b->ne1 == 0) return false;
+  const uint64_t ea =
+      a->offset + (uint64_t)(a->ne1 - 1) * a->nb1 + memra_type_row_bytes(a->type, a->ne0);
+  const uint64_t eb =
+      b->offset + (uint64_t)(b->ne1 - 1) * b->nb1 + memra_type_row_bytes(b->type, b->ne0);
+  return a->offset < eb && b->offset < ea;
+}
+
+/* The paged-cache fields of a cache-reading kernel's argument struct A (kc, vc, their row
+ * strides and slot counts, the batch's row maps, block table and sizes), from checked
+ * operands: one fill for attention, attention prefill and rope_kv_store. */
+template <typename A>
+static inline void memra_cu_fill_paged(A *a, const memra_tensor *k_cache,
+                                       const memra_tensor *v_cache, const memra_batch *batch,
+                                       const int32_t *pos, const int32_t *seq, const int32_t *bt,
+                                       int64_t bt_ld) {
+  a->kc = memra_cu_ptr(k_cache);
+  a->vc = memra_cu_ptr(v_cache);
+  a->k_nb1 = k_cache->nb1;
+  a->v_nb1 = v_cache->nb1;
+  a->k_slots = k_cache->ne1;
+  a->v_slots = v_cache->ne1;
+  a->pos = pos;
+  a->seq = seq;
+  a->bt = bt;
+  a->bt_ld = bt_ld;
+  a->n_seqs = batch->n_seqs;
+  a->block_size = batch->block_size;
+  a->max_blocks = batch->max_blocks;
+}
+
 memra_status memra_cu_workspace(memra_backend *be, uint64_t nbytes, void **out);
 
 /* The vtable ops, one family per .cu file. */

@@ -48,14 +48,4 @@ static inline memra_status memra_cu_check_f(memra_backend *be, const char *op, c
   return MEMRA_OK;
 }
 
-/* True when the bytes spanned by two checked tensors intersect. */
-static inline bool memra_cu_overlap(const memra_tensor *a, const memra_tensor *b) {
-  if (a->buf != b->buf || a->ne1 == 0 || b->ne1 == 0) return false;
-  const uint64_t ea =
-      a->offset + (uint64_t)(a->ne1 - 1) * a->nb1 + memra_type_row_bytes(a->type, a->ne0);
-  const uint64_t eb =
-      b->offset + (uint64_t)(b->ne1 - 1) * b->nb1 + memra_type_row_bytes(b->type, b->ne0);
-  return a->offset < eb && b->offset < ea;
-}
-
 #endif /* MEMRA_CUDA_FAMILIES_H */

@@ -142,10 +142,6 @@ template <int KM> __global__ void ssm_conv_v1_kernel(conv_args a) {
   }
 }
 
-static bool gdn_overlap_f32(const memra_tensor *a, const memra_tensor *b) {
-  return memra_cu_overlap(a, b);
-}
-
 memra_status memra_cu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                const memra_tensor *w, const memra_tensor *state,
                                const memra_batch *batch) {
@@ -164,7 +160,7 @@ memra_status memra_cu_ssm_conv(memra_backend *be, const memra_tensor *y, const m
   if ((st = memra_cu_check_f(be, "ssm_conv", "state", state, MEMRA_TYPE_F32, (K - 1) * x->ne0,
                              batch->n_seqs)))
     return st;
-  if (gdn_overlap_f32(y, x) || gdn_overlap_f32(y, state))
+  if (memra_cu_overlap(y, x) || memra_cu_overlap(y, state))
     return memra_cu_errf(be, MEMRA_E_INVALID, "ssm_conv: y overlaps x or state");
   if (K > 0x7fffffff || batch->n_seqs > 65535)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "ssm_conv: width %lld, %d sequences",

@@ -152,16 +152,6 @@ static memra_status gemm_stage_w(memra_backend *be, void *b, int64_t ldb, int32_
   return MEMRA_OK;
 }
 
-/* True when the bytes spanned by checked tensors a and b intersect. */
-static bool gemm_overlap(const memra_tensor *a, const memra_tensor *b) {
-  if (a->buf != b->buf) return false;
-  const uint64_t ea = a->offset + (uint64_t)(a->ne1 > 0 ? a->ne1 - 1 : 0) * a->nb1 +
-                      memra_type_row_bytes(a->type, a->ne0);
-  const uint64_t eb = b->offset + (uint64_t)(b->ne1 > 0 ? b->ne1 - 1 : 0) * b->nb1 +
-                      memra_type_row_bytes(b->type, b->ne0);
-  return a->offset < eb && b->offset < ea;
-}
-
 /* One product's checked operands and layout (gemm_plan), shared by gemm and gemm_n. */
 struct gemm_plan {
   int64_t M, N, K, lda, ldb, chunk;
@@ -222,7 +212,7 @@ static memra_status gemm_plan_make(memra_backend *be, const char *what, const me
   }
   if (y->nb1 % 4)
     return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y row stride is not whole floats", what);
-  if (gemm_overlap(y, x) || gemm_overlap(y, w))
+  if (memra_cu_overlap(y, x) || memra_cu_overlap(y, w))
     return memra_cu_errf(be, MEMRA_E_INVALID,
                          "%s: y overlaps an input (x or w); it cannot be computed in place", what);
   p->M = M;
@@ -394,7 +384,7 @@ memra_status memra_cu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y
     memra_status st = gemm_plan_make(be, what, &y[i], x, &w[i], bias ? &bias[i] : &none, &p[i]);
     if (st != MEMRA_OK) return st;
     for (int32_t j = 0; j < i; ++j)
-      if (gemm_overlap(&y[i], &y[j]))
+      if (memra_cu_overlap(&y[i], &y[j]))
         return memra_cu_errf(be, MEMRA_E_INVALID, "gemm_n: y[%d] overlaps y[%d]", (int)i, (int)j);
     if (p[i].to_matmul || p[i].chunk < p[i].N) grouped = false;
     if (!p[i].b_direct) b_total += ((uint64_t)p[i].N * p[i].ldb * 2 + 255) / 256 * 256;

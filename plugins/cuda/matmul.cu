@@ -173,16 +173,6 @@ static void launch_t(int mt, dim3 grid, const memra_backend *be, float *y, int64
   }
 }
 
-/* True when the bytes spanned by checked tensors a and b intersect. */
-static bool mm_overlap(const memra_tensor *a, const memra_tensor *b) {
-  if (a->buf != b->buf) return false;
-  const uint64_t ea = a->offset + (uint64_t)(a->ne1 > 0 ? a->ne1 - 1 : 0) * a->nb1 +
-                      memra_type_row_bytes(a->type, a->ne0);
-  const uint64_t eb = b->offset + (uint64_t)(b->ne1 > 0 ? b->ne1 - 1 : 0) * b->nb1 +
-                      memra_type_row_bytes(b->type, b->ne0);
-  return a->offset < eb && b->offset < ea;
-}
-
 /* MEMRA_GEMV=tc selects the tensor-core Q4_K GEMV (v7, matmul_tc.cuh) for every matmul of the
  * process: 3-5x faster than v5 for batches of 2-8 rows, slower alone (docs/PERF.md), so it is
  * the serving choice. Fixed for the process: a row's arithmetic never depends on the batch. */
@@ -238,7 +228,7 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
     return memra_cu_errf(be, MEMRA_E_INVALID, "matmul: x or y row stride is not whole floats");
   /* Other warps still read x and w while y is written: no overlap (in place is not
    * supported, as on the CPU). */
-  if (mm_overlap(y, x) || mm_overlap(y, w))
+  if (memra_cu_overlap(y, x) || memra_cu_overlap(y, w))
     return memra_cu_errf(be, MEMRA_E_INVALID,
                          "matmul: y overlaps an input (x or w); it cannot be computed in place");
   a->y = (float *)memra_cu_ptr(y);
@@ -400,7 +390,7 @@ memra_status memra_cu_matmul_n(memra_backend *be, int32_t n, const memra_tensor 
                            i, memra_type_info(w[i].type).name, (long long)w[i].ne0,
                            memra_type_info(w[0].type).name, (long long)w[0].ne0);
     for (int32_t j = 0; j < i; ++j)
-      if (mm_overlap(&y[i], &y[j]))
+      if (memra_cu_overlap(&y[i], &y[j]))
         return memra_cu_errf(be, MEMRA_E_INVALID, "matmul_n: y[%d] overlaps y[%d]", i, j);
     fuse = fuse && a[i].path != MM_V3 && a[i].path == a[0].path;
     n_rows_all += a[i].N;

@@ -78,14 +78,6 @@ template <typename TK, typename TV> __global__ void rope_kv_v1_kernel(rope_kv_ar
   }
 }
 
-/* True when two F32 tensors share bytes of one buffer (in-place rotation would race). */
-static bool rope_kv_overlap(const memra_tensor *x, const memra_tensor *y) {
-  if (x->buf != y->buf || x->ne1 == 0 || y->ne1 == 0) return false;
-  const uint64_t xe = x->offset + (uint64_t)(x->ne1 - 1) * x->nb1 + (uint64_t)x->ne0 * 4,
-                 ye = y->offset + (uint64_t)(y->ne1 - 1) * y->nb1 + (uint64_t)y->ne0 * 4;
-  return x->offset < ye && y->offset < xe;
-}
-
 memra_status memra_cu_rope_kv_store(memra_backend *be, const memra_tensor *q, const memra_tensor *k,
                                     const memra_tensor *v, const memra_tensor *k_cache,
                                     const memra_tensor *v_cache, const memra_batch *batch,
@@ -112,7 +104,8 @@ memra_status memra_cu_rope_kv_store(memra_backend *be, const memra_tensor *q, co
   if ((st = memra_cu_rope_check(be, "rope_kv_store: q", q, &batch->pos, p, &pp, &ff)) != MEMRA_OK ||
       (st = memra_cu_rope_check(be, "rope_kv_store: k", k, &batch->pos, &pk, &pp, &ff)) != MEMRA_OK)
     return st;
-  if (rope_kv_overlap(q, k) || rope_kv_overlap(q, v) || rope_kv_overlap(k, v))
+  /* in-place rotation of shared bytes would race */
+  if (memra_cu_overlap(q, k) || memra_cu_overlap(q, v) || memra_cu_overlap(k, v))
     return memra_cu_errf(be, MEMRA_E_INVALID, "rope_kv_store: q, k and v must not overlap");
   if (batch->n_rows == 0) return MEMRA_OK;
   rope_kv_args a;
@@ -122,19 +115,7 @@ memra_status memra_cu_rope_kv_store(memra_backend *be, const memra_tensor *q, co
   a.q_ld = (int64_t)(q->nb1 / 4);
   a.k_ld = (int64_t)(k->nb1 / 4);
   a.v_ld = (int64_t)(v->nb1 / 4);
-  a.kc = memra_cu_ptr(k_cache);
-  a.vc = memra_cu_ptr(v_cache);
-  a.k_nb1 = k_cache->nb1;
-  a.v_nb1 = v_cache->nb1;
-  a.k_slots = k_cache->ne1;
-  a.v_slots = v_cache->ne1;
-  a.pos = pos;
-  a.seq = seq;
-  a.bt = bt;
-  a.bt_ld = bt_ld;
-  a.n_seqs = batch->n_seqs;
-  a.block_size = batch->block_size;
-  a.max_blocks = batch->max_blocks;
+  memra_cu_fill_paged(&a, k_cache, v_cache, batch, pos, seq, bt, bt_ld);
   a.n_head = p->n_head;
   a.n_kv_head = pk.n_head;
   a.head_dim = p->head_dim;
