@@ -96,22 +96,25 @@ memra_status cpu_matmul(memra_backend *be, const memra_tensor *y, const memra_te
   return MEMRA_OK;
 }
 
-/* The oracle of the fused slot: matmul for each output, after checking the group's shared
- * facts (count, type and K of every weight), so a fused plugin is compared with exactly
- * what separate calls give. */
-memra_status cpu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
-                          const memra_tensor *x, const memra_tensor *w, const memra_tensor *bias) {
-  if (n < 1 || n > 4 || !y || !w)
-    return cpu_fail(be, MEMRA_E_INVALID, "matmul_n: %d outputs (1..4 with y and w arrays)", n);
+/* The oracle of the grouped slots (matmul_n, gemm_n: op names the messages): matmul for each
+ * output, after checking the group's shared facts (count, type and K of every weight, no two
+ * outputs overlapping), so a fused plugin is compared with exactly what separate calls give.
+ * This plugin has no gemm (the core gives prompt rows to matmul), so gemm_n's oracle is the
+ * same. */
+static memra_status matmul_group(memra_backend *be, const char *op, int32_t n,
+                                 const memra_tensor *y, const memra_tensor *x,
+                                 const memra_tensor *w, const memra_tensor *bias) {
+  if (n < 1 || n > 4 || !y || !w || !x)
+    return cpu_fail(be, MEMRA_E_INVALID, "%s: %d outputs (1..4 with y and w arrays)", op, n);
   for (int32_t i = 1; i < n; ++i)
     if (w[i].type != w[0].type || w[i].ne0 != w[0].ne0)
       return cpu_fail(
-          be, MEMRA_E_INVALID, "matmul_n: w[%d] is %s with K %" PRId64 ", w[0] %s with K %" PRId64,
-          i, memra_type_info(w[i].type).name, w[i].ne0, memra_type_info(w[0].type).name, w[0].ne0);
+          be, MEMRA_E_INVALID, "%s: w[%d] is %s with K %" PRId64 ", w[0] %s with K %" PRId64, op, i,
+          memra_type_info(w[i].type).name, w[i].ne0, memra_type_info(w[0].type).name, w[0].ne0);
   for (int32_t i = 0; i < n; ++i)
     for (int32_t j = 0; j < i; ++j)
       if (overlaps(&y[i], &y[j]))
-        return cpu_fail(be, MEMRA_E_INVALID, "matmul_n: y[%d] overlaps y[%d]", i, j);
+        return cpu_fail(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);
   for (int32_t i = 0; i < n; ++i) {
     memra_status st = cpu_matmul(be, &y[i], x, &w[i], bias ? &bias[i] : NULL);
     if (st) return st;
@@ -119,24 +122,12 @@ memra_status cpu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
   return MEMRA_OK;
 }
 
-/* ABI 1.5 gemm_n: this plugin has no gemm (the core gives prompt rows to matmul), so the
- * oracle of a grouped GEMM is matmul per output, with gemm_n's own messages. */
+memra_status cpu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
+                          const memra_tensor *x, const memra_tensor *w, const memra_tensor *bias) {
+  return matmul_group(be, "matmul_n", n, y, x, w, bias);
+}
+
 memra_status cpu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y, const memra_tensor *x,
                         const memra_tensor *w, const memra_tensor *bias) {
-  if (n < 1 || n > 4 || !y || !w || !x)
-    return cpu_fail(be, MEMRA_E_INVALID, "gemm_n: %d outputs (1..4 with y and w arrays)", n);
-  for (int32_t i = 1; i < n; ++i)
-    if (w[i].type != w[0].type || w[i].ne0 != w[0].ne0)
-      return cpu_fail(
-          be, MEMRA_E_INVALID, "gemm_n: w[%d] is %s with K %" PRId64 ", w[0] %s with K %" PRId64, i,
-          memra_type_info(w[i].type).name, w[i].ne0, memra_type_info(w[0].type).name, w[0].ne0);
-  for (int32_t i = 0; i < n; ++i)
-    for (int32_t j = 0; j < i; ++j)
-      if (overlaps(&y[i], &y[j]))
-        return cpu_fail(be, MEMRA_E_INVALID, "gemm_n: y[%d] overlaps y[%d]", i, j);
-  for (int32_t i = 0; i < n; ++i) {
-    memra_status st = cpu_matmul(be, &y[i], x, &w[i], bias ? &bias[i] : NULL);
-    if (st) return st;
-  }
-  return MEMRA_OK;
+  return matmul_group(be, "gemm_n", n, y, x, w, bias);
 }

@@ -154,6 +154,42 @@ TEST(CpuMatmul, DotOrderIsTheQuantLibrarys) {
   }
 }
 
+// n (2 or 3) outputs sharing x, for matmul_n / gemm_n: weights of one type with ns[i] rows
+// and K k, random biases with bias 1 absent among present ones (the llama family's zero
+// views), the outputs and their references, M rows.
+struct Group {
+  std::vector<std::unique_ptr<Dev>> dw, db, dy, dref;
+  memra_tensor ws[3], bs[3], ys[3];
+  int n;
+  Group(Cpu &c, std::mt19937 &g, int32_t type, int n_out, const int64_t *ns, int64_t k, int64_t m)
+      : n(n_out) {
+    for (int i = 0; i < n; ++i) {
+      Weights w = make_weights(g, type, ns[i], k);
+      dw.emplace_back(new Dev(c, type, k, ns[i]));
+      dw[i]->put_bytes(w.bytes.data());
+      db.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], 1));
+      db[i]->put(randf(g, ns[i]));
+      dy.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], m));
+      dref.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], m));
+      ws[i] = dw[i]->t;
+      bs[i] = db[i]->t;
+      ys[i] = dy[i]->t;
+    }
+    bs[1].buf = nullptr;
+  }
+  // Each output equals a separate matmul of the same operands bit for bit.
+  void expect_each_is_matmul(Cpu &c, const memra_tensor *x, bool with_bias) {
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(MEMRA_OK,
+                c.vt->matmul(c.be, &dref[i]->t, x, &ws[i], with_bias && i != 1 ? &bs[i] : nullptr))
+          << c.err();
+      auto got = dy[i]->get<float>(), want = dref[i]->get<float>();
+      EXPECT_EQ(0, memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "y" << i;
+      EXPECT_TRUE(dy[i]->guards_ok());
+    }
+  }
+};
+
 // ABI 1.3 matmul_n: q, k, v shaped outputs sharing x equal three matmul calls bit for bit
 // (the contract every fused plugin is checked against), with and without biases.
 TEST(CpuMatmulN, EqualsSeparateMatmulsBitForBit) {
@@ -169,31 +205,11 @@ TEST(CpuMatmulN, EqualsSeparateMatmulsBitForBit) {
                      << memra_type_info(type).name << " M=" << m << " bias=" << with_bias);
         Dev dx(c, MEMRA_TYPE_F32, k, m);
         dx.put(randf(g, m * k));
-        std::vector<std::unique_ptr<Dev>> dw, db, dy, dref;
-        memra_tensor ws[3], bs[3], ys[3];
-        for (int i = 0; i < 3; ++i) {
-          Weights w = make_weights(g, type, ns[i], k);
-          dw.emplace_back(new Dev(c, type, k, ns[i]));
-          dw[i]->put_bytes(w.bytes.data());
-          db.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], 1));
-          db[i]->put(randf(g, ns[i]));
-          dy.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], m));
-          dref.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], m));
-          ws[i] = dw[i]->t;
-          bs[i] = db[i]->t;
-          ys[i] = dy[i]->t;
-        }
-        bs[1].buf = nullptr; // an absent bias among present ones (the llama family's zero views)
-        ASSERT_EQ(MEMRA_OK, c.vt->matmul_n(c.be, 3, ys, &dx.t, ws, with_bias ? bs : nullptr))
+        Group gr(c, g, type, 3, ns, k, m);
+        ASSERT_EQ(MEMRA_OK,
+                  c.vt->matmul_n(c.be, 3, gr.ys, &dx.t, gr.ws, with_bias ? gr.bs : nullptr))
             << c.err();
-        for (int i = 0; i < 3; ++i) {
-          ASSERT_EQ(MEMRA_OK, c.vt->matmul(c.be, &dref[i]->t, &dx.t, &ws[i],
-                                           with_bias && i != 1 ? &bs[i] : nullptr))
-              << c.err();
-          auto got = dy[i]->get<float>(), want = dref[i]->get<float>();
-          EXPECT_EQ(0, memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "y" << i;
-          EXPECT_TRUE(dy[i]->guards_ok());
-        }
+        gr.expect_each_is_matmul(c, &dx.t, with_bias);
       }
     }
   }
@@ -240,32 +256,12 @@ TEST(CpuGemmN, EqualsSeparateMatmulsBitForBit) {
                      << memra_type_info(type).name << " n=" << n_out << " M=" << m);
         Dev dx(c, MEMRA_TYPE_F32, k, m);
         dx.put(randf(g, m * k));
-        std::vector<std::unique_ptr<Dev>> dw, db, dy, dref;
-        memra_tensor ws[3], bs[3], ys[3];
-        for (int i = 0; i < n_out; ++i) {
-          Weights w = make_weights(g, type, ns[i], k);
-          dw.emplace_back(new Dev(c, type, k, ns[i]));
-          dw[i]->put_bytes(w.bytes.data());
-          db.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], 1));
-          db[i]->put(randf(g, ns[i]));
-          dy.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], m));
-          dref.emplace_back(new Dev(c, MEMRA_TYPE_F32, ns[i], m));
-          ws[i] = dw[i]->t;
-          bs[i] = db[i]->t;
-          ys[i] = dy[i]->t;
-        }
-        bs[1].buf = nullptr; // absent bias between present ones
+        Group gr(c, g, type, n_out, ns, k, m);
         const bool with_bias = n_out == 3;
-        ASSERT_EQ(MEMRA_OK, c.vt->gemm_n(c.be, n_out, ys, &dx.t, ws, with_bias ? bs : nullptr))
+        ASSERT_EQ(MEMRA_OK,
+                  c.vt->gemm_n(c.be, n_out, gr.ys, &dx.t, gr.ws, with_bias ? gr.bs : nullptr))
             << c.err();
-        for (int i = 0; i < n_out; ++i) {
-          ASSERT_EQ(MEMRA_OK, c.vt->matmul(c.be, &dref[i]->t, &dx.t, &ws[i],
-                                           with_bias && i != 1 ? &bs[i] : nullptr))
-              << c.err();
-          auto got = dy[i]->get<float>(), want = dref[i]->get<float>();
-          EXPECT_EQ(0, memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "y" << i;
-          EXPECT_TRUE(dy[i]->guards_ok());
-        }
+        gr.expect_each_is_matmul(c, &dx.t, with_bias);
       }
     }
   }
