@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/launch.cuh"
 
 enum { MM_MAX_JOBS = 4 };
 
@@ -46,6 +47,21 @@ __device__ __forceinline__ mm_job mm_pick(const mm_jobs &J) {
            J.N[i],
            (int64_t)blockIdx.x - J.blk0[i]};
   return j;
+}
+
+/* The block's R weight rows from row n0 (rows past the job's N read row N - 1: computed,
+ * never stored); their fetch into L2 starts before the PDL wait, since weights are constant
+ * (launch.cuh); then the wait. NT threads per block. */
+template <int R, int NT>
+__device__ __forceinline__ void mm_rows_enter(const uint8_t *(&wr)[R], const mm_job &jb,
+                                              int64_t n0) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    wr[r] = jb.w + (uint64_t)(n0 + r < jb.N ? n0 + r : jb.N - 1) * jb.w_nb1;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    memra_prefetch_l2(wr[r], jb.w_nb1, threadIdx.x, NT, 64);
+  memra_pdl_enter();
 }
 
 /* Fills blk0 for R rows per block and returns the grid's x size (0 when too large). */

@@ -192,23 +192,14 @@ __global__ void __launch_bounds__(MKQ_WARPS * 32, M == 1 ? 4 : 1)
   const int sbl = lane >> 3, g = (lane >> 1) & 3, p = lane & 1;
   const mm_job jb = mm_pick(J);
   float *__restrict__ y = jb.y;
-  const uint8_t *__restrict__ w = jb.w;
   const float *__restrict__ bias = jb.bias;
   const int64_t y_ld = jb.y_ld, N = jb.N;
-  const uint64_t w_nb1 = jb.w_nb1;
   const int64_t n0 = jb.b * R;
   const int64_t m0 = (int64_t)blockIdx.y * M;
   const int64_t mrows = rows - m0 < M ? rows - m0 : M;
   const int64_t nsb = K / 256, steps = (nsb + 3) / 4;
   const uint8_t *wr[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-    wr[r] = w + (uint64_t)(n0 + r < N ? n0 + r : N - 1) * w_nb1;
-    /* Weights are constant: start their fetch before waiting for x (launch.cuh). */
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-    memra_prefetch_l2(wr[r], w_nb1, threadIdx.x, MKQ_WARPS * 32, 64);
-  memra_pdl_enter();
+  mm_rows_enter<R, MKQ_WARPS * 32>(wr, jb, n0);
   float acc[M][R];
 #pragma unroll
   for (int m = 0; m < M; ++m)
