@@ -106,6 +106,36 @@ memra_status memra_blk_add_norm(memra_ctx *c, const char *what, const memra_tens
   return MEMRA_OK;
 }
 
+int32_t memra_blk_op16_type(const memra_ctx *c, int32_t n, const memra_tensor *w) {
+  const memra_backend_vt *vt = c->m->vt;
+  if (!vt->gemm || !vt->gemm_x_type || !c->op16.buf || c->n_decode > 0 || n < 1)
+    return MEMRA_TYPE_F32;
+  const int32_t t = vt->gemm_x_type(c->m->be, w[0].type);
+  if (t != MEMRA_TYPE_F16 && t != MEMRA_TYPE_BF16) return MEMRA_TYPE_F32;
+  for (int32_t i = 0; i < n; ++i)
+    if (w[i].ne0 % 8 || w[i].ne0 > c->op16.ne0 || (i && vt->gemm_x_type(c->m->be, w[i].type) != t))
+      return MEMRA_TYPE_F32;
+  return t;
+}
+
+/* The context's 16-bit operand buffer as [n_rows, k] of type t (F16 or BF16). */
+static memra_tensor op16_view(const memra_ctx *c, int32_t t, int64_t k) {
+  memra_tensor v = memra_rows(c->op16, c->n_rows);
+  v.type = t;
+  v.ne0 = k;
+  v.nb1 = 2u * (uint64_t)k;
+  return v;
+}
+
+memra_status memra_blk_add_norm_proj(memra_ctx *c, const char *what, const memra_tensor *xn,
+                                     const memra_tensor *x, const memra_tensor *add,
+                                     const memra_tensor *w_norm, int32_t n, const memra_tensor *w,
+                                     memra_tensor *h, memra_err *err) {
+  const int32_t t = memra_blk_op16_type(c, n, w);
+  *h = t == MEMRA_TYPE_F32 ? *xn : op16_view(c, t, xn->ne0);
+  return memra_blk_add_norm(c, what, h, x, add, w_norm, err);
+}
+
 memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
                                    const memra_tensor *k, const memra_tensor *v,
                                    const memra_tensor *attn, const memra_attn_cfg *cfg,
@@ -216,8 +246,11 @@ memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_t
     MEMRA_TRY(memra_blk_matmul(c, "matmul gate", &gate, xn, &l->w_gate, &none, err));
     MEMRA_TRY(memra_blk_matmul(c, "matmul up", &up, xn, &l->w_up, &none, err));
   }
-  CALL("glu", vt->glu(be, &gate, &gate, &up, act));
-  MEMRA_TRY(memra_blk_matmul(c, "matmul down", out, &gate, &l->w_down, &none, err));
+  /* glu writes the down projection's x: its 16-bit operand when the step allows */
+  const int32_t t = memra_blk_op16_type(c, 1, &l->w_down);
+  const memra_tensor g = t == MEMRA_TYPE_F32 ? gate : op16_view(c, t, ff);
+  CALL("glu", vt->glu(be, &g, &gate, &up, act));
+  MEMRA_TRY(memra_blk_matmul(c, "matmul down", out, &g, &l->w_down, &none, err));
   return MEMRA_OK;
 }
 

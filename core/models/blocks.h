@@ -41,19 +41,36 @@ memra_status memra_blk_add_norm(memra_ctx *c, const char *what, const memra_tens
                                 const memra_tensor *x, const memra_tensor *add,
                                 const memra_tensor *w, memra_err *err);
 
+/* ABI 1.6: the 16-bit type the plugin's gemm rounds x to for every one of w[0..n), when
+ * this step may hand it x in that type: no decode rows, the plugin has gemm and
+ * gemm_x_type, all n answers agree and each K is a multiple of 8 (16-byte rows).
+ * MEMRA_TYPE_F32 otherwise. */
+int32_t memra_blk_op16_type(const memra_ctx *c, int32_t n, const memra_tensor *w);
+
+/* x += *add, then the rmsnorm of x that feeds the projections w[0..n): into the context's
+ * 16-bit operand buffer when memra_blk_op16_type allows (gemm then skips its conversion
+ * and gives the same bits), into xn otherwise. *h is set to the tensor written. */
+memra_status memra_blk_add_norm_proj(memra_ctx *c, const char *what, const memra_tensor *xn,
+                                     const memra_tensor *x, const memra_tensor *add,
+                                     const memra_tensor *w_norm, int32_t n, const memra_tensor *w,
+                                     memra_tensor *h, memra_err *err);
+
 /* q, k = rope(q, k) ; cache k, v in layer il ; attn = attention(q, cache). */
 memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
                                    const memra_tensor *k, const memra_tensor *v,
                                    const memra_tensor *attn, const memra_attn_cfg *cfg,
                                    memra_err *err);
 
-/* out = attention of layer il on xn: q,k,v = xn W (+b) ; q,k = rmsnorm per head (when the
+/* out = attention of layer il on xn (F32, or the operand memra_blk_add_norm_proj made
+ * for wq, wk, wv): q,k,v = xn W (+b) ; q,k = rmsnorm per head (when the
  * layer has q_norm) ; rope ; cache ; attention ; out = a Wo. */
 memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
                                  const memra_tensor *out, const memra_attn_cfg *cfg,
                                  memra_err *err);
 
-/* out = (act(xn Wgate) * (xn Wup)) Wdown with the layer's dense FFN (width n_ff). */
+/* out = (act(xn Wgate) * (xn Wup)) Wdown with the layer's dense FFN (width n_ff); xn as
+ * for memra_blk_attention (made for w_gate, w_up). glu writes Wdown's 16-bit operand
+ * when memra_blk_op16_type allows. */
 memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
                                const memra_tensor *out, memra_act act, memra_err *err);
 

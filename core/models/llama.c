@@ -21,10 +21,14 @@ memra_status memra_llama_forward(memra_ctx *c, memra_err *err) {
   const memra_tensor *pending = NULL; /* residual not yet added into x */
   for (int il = 0; il < m->hp.n_layer; ++il) {
     const memra_layer *l = &m->layers[il];
-    MEMRA_TRY(memra_blk_add_norm(c, "attn rmsnorm", &xn, &x, pending, &l->attn_norm, err));
-    MEMRA_TRY(memra_blk_attention(c, il, &xn, &proj, &attn, err));
-    MEMRA_TRY(memra_blk_add_norm(c, "ffn rmsnorm", &xn, &x, &proj, &l->ffn_norm, err));
-    MEMRA_TRY(memra_blk_glu_ffn(c, l, &xn, &proj, MEMRA_ACT_SILU, err));
+    const memra_tensor w_qkv[3] = {l->wq, l->wk, l->wv}, w_gu[2] = {l->w_gate, l->w_up};
+    memra_tensor h; /* the projections' input: xn, or its 16-bit gemm operand */
+    MEMRA_TRY(memra_blk_add_norm_proj(c, "attn rmsnorm", &xn, &x, pending, &l->attn_norm, 3, w_qkv,
+                                      &h, err));
+    MEMRA_TRY(memra_blk_attention(c, il, &h, &proj, &attn, err));
+    MEMRA_TRY(
+        memra_blk_add_norm_proj(c, "ffn rmsnorm", &xn, &x, &proj, &l->ffn_norm, 2, w_gu, &h, err));
+    MEMRA_TRY(memra_blk_glu_ffn(c, l, &h, &proj, MEMRA_ACT_SILU, err));
     pending = &proj;
   }
   return memra_blk_logits(c, &x, &xn, pending, err);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "plugins/include/memra_plugin.h"
+#include "plugins/quant/quant.h"
 
 #define CPU_BUF_MAGIC 0x6d656d72u /* "memr": catches a buffer from another backend */
 #define CPU_ALIGN 64
@@ -77,6 +78,18 @@ static inline bool cpu_present(const memra_tensor *t) { return t != NULL && t->b
 #define CPU_I32 CPU_T(MEMRA_TYPE_I32)
 #define CPU_KV (CPU_T(MEMRA_TYPE_F32) | CPU_T(MEMRA_TYPE_F16) | CPU_T(MEMRA_TYPE_F8_E4M3))
 #define CPU_I64 CPU_T(MEMRA_TYPE_I64)
+
+/* A 16-bit gemm operand (ABI 1.6, the memra_op16 rule of memra_plugin.h): v rounded to
+ * nearest even as BF16, or as F16 with values beyond +-65504 (infinities too) saturated. */
+static inline uint16_t cpu_op16(float v, bool bf16) {
+  if (bf16) return memra_f32_to_bf16(v);
+  if (v > 65504.0f) v = 65504.0f; /* NaN compares false both ways and stays NaN */
+  if (v < -65504.0f) v = -65504.0f;
+  return memra_f32_to_fp16(v);
+}
+#define CPU_OP16 (CPU_T(MEMRA_TYPE_F16) | CPU_T(MEMRA_TYPE_BF16))
+/* True when views a and b share bytes of one buffer. */
+bool cpu_overlap(const memra_tensor *a, const memra_tensor *b);
 
 /* Address of row r of a validated view. */
 static inline uint8_t *cpu_row(const memra_tensor *t, int64_t r) {

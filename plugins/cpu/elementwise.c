@@ -24,8 +24,15 @@ static void glu_rows(void *p, int64_t begin, int64_t end, int tid) {
   (void)tid;
   const ew_ctx *c = p;
   int64_t n = c->y->ne0;
+  const bool op16 = c->y->type != MEMRA_TYPE_F32, bf16 = c->y->type == MEMRA_TYPE_BF16;
   for (int64_t r = begin; r < end; ++r) {
     const float *g = cpu_row_f32(c->a, r), *u = cpu_row_f32(c->b, r);
+    if (op16) { /* ABI 1.6: the f32 product rounded as a gemm operand */
+      uint16_t *y = (uint16_t *)(void *)cpu_row(c->y, r);
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = cpu_op16((c->act == MEMRA_ACT_SILU ? silu(g[i]) : gelu_tanh(g[i])) * u[i], bf16);
+      continue;
+    }
     float *y = cpu_row_f32(c->y, r);
     if (c->act == MEMRA_ACT_SILU)
       for (int64_t i = 0; i < n; ++i)
@@ -67,8 +74,11 @@ memra_status cpu_glu(memra_backend *be, const memra_tensor *y, const memra_tenso
     return cpu_fail(be, MEMRA_E_UNSUPPORTED, "glu: unknown activation %d", (int)act);
   if ((st = cpu_check(be, "glu", "gate", gate, CPU_F32)) ||
       (st = cpu_check_shape(be, "glu", "up", up, CPU_F32, gate->ne0, gate->ne1)) ||
-      (st = cpu_check_shape(be, "glu", "y", y, CPU_F32, gate->ne0, gate->ne1)))
+      (st = cpu_check_shape(be, "glu", "y", y, CPU_F32 | CPU_OP16, gate->ne0, gate->ne1)))
     return st;
+  if (y->type != MEMRA_TYPE_F32 && (cpu_overlap(y, gate) || cpu_overlap(y, up)))
+    return cpu_fail(be, MEMRA_E_INVALID, "glu: a %s y must not overlap gate or up",
+                    memra_type_info(y->type).name);
   ew_ctx c = {y, gate, up, 0.0f, act};
   cpu_run(be, y->ne1, 16 * y->ne0, glu_rows, &c);
   return MEMRA_OK;

@@ -59,14 +59,6 @@ static void mm_task(void *p, int64_t begin, int64_t end, int tid) {
     mm_block(c, 0, c->x->ne1, begin, end, tid);
 }
 
-/* True when the byte ranges of two validated views share a byte. */
-static bool overlaps(const memra_tensor *a, const memra_tensor *b) {
-  if (a->buf != b->buf || a->ne1 == 0 || b->ne1 == 0) return false;
-  uint64_t a1 = a->offset + (uint64_t)(a->ne1 - 1) * a->nb1 + memra_type_row_bytes(a->type, a->ne0);
-  uint64_t b1 = b->offset + (uint64_t)(b->ne1 - 1) * b->nb1 + memra_type_row_bytes(b->type, b->ne0);
-  return a->offset < b1 && b->offset < a1;
-}
-
 memra_status cpu_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                         const memra_tensor *w, const memra_tensor *bias) {
   memra_status st;
@@ -79,7 +71,7 @@ memra_status cpu_matmul(memra_backend *be, const memra_tensor *y, const memra_te
     return st;
   if (cpu_present(bias) && (st = cpu_check_shape(be, "matmul", "bias", bias, CPU_F32, w->ne1, 1)))
     return st;
-  if (overlaps(y, x) || overlaps(y, w))
+  if (cpu_overlap(y, x) || cpu_overlap(y, w))
     return cpu_fail(be, MEMRA_E_INVALID,
                     "matmul: y overlaps an input (x or w); it cannot be "
                     "computed in place");
@@ -113,7 +105,7 @@ static memra_status matmul_group(memra_backend *be, const char *op, int32_t n,
           memra_type_info(w[i].type).name, w[i].ne0, memra_type_info(w[0].type).name, w[0].ne0);
   for (int32_t i = 0; i < n; ++i)
     for (int32_t j = 0; j < i; ++j)
-      if (overlaps(&y[i], &y[j]))
+      if (cpu_overlap(&y[i], &y[j]))
         return cpu_fail(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);
   for (int32_t i = 0; i < n; ++i) {
     memra_status st = cpu_matmul(be, &y[i], x, &w[i], bias ? &bias[i] : NULL);

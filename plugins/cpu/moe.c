@@ -87,13 +87,6 @@ static void mmid_rows(void *p, int64_t begin, int64_t end, int tid) {
   }
 }
 
-static bool overlap(const memra_tensor *a, const memra_tensor *b) {
-  if (a->buf != b->buf || a->ne1 == 0 || b->ne1 == 0) return false;
-  uint64_t a1 = a->offset + (uint64_t)(a->ne1 - 1) * a->nb1 + memra_type_row_bytes(a->type, a->ne0);
-  uint64_t b1 = b->offset + (uint64_t)(b->ne1 - 1) * b->nb1 + memra_type_row_bytes(b->type, b->ne0);
-  return a->offset < b1 && b->offset < a1;
-}
-
 memra_status cpu_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                            const memra_tensor *w, const memra_tensor *ids, int32_t n_expert) {
   memra_status st;
@@ -115,7 +108,7 @@ memra_status cpu_matmul_id(memra_backend *be, const memra_tensor *y, const memra
                     ", %" PRId64 "]",
                     x->ne1, x->ne0, n, n * k, w->ne0);
   if ((st = cpu_check_shape(be, "matmul_id", "y", y, CPU_F32, n_per, n * k))) return st;
-  if (overlap(y, x) || overlap(y, w) || overlap(y, ids))
+  if (cpu_overlap(y, x) || cpu_overlap(y, w) || cpu_overlap(y, ids))
     return cpu_fail(be, MEMRA_E_INVALID, "matmul_id: y overlaps an input");
   for (int64_t r = 0; r < n; ++r)
     for (int64_t j = 0; j < k; ++j) {
@@ -160,7 +153,7 @@ memra_status cpu_moe_combine(memra_backend *be, const memra_tensor *y, const mem
   if ((st = cpu_check_shape(be, "moe_combine", "x", x, CPU_F32, -1, n * k)) ||
       (st = cpu_check_shape(be, "moe_combine", "y", y, CPU_F32, x->ne0, n)))
     return st;
-  if (overlap(y, x) || overlap(y, weights))
+  if (cpu_overlap(y, x) || cpu_overlap(y, weights))
     return cpu_fail(be, MEMRA_E_INVALID, "moe_combine: y overlaps an input");
   comb_ctx c = {y, x, weights};
   cpu_run(be, n, cpu_mul_sat(2 * k, x->ne0), comb_rows, &c);

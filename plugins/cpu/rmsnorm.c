@@ -23,6 +23,13 @@ static void rmsnorm_rows(void *p, int64_t begin, int64_t end, int tid) {
     }
     float mean = cpu_dot_f32(x, x, d) / (float)d;
     float s = 1.0f / sqrtf(mean + c->eps);
+    if (c->y->type != MEMRA_TYPE_F32) { /* ABI 1.6: rounded as a gemm operand */
+      uint16_t *y = (uint16_t *)(void *)cpu_row(c->y, r);
+      const bool bf16 = c->y->type == MEMRA_TYPE_BF16;
+      for (int64_t i = 0; i < d; ++i)
+        y[i] = cpu_op16((x[i] * s) * w[i], bf16);
+      continue;
+    }
     float *y = cpu_row_f32(c->y, r); /* may alias x: x[i] is read before y[i] is written */
     for (int64_t i = 0; i < d; ++i)
       y[i] = (x[i] * s) * w[i];
@@ -34,10 +41,13 @@ memra_status cpu_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_t
   memra_status st;
   if ((st = cpu_check_shape(be, "rmsnorm", "w", w, CPU_F32, -1, 1))) return st;
   if ((st = cpu_check_shape(be, "rmsnorm", "x", x, CPU_F32, w->ne0, -1))) return st;
-  if ((st = cpu_check_shape(be, "rmsnorm", "y", y, CPU_F32, w->ne0, x->ne1))) return st;
+  if ((st = cpu_check_shape(be, "rmsnorm", "y", y, CPU_F32 | CPU_OP16, w->ne0, x->ne1))) return st;
   if (cpu_present(res) &&
       (st = cpu_check_shape(be, "rmsnorm", "res", res, CPU_F32, w->ne0, x->ne1)))
     return st;
+  if (y->type != MEMRA_TYPE_F32 && (cpu_overlap(y, x) || (cpu_present(res) && cpu_overlap(y, res))))
+    return cpu_fail(be, MEMRA_E_INVALID, "rmsnorm: a %s y must not overlap x or res",
+                    memra_type_info(y->type).name);
   if (!(eps >= 0.0f) || isinf(eps))
     return cpu_fail(be, MEMRA_E_INVALID, "rmsnorm: eps %g is not a finite value >= 0", eps);
   rmsnorm_ctx c = {y, x, cpu_present(res) ? res : NULL, w, eps};

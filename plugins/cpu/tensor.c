@@ -142,3 +142,10 @@ memra_status cpu_batch_check(memra_backend *be, const char *op, const memra_batc
   }
   return MEMRA_OK;
 }
+
+bool cpu_overlap(const memra_tensor *a, const memra_tensor *b) {
+  if (a->buf != b->buf || a->ne1 == 0 || b->ne1 == 0) return false;
+  uint64_t a1 = a->offset + (uint64_t)(a->ne1 - 1) * a->nb1 + memra_type_row_bytes(a->type, a->ne0);
+  uint64_t b1 = b->offset + (uint64_t)(b->ne1 - 1) * b->nb1 + memra_type_row_bytes(b->type, b->ne0);
+  return a->offset < b1 && b->offset < a1;
+}

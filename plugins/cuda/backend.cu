@@ -210,7 +210,8 @@ static const memra_backend_vt *cu_vtable(void) {
     v.gated_delta_rule = memra_cu_gated_delta_rule;
 #if MEMRA_CU_HAS_GEMM
     v.gemm = memra_cu_gemm;
-    v.gemm_n = memra_cu_gemm_n; /* ABI 1.5 grouped prompt GEMM (gemm.cu) */
+    v.gemm_n = memra_cu_gemm_n;           /* ABI 1.5 grouped prompt GEMM (gemm.cu) */
+    v.gemm_x_type = memra_cu_gemm_x_type; /* ABI 1.6 16-bit operands from rmsnorm/glu */
 #endif
     return v;
   }();

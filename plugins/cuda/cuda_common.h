@@ -175,6 +175,8 @@ memra_status memra_cu_gemm(memra_backend *be, const memra_tensor *y, const memra
 memra_status memra_cu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y,
                              const memra_tensor *x, const memra_tensor *w,
                              const memra_tensor *bias);
+/* gemm_x_type (ABI 1.6): the 16-bit type gemm rounds x to for w_type, or F32 (gemm.cu). */
+int32_t memra_cu_gemm_x_type(memra_backend *be, int32_t w_type);
 #endif
 
 memra_status memra_cu_graph_begin(memra_backend *be);

@@ -2,9 +2,20 @@
 #ifndef MEMRA_CUDA_DEVICE_UTIL_CUH
 #define MEMRA_CUDA_DEVICE_UTIL_CUH
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "plugins/include/memra_types.h"
+
+/* A 16-bit gemm operand from f32 (ABI 1.6, the memra_op16 rule): bf16 round to nearest
+ * even, or f16 round to nearest even with values beyond +-65504 (infinities too) saturated (NaN
+ * stays NaN). gemm's x conversion and the ops that write gemm operands share it. */
+template <int BF> __device__ __forceinline__ uint16_t memra_op16(float v) {
+  if (BF) return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  if (fabsf(v) > 65504.f) v = copysignf(65504.f, v);
+  return __half_as_ushort(__float2half_rn(v));
+}
 
 /* Sum over the warp in a fixed butterfly order: every lane gets the same bits. */
 __device__ __forceinline__ float memra_warp_sum(float v) {

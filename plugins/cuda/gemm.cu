@@ -22,10 +22,12 @@
  * Extension for benchmarks: x may also be F16 (F16 or quantized weights) or BF16 (BF16
  * weights), rows 16-byte aligned; it is then used as A directly (no step 1). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/dequant.cuh"
+#include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/gemm.h"
 
 #if MEMRA_CU_HAS_GEMM
@@ -36,13 +38,6 @@ enum { GEMM_THREADS = 256 };
 #define GEMM_CHUNK_BYTES (128ull << 20)
 
 static inline int64_t gemm_round8(int64_t v) { return (v + 7) / 8 * 8; }
-
-/* f32 -> f16 with saturation (NaN stays NaN), or -> bf16 (round to nearest even). */
-template <int BF> __device__ __forceinline__ uint16_t gemm_cvt(float v) {
-  if (BF) return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  if (fabsf(v) > 65504.f) v = copysignf(65504.f, v);
-  return __half_as_ushort(__float2half_rn(v));
-}
 
 /* A [m, lda] = x [m, ldx] converted; 4 columns per thread, rows over blockIdx.y. */
 template <int BF>
@@ -60,12 +55,12 @@ __global__ void gemm_x_v1_kernel(uint16_t *__restrict__ a, int64_t lda, const fl
         else
           v = make_float4(xr[c], xr[c + 1], xr[c + 2], xr[c + 3]);
         uint2 o;
-        o.x = gemm_cvt<BF>(v.x) | ((uint32_t)gemm_cvt<BF>(v.y) << 16);
-        o.y = gemm_cvt<BF>(v.z) | ((uint32_t)gemm_cvt<BF>(v.w) << 16);
+        o.x = memra_op16<BF>(v.x) | ((uint32_t)memra_op16<BF>(v.y) << 16);
+        o.y = memra_op16<BF>(v.z) | ((uint32_t)memra_op16<BF>(v.w) << 16);
         *(uint2 *)(ar + c) = o; /* lda % 8 == 0, c % 4 == 0: 8-byte aligned */
       } else {
         for (int64_t i = c; i < k; ++i)
-          ar[i] = gemm_cvt<BF>(xr[i]);
+          ar[i] = memra_op16<BF>(xr[i]);
       }
     }
   }
@@ -317,6 +312,21 @@ static cudaError_t gemm_kernel_n(const memra_cu_gemm_group *g, cudaStream_t st, 
   }
   return cudaSuccess;
 #endif
+}
+
+/* ABI 1.6: the operand type step 1 rounds x to for w_type (F32 weights go to matmul). The
+ * environment MEMRA_GEMM_X=f32 (read once) answers F32 for every type, so the core keeps
+ * converting x here: an A/B switch for timing and for the bit-identity check. */
+int32_t memra_cu_gemm_x_type(memra_backend *be, int32_t w_type) {
+  (void)be;
+  static int f32_only = -1;
+  if (f32_only < 0) {
+    const char *e = getenv("MEMRA_GEMM_X");
+    f32_only = e && strcmp(e, "f32") == 0;
+  }
+  if (f32_only || w_type == MEMRA_TYPE_F32 || !memra_cu_type_supported(w_type))
+    return MEMRA_TYPE_F32;
+  return w_type == MEMRA_TYPE_BF16 ? MEMRA_TYPE_BF16 : MEMRA_TYPE_F16;
 }
 
 memra_status memra_cu_gemm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,

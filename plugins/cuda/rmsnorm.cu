@@ -6,6 +6,7 @@
  * ver 2: a row's float4s spread over up to 1024 threads (4096 wide: one float4 each),
  *   held in registers between the sum of squares and the scaling (x is read once), the
  *   same fixed-order block sum. Scalar fallback when a row is not 16-byte aligned.
+ *   ABI 1.6: y may be the 16-bit operand of the next prompt-row gemm (memra_op16).
  *                                                                            <- in the vtable */
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/device_util.cuh"
@@ -13,15 +14,23 @@
 
 enum { RMS_VPT = 4 }; /* float4s per thread kept in registers (wider rows re-read x) */
 
-template <bool VEC>
+/* y element i of a row: f32, or (OUT16 1 = f16, 2 = bf16) a 16-bit gemm operand. */
+template <int OUT16> __device__ __forceinline__ void rms_put(void *yr, int64_t i, float v) {
+  if (OUT16 == 0)
+    ((float *)yr)[i] = v;
+  else
+    ((uint16_t *)yr)[i] = memra_op16<OUT16 == 2>(v);
+}
+
+template <bool VEC, int OUT16>
 __global__ void __launch_bounds__(1024)
-    rmsnorm_v2_kernel(float *y, int64_t y_ld, float *x, int64_t x_ld, const float *res,
-                      int64_t r_ld, const float *w, int64_t ne0, float eps) {
+    rmsnorm_v2_kernel(void *y, int64_t y_ld, float *x, int64_t x_ld, const float *res, int64_t r_ld,
+                      const float *w, int64_t ne0, float eps) {
   __shared__ float sh[32];
   memra_pdl_enter();
   const int64_t r = blockIdx.x;
   float *xr = x + r * x_ld;
-  float *yr = y + r * y_ld;
+  void *yr = OUT16 ? (void *)((uint16_t *)y + r * y_ld) : (void *)((float *)y + r * y_ld);
   const float *rr = res ? res + r * r_ld : NULL;
   const int tid = threadIdx.x, nt = blockDim.x;
   float ss = 0.f;
@@ -63,8 +72,16 @@ __global__ void __launch_bounds__(1024)
         v = ((const float4 *)xr)[i];
       }
       const float4 g = __ldg((const float4 *)w + i);
-      ((float4 *)yr)[i] =
+      const float4 o =
           make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
+      if (OUT16 == 0) {
+        ((float4 *)yr)[i] = o;
+      } else {
+        uint2 h;
+        h.x = memra_op16<OUT16 == 2>(o.x) | ((uint32_t)memra_op16<OUT16 == 2>(o.y) << 16);
+        h.y = memra_op16<OUT16 == 2>(o.z) | ((uint32_t)memra_op16<OUT16 == 2>(o.w) << 16);
+        ((uint2 *)yr)[i] = h;
+      }
     }
   } else {
     for (int64_t i = tid; i < ne0; i += nt) {
@@ -78,14 +95,27 @@ __global__ void __launch_bounds__(1024)
     ss = memra_block_sum(ss, sh);
     const float inv = rsqrtf(ss / (float)ne0 + eps);
     for (int64_t i = tid; i < ne0; i += nt)
-      yr[i] = xr[i] * inv * w[i];
+      rms_put<OUT16>(yr, i, xr[i] * inv * w[i]);
   }
+}
+
+/* One launch of the kernel for y's type (OUT16) and the load path (VEC). */
+template <bool VEC, int OUT16>
+static void rms_launch(memra_backend *be, dim3 grid, int threads, void *yp, int64_t y_ld, float *xp,
+                       int64_t x_ld, const float *rp, int64_t r_ld, const float *wp, int64_t ne0,
+                       float eps) {
+  (void)memra_cu_launch(be, rmsnorm_v2_kernel<VEC, OUT16>, grid, dim3(threads), 0, yp, y_ld, xp,
+                        x_ld, rp, r_ld, wp, ne0, eps);
 }
 
 memra_status memra_cu_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                               const memra_tensor *res, const memra_tensor *w, float eps) {
   memra_status st;
-  if ((st = memra_cu_check_tensor(be, y, "rmsnorm: y", MEMRA_TYPE_F32)) != MEMRA_OK ||
+  /* ABI 1.6: y may be a 16-bit gemm operand (F16 or BF16), written by the memra_op16 rule */
+  const int out16 = !y ? 0 : y->type == MEMRA_TYPE_F16 ? 1 : y->type == MEMRA_TYPE_BF16 ? 2 : 0;
+  const int64_t esz = out16 ? 2 : 4;
+  if ((st = memra_cu_check_tensor(be, y, "rmsnorm: y", out16 ? y->type : MEMRA_TYPE_F32)) !=
+          MEMRA_OK ||
       (st = memra_cu_check_tensor(be, x, "rmsnorm: x", MEMRA_TYPE_F32)) != MEMRA_OK ||
       (st = memra_cu_check_tensor(be, w, "rmsnorm: w", MEMRA_TYPE_F32)) != MEMRA_OK ||
       (st = memra_cu_check_same_shape(be, y, x, "rmsnorm: y and x")) != MEMRA_OK)
@@ -104,30 +134,45 @@ memra_status memra_cu_rmsnorm(memra_backend *be, const memra_tensor *y, const me
     rp = (const float *)memra_cu_ptr(res);
     r_ld = (int64_t)(res->nb1 / 4);
   }
-  if (x->nb1 % 4 || y->nb1 % 4)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "rmsnorm: x or y stride not whole floats");
+  if (x->nb1 % 4 || y->nb1 % esz)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "rmsnorm: x or y stride not whole elements");
+  if (out16 && (memra_cu_overlap(y, x) || (rp && memra_cu_overlap(y, res))))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "rmsnorm: a %s y must not overlap x or res",
+                         memra_type_info(y->type).name);
   if (!(eps >= 0.f)) return memra_cu_errf(be, MEMRA_E_INVALID, "rmsnorm: eps %g is negative", eps);
   if (x->ne1 == 0) return MEMRA_OK;
   if (x->ne1 > 0x7fffffff)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "rmsnorm: %lld rows", (long long)x->ne1);
-  float *yp = (float *)memra_cu_ptr(y), *xp = (float *)memra_cu_ptr(x);
+  void *yp = memra_cu_ptr(y);
+  float *xp = (float *)memra_cu_ptr(x);
   const float *wp = (const float *)memra_cu_ptr(w);
-  /* float4 path when every row of every operand starts 16-byte aligned; the choice depends
-   * on the tensors alone, so a row takes the same path in any batch. */
-  const bool vec = x->ne0 % 4 == 0 && memra_cu_align_of(yp, y->nb1) >= 16 &&
+  /* float4 path when every row of every operand starts 16-byte aligned (8 for a 16-bit y);
+   * the choice depends on the tensors alone, so a row takes the same path in any batch. */
+  const bool vec = x->ne0 % 4 == 0 && memra_cu_align_of(yp, y->nb1) >= (uint64_t)(4 * esz) &&
                    memra_cu_align_of(xp, x->nb1) >= 16 && memra_cu_align_of(wp, 0) >= 16 &&
                    (!rp || memra_cu_align_of(rp, res->nb1) >= 16);
   const int64_t per = vec ? x->ne0 / 4 : x->ne0;
   const int threads = per >= 1024 ? 1024 : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
   const dim3 grid((unsigned)x->ne1);
-  if (vec)
-    (void)memra_cu_launch(be, rmsnorm_v2_kernel<true>, grid, dim3(threads), 0, yp,
-                          (int64_t)(y->nb1 / 4), xp, (int64_t)(x->nb1 / 4), rp, r_ld, wp, x->ne0,
-                          eps);
-  else
-    (void)memra_cu_launch(be, rmsnorm_v2_kernel<false>, grid, dim3(threads), 0, yp,
-                          (int64_t)(y->nb1 / 4), xp, (int64_t)(x->nb1 / 4), rp, r_ld, wp, x->ne0,
-                          eps);
+  const int64_t y_ld = (int64_t)(y->nb1 / esz), x_ld = (int64_t)(x->nb1 / 4);
+#define RMS_GO(V, O)                                                                               \
+  rms_launch<V, O>(be, grid, threads, yp, y_ld, xp, x_ld, rp, r_ld, wp, x->ne0, eps)
+  if (vec) {
+    if (out16 == 1)
+      RMS_GO(true, 1);
+    else if (out16 == 2)
+      RMS_GO(true, 2);
+    else
+      RMS_GO(true, 0);
+  } else {
+    if (out16 == 1)
+      RMS_GO(false, 1);
+    else if (out16 == 2)
+      RMS_GO(false, 2);
+    else
+      RMS_GO(false, 0);
+  }
+#undef RMS_GO
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
 }

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 5u
+#define MEMRA_ABI_MINOR 6u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -197,7 +197,9 @@ typedef struct memra_backend_vt {
                            const memra_tensor *ids);
   /* If res is present: x += res (x is written back). Then, per row of width w.ne0,
    * y = x / sqrt(mean(x^2) + eps) * w. x may have more rows than the token count: a
-   * per-head norm views [tokens, n_head * d] as [tokens * n_head, d]. y may alias x. */
+   * per-head norm views [tokens, n_head * d] as [tokens * n_head, d]. y may alias x.
+   * ABI 1.6: y may be F16 or BF16 (then it must not overlap x or res): each f32 result
+   * rounded as gemm rounds x (memra_op16 rule, see gemm_x_type). */
   memra_status (*rmsnorm)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                           const memra_tensor *res, const memra_tensor *w, float eps);
   /* y [M, N] = x [M, K] . w [N, K]^T (+ bias [N] if present); w in its GGUF layout. */
@@ -215,7 +217,8 @@ typedef struct memra_backend_vt {
   memra_status (*attention)(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
                             const memra_tensor *k_cache, const memra_tensor *v_cache,
                             const memra_batch *batch, const memra_attn_params *p);
-  /* y = act(gate) * up, all [n, ff]; y may alias gate or up. */
+  /* y = act(gate) * up, all [n, ff]; y may alias gate or up. ABI 1.6: y may be F16 or BF16
+   * (then it must not overlap gate or up): each f32 result rounded by the memra_op16 rule. */
   memra_status (*glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *gate,
                       const memra_tensor *up, int32_t act);
   /* y = a + b (same shapes; y may alias a or b). */
@@ -346,6 +349,17 @@ typedef struct memra_backend_vt {
    * overlap x, a w or another y. */
   memra_status (*gemm_n)(memra_backend *be, int32_t n, const memra_tensor *y, const memra_tensor *x,
                          const memra_tensor *w, const memra_tensor *bias);
+
+  /* --- ABI minor 6: 16-bit gemm operands made by their producers (optional: NULL = the
+   * core hands gemm F32 x) ---
+   * gemm_x_type: the type gemm and gemm_n round x to for weights of type w_type --
+   * MEMRA_TYPE_F16 or MEMRA_TYPE_BF16 -- or MEMRA_TYPE_F32 when they compute on f32 x.
+   * For a 16-bit answer T, gemm and gemm_n also take x of type T (rows 16-byte aligned) and
+   * give the bits they give for the F32 x it was rounded from. The rounding (the memra_op16
+   * rule): nearest even; for F16 a value beyond +-65504 (an infinity too) becomes +-65504,
+   * NaN stays NaN. rmsnorm and glu write T by that rule, so the core can have them produce the
+   * operand of the next prompt-row projection and skip a conversion pass. */
+  int32_t (*gemm_x_type)(memra_backend *be, int32_t w_type);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -154,3 +154,46 @@ TEST(CpuGetRows, EveryTypeGivesDequantizedRows) {
   EXPECT_EQ(MEMRA_E_UNSUPPORTED, c.vt->get_rows(c.be, &dy.t, &q8k.t, &di.t));
   EXPECT_EQ(0u, c.err().find("get_rows: table type Q8_K")) << c.err();
 }
+
+// ABI 1.6: a 16-bit y is the f32 result (the F32 y of the same call) rounded by the
+// memra_op16 rule: bf16 nearest even; f16 nearest even, beyond +-65504 saturated.
+TEST(CpuGlu, SixteenBitYIsTheF32ResultRounded) {
+  Cpu c;
+  std::mt19937 g(23);
+  for (int32_t t : {MEMRA_TYPE_F16, MEMRA_TYPE_BF16}) {
+    for (int act : {MEMRA_ACT_SILU, MEMRA_ACT_GELU_TANH}) {
+      const int64_t n = 7, ff = 1031;
+      SCOPED_TRACE(testing::Message() << memra_type_info(t).name << " act=" << act);
+      // gate and up wide enough that some products pass 65504 (f16 saturates them)
+      auto gate = randf(g, n * ff, -300, 300), up = randf(g, n * ff, -400, 400);
+      Dev dg(c, MEMRA_TYPE_F32, ff, n), du(c, MEMRA_TYPE_F32, ff, n), d32(c, MEMRA_TYPE_F32, ff, n),
+          d16(c, t, ff, n, 6); // strided 16-bit rows
+      dg.put(gate);
+      du.put(up);
+      ASSERT_EQ(MEMRA_OK, c.vt->glu(c.be, &d32.t, &dg.t, &du.t, act)) << c.err();
+      ASSERT_EQ(MEMRA_OK, c.vt->glu(c.be, &d16.t, &dg.t, &du.t, act)) << c.err();
+      std::vector<float> y = d32.get<float>();
+      std::vector<uint16_t> h = d16.get<uint16_t>();
+      int saturated = 0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        float v = y[i];
+        if (t == MEMRA_TYPE_F16 && std::fabs(v) > 65504.0f)
+          v = std::copysign(65504.0f, v), ++saturated;
+        const uint16_t want = t == MEMRA_TYPE_F16 ? memra_f32_to_fp16(v) : memra_f32_to_bf16(v);
+        ASSERT_EQ(want, h[i]) << i << " of " << y[i];
+      }
+      if (t == MEMRA_TYPE_F16) {
+        EXPECT_GT(saturated, 0) << "no product beyond the f16 range";
+      }
+      EXPECT_TRUE(d16.guards_ok());
+    }
+  }
+  Dev a(c, MEMRA_TYPE_F32, 8, 2), h(c, MEMRA_TYPE_F16, 8, 2), i32(c, MEMRA_TYPE_I32, 8, 2);
+  memra_tensor alias = a.t;
+  alias.type = MEMRA_TYPE_F16; // a 16-bit view over gate's own bytes
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->glu(c.be, &alias, &a.t, &a.t, MEMRA_ACT_SILU));
+  EXPECT_EQ(0u, c.err().find("glu: a F16 y must not overlap gate or up")) << c.err();
+  EXPECT_NE(MEMRA_OK, c.vt->glu(c.be, &i32.t, &a.t, &a.t, MEMRA_ACT_SILU));
+  EXPECT_EQ(0u, c.err().find("glu: y")) << c.err();
+  EXPECT_EQ(MEMRA_OK, c.vt->glu(c.be, &h.t, &a.t, &a.t, MEMRA_ACT_SILU)) << c.err();
+}

@@ -115,3 +115,44 @@ TEST(CpuRmsnorm, BadShapesAreInvalidAndNamed) {
   EXPECT_EQ(0u, c.err().find("rmsnorm: x has unknown type id 77, expected F32")) << c.err();
   EXPECT_TRUE(y.guards_ok());
 }
+
+// ABI 1.6: a 16-bit y holds the F32 result of the same call rounded by the memra_op16 rule
+// (nearest even; f16 saturates beyond +-65504); x still takes the residual.
+TEST(CpuRmsnorm, SixteenBitYIsTheF32ResultRounded) {
+  Cpu c;
+  std::mt19937 g(12);
+  for (int32_t t : {MEMRA_TYPE_F16, MEMRA_TYPE_BF16}) {
+    const int64_t rows = 5, d = 999;
+    SCOPED_TRACE(memra_type_info(t).name);
+    auto x = randf(g, rows * d, -3, 3), res = randf(g, rows * d), w = randf(g, d, -1e5f, 1e5f);
+    Dev dx(c, MEMRA_TYPE_F32, d, rows), dx2(c, MEMRA_TYPE_F32, d, rows),
+        dres(c, MEMRA_TYPE_F32, d, rows), dw(c, MEMRA_TYPE_F32, d, 1),
+        d32(c, MEMRA_TYPE_F32, d, rows), d16(c, t, d, rows, 2);
+    dx.put(x);
+    dx2.put(x);
+    dres.put(res);
+    dw.put(w);
+    ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm(c.be, &d32.t, &dx.t, &dres.t, &dw.t, 1e-6f)) << c.err();
+    ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm(c.be, &d16.t, &dx2.t, &dres.t, &dw.t, 1e-6f)) << c.err();
+    EXPECT_TRUE(bits_equal(dx.get<float>(), dx2.get<float>())) << "x + res written back alike";
+    std::vector<float> y = d32.get<float>();
+    std::vector<uint16_t> h = d16.get<uint16_t>();
+    int saturated = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      float v = y[i];
+      if (t == MEMRA_TYPE_F16 && std::fabs(v) > 65504.0f)
+        v = std::copysign(65504.0f, v), ++saturated;
+      ASSERT_EQ(t == MEMRA_TYPE_F16 ? memra_f32_to_fp16(v) : memra_f32_to_bf16(v), h[i]) << i;
+    }
+    if (t == MEMRA_TYPE_F16) {
+      EXPECT_GT(saturated, 0) << "no value beyond the f16 range";
+    }
+    EXPECT_TRUE(d16.guards_ok());
+    memra_tensor alias = dx.t;
+    alias.type = t; // over x's own bytes
+    EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm(c.be, &alias, &dx.t, nullptr, &dw.t, 1e-6f));
+    EXPECT_EQ(0u, c.err().find(std::string("rmsnorm: a ") + memra_type_info(t).name +
+                               " y must not overlap x or res"))
+        << c.err();
+  }
+}

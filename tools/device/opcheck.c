@@ -76,6 +76,58 @@ static void compare_i32(const char *op, const char *what, const ck_buf *d, int64
   free(a);
   free(b);
 }
+/* ABI 1.6 16-bit outputs: each plugin's 16-bit y (d16, n elements of type t) is checked
+ * (a) against the reference's, widened, by relative L2 within tol, and (b) bitwise against
+ * the same plugin's F32 y (d32) of the same inputs rounded on the host by the memra_op16
+ * rule: what a gemm of that plugin would have made of the F32 y. */
+static uint16_t host_op16(float v, int32_t t) {
+  if (t == MEMRA_TYPE_BF16) return memra_f32_to_bf16(v);
+  if (fabsf(v) > 65504.0f) v = copysignf(65504.0f, v);
+  return memra_f32_to_fp16(v);
+}
+static float host_widen(uint16_t h, int32_t t) {
+  return t == MEMRA_TYPE_BF16 ? memra_bf16_to_f32(h) : memra_fp16_to_f32(h);
+}
+static void compare_op16(const char *op, const char *what, const ck_buf *d16, const ck_buf *d32,
+                         int64_t n, int32_t t, double tol) {
+  uint16_t *h[2] = {ck_get(d16, 0), ck_get(d16, 1)};
+  float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
+  double num = 0, den = 0;
+  int64_t bad = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    a[i] = host_widen(h[0][i], t);
+    b[i] = host_widen(h[1][i], t);
+    if (!isfinite(a[i]) || !isfinite(b[i])) {
+      if (bad < 0 && !(isnan(a[i]) && isnan(b[i]))) bad = i;
+      continue;
+    }
+    num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    den += (double)a[i] * a[i];
+  }
+  const double err = den > 0 ? sqrt(num / den) : sqrt(num);
+  char w2[160];
+  snprintf(w2, sizeof w2, "%s %s y vs ref", what, memra_type_info(t).name);
+  ck_record(op, w2, err, tol, err <= tol && bad < 0 && ck_guard_ok(d16),
+            bad >= 0 ? "nonfinite" : "");
+  for (int i = 0; i < 2; ++i) {
+    float *y = ck_get(d32, i);
+    int64_t diff = 0, first = -1;
+    for (int64_t e = 0; e < n; ++e)
+      if (host_op16(y[e], t) != h[i][e] && !(isnan(y[e]) && isnan(host_widen(h[i][e], t))))
+        diff += 1, first = first < 0 ? e : first;
+    char note[96] = "";
+    if (diff) snprintf(note, sizeof note, "%" PRId64 " differ, first at %" PRId64, diff, first);
+    snprintf(w2, sizeof w2, "  %s: %s y == its F32 y rounded", i ? "test" : "ref",
+             memra_type_info(t).name);
+    ck_record(op, w2, (double)diff, 0, diff == 0, note);
+    free(y);
+  }
+  free(h[0]);
+  free(h[1]);
+  free(a);
+  free(b);
+}
+
 /* Runs status st of both plugins: both OK, or a shared refusal (a skip). 1 = compare. */
 static int both_ok(const char *op, const char *what, memra_status s0, memra_status s1) {
   if (s0 == MEMRA_OK && s1 == MEMRA_OK) return 1;
@@ -315,6 +367,17 @@ static void check_rmsnorm(void) {
     if (ok_) {
       compare_f32("rmsnorm", what, &dy, R * E, 1e-5);
       if (cs[c].res) compare_f32("rmsnorm", "  x written back (x + res)", &dx, R * E, 0);
+    }
+    /* ABI 1.6: y as a 16-bit gemm operand (fresh x: the call above added res into x) */
+    for (int t16 = 0; t16 < 2 && !cs[c].res; ++t16) {
+      const int32_t t = t16 ? MEMRA_TYPE_BF16 : MEMRA_TYPE_F16;
+      ck_buf dh = ck_new((uint64_t)R * E * 2, NULL);
+      ck_poison(&dh);
+      BOTH("rmsnorm", what,
+           P[i].vt->rmsnorm(P[i].be, TP(&dh, i, t, E, R), TP(&dx, i, 0, E, R), NULL,
+                            TP(&dw, i, 0, E, 1), 1e-5f));
+      if (ok_) compare_op16("rmsnorm", what, &dh, &dy, R * E, t, t16 ? 8e-3 : 1e-3);
+      ck_free(&dh);
     }
     ck_free(&dx);
     ck_free(&dr);
@@ -698,12 +761,50 @@ static void check_elementwise(void) {
   ck_buf da = ck_new((uint64_t)R * E * 4, a), db = ck_new((uint64_t)R * E * 4, b),
          dy = ck_new((uint64_t)R * E * 4, NULL);
   int ok_;
-  for (int act = 0; act < 2; ++act) {
-    const char *what = act ? "GELU_TANH [7 x 4097]" : "SILU [7 x 4097]";
+  /* rows of 4097 (scalar path), 4096 (float4 path), one decode row of 14336; 16-bit y
+   * (ABI 1.6) beside each F32 y; gate scaled so some products pass the f16 range */
+  const int64_t shapes[3][2] = {{7, 4097}, {7, 4096}, {1, 14336}};
+  for (int sh = 0; sh < 3; ++sh) {
+    const int64_t r = shapes[sh][0], e = shapes[sh][1];
+    for (int act = 0; act < 2; ++act) {
+      char what[64];
+      snprintf(what, sizeof what, "%s [%" PRId64 " x %" PRId64 "]", act ? "GELU_TANH" : "SILU", r,
+               e);
+      ck_poison(&dy);
+      BOTH("glu", what,
+           P[i].vt->glu(P[i].be, TP(&dy, i, 0, e, r), TP(&da, i, 0, e, r), TP(&db, i, 0, e, r),
+                        act));
+      if (ok_) compare_f32("glu", what, &dy, r * e, 1e-6);
+      for (int t16 = 0; t16 < 2 && ok_; ++t16) {
+        const int32_t t = t16 ? MEMRA_TYPE_BF16 : MEMRA_TYPE_F16;
+        ck_buf dh = ck_new((uint64_t)r * e * 2, NULL);
+        ck_poison(&dh);
+        BOTH("glu", what,
+             P[i].vt->glu(P[i].be, TP(&dh, i, t, e, r), TP(&da, i, 0, e, r), TP(&db, i, 0, e, r),
+                          act));
+        if (ok_) compare_op16("glu", what, &dh, &dy, r * e, t, t16 ? 8e-3 : 1e-3);
+        ck_free(&dh);
+      }
+    }
+  }
+  { /* saturation: products beyond 65504 become +-65504 in f16 */
+    float *big = ck_frand_vec(R * E, -900, 900);
+    ck_buf dg = ck_new((uint64_t)R * E * 4, big), dh = ck_new((uint64_t)R * E * 2, NULL);
     ck_poison(&dy);
-    BOTH("glu", what,
-         P[i].vt->glu(P[i].be, TP(&dy, i, 0, E, R), TP(&da, i, 0, E, R), TP(&db, i, 0, E, R), act));
-    if (ok_) compare_f32("glu", what, &dy, R * E, 1e-6);
+    BOTH("glu", "SILU x900 [7 x 4096]",
+         P[i].vt->glu(P[i].be, TP(&dy, i, 0, 4096, R), TP(&dg, i, 0, 4096, R),
+                      TP(&dg, i, 0, 4096, R), 0));
+    if (ok_) {
+      ck_poison(&dh);
+      BOTH("glu", "SILU x900 [7 x 4096]",
+           P[i].vt->glu(P[i].be, TP(&dh, i, MEMRA_TYPE_F16, 4096, R), TP(&dg, i, 0, 4096, R),
+                        TP(&dg, i, 0, 4096, R), 0));
+      if (ok_)
+        compare_op16("glu", "SILU x900 [7 x 4096]", &dh, &dy, R * 4096, MEMRA_TYPE_F16, 1e-3);
+    }
+    ck_free(&dg);
+    ck_free(&dh);
+    free(big);
   }
   ck_poison(&dy);
   BOTH("add", "[7 x 4097]",
