@@ -113,14 +113,15 @@ int32_t memra_blk_op16_type(const memra_ctx *c, int32_t n, const memra_tensor *w
   const int32_t t = vt->gemm_x_type(c->m->be, w[0].type);
   if (t != MEMRA_TYPE_F16 && t != MEMRA_TYPE_BF16) return MEMRA_TYPE_F32;
   for (int32_t i = 0; i < n; ++i)
-    if (w[i].ne0 % 8 || w[i].ne0 > c->op16.ne0 || (i && vt->gemm_x_type(c->m->be, w[i].type) != t))
+    if (w[i].ne0 % 8 || (w[i].ne0 > c->op16.ne0 && w[i].ne0 > c->op16_ff.ne0) ||
+        (i && vt->gemm_x_type(c->m->be, w[i].type) != t))
       return MEMRA_TYPE_F32;
   return t;
 }
 
-/* The context's 16-bit operand buffer as [n_rows, k] of type t (F16 or BF16). */
-static memra_tensor op16_view(const memra_ctx *c, int32_t t, int64_t k) {
-  memra_tensor v = memra_rows(c->op16, c->n_rows);
+/* A 16-bit operand buffer of the context (op16 or op16_ff) as [n_rows, k] of type t. */
+static memra_tensor op16_view(const memra_ctx *c, const memra_tensor *buf, int32_t t, int64_t k) {
+  memra_tensor v = memra_rows(*buf, c->n_rows);
   v.type = t;
   v.ne0 = k;
   v.nb1 = 2u * (uint64_t)k;
@@ -132,7 +133,7 @@ memra_status memra_blk_add_norm_proj(memra_ctx *c, const char *what, const memra
                                      const memra_tensor *w_norm, int32_t n, const memra_tensor *w,
                                      memra_tensor *h, memra_err *err) {
   const int32_t t = memra_blk_op16_type(c, n, w);
-  *h = t == MEMRA_TYPE_F32 ? *xn : op16_view(c, t, xn->ne0);
+  *h = t == MEMRA_TYPE_F32 || xn->ne0 > c->op16.ne0 ? *xn : op16_view(c, &c->op16, t, xn->ne0);
   return memra_blk_add_norm(c, what, h, x, add, w_norm, err);
 }
 
@@ -224,6 +225,20 @@ memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
   return MEMRA_OK;
 }
 
+/* True when the prompt rows of this step may take gemm_glu (ABI 1.6) for the layer's
+ * gate and up: no decode rows, the plugin has it, the weights share type and shape and
+ * have a 16-bit operand type that x is in (or x is F32). */
+static bool use_gemm_glu(const memra_ctx *c, const memra_layer *l, const memra_tensor *xn) {
+  const memra_backend_vt *vt = c->m->vt;
+  if (!vt->gemm_glu || !vt->gemm_x_type || c->n_decode > 0 || c->n_rows < 1) return false;
+  if (l->w_up.type != l->w_gate.type || l->w_up.ne0 != l->w_gate.ne0 ||
+      l->w_up.ne1 != l->w_gate.ne1)
+    return false;
+  const int32_t t = vt->gemm_x_type(c->m->be, l->w_gate.type);
+  return (t == MEMRA_TYPE_F16 || t == MEMRA_TYPE_BF16) &&
+         (xn->type == MEMRA_TYPE_F32 || xn->type == t);
+}
+
 memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
                                const memra_tensor *out, memra_act act, memra_err *err) {
   const memra_model *m = c->m;
@@ -235,6 +250,14 @@ memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_t
   memra_tensor gate = memra_rows(c->gate, n), up = memra_rows(c->up, n);
   gate.ne0 = up.ne0 = ff;
   gate.nb1 = up.nb1 = 4u * (uint64_t)ff;
+  /* down's x: its 16-bit operand when the step allows (written by glu or gemm_glu) */
+  const int32_t t = ff <= c->op16_ff.ne0 ? memra_blk_op16_type(c, 1, &l->w_down) : MEMRA_TYPE_F32;
+  const memra_tensor g = t == MEMRA_TYPE_F32 ? gate : op16_view(c, &c->op16_ff, t, ff);
+  if (use_gemm_glu(c, l, xn)) { /* prompt rows: gate, up and glu in one call (ABI 1.6) */
+    CALL("gemm gate, up, glu", vt->gemm_glu(be, &g, xn, &l->w_gate, &l->w_up, act));
+    MEMRA_TRY(memra_blk_matmul(c, "matmul down", out, &g, &l->w_down, &none, err));
+    return MEMRA_OK;
+  }
   if (vt->matmul_n && c->n_decode >= c->n_rows && l->w_up.type == l->w_gate.type &&
       l->w_up.ne0 == l->w_gate.ne0) { /* decode-only: one fused call (ABI 1.3 matmul_n) */
     const memra_tensor ys[2] = {gate, up}, ws[2] = {l->w_gate, l->w_up};
@@ -246,9 +269,6 @@ memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_t
     MEMRA_TRY(memra_blk_matmul(c, "matmul gate", &gate, xn, &l->w_gate, &none, err));
     MEMRA_TRY(memra_blk_matmul(c, "matmul up", &up, xn, &l->w_up, &none, err));
   }
-  /* glu writes the down projection's x: its 16-bit operand when the step allows */
-  const int32_t t = memra_blk_op16_type(c, 1, &l->w_down);
-  const memra_tensor g = t == MEMRA_TYPE_F32 ? gate : op16_view(c, t, ff);
   CALL("glu", vt->glu(be, &g, &gate, &up, act));
   MEMRA_TRY(memra_blk_matmul(c, "matmul down", out, &g, &l->w_down, &none, err));
   return MEMRA_OK;

@@ -90,8 +90,9 @@ static memra_status alloc_act(memra_ctx *c, memra_err *err) {
     c->gate = carve(b, &off, MEMRA_TYPE_F32, F, R);
     c->up = carve(b, &off, MEMRA_TYPE_F32, F, R);
     /* ABI 1.6: the 16-bit input of the next prompt-row gemm, made by rmsnorm or glu */
-    c->op16 = c->m->vt->gemm_x_type ? carve(b, &off, MEMRA_TYPE_F16, E > F ? E : F, R)
-                                    : (memra_tensor){0};
+    const bool op16 = c->m->vt->gemm_x_type != NULL;
+    c->op16 = op16 ? carve(b, &off, MEMRA_TYPE_F16, E, R) : (memra_tensor){0};
+    c->op16_ff = op16 ? carve(b, &off, MEMRA_TYPE_F16, F, R) : (memra_tensor){0};
     c->sel = carve(b, &off, MEMRA_TYPE_F32, E, R);
     c->logits = carve(b, &off, MEMRA_TYPE_F32, hp->n_vocab, R);
     c->ids = carve(b, &off, MEMRA_TYPE_I32, R, 1);

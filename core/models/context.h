@@ -29,10 +29,11 @@ typedef struct memra_ctx {
   memra_buf *act_buf;
   /* activations, n_ubatch rows each */
   memra_tensor x, xn, q, k, v, attn, proj, gate, up;
-  /* 16-bit gemm operand [n_ubatch, max(n_embd, FFN width)] when the plugin has gemm_x_type
-   * (ABI 1.6): prompt-only steps have rmsnorm and glu write the next projections' x here in
-   * the type gemm would round it to (memra_blk_op16_type); buf NULL otherwise */
-  memra_tensor op16;
+  /* 16-bit gemm operands when the plugin has gemm_x_type (ABI 1.6): prompt-only steps have
+   * rmsnorm write the projections' x into op16 [n_ubatch, n_embd] and glu (or gemm_glu) the
+   * down projection's x into op16_ff [n_ubatch, FFN width], in the type gemm would round
+   * them to (memra_blk_op16_type); buf NULL otherwise */
+  memra_tensor op16, op16_ff;
   memra_tensor sel;    /* xn rows whose logits are wanted [n_ubatch, n_embd] */
   memra_tensor logits; /* [n_ubatch, n_vocab] */
   /* step state in device memory (I32) */

@@ -212,6 +212,9 @@ static const memra_backend_vt *cu_vtable(void) {
     v.gemm = memra_cu_gemm;
     v.gemm_n = memra_cu_gemm_n;           /* ABI 1.5 grouped prompt GEMM (gemm.cu) */
     v.gemm_x_type = memra_cu_gemm_x_type; /* ABI 1.6 16-bit operands from rmsnorm/glu */
+#ifdef MEMRA_CU_HAS_GEMM_GLU
+    v.gemm_glu = memra_cu_gemm_glu; /* ABI 1.6 gate, up and glu in one wgmma launch */
+#endif
 #endif
     return v;
   }();

@@ -177,6 +177,12 @@ memra_status memra_cu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y
                              const memra_tensor *bias);
 /* gemm_x_type (ABI 1.6): the 16-bit type gemm rounds x to for w_type, or F32 (gemm.cu). */
 int32_t memra_cu_gemm_x_type(memra_backend *be, int32_t w_type);
+#if MEMRA_CUDA_CC_MAJOR == 9 && !defined(MEMRA_CUDA_FAMILY_SM120)
+/* gemm_glu (ABI 1.6): gate, up and glu of prompt rows in one wgmma launch (gemm.cu). */
+memra_status memra_cu_gemm_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *w_gate, const memra_tensor *w_up, int32_t act);
+#define MEMRA_CU_HAS_GEMM_GLU 1
+#endif
 #endif
 
 memra_status memra_cu_graph_begin(memra_backend *be);

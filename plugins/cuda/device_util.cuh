@@ -17,6 +17,15 @@ template <int BF> __device__ __forceinline__ uint16_t memra_op16(float v) {
   return __half_as_ushort(__float2half_rn(v));
 }
 
+/* The gate activations of glu (MEMRA_ACT_*), with the accurate expf/tanhf: every kernel
+ * that applies one (glu, the fused gate/up gemm epilogue) uses these, so they agree
+ * bit for bit. */
+__device__ __forceinline__ float memra_act_silu(float x) { return x / (1.f + expf(-x)); }
+__device__ __forceinline__ float memra_act_gelu_tanh(float x) {
+  const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
+  return 0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
 /* Sum over the warp in a fixed butterfly order: every lane gets the same bits. */
 __device__ __forceinline__ float memra_warp_sum(float v) {
 #pragma unroll

@@ -32,11 +32,9 @@ __global__ void elementwise_v1_kernel(float *y, int64_t y_ld, const float *a, in
   }
 }
 
-/* The activation of one gate element (the same code for every glu kernel). */
+/* The activation of one gate element (device_util.cuh: shared with the gemm epilogue). */
 template <int OP> __device__ __forceinline__ float ew_act(float x) {
-  if (OP == EW_OP_SILU) return x / (1.f + expf(-x));
-  const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
-  return 0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)));
+  return OP == EW_OP_SILU ? memra_act_silu(x) : memra_act_gelu_tanh(x);
 }
 
 /* Stores 4 results at y + c (f32, or a 16-bit gemm operand by the memra_op16 rule). */

@@ -151,7 +151,8 @@ static memra_status gemm_stage_w(memra_backend *be, void *b, int64_t ldb, int32_
 struct gemm_plan {
   int64_t M, N, K, lda, ldb, chunk;
   const float *bp;
-  float *yp;
+  float *yp;    /* F32 y */
+  uint8_t *y16; /* a 16-bit y (gemm_glu's output), else NULL */
   const uint8_t *xp, *wp;
   uint64_t walign, ynb1, xnb1, wnb1;
   int32_t wtype;
@@ -164,12 +165,15 @@ struct gemm_plan {
  * workspace; B direct (aligned F16/BF16 rows) or decoded in chunks of `chunk` rows. */
 static memra_status gemm_plan_make(memra_backend *be, const char *what, const memra_tensor *y,
                                    const memra_tensor *x, const memra_tensor *w,
-                                   const memra_tensor *bias, gemm_plan *p) {
+                                   const memra_tensor *bias, bool y16_ok, gemm_plan *p) {
   memra_status st;
   char name[48];
   memset(p, 0, sizeof *p);
   snprintf(name, sizeof name, "%s: y", what);
-  if ((st = memra_cu_check_tensor(be, y, name, MEMRA_TYPE_F32)) != MEMRA_OK) return st;
+  const bool y16 = y16_ok && y && (y->type == MEMRA_TYPE_F16 || y->type == MEMRA_TYPE_BF16);
+  const uint64_t yesz = y16 ? 2 : 4;
+  if ((st = memra_cu_check_tensor(be, y, name, y16 ? y->type : MEMRA_TYPE_F32)) != MEMRA_OK)
+    return st;
   snprintf(name, sizeof name, "%s: x", what);
   if ((st = memra_cu_check_tensor(be, x, name, -1)) != MEMRA_OK) return st;
   snprintf(name, sizeof name, "%s: w", what);
@@ -205,8 +209,8 @@ static memra_status gemm_plan_make(memra_backend *be, const char *what, const me
     if ((uintptr_t)bp % 4)
       return memra_cu_errf(be, MEMRA_E_INVALID, "%s: bias must be 4-byte aligned", what);
   }
-  if (y->nb1 % 4)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y row stride is not whole floats", what);
+  if (y->nb1 % yesz)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y row stride is not whole elements", what);
   if (memra_cu_overlap(y, x) || memra_cu_overlap(y, w))
     return memra_cu_errf(be, MEMRA_E_INVALID,
                          "%s: y overlaps an input (x or w); it cannot be computed in place", what);
@@ -215,11 +219,13 @@ static memra_status gemm_plan_make(memra_backend *be, const char *what, const me
   if (M > 0x7fffffff || N > 0x7fffffff || K > 0x7fffffff)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: [%lld, %lld] x [%lld, %lld]^T too large",
                          what, (long long)M, (long long)K, (long long)N, (long long)K);
-  float *yp = (float *)memra_cu_ptr(y);
+  float *yp = y16 ? NULL : (float *)memra_cu_ptr(y);
+  p->y16 = y16 ? (uint8_t *)memra_cu_ptr(y) : NULL;
   const uint8_t *xp = (const uint8_t *)memra_cu_ptr(x);
   const uint8_t *wp = (const uint8_t *)memra_cu_ptr(w);
-  if ((uintptr_t)yp % 4)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y must be 4-byte aligned", what);
+  if ((uintptr_t)memra_cu_ptr(y) % yesz)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y must be %llu-byte aligned", what,
+                         (unsigned long long)yesz);
   const uint64_t walign = memra_cu_align_of(wp, w->nb1 * (N > 1));
   if (walign < memra_cu_type_align(w->type))
     return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %s weights must be %llu-byte aligned", what,
@@ -282,7 +288,7 @@ static memra_cu_gemm_job gemm_job(const gemm_plan *p, const void *b, int64_t n0,
   memra_cu_gemm_job j;
   j.b = b;
   j.ldb = p->ldb;
-  j.c = p->yp + n0;
+  j.c = p->yp ? p->yp + n0 : NULL;
   j.ldc = (int64_t)(p->ynb1 / 4);
   j.bias = p->bp ? p->bp + n0 : NULL;
   j.n = (int)nc;
@@ -332,7 +338,7 @@ int32_t memra_cu_gemm_x_type(memra_backend *be, int32_t w_type) {
 memra_status memra_cu_gemm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                            const memra_tensor *w, const memra_tensor *bias) {
   gemm_plan p;
-  memra_status st = gemm_plan_make(be, "gemm", y, x, w, bias, &p);
+  memra_status st = gemm_plan_make(be, "gemm", y, x, w, bias, false, &p);
   if (st != MEMRA_OK) return st;
   if (p.to_matmul) return memra_cu_matmul(be, y, x, w, bias);
   if (p.M == 0) return MEMRA_OK;
@@ -355,7 +361,7 @@ memra_status memra_cu_gemm(memra_backend *be, const memra_tensor *y, const memra
     if (!p.b_direct && (st = gemm_stage_w(be, bws, p.ldb, p.wtype, wc, p.wnb1, nc, p.K,
                                           p.walign >= 16)) != MEMRA_OK)
       return st;
-    memra_cu_gemm_group g;
+    memra_cu_gemm_group g = {};
     g.a = ap;
     g.lda = p.lda;
     g.m = (int)p.M;
@@ -391,7 +397,8 @@ memra_status memra_cu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y
   for (int32_t i = 0; i < n; ++i) {
     char what[16];
     snprintf(what, sizeof what, "gemm_n[%d]", (int)i);
-    memra_status st = gemm_plan_make(be, what, &y[i], x, &w[i], bias ? &bias[i] : &none, &p[i]);
+    memra_status st =
+        gemm_plan_make(be, what, &y[i], x, &w[i], bias ? &bias[i] : &none, false, &p[i]);
     if (st != MEMRA_OK) return st;
     for (int32_t j = 0; j < i; ++j)
       if (memra_cu_overlap(&y[i], &y[j]))
@@ -417,7 +424,7 @@ memra_status memra_cu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y
     gemm_convert_x(be, &p[0], ws);
     MEMRA_CU_LAUNCHED();
   }
-  memra_cu_gemm_group g;
+  memra_cu_gemm_group g = {};
   g.a = p[0].a_direct ? (const void *)p[0].xp : ws;
   g.lda = p[0].lda;
   g.m = (int)p[0].M;
@@ -440,5 +447,84 @@ memra_status memra_cu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y
   if (e != cudaSuccess) return memra_cu_fail(be, e, "gemm_n kernel", __FILE__, __LINE__);
   return MEMRA_OK;
 }
+
+#if MEMRA_CUDA_CC_MAJOR == 9 && !defined(MEMRA_CUDA_FAMILY_SM120)
+/* gemm_glu (ABI 1.6, sm_90a): y = act(x . w_gate^T) * (x . w_up^T) for prompt rows. x is
+ * converted once (or taken as the 16-bit operand), gate and up decoded side by side when
+ * quantized, and one wgmma launch per chunk of columns computes both products into one
+ * accumulator tile (gate rows, then the same up rows) and applies glu in its epilogue: the
+ * f32 products are those gemm_n would store (same k order) and the activation is glu's
+ * code (device_util.cuh), so y has the bits of gemm_n + glu without the two [M, N] f32
+ * tensors ever reaching memory. */
+memra_status memra_cu_gemm_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *w_gate, const memra_tensor *w_up, int32_t act) {
+  if (act != MEMRA_ACT_SILU && act != MEMRA_ACT_GELU_TANH)
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "gemm_glu: activation %d is neither SILU (0) nor GELU_TANH (1)", act);
+  if (!w_gate || !w_up)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "gemm_glu: w_gate and w_up are required");
+  if (w_up->type != w_gate->type || w_up->ne0 != w_gate->ne0 || w_up->ne1 != w_gate->ne1)
+    return memra_cu_errf(
+        be, MEMRA_E_INVALID, "gemm_glu: w_up is %s [%lld, %lld], w_gate %s [%lld, %lld]",
+        memra_type_info(w_up->type).name, (long long)w_up->ne1, (long long)w_up->ne0,
+        memra_type_info(w_gate->type).name, (long long)w_gate->ne1, (long long)w_gate->ne0);
+  if (w_gate->type == MEMRA_TYPE_F32)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED,
+                         "gemm_glu: F32 weights have no 16-bit operands (use gemm_n and glu)");
+  const memra_tensor none = {};
+  gemm_plan pg, pu;
+  memra_status st;
+  if ((st = gemm_plan_make(be, "gemm_glu gate", y, x, w_gate, &none, true, &pg)) != MEMRA_OK ||
+      (st = gemm_plan_make(be, "gemm_glu up", y, x, w_up, &none, true, &pu)) != MEMRA_OK)
+    return st;
+  if (pg.M == 0) return MEMRA_OK;
+  /* columns per launch: both weights' decoded rows of a chunk fit one workspace chunk */
+  int64_t chunk = pg.N;
+  if (!pg.b_direct) {
+    const int64_t fit = (int64_t)(GEMM_CHUNK_BYTES / (2ull * (uint64_t)pg.ldb * 2)) / 256 * 256;
+    chunk = fit < 256 ? 256 : fit;
+    if (chunk > pg.N) chunk = pg.N;
+  }
+  const uint64_t a_bytes = gemm_a_bytes(&pg);
+  const uint64_t half = pg.b_direct ? 0 : ((uint64_t)chunk * pg.ldb * 2 + 255) / 256 * 256;
+  void *ws = NULL;
+  if (a_bytes + 2 * half > 0 && (st = memra_cu_workspace(be, a_bytes + 2 * half, &ws)) != MEMRA_OK)
+    return st;
+  if (!pg.a_direct) {
+    gemm_convert_x(be, &pg, ws);
+    MEMRA_CU_LAUNCHED();
+  }
+  uint8_t *bg = (uint8_t *)ws + a_bytes, *bu = bg + half;
+  const int out16 = !pg.y16 ? 0 : y->type == MEMRA_TYPE_BF16 ? 2 : 1;
+  const uint64_t yesz = out16 ? 2 : 4;
+  for (int64_t n0 = 0; n0 < pg.N; n0 += chunk) {
+    const int64_t nc = pg.N - n0 < chunk ? pg.N - n0 : chunk;
+    const uint8_t *wg = pg.wp + (uint64_t)n0 * pg.wnb1, *wu = pu.wp + (uint64_t)n0 * pu.wnb1;
+    if (!pg.b_direct &&
+        ((st = gemm_stage_w(be, bg, pg.ldb, pg.wtype, wg, pg.wnb1, nc, pg.K, pg.walign >= 16)) !=
+             MEMRA_OK ||
+         (st = gemm_stage_w(be, bu, pu.ldb, pu.wtype, wu, pu.wnb1, nc, pu.K, pu.walign >= 16)) !=
+             MEMRA_OK))
+      return st;
+    memra_cu_gemm_group g = {};
+    g.a = pg.a_direct ? (const void *)pg.xp : ws;
+    g.lda = pg.lda;
+    g.m = (int)pg.M;
+    g.k = (int)pg.K;
+    g.bf16 = pg.bf;
+    g.n_jobs = 2;
+    g.job[0] = gemm_job(&pg, pg.b_direct ? (const void *)wg : bg, n0, nc);
+    g.job[1] = gemm_job(&pu, pu.b_direct ? (const void *)wu : bu, n0, nc);
+    g.glu = 1;
+    g.act = act;
+    g.out16 = out16;
+    g.y16 = out16 ? pg.y16 + (uint64_t)n0 * yesz : NULL;
+    g.ldy = out16 ? (int64_t)(y->nb1 / yesz) : 0;
+    cudaError_t e = memra_cu_gemm_wgmma_n(&g, be->stream, be->n_sms);
+    if (e != cudaSuccess) return memra_cu_fail(be, e, "gemm_glu kernel", __FILE__, __LINE__);
+  }
+  return MEMRA_OK;
+}
+#endif
 
 #endif /* MEMRA_CU_HAS_GEMM */

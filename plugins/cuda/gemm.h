@@ -43,6 +43,13 @@ typedef struct memra_cu_gemm_group {
   int64_t lda;
   int m, k, bf16, n_jobs;
   memra_cu_gemm_job job[MEMRA_CU_GEMM_MAX_JOBS];
+  /* glu (sm_90a, gemm_glu): with n_jobs 2 (gate, up of equal n), one output y [m, n] =
+   * act(C_0) * C_1 by the glu op's arithmetic on those f32 results, into job[0].c (f32,
+   * out16 0) or y16 (ldy elements apart; out16 1 = f16, 2 = bf16 by the memra_op16 rule);
+   * job[1].c is unused. Each element's bits are those of the two products and glu. */
+  int glu, act, out16;
+  void *y16;
+  int64_t ldy;
 } memra_cu_gemm_group;
 
 #if MEMRA_CUDA_CC_MAJOR == 9

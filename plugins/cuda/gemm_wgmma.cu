@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/gemm.h"
 
 namespace {
@@ -185,6 +186,13 @@ struct gw_jobs {
   int n[MEMRA_CU_GEMM_MAX_JOBS], vec2[MEMRA_CU_GEMM_MAX_JOBS];
   int tile0[MEMRA_CU_GEMM_MAX_JOBS + 1];
   int n_jobs;
+  /* glu launches (GLU = 1): map_b[0] gate, map_b[1] up (boxes of BN / 2 rows each, stacked
+   * in one B stage), one job of BN / 2 output columns per tile; y = act(gate) * up by the
+   * glu op's arithmetic, stored as f32 (c) or a 16-bit gemm operand (y16, ldy) */
+  int act, out16; /* MEMRA_ACT_*; 0 f32, 1 f16, 2 bf16 */
+  void *y16;
+  int64_t ldy;
+  const float *bias_up;
 };
 
 /* The job of global n-tile tn (a handful of compares, uniform over the CTA). */
@@ -196,7 +204,43 @@ __device__ __forceinline__ int gw_job(const gw_jobs &J, int tn) {
   return j;
 }
 
-template <int NC, int BN, int BF>
+/* One glu output pair (columns col, col + 1 of a row; `two` = col + 1 is in range) from the
+ * gate and up accumulators: the glu op's arithmetic on gemm's f32 results (bias first). */
+__device__ __forceinline__ void gw_glu_store(const gw_jobs &J, int64_t row, int col, int two,
+                                             float g0, float g1, float u0, float u1) {
+  if (J.bias[0]) {
+    g0 += J.bias[0][col];
+    if (two) g1 += J.bias[0][col + 1];
+  }
+  if (J.bias_up) {
+    u0 += J.bias_up[col];
+    if (two) u1 += J.bias_up[col + 1];
+  }
+  const bool silu = J.act == 0;
+  const float y0 = (silu ? memra_act_silu(g0) : memra_act_gelu_tanh(g0)) * u0;
+  const float y1 = (silu ? memra_act_silu(g1) : memra_act_gelu_tanh(g1)) * u1;
+  if (J.out16) {
+    uint16_t *yr = (uint16_t *)J.y16 + row * J.ldy;
+    const uint16_t h0 = J.out16 == 2 ? memra_op16<1>(y0) : memra_op16<0>(y0);
+    const uint16_t h1 = J.out16 == 2 ? memra_op16<1>(y1) : memra_op16<0>(y1);
+    if (two && J.vec2[0])
+      *(uint32_t *)(yr + col) = h0 | ((uint32_t)h1 << 16);
+    else {
+      yr[col] = h0;
+      if (two) yr[col + 1] = h1;
+    }
+  } else {
+    float *yr = J.c[0] + row * J.ldc[0];
+    if (two && J.vec2[0])
+      *(float2 *)(yr + col) = make_float2(y0, y1);
+    else {
+      yr[col] = y0;
+      if (two) yr[col + 1] = y1;
+    }
+  }
+}
+
+template <int NC, int BN, int BF, int GLU>
 __global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
     gemm_wgmma_v1_kernel(const __grid_constant__ CUtensorMap map_a,
                          const __grid_constant__ gw_jobs jobs, int m, int k) {
@@ -233,7 +277,13 @@ __global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
           uint8_t *sa = ring + s * C::STAGE, *sb = sa + C::A_BYTES;
           gw_bar_expect(&full[s], C::STAGE);
           gw_tma_load(sa, &map_a, &full[s], kb * GW_BK, tm * C::BM);
-          gw_tma_load(sb, map_b, &full[s], kb * GW_BK, tn * BN);
+          if (GLU) { /* gate rows, then the same rows of up: one B tile of BN rows */
+            gw_tma_load(sb, &jobs.map_b[0], &full[s], kb * GW_BK, tn * (BN / 2));
+            gw_tma_load(sb + (BN / 2) * GW_BK * 2, &jobs.map_b[1], &full[s], kb * GW_BK,
+                        tn * (BN / 2));
+          } else {
+            gw_tma_load(sb, map_b, &full[s], kb * GW_BK, tn * BN);
+          }
         }
       }
     }
@@ -273,6 +323,24 @@ __global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
 
       /* Accumulator i of this thread: row 16 warp + lane / 4 + 8 ((i / 2) % 2), column
        * 8 (i / 4) + 2 (lane % 4) + i % 2 (the wgmma D fragment). */
+      if (GLU) { /* columns j < BN / 16 hold gate, j + BN / 16 the same columns of up */
+        const int n = jobs.n[0];
+        const int r0 = tm * C::BM + cw * 64 + warp * 16 + lane / 4;
+        const int c0 = tn * (BN / 2) + 2 * (lane % 4);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = r0 + 8 * h;
+          if (row >= m) continue;
+#pragma unroll
+          for (int q = 0; q < BN / 16; ++q) {
+            const int col = c0 + 8 * q, u = q + BN / 16;
+            if (col < n)
+              gw_glu_store(jobs, row, col, col + 1 < n, acc[4 * q + 2 * h], acc[4 * q + 2 * h + 1],
+                           acc[4 * u + 2 * h], acc[4 * u + 2 * h + 1]);
+          }
+        }
+        continue;
+      }
       float *__restrict__ c = jobs.c[j];
       const float *__restrict__ bias = jobs.bias[j];
       const int64_t ldc = jobs.ldc[j];
@@ -346,12 +414,12 @@ cudaError_t gw_map(CUtensorMap *map, const void *p, int64_t rows, int64_t k, int
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-template <int NC, int BN, int BF>
+template <int NC, int BN, int BF, int GLU>
 cudaError_t gw_launch(const memra_cu_gemm_group *g, cudaStream_t st, int n_sms) {
   using C = gw_cfg<NC, BN>;
   static bool attr = false; /* the opt-in above 48 KiB, once per instance */
   if (!attr) {
-    cudaError_t e = cudaFuncSetAttribute(gemm_wgmma_v1_kernel<NC, BN, BF>,
+    cudaError_t e = cudaFuncSetAttribute(gemm_wgmma_v1_kernel<NC, BN, BF, GLU>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
     if (e != cudaSuccess) return e;
     attr = true;
@@ -362,23 +430,44 @@ cudaError_t gw_launch(const memra_cu_gemm_group *g, cudaStream_t st, int n_sms) 
   cudaError_t e;
   if ((e = gw_map(&ma, g->a, g->m, g->k, g->lda, C::BM, BF)) != cudaSuccess) return e;
   int64_t tiles_n = 0;
-  for (int j = 0; j < g->n_jobs; ++j) {
-    const memra_cu_gemm_job *b = &g->job[j];
-    if ((e = gw_map(&J.map_b[j], b->b, b->n, g->k, b->ldb, BN, BF)) != cudaSuccess) return e;
-    J.c[j] = b->c;
-    J.ldc[j] = b->ldc;
-    J.bias[j] = b->bias;
-    J.n[j] = b->n;
-    J.vec2[j] = ((uintptr_t)b->c % 8 == 0 && b->ldc % 2 == 0) ? 1 : 0;
-    J.tile0[j] = (int)tiles_n;
-    tiles_n += (b->n + BN - 1) / BN;
+  if (GLU) { /* gate and up in one B stage, BN / 2 rows each; one output job */
+    const memra_cu_gemm_job *gt = &g->job[0], *up = &g->job[1];
+    if ((e = gw_map(&J.map_b[0], gt->b, gt->n, g->k, gt->ldb, BN / 2, BF)) != cudaSuccess ||
+        (e = gw_map(&J.map_b[1], up->b, up->n, g->k, up->ldb, BN / 2, BF)) != cudaSuccess)
+      return e;
+    J.c[0] = gt->c;
+    J.ldc[0] = gt->ldc;
+    J.bias[0] = gt->bias;
+    J.bias_up = up->bias;
+    J.n[0] = gt->n;
+    J.act = g->act;
+    J.out16 = g->out16;
+    J.y16 = g->y16;
+    J.ldy = g->ldy;
+    J.vec2[0] = g->out16 ? ((uintptr_t)g->y16 % 4 == 0 && g->ldy % 2 == 0)
+                         : ((uintptr_t)gt->c % 8 == 0 && gt->ldc % 2 == 0);
+    tiles_n = (gt->n + BN / 2 - 1) / (BN / 2);
+    J.tile0[1] = (int)tiles_n;
+    J.n_jobs = 1;
+  } else {
+    for (int j = 0; j < g->n_jobs; ++j) {
+      const memra_cu_gemm_job *b = &g->job[j];
+      if ((e = gw_map(&J.map_b[j], b->b, b->n, g->k, b->ldb, BN, BF)) != cudaSuccess) return e;
+      J.c[j] = b->c;
+      J.ldc[j] = b->ldc;
+      J.bias[j] = b->bias;
+      J.n[j] = b->n;
+      J.vec2[j] = ((uintptr_t)b->c % 8 == 0 && b->ldc % 2 == 0) ? 1 : 0;
+      J.tile0[j] = (int)tiles_n;
+      tiles_n += (b->n + BN - 1) / BN;
+    }
+    J.tile0[g->n_jobs] = (int)tiles_n;
+    J.n_jobs = g->n_jobs;
   }
-  J.tile0[g->n_jobs] = (int)tiles_n;
-  J.n_jobs = g->n_jobs;
   const int64_t tiles = ((int64_t)g->m + C::BM - 1) / C::BM * tiles_n;
   if (tiles > 0x7fffffff) return cudaErrorInvalidValue;
   const int grid = (int)(tiles < n_sms ? tiles : n_sms);
-  gemm_wgmma_v1_kernel<NC, BN, BF><<<grid, C::THREADS, C::SMEM, st>>>(ma, J, g->m, g->k);
+  gemm_wgmma_v1_kernel<NC, BN, BF, GLU><<<grid, C::THREADS, C::SMEM, st>>>(ma, J, g->m, g->k);
   return cudaGetLastError();
 }
 
@@ -389,10 +478,13 @@ typedef cudaError_t (*gw_launch_fn)(const memra_cu_gemm_group *, cudaStream_t, i
 struct gw_shape {
   int bm, bn;
   double eff;
-  gw_launch_fn f16, bf16;
+  gw_launch_fn f16, bf16, glu_f16, glu_bf16;
 };
 #define GW_SHAPE(NC, BN, EFF)                                                                      \
-  { 64 * NC, BN, EFF, gw_launch<NC, BN, 0>, gw_launch<NC, BN, 1> }
+  {                                                                                                \
+    64 * NC, BN, EFF, gw_launch<NC, BN, 0, 0>, gw_launch<NC, BN, 1, 0>, gw_launch<NC, BN, 0, 1>,   \
+        gw_launch<NC, BN, 1, 1>                                                                    \
+  }
 const gw_shape gw_shapes[] = {
     GW_SHAPE(2, 256, 1.00), GW_SHAPE(2, 224, 0.97), GW_SHAPE(2, 192, 0.94), GW_SHAPE(2, 128, 0.88),
     GW_SHAPE(1, 256, 0.70), GW_SHAPE(1, 128, 0.62), GW_SHAPE(1, 64, 0.45)};
@@ -415,8 +507,11 @@ const gw_shape *gw_pick(const memra_cu_gemm_group *g, int n_sms) {
   const double kw = (double)((k + GW_BK - 1) / GW_BK + 4) * GW_BK;
   for (const gw_shape &s : gw_shapes) {
     int64_t tiles_n = 0;
-    for (int j = 0; j < g->n_jobs; ++j)
-      tiles_n += (g->job[j].n + s.bn - 1) / s.bn;
+    if (g->glu) /* a glu tile is bn / 2 output columns over both weights */
+      tiles_n = (g->job[0].n + s.bn / 2 - 1) / (s.bn / 2);
+    else
+      for (int j = 0; j < g->n_jobs; ++j)
+        tiles_n += (g->job[j].n + s.bn - 1) / s.bn;
     const int64_t tiles = ((int64_t)m + s.bm - 1) / s.bm * tiles_n;
     const int64_t rounds = (tiles + n_sms - 1) / n_sms;
     const double t = (double)rounds * s.bm * s.bn * kw / s.eff;
@@ -447,6 +542,13 @@ cudaError_t memra_cu_gemm_wgmma_n(const memra_cu_gemm_group *g, cudaStream_t st,
     if (b->n > 0) h.job[h.n_jobs++] = *b;
   }
   if (h.n_jobs == 0) return cudaSuccess;
+  if (g->glu) {
+    if (h.n_jobs != 2 || g->job[0].n != g->job[1].n || g->out16 < 0 || g->out16 > 2 ||
+        (g->out16 && (!g->y16 || (uintptr_t)g->y16 % 2)))
+      return cudaErrorInvalidValue;
+    const gw_shape *s = gw_pick(&h, n_sms);
+    return (h.bf16 ? s->glu_bf16 : s->glu_f16)(&h, st, n_sms);
+  }
   const gw_shape *s = gw_pick(&h, n_sms);
   return (h.bf16 ? s->bf16 : s->f16)(&h, st, n_sms);
 }

@@ -360,6 +360,13 @@ typedef struct memra_backend_vt {
    * NaN stays NaN. rmsnorm and glu write T by that rule, so the core can have them produce the
    * operand of the next prompt-row projection and skip a conversion pass. */
   int32_t (*gemm_x_type)(memra_backend *be, int32_t w_type);
+  /* gemm_glu (optional: NULL = gemm_n and glu): y = act(x . w_gate^T) * (x . w_up^T) for
+   * prompt rows, [M, N]: the bits of gemm_n over (w_gate, w_up) followed by glu on the same
+   * plugin, without the two products reaching memory. w_gate and w_up share type and shape
+   * (not F32); x as for gemm; y is F32 or a 16-bit type (glu's 16-bit rule) and must not
+   * overlap x or the weights. */
+  memra_status (*gemm_glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                           const memra_tensor *w_gate, const memra_tensor *w_up, int32_t act);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -73,6 +73,31 @@ memra_status lent_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y, co
   if (buf) g_real->buf_free(be, buf);
   return st;
 }
+// gemm_glu as its contract composes it: the two gemms (x rounded as above), then glu.
+memra_status lent_gemm_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                           const memra_tensor *wg, const memra_tensor *wu, int32_t act) {
+  g_log.push_back(std::string("gemm_glu x ") + tname(x->type) + " y " + tname(y->type));
+  memra_buf *buf = nullptr, *gu = nullptr;
+  memra_tensor a;
+  memra_status st = operand(be, x, &buf, &a);
+  const int64_t N = wg->ne1, M = x->ne1;
+  if (!st) st = g_real->buf_alloc(be, 8u * (uint64_t)(N * M) + 8, &gu);
+  memra_tensor g = {}, u;
+  g.buf = gu;
+  g.type = MEMRA_TYPE_F32;
+  g.ne0 = N;
+  g.ne1 = M;
+  g.nb1 = 4u * (uint64_t)N;
+  u = g;
+  u.offset = 4u * (uint64_t)(N * M);
+  const memra_tensor none = {};
+  if (!st) st = g_real->matmul(be, &g, &a, wg, &none);
+  if (!st) st = g_real->matmul(be, &u, &a, wu, &none);
+  if (!st) st = g_real->glu(be, y, &g, &u, act);
+  if (buf) g_real->buf_free(be, buf);
+  if (gu) g_real->buf_free(be, gu);
+  return st;
+}
 int32_t lent_x_type(memra_backend *, int32_t) { return MEMRA_TYPE_F16; }
 memra_status rec_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                          const memra_tensor *res, const memra_tensor *w, float eps) {
@@ -90,13 +115,14 @@ struct Lent {
   memra_backend_vt vt = {};
   // Opens tiny-llama with the lent gemm; with_x_type lends gemm_x_type too. The context is
   // made after the lending, as a real plugin's would be (it sizes the operand buffer).
-  bool open(bool with_x_type) {
+  bool open(bool with_x_type, bool with_glu = false) {
     if (!e.open("tests/e2e/fixtures/tiny-llama.gguf", MEMRA_TYPE_F32, 64, 7)) return false;
     g_real = e.bh.vt;
     vt = *e.bh.vt;
     vt.gemm = lent_gemm;
     vt.gemm_n = lent_gemm_n;
     vt.gemm_x_type = with_x_type ? lent_x_type : nullptr;
+    vt.gemm_glu = with_glu ? lent_gemm_glu : nullptr;
     vt.rmsnorm = rec_rmsnorm;
     vt.glu = rec_glu;
     e.m->vt = &vt;
@@ -171,4 +197,29 @@ TEST(Op16Route, StepsWithDecodeRowsKeepF32) {
   EXPECT_EQ(0, count("rmsnorm y F16") + count("glu y F16"));
   EXPECT_GT(count("rmsnorm y F32"), 0);
   EXPECT_GT(count("glu y F32"), 0);
+}
+
+// With gemm_glu lent as well, the prompt rows' gate, up and glu are one call taking the
+// norm's F16 operand and writing down's; the logits keep their bits.
+TEST(Op16Route, GemmGluTakesGateUpAndGluWithTheSameBits) {
+  const int32_t ids[13] = {3, 14, 15, 9, 26, 5, 35, 8, 9, 7, 9, 3, 2};
+  Lent ref, got;
+  ASSERT_TRUE(ref.open(false)) << ref.e.err.msg;
+  ASSERT_TRUE(got.open(true, true)) << got.e.err.msg;
+  const size_t nv = (size_t)ref.e.m->hp.n_vocab;
+  std::vector<float> want(13 * nv), have(13 * nv);
+  g_real = ref.e.bh.vt;
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(ref.e.c, 0, ids, 13, 0, true, want.data(), &ref.e.err))
+      << ref.e.err.msg;
+  g_real = got.e.bh.vt;
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(got.e.c, 0, ids, 13, 0, true, have.data(), &got.e.err))
+      << got.e.err.msg;
+  EXPECT_EQ(0, memcmp(want.data(), have.data(), want.size() * sizeof(float)))
+      << "gemm_glu changed the logits";
+  const int L = got.e.m->hp.n_layer, chunks = 2;
+  EXPECT_EQ(L * chunks, count("gemm_glu x F16 y F16"));
+  EXPECT_EQ(0, count("glu y F16") + count("glu y F32")) << "glu ran beside gemm_glu";
+  EXPECT_EQ(L * chunks, count("gemm_n x F16")); // q, k, v only
+  EXPECT_EQ(L * chunks, count("gemm x F16"));   // down
 }
