@@ -17,7 +17,8 @@
  * gemm_n (ABI 1.5): the same for up to 4 weights sharing x (q, k, v or gate, up of prompt
  * rows): step 1 once, step 2 per weight, step 3 one grouped launch over all of them on
  * sm_90a (gemm_wgmma.cu jobs), one kernel per weight elsewhere. Each output keeps gemm's
- * bits; a group whose decoded weights exceed one chunk runs as separate gemm calls.
+ * bits; a group with a weight beyond one chunk, or whose decoded weights exceed
+ * GEMM_GROUP_BYTES, runs as separate gemm calls.
  *
  * Extension for benchmarks: x may also be F16 (F16 or quantized weights) or BF16 (BF16
  * weights), rows 16-byte aligned; it is then used as A directly (no step 1). */
@@ -35,6 +36,11 @@ enum { GEMM_THREADS = 256 };
 /* Upper bound on the decoded weight rows held at once (f16): a 14336 x 4096 projection
  * fits in one chunk; an output matrix of 128256 x 4096 takes 8. */
 #define GEMM_CHUNK_BYTES (128ull << 20)
+/* Upper bound on the decoded weights of one gemm_n group (f16), each also within one chunk:
+ * gate + up of Llama-3.1-8B (2 x 14336 x 4096 x 2 B = 224 MiB) run as one grouped launch.
+ * The workspace grows only to what a call asks for (memra_cu_workspace): a small model's
+ * groups never reach this. */
+#define GEMM_GROUP_BYTES (256ull << 20)
 
 static inline int64_t gemm_round8(int64_t v) { return (v + 7) / 8 * 8; }
 
@@ -471,8 +477,9 @@ memra_status memra_cu_gemm(memra_backend *be, const memra_tensor *y, const memra
 }
 
 /* gemm_n (ABI 1.5): y[i] = x . w[i]^T (+ bias[i]) for i < n, each with gemm's bits. x is
- * converted once and, when every decoded weight fits in one workspace chunk, all products
- * run as one grouped launch (gemm_kernel_n); otherwise one gemm per output. */
+ * converted once and, when every decoded weight fits in one chunk and all of them in
+ * GEMM_GROUP_BYTES, all products run as one grouped launch (gemm_kernel_n); otherwise one
+ * gemm per output. */
 memra_status memra_cu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y,
                              const memra_tensor *x, const memra_tensor *w,
                              const memra_tensor *bias) {
@@ -500,8 +507,8 @@ memra_status memra_cu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y
     if (p[i].to_matmul || p[i].chunk < p[i].N) grouped = false;
     if (!p[i].b_direct) b_total += ((uint64_t)p[i].N * p[i].ldb * 2 + 255) / 256 * 256;
   }
-  if (b_total > GEMM_CHUNK_BYTES) grouped = false;
-  if (!grouped) { /* F32 weights (matmul) or decoded weights beyond one chunk */
+  if (b_total > GEMM_GROUP_BYTES) grouped = false;
+  if (!grouped) { /* F32 weights (matmul), a weight beyond one chunk or a group beyond budget */
     for (int32_t i = 0; i < n; ++i) {
       memra_status st = memra_cu_gemm(be, &y[i], x, &w[i], bias ? &bias[i] : &none);
       if (st != MEMRA_OK) return st;
