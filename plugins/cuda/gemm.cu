@@ -156,7 +156,10 @@ __global__ void __launch_bounds__(GEMM_THREADS)
     gemm_deq_v3_kernel(__half *__restrict__ b, int64_t ldb, const uint8_t *__restrict__ w,
                        uint64_t nb1, int64_t rows, int64_t units) {
   constexpr int UPB = gemm_v3_fmt<T>::blk / 32, BYTES = gemm_v3_fmt<T>::bytes;
-  __shared__ __align__(16) uint8_t sm[GEMM_V3_UNITS / UPB * BYTES + 32];
+  constexpr int TILE = GEMM_V3_UNITS / UPB * BYTES;
+  /* 16-byte chunks of a tile (it starts at most 14 bytes into its first), and per thread */
+  constexpr int CHUNKS = (TILE + 14 + 15) / 16, CPT = (CHUNKS + GEMM_THREADS - 1) / GEMM_THREADS;
+  __shared__ __align__(16) uint8_t sm[16 * CHUNKS];
   const int64_t u0 = (int64_t)blockIdx.x * GEMM_V3_UNITS;
   const int nu = units - u0 < GEMM_V3_UNITS ? (int)(units - u0) : GEMM_V3_UNITS;
   const int len = nu / UPB * BYTES; /* whole blocks: units is a multiple of UPB */
@@ -165,11 +168,21 @@ __global__ void __launch_bounds__(GEMM_THREADS)
     const int head = (int)(src & 15), end = head + len;
     const uintptr_t base = src - (uintptr_t)head;    /* 16-byte aligned; bytes < head unread */
     if (row != (int64_t)blockIdx.y) __syncthreads(); /* the previous row's reads are done */
-    for (int c = threadIdx.x; 16 * c < end; c += GEMM_THREADS) {
-      const int lo = 16 * c;
+    /* chunk c = threadIdx.x + 256 i: every 16-byte load of a thread is issued before the
+     * first is stored, so the tile costs one memory latency */
+    uint4 r[CPT];
+#pragma unroll
+    for (int i = 0; i < CPT; ++i) {
+      const int lo = 16 * ((int)threadIdx.x + i * GEMM_THREADS);
+      if (lo >= head && lo + 16 <= end)
+        r[i] = __ldcs((const uint4 *)(base + lo)); /* read once: streaming */
+    }
+#pragma unroll
+    for (int i = 0; i < CPT; ++i) {
+      const int lo = 16 * ((int)threadIdx.x + i * GEMM_THREADS);
       if (lo >= head && lo + 16 <= end) {
-        *(uint4 *)(sm + lo) = __ldcs((const uint4 *)(base + lo)); /* read once: streaming */
-      } else {
+        *(uint4 *)(sm + lo) = r[i];
+      } else if (lo < end) { /* the partial first or last 16 bytes */
         const int hi = lo + 16 < end ? lo + 16 : end;
         for (int h = lo > head ? lo : head; h < hi; h += 2)
           *(uint16_t *)(sm + h) = *(const uint16_t *)(base + h);
@@ -177,12 +190,17 @@ __global__ void __launch_bounds__(GEMM_THREADS)
     }
     __syncthreads();
     __half *br = b + row * ldb + 32 * u0;
-    for (int g = threadIdx.x; g < 4 * nu; g += GEMM_THREADS) {
+    /* group g + 256 is unit u + 64 (whole blocks further): the same unit and part offsets
+     * from a tile pointer moved by STEP bytes, so their arithmetic leaves the loop */
+    constexpr int STEP = GEMM_THREADS / 4 / UPB * BYTES;
+    const int u = (int)threadIdx.x >> 2, part = (int)threadIdx.x & 3;
+    const uint8_t *tile = sm + head;
+    for (int g = threadIdx.x; g < 4 * nu; g += GEMM_THREADS, tile += STEP) {
       float v[8];
       if (T == MEMRA_TYPE_Q6_K)
-        gemm_q6k_deq8(sm + head, g >> 2, g & 3, v);
+        gemm_q6k_deq8(tile, u, part, v);
       else
-        memra_deq8<T, false>(sm + head, g >> 2, g & 3, v);
+        memra_deq8<T, false>(tile, u, part, v);
       uint32_t h[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e)
