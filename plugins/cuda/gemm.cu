@@ -17,7 +17,8 @@
  * gemm_n (ABI 1.5): the same for up to 4 weights sharing x (q, k, v or gate, up of prompt
  * rows): step 1 once, step 2 per weight, step 3 one grouped launch over all of them on
  * sm_90a (gemm_wgmma.cu jobs), one kernel per weight elsewhere. Each output keeps gemm's
- * bits; a group whose decoded weights exceed one chunk runs as separate gemm calls.
+ * bits; a group with a weight beyond one chunk, or whose decoded weights exceed
+ * GEMM_GROUP_BYTES, runs as separate gemm calls.
  *
  * Extension for benchmarks: x may also be F16 (F16 or quantized weights) or BF16 (BF16
  * weights), rows 16-byte aligned; it is then used as A directly (no step 1). */
@@ -36,6 +37,11 @@ enum { GEMM_THREADS = 256 };
 /* Upper bound on the decoded weight rows held at once (f16): a 14336 x 4096 projection
  * fits in one chunk; an output matrix of 128256 x 4096 takes 8. */
 #define GEMM_CHUNK_BYTES (128ull << 20)
+/* Upper bound on the decoded weights of one gemm_n group (f16), each also within one chunk:
+ * gate + up of Llama-3.1-8B (2 x 14336 x 4096 x 2 B = 224 MiB) run as one grouped launch.
+ * The workspace grows only to what a call asks for (memra_cu_workspace): a small model's
+ * groups never reach this. */
+#define GEMM_GROUP_BYTES (256ull << 20)
 
 static inline int64_t gemm_round8(int64_t v) { return (v + 7) / 8 * 8; }
 
@@ -90,6 +96,115 @@ __global__ void gemm_deq_v2_kernel(__half *__restrict__ b, int64_t ldb,
   }
 }
 
+/* One 16-byte global store of h[0..4) at p (16-byte aligned). In PTX: written as a plain
+ * uint4 store in v3's loop, nvcc split it into four 4-byte stores. */
+__device__ __forceinline__ void gemm_st16(__half *p, const uint32_t h[4]) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(h[0]), "r"(h[1]), "r"(h[2]),
+               "r"(h[3])
+               : "memory");
+}
+
+/* The formats decode v3 stages: block elements and bytes (plugins/quant/blocks.h). */
+template <int T> struct gemm_v3_fmt;
+template <> struct gemm_v3_fmt<MEMRA_TYPE_Q8_0> {
+  enum { blk = 32, bytes = 34 };
+};
+template <> struct gemm_v3_fmt<MEMRA_TYPE_Q6_K> {
+  enum { blk = 256, bytes = 210 };
+};
+enum { GEMM_V3_UNITS = 128 }; /* 4096 elements of a row per block and row (8 KiB of f16) */
+
+/* Elements [8 part, + 8) of Q6_K unit u for v3: memra_deq8's arithmetic (s = d * scale,
+ * w = s * q with q exact) but the 6-bit values assembled four per word (memra_kraw_decode's
+ * masks) rather than one per element: v2's Q6_K decode issues ~20 instructions per weight,
+ * about as long as the pass's memory time. */
+__device__ __forceinline__ void gemm_q6k_deq8(const uint8_t *row, int u, int part, float w[8]) {
+  const int j = u & 7, n = j >> 2, k = j & 3;
+  const uint8_t *b = row + 210 * (u >> 3);
+  const uint16_t *lp = (const uint16_t *)(b + 64 * n + 32 * (k & 1) + 8 * part);
+  const uint16_t *hp = (const uint16_t *)(b + 128 + 32 * n + 8 * part);
+  const uint32_t l0 = lp[0] | ((uint32_t)lp[1] << 16), l1 = lp[2] | ((uint32_t)lp[3] << 16);
+  const uint32_t h0 = hp[0] | ((uint32_t)hp[1] << 16), h1 = hp[2] | ((uint32_t)hp[3] << 16);
+  const float s = memra_h2f(b + 208) * (float)(int8_t)b[192 + 8 * n + 2 * k + (part >> 1)];
+  const int lsh = 4 * (k >> 1), hsh = 2 * k;
+  const uint32_t q0 = ((l0 >> lsh) & 0x0F0F0F0Fu) | (((h0 >> hsh) & 0x03030303u) << 4);
+  const uint32_t q1 = ((l1 >> lsh) & 0x0F0F0F0Fu) | (((h1 >> hsh) & 0x03030303u) << 4);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    w[i] = s * memra_byte_f(q0, i, 32.f); /* byte - 32: the exact q */
+    w[4 + i] = s * memra_byte_f(q1, i, 32.f);
+  }
+}
+
+/* B [rows, ldb] (f16) = quantized rows decoded, v3: Q8_0 (34 B) and Q6_K (210 B) blocks are
+ * only 2-byte aligned, so v2's threads read them with 2-byte loads scattered over each warp's
+ * bytes. Here a block first copies its tile (GEMM_V3_UNITS units of one row: contiguous
+ * bytes) into shared memory with 16-byte loads, 2-byte loads only in the partial first and
+ * last 16 bytes (no byte outside the tile is read), keeping the address's alignment mod 16;
+ * then thread t decodes groups t, t + 256, ... of 8 elements from shared memory with v2's
+ * memra_deq8 (Q6_K: gemm_q6k_deq8; same bytes, same arithmetic: the same f16 bits) and
+ * stores each with one 16-byte store (a warp writes 512 contiguous bytes). Rows over blockIdx.y,
+ * tiles over blockIdx.x: no 64-bit division per thread. */
+template <int T>
+__global__ void __launch_bounds__(GEMM_THREADS)
+    gemm_deq_v3_kernel(__half *__restrict__ b, int64_t ldb, const uint8_t *__restrict__ w,
+                       uint64_t nb1, int64_t rows, int64_t units) {
+  constexpr int UPB = gemm_v3_fmt<T>::blk / 32, BYTES = gemm_v3_fmt<T>::bytes;
+  constexpr int TILE = GEMM_V3_UNITS / UPB * BYTES;
+  /* 16-byte chunks of a tile (it starts at most 14 bytes into its first), and per thread */
+  constexpr int CHUNKS = (TILE + 14 + 15) / 16, CPT = (CHUNKS + GEMM_THREADS - 1) / GEMM_THREADS;
+  __shared__ __align__(16) uint8_t sm[16 * CHUNKS];
+  const int64_t u0 = (int64_t)blockIdx.x * GEMM_V3_UNITS;
+  const int nu = units - u0 < GEMM_V3_UNITS ? (int)(units - u0) : GEMM_V3_UNITS;
+  const int len = nu / UPB * BYTES; /* whole blocks: units is a multiple of UPB */
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+    const uintptr_t src = (uintptr_t)(w + row * nb1 + (uint64_t)(u0 / UPB) * BYTES);
+    const int head = (int)(src & 15), end = head + len;
+    const uintptr_t base = src - (uintptr_t)head;    /* 16-byte aligned; bytes < head unread */
+    if (row != (int64_t)blockIdx.y) __syncthreads(); /* the previous row's reads are done */
+    /* chunk c = threadIdx.x + 256 i: every 16-byte load of a thread is issued before the
+     * first is stored, so the tile costs one memory latency */
+    uint4 r[CPT];
+#pragma unroll
+    for (int i = 0; i < CPT; ++i) {
+      const int lo = 16 * ((int)threadIdx.x + i * GEMM_THREADS);
+      if (lo >= head && lo + 16 <= end)
+        r[i] = __ldcs((const uint4 *)(base + lo)); /* read once: streaming */
+    }
+#pragma unroll
+    for (int i = 0; i < CPT; ++i) {
+      const int lo = 16 * ((int)threadIdx.x + i * GEMM_THREADS);
+      if (lo >= head && lo + 16 <= end) {
+        *(uint4 *)(sm + lo) = r[i];
+      } else if (lo < end) { /* the partial first or last 16 bytes */
+        const int hi = lo + 16 < end ? lo + 16 : end;
+        for (int h = lo > head ? lo : head; h < hi; h += 2)
+          *(uint16_t *)(sm + h) = *(const uint16_t *)(base + h);
+      }
+    }
+    __syncthreads();
+    __half *br = b + row * ldb + 32 * u0;
+    /* group g + 256 is unit u + 64 (whole blocks further): the same unit and part offsets
+     * from a tile pointer moved by STEP bytes, so their arithmetic leaves the loop */
+    constexpr int STEP = GEMM_THREADS / 4 / UPB * BYTES;
+    const int u = (int)threadIdx.x >> 2, part = (int)threadIdx.x & 3;
+    const uint8_t *tile = sm + head;
+    for (int g = threadIdx.x; g < 4 * nu; g += GEMM_THREADS, tile += STEP) {
+      float v[8];
+      if (T == MEMRA_TYPE_Q6_K)
+        gemm_q6k_deq8(tile, u, part, v);
+      else
+        memra_deq8<T, false>(tile, u, part, v);
+      uint32_t h[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        h[e] = __half_as_ushort(__float2half_rn(v[2 * e])) |
+               ((uint32_t)__half_as_ushort(__float2half_rn(v[2 * e + 1])) << 16);
+      gemm_st16(br + 8 * g, h);
+    }
+  }
+}
+
 /* B [rows, ldb] = 16-bit rows of w (F16/BF16 rows that are not aligned for the copy
  * engine, or whose K is not a multiple of 8); one element per thread, rows over blockIdx.y. */
 __global__ void gemm_copy16_v1_kernel(uint16_t *__restrict__ b, int64_t ldb,
@@ -107,10 +222,29 @@ static dim3 gemm_row_grid(int64_t per_row, int64_t rows) {
   return dim3((unsigned)gx, (unsigned)(rows < 65535 ? rows : 65535));
 }
 
+/* Decode v2 (MEMRA_GEMM_DEQ=2) or v3 for Q8_0 and Q6_K: read once per process, so every
+ * call of the process decodes alike (A/B timing of the staging pass in one binary). */
+static bool gemm_deq_v3_on(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("MEMRA_GEMM_DEQ");
+    on = !(e && strcmp(e, "2") == 0);
+  }
+  return on != 0;
+}
+
 template <int T>
 static void gemm_deq_launch(memra_backend *be, __half *b, int64_t ldb, const uint8_t *w,
                             uint64_t nb1, int64_t rows, int64_t k, bool vec) {
   const int64_t units = k / 32;
+  if constexpr (T == MEMRA_TYPE_Q8_0 || T == MEMRA_TYPE_Q6_K) {
+    if (gemm_deq_v3_on()) {
+      const dim3 g((unsigned)((units + GEMM_V3_UNITS - 1) / GEMM_V3_UNITS),
+                   (unsigned)(rows < 65535 ? rows : 65535));
+      gemm_deq_v3_kernel<T><<<g, GEMM_THREADS, 0, be->stream>>>(b, ldb, w, nb1, rows, units);
+      return;
+    }
+  }
   const dim3 g = gemm_row_grid(units * 4, rows);
   if (vec)
     gemm_deq_v2_kernel<T, true><<<g, GEMM_THREADS, 0, be->stream>>>(b, ldb, w, nb1, rows, units);
@@ -376,8 +510,9 @@ memra_status memra_cu_gemm(memra_backend *be, const memra_tensor *y, const memra
 }
 
 /* gemm_n (ABI 1.5): y[i] = x . w[i]^T (+ bias[i]) for i < n, each with gemm's bits. x is
- * converted once and, when every decoded weight fits in one workspace chunk, all products
- * run as one grouped launch (gemm_kernel_n); otherwise one gemm per output. */
+ * converted once and, when every decoded weight fits in one chunk and all of them in
+ * GEMM_GROUP_BYTES, all products run as one grouped launch (gemm_kernel_n); otherwise one
+ * gemm per output. */
 memra_status memra_cu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y,
                              const memra_tensor *x, const memra_tensor *w,
                              const memra_tensor *bias) {
@@ -406,8 +541,8 @@ memra_status memra_cu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y
     if (p[i].to_matmul || p[i].chunk < p[i].N) grouped = false;
     if (!p[i].b_direct) b_total += ((uint64_t)p[i].N * p[i].ldb * 2 + 255) / 256 * 256;
   }
-  if (b_total > GEMM_CHUNK_BYTES) grouped = false;
-  if (!grouped) { /* F32 weights (matmul) or decoded weights beyond one chunk */
+  if (b_total > GEMM_GROUP_BYTES) grouped = false;
+  if (!grouped) { /* F32 weights (matmul), a weight beyond one chunk or a group beyond budget */
     for (int32_t i = 0; i < n; ++i) {
       memra_status st = memra_cu_gemm(be, &y[i], x, &w[i], bias ? &bias[i] : &none);
       if (st != MEMRA_OK) return st;

@@ -1,7 +1,7 @@
 /* gemm_bench.c — the gemm op (tensor-core prefill GEMM) of a GPU plugin, in TFLOP/s beside
  * the 790 TFLOP/s dense f16/bf16 peak measured on the H200, with cuBLAS as the yardstick.
  *
- *   gemm_bench PLUGIN.so          (MEMRA_CUBLAS / MEMRA_CUDART: library paths, optional)
+ *   gemm_bench PLUGIN.so [stage]  (MEMRA_CUBLAS / MEMRA_CUDART: library paths, optional)
  *
  * 1. M = N = K = 8192, F16 and BF16 weights: the op with F32 x (conversion included) and
  *    with x already 16-bit (the kernel alone), against cublasGemmEx (same operand type,
@@ -13,6 +13,11 @@
  * 3. A GEMM-only prefill bound per type: 512 / (32 layers x the 7 projections' time).
  * 4. Each tile shape forced (MEMRA_GEMM_TILE) on the M = 512 shapes, x already F16: the
  *    table the dispatcher's throughput guesses are checked against.
+ * 5. The staging pass (quantized weights decoded to f16 rows) of Q8_0, Q4_K and Q6_K on the
+ *    gate/up and down shapes: op time with F16 x minus the F16-weight op time (F16 x: the
+ *    kernel alone), in us and in GB/s of weight bytes read + f16 written; it works on any
+ *    plugin binary, so old and new builds (or MEMRA_GEMM_DEQ=2, the v2 decode) compare
+ *    directly. `stage` runs this table only.
  * cuBLAS is loaded with dlopen here only (never by the plugin); without it the yardstick
  * columns read "n/a". */
 #define _POSIX_C_SOURCE 200809L
@@ -216,25 +221,8 @@ static double tflops(int64_t m, int64_t n, int64_t k, double s) {
   return s > 0 ? 2.0 * m * n * k / s / 1e12 : 0;
 }
 
-int main(int argc, char **argv) {
-  ck_rng = 0x3C6EF372FE94F82Bull; /* the default seed */
-  if (argc != 2) {
-    fprintf(stderr, "usage: gemm_bench PLUGIN.so\n");
-    return 2;
-  }
-  if (memra_plug_open(&G, argv[1])) return 2;
-  if (!G.vt->gemm) {
-    fprintf(stderr, "%s: the plugin has no gemm op\n", argv[1]);
-    return 2;
-  }
-  memra_device_info di;
-  MUST(G.vt->device_info(G.be, &di), "device_info");
-  const int have_cublas = cublas_load();
-  char out[64][200];
-  int no = 0;
-  snprintf(out[no++], sizeof out[0], "device: %s, %d SMs; peak %.0f TFLOP/s (f16/bf16 dense)",
-           di.name, di.n_sms, PEAK_TFLOPS);
-
+/* Sections 1-4 of the header into out from line no; returns the next line. */
+static int bench_ops(char out[][200], int no, int have_cublas) {
   /* 1. the square case against cuBLAS */
   snprintf(out[no++], sizeof out[0], "%-5s %-16s %12s %12s %12s %9s", "type", "M=N=K=8192",
            "op (F32 x)", "kernel", "cuBLAS", "kernel/cuBLAS");
@@ -315,6 +303,59 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s\n", out[no]);
     ++no;
   }
+  return no;
+}
+
+/* Section 5: the staging pass estimated as (quantized op - F16 op), both with F16 x. */
+static int bench_stage(char out[][200], int no) {
+  static const struct {
+    const char *name;
+    int64_t n, k;
+  } shapes[] = {{"gate/up 14336x4096", 14336, 4096}, {"down 4096x14336", 4096, 14336}};
+  static const int32_t types[] = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K};
+  const int64_t M = 512;
+  const char *deq = getenv("MEMRA_GEMM_DEQ");
+  snprintf(out[no++], sizeof out[0],
+           "%-5s %-20s %10s %10s %10s %9s  staging = op - F16 op, F16 x, M=512%s%s", "type",
+           "shape", "op us", "F16 us", "stage us", "GB/s", deq ? ", MEMRA_GEMM_DEQ=" : "",
+           deq ? deq : "");
+  for (int si = 0; si < 2; ++si) {
+    const int64_t n = shapes[si].n, k = shapes[si].k;
+    const double t_f = op_time(MEMRA_TYPE_F16, MEMRA_TYPE_F16, M, n, k);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ++ti) {
+      const double t_q = op_time(types[ti], MEMRA_TYPE_F16, M, n, k), st = t_q - t_f;
+      const double bytes = (double)memra_type_row_bytes(types[ti], k) * n + 2.0 * n * k;
+      snprintf(out[no++], sizeof out[0], "%-5s %-20s %10.1f %10.1f %10.1f %9.0f",
+               memra_type_info(types[ti]).name, shapes[si].name, t_q * 1e6, t_f * 1e6, st * 1e6,
+               st > 0 ? bytes / st / 1e9 : 0.0);
+      fprintf(stderr, "%s\n", out[no - 1]);
+    }
+  }
+  return no;
+}
+
+int main(int argc, char **argv) {
+  ck_rng = 0x3C6EF372FE94F82Bull; /* the default seed */
+  const int stage_only = argc == 3 && strcmp(argv[2], "stage") == 0;
+  if (argc != 2 && !stage_only) {
+    fprintf(stderr, "usage: gemm_bench PLUGIN.so [stage]\n");
+    return 2;
+  }
+  if (memra_plug_open(&G, argv[1])) return 2;
+  if (!G.vt->gemm) {
+    fprintf(stderr, "%s: the plugin has no gemm op\n", argv[1]);
+    return 2;
+  }
+  memra_device_info di;
+  MUST(G.vt->device_info(G.be, &di), "device_info");
+  const int have_cublas = stage_only ? 0 : cublas_load();
+  char out[80][200];
+  int no = 0;
+  snprintf(out[no++], sizeof out[0], "device: %s, %d SMs; peak %.0f TFLOP/s (f16/bf16 dense)",
+           di.name, di.n_sms, PEAK_TFLOPS);
+  if (!stage_only) no = bench_ops(out, no, have_cublas);
+  no = bench_stage(out, no);
+
   printf("\n==== gemm_bench ====\n");
   for (int i = 0; i < no; ++i)
     printf("%s\n", out[i]);

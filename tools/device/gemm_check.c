@@ -17,8 +17,11 @@
  * one workspace chunk. gemm_n (ABI 1.5, outputs sharing x in one grouped launch): each
  * output bit-identical to a separate gemm on the same plugin, and within the tolerances of
  * REF's gemm_n (its oracle: matmul per output), for q/k/v- and gate/up-shaped groups, ragged
- * M, biases on some outputs, and a group whose decoded weights exceed one workspace chunk
- * (one gemm per output). Hostile arguments must fail with their one-line message. One line
+ * M, biases on some outputs, groups whose decoded weights exceed one workspace chunk in all
+ * (one launch up to the 256 MiB group budget, e.g. gate/up of Llama-3.1-8B; one gemm per
+ * output beyond it). The staging decode (quantized weights -> f16) of Q8_0 and Q6_K bit for
+ * bit against the CPU dequant rounded to f16, through one-hot x. Hostile arguments must fail
+ * with their one-line message. One line
  * per case; the exit status is non-zero when any case fails. --quick: small shapes (for
  * compute-sanitizer). */
 #include <inttypes.h>
@@ -305,6 +308,68 @@ static void check_gemm_n(int32_t type, int64_t M, int n, const int64_t *ns, int6
   free(x);
 }
 
+/* The staging decode bit for bit: x holds one-hot rows (row i = e_i, exact in f16), so
+ * y[i][n] = B[n][i], the decoded weight as the GEMM read it (one product 1 x b: exact in
+ * f32). Expected: the CPU dequant (plugins/quant, f32) rounded to f16, nearest even, which
+ * is what the decode stores. w starts `off` bytes into its buffer with rows `pad` bytes
+ * longer than packed, so rows and tiles start at many alignments mod 16. Only for formats
+ * whose GPU decode does the oracle's arithmetic (Q8_0, Q6_K: products only). A -0 weight
+ * reads back as +0 after the f32 sum, so values are compared as floats. */
+static void check_stage(int32_t type, int64_t N, int64_t K, uint64_t off, uint64_t pad) {
+  const uint64_t rb = memra_type_row_bytes(type, K), nb1 = rb + pad, wb = off + nb1 * N;
+  uint64_t packed;
+  uint8_t *w0 = ck_rand_rows(type, K, N, &packed), *w = ck_xmalloc(wb);
+  memset(w, 0x5A, wb);
+  for (int64_t n = 0; n < N; ++n)
+    memcpy(w + off + nb1 * n, w0 + rb * n, rb);
+  const int64_t M = K;
+  float *x = ck_xmalloc((size_t)(M * K) * 4), *ref = ck_xmalloc((size_t)K * 4);
+  memset(x, 0, (size_t)(M * K) * 4);
+  for (int64_t i = 0; i < M; ++i)
+    x[i * K + i] = 1.f;
+  memra_buf *dw = ck_alloc(&P[1], wb, w), *dx = ck_alloc(&P[1], (uint64_t)(M * K) * 4, x);
+  const uint64_t yb = (uint64_t)(M * N) * 4;
+  memra_buf *dy = ck_alloc(&P[1], yb, NULL);
+  const memra_tensor tw = ck_tensor(dw, off, type, K, N, nb1),
+                     tx = ck_tensor(dx, 0, MEMRA_TYPE_F32, K, M, 0),
+                     ty = ck_tensor(dy, 0, MEMRA_TYPE_F32, N, M, 0), none = ck_none();
+  memra_status st = P[1].vt->gemm(P[1].be, &ty, &tx, &tw, &none);
+  if (st == MEMRA_OK) st = P[1].vt->synchronize(P[1].be);
+  memra_plug_must(&P[1], st, "gemm (staging decode)");
+  float *y = ck_download(&P[1], dy, 0, yb);
+  int64_t diff = 0, fn = -1, fk = -1;
+  float got = 0, want = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    memra_dequant_row(type, w0 + rb * n, ref, K);
+    for (int64_t k = 0; k < K; ++k) {
+      const float e = memra_fp16_to_f32(memra_f32_to_fp16(ref[k])), g = y[k * N + n];
+      if (g == e) continue;
+      if (diff++ == 0) {
+        fn = n;
+        fk = k;
+        got = g;
+        want = e;
+      }
+    }
+  }
+  char what[96];
+  snprintf(what, sizeof what, "decode %s N=%" PRId64 " K=%" PRId64 " off %d pad %d",
+           memra_type_info(type).name, N, K, (int)off, (int)pad);
+  const int guard = ck_guard_ok1(&P[1], dy, yb);
+  ck_line(what, diff == 0 && guard,
+          "%" PRId64 " of %" PRId64 " weights differ from f16(CPU dequant)%s (first: row %" PRId64
+          ", k %" PRId64 ": %a, want %a)",
+          diff, N * K, guard ? "" : ", wrote past y", fn, fk, (double)got, (double)want);
+  P[1].vt->buf_free(P[1].be, dw);
+  P[1].vt->buf_free(P[1].be, dx);
+  P[1].vt->buf_free(P[1].be, dy);
+  free(y);
+  free(ref);
+  free(x);
+  free(w);
+  free(w0);
+}
+
 static void expect_err(const char *what, memra_status want, const char *needle, memra_status got) {
   const char *msg = got == MEMRA_OK ? "(accepted)" : P[1].vt->last_error(P[1].be);
   ck_line(what, got == want && strstr(msg, needle) != NULL, "status %d: %s", (int)got, msg);
@@ -429,6 +494,8 @@ int main(int argc, char **argv) {
     check_type(MEMRA_TYPE_BF16, 70, 260, 1003, 0);
     check_type(MEMRA_TYPE_Q4_K, 129, 300, 512, 1);
     check_type(MEMRA_TYPE_Q8_0, 7, 130, 96, 0);
+    check_stage(MEMRA_TYPE_Q8_0, 37, 32 * 5, 2, 2);
+    check_stage(MEMRA_TYPE_Q6_K, 9, 512, 2, 6);
   } else {
     for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t)
       check_type(types[t], 1000, 1000, k_for(types[t], 0), (int)(t % 2 == 0));
@@ -440,9 +507,17 @@ int main(int argc, char **argv) {
     check_type(MEMRA_TYPE_Q4_K, 2048, 4400, 1024, 1);
     /* decoded weights beyond one workspace chunk (128 MiB of f16): two GEMMs over N */
     check_type(MEMRA_TYPE_Q8_0, 100, 70000, 1024, 1);
+    /* the staging decode bitwise: partial tiles (K not a multiple of 256 or of a 4096-element
+     * tile), odd N, rows at every alignment (2-byte offsets and strides) */
+    check_stage(MEMRA_TYPE_Q8_0, 1001, 32 * 131, 2, 4);
+    check_stage(MEMRA_TYPE_Q8_0, 333, 32 * 67, 0, 0);
+    check_stage(MEMRA_TYPE_Q8_0, 1, 32, 6, 0);
+    check_stage(MEMRA_TYPE_Q6_K, 77, 256 * 17, 2, 0);
+    check_stage(MEMRA_TYPE_Q6_K, 3, 256, 0, 10);
   }
   if (P[1].vt->gemm_n && P[0].vt->gemm_n) {
     const int64_t qkv[3] = {1000, 200, 333}, gu[2] = {1000, 1000}, big[2] = {20000, 20000};
+    const int64_t llama_gu[2] = {14336, 14336}, over[3] = {30000, 30000, 30000};
     if (g_quick) {
       check_gemm_n(MEMRA_TYPE_F16, 129, 3, qkv, 200, 1);
       check_gemm_n(MEMRA_TYPE_Q4_K, 7, 2, gu, 512, 1);
@@ -453,8 +528,13 @@ int main(int argc, char **argv) {
       check_gemm_n(MEMRA_TYPE_BF16, 513, 2, gu, 1003, 1);
       check_gemm_n(MEMRA_TYPE_Q8_0, 512, 3, qkv, 32 * 35, 1);
       check_gemm_n(MEMRA_TYPE_Q4_K, 333, 2, gu, 256 * 5, 1);
-      /* decoded f16 beyond one workspace chunk: one gemm per output (bits still gemm's) */
+      /* decoded f16 over one chunk in all (164 MB: one group), gate/up of Llama-3.1-8B
+       * (224 MiB: one group), and beyond the group budget (369 MB: one gemm per output);
+       * the bits are gemm's every time */
       check_gemm_n(MEMRA_TYPE_Q8_0, 64, 2, big, 2048, 0);
+      check_gemm_n(MEMRA_TYPE_Q8_0, 64, 2, llama_gu, 4096, 0);
+      check_gemm_n(MEMRA_TYPE_Q6_K, 64, 2, llama_gu, 4096, 0);
+      check_gemm_n(MEMRA_TYPE_Q8_0, 64, 3, over, 2048, 0);
     }
   } else {
     ck_line("gemm_n present in both plugins", 0, "REF %s, TEST %s", P[0].vt->gemm_n ? "yes" : "no",
