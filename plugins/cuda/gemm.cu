@@ -586,11 +586,11 @@ memra_status memra_cu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y
 #if MEMRA_CUDA_CC_MAJOR == 9 && !defined(MEMRA_CUDA_FAMILY_SM120)
 /* gemm_glu (ABI 1.6, sm_90a): y = act(x . w_gate^T) * (x . w_up^T) for prompt rows. x is
  * converted once (or taken as the 16-bit operand), gate and up decoded side by side when
- * quantized, and one wgmma launch per chunk of columns computes both products into one
- * accumulator tile (gate rows, then the same up rows) and applies glu in its epilogue: the
- * f32 products are those gemm_n would store (same k order) and the activation is glu's
- * code (device_util.cuh), so y has the bits of gemm_n + glu without the two [M, N] f32
- * tensors ever reaching memory. */
+ * quantized (both within GEMM_GROUP_BYTES per launch), and one wgmma launch per chunk of columns
+ * computes both products into one accumulator tile (gate rows, then the same up rows) and applies
+ * glu in its epilogue: the f32 products are those gemm_n would store (same k order) and the
+ * activation is glu's code (device_util.cuh), so y has the bits of gemm_n + glu without the two [M,
+ * N] f32 tensors ever reaching memory. */
 memra_status memra_cu_gemm_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                const memra_tensor *w_gate, const memra_tensor *w_up, int32_t act) {
   if (act != MEMRA_ACT_SILU && act != MEMRA_ACT_GELU_TANH)
@@ -616,7 +616,7 @@ memra_status memra_cu_gemm_glu(memra_backend *be, const memra_tensor *y, const m
   /* columns per launch: both weights' decoded rows of a chunk fit one workspace chunk */
   int64_t chunk = pg.N;
   if (!pg.b_direct) {
-    const int64_t fit = (int64_t)(GEMM_CHUNK_BYTES / (2ull * (uint64_t)pg.ldb * 2)) / 256 * 256;
+    const int64_t fit = (int64_t)(GEMM_GROUP_BYTES / (2ull * (uint64_t)pg.ldb * 2)) / 256 * 256;
     chunk = fit < 256 ? 256 : fit;
     if (chunk > pg.N) chunk = pg.N;
   }

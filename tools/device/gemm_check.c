@@ -308,6 +308,93 @@ static void check_gemm_n(int32_t type, int64_t M, int n, const int64_t *ns, int6
   free(x);
 }
 
+/* gemm_glu (ABI 1.6) on TEST: y = act(x . wg^T) * (x . wu^T), F32 or a 16-bit y (yt), vs
+ * TEST's own gemm_n + glu into the same type, bitwise, and vs REF's gemm_n + glu (widened,
+ * tolerances as gemm_n's, doubled for the product of two). x is F32 (converted by the op). */
+static void check_gemm_glu(int32_t type, int64_t M, int64_t N, int64_t K, int32_t yt, int act) {
+  const int quant = memra_type_info(type).blck > 1;
+  const double tol_max = 2 * (type == MEMRA_TYPE_BF16 || yt == MEMRA_TYPE_BF16 ? 3e-2
+                              : quant                                          ? 6e-3
+                                                                               : 4e-3);
+  const double tol_l2 = 2 * (type == MEMRA_TYPE_BF16 || yt == MEMRA_TYPE_BF16 ? 3e-3 : 5e-4);
+  const uint64_t esz = yt == MEMRA_TYPE_F32 ? 4 : 2, yb = (uint64_t)M * N * esz;
+  float *x = ck_xmalloc((size_t)(M * K) * 4);
+  for (int64_t i = 0; i < M * K; ++i)
+    x[i] = ck_frand(-1, 1);
+  uint64_t wb;
+  void *wg = ck_rand_rows(type, K, N, &wb), *wu = ck_rand_rows(type, K, N, &wb);
+  memra_buf *dx[2], *dg[2], *du[2], *dgu[2], *dy[2], *dfused;
+  memra_tensor none;
+  memset(&none, 0, sizeof none);
+  for (int i = 0; i < 2; ++i) {
+    dx[i] = ck_alloc(&P[i], (uint64_t)M * K * 4, x);
+    dg[i] = ck_alloc(&P[i], wb, wg);
+    du[i] = ck_alloc(&P[i], wb, wu);
+    dgu[i] = ck_alloc(&P[i], 2ull * M * N * 4, NULL);
+    dy[i] = ck_alloc(&P[i], yb, NULL);
+  }
+  dfused = ck_alloc(&P[1], yb, NULL);
+  char what[128];
+  snprintf(what, sizeof what, "gemm_glu %s M=%" PRId64 " N=%" PRId64 " K=%" PRId64 " y %s %s",
+           memra_type_info(type).name, M, N, K, memra_type_info(yt).name, act ? "GELU" : "SILU");
+  for (int i = 0; i < 2; ++i) { /* gemm_n + glu on both plugins */
+    const memra_tensor tx = ck_tensor(dx[i], 0, MEMRA_TYPE_F32, K, M, 0);
+    const memra_tensor tw[2] = {ck_tensor(dg[i], 0, type, K, N, 0),
+                                ck_tensor(du[i], 0, type, K, N, 0)};
+    const memra_tensor ty[2] = {ck_tensor(dgu[i], 0, MEMRA_TYPE_F32, N, M, 0),
+                                ck_tensor(dgu[i], (uint64_t)M * N * 4, MEMRA_TYPE_F32, N, M, 0)};
+    const memra_tensor tb[2] = {none, none}, to = ck_tensor(dy[i], 0, yt, N, M, 0);
+    memra_status st = P[i].vt->gemm_n(P[i].be, 2, ty, &tx, tw, tb);
+    if (st == MEMRA_OK) st = P[i].vt->glu(P[i].be, &to, &ty[0], &ty[1], act);
+    if (st == MEMRA_OK && i == 1) {
+      const memra_tensor tf = ck_tensor(dfused, 0, yt, N, M, 0);
+      st = P[1].vt->gemm_glu(P[1].be, &tf, &tx, &tw[0], &tw[1], act);
+    }
+    if (st == MEMRA_OK) st = P[i].vt->synchronize(P[i].be);
+    memra_plug_must(&P[i], st, i ? "gemm_glu / gemm_n + glu" : "reference gemm_n + glu");
+  }
+  uint8_t *fused = ck_download(&P[1], dfused, 0, yb), *sep = ck_download(&P[1], dy[1], 0, yb),
+          *ref = ck_download(&P[0], dy[0], 0, yb);
+  int64_t diff = 0;
+  for (int64_t e = 0; e < M * N; ++e)
+    diff += memcmp(fused + e * esz, sep + e * esz, esz) != 0;
+  char w2[160];
+  snprintf(w2, sizeof w2, "%s == gemm_n + glu", what);
+  ck_line(w2, diff == 0 && ck_guard_ok1(&P[1], dfused, yb), "%" PRId64 " elements differ%s", diff,
+          ck_guard_ok1(&P[1], dfused, yb) ? "" : ", wrote past y");
+  float *fr = ck_xmalloc((size_t)(M * N) * 4), *fg = ck_xmalloc((size_t)(M * N) * 4);
+  for (int64_t e = 0; e < M * N; ++e) {
+    if (esz == 4) {
+      memcpy(&fr[e], ref + 4 * e, 4);
+      memcpy(&fg[e], fused + 4 * e, 4);
+    } else {
+      uint16_t a, b;
+      memcpy(&a, ref + 2 * e, 2);
+      memcpy(&b, fused + 2 * e, 2);
+      fr[e] = yt == MEMRA_TYPE_BF16 ? memra_bf16_to_f32(a) : memra_fp16_to_f32(a);
+      fg[e] = yt == MEMRA_TYPE_BF16 ? memra_bf16_to_f32(b) : memra_fp16_to_f32(b);
+    }
+  }
+  snprintf(w2, sizeof w2, "%s vs REF", what);
+  compare_rows(w2, fr, fg, M, N, tol_max, tol_l2);
+  free(fr);
+  free(fg);
+  free(fused);
+  free(sep);
+  free(ref);
+  for (int i = 0; i < 2; ++i) {
+    P[i].vt->buf_free(P[i].be, dx[i]);
+    P[i].vt->buf_free(P[i].be, dg[i]);
+    P[i].vt->buf_free(P[i].be, du[i]);
+    P[i].vt->buf_free(P[i].be, dgu[i]);
+    P[i].vt->buf_free(P[i].be, dy[i]);
+  }
+  P[1].vt->buf_free(P[1].be, dfused);
+  free(x);
+  free(wg);
+  free(wu);
+}
+
 /* The staging decode bit for bit: x holds one-hot rows (row i = e_i, exact in f16), so
  * y[i][n] = B[n][i], the decoded weight as the GEMM read it (one product 1 x b: exact in
  * f32). Expected: the CPU dequant (plugins/quant, f32) rounded to f16, nearest even, which
@@ -539,6 +626,20 @@ int main(int argc, char **argv) {
   } else {
     ck_line("gemm_n present in both plugins", 0, "REF %s, TEST %s", P[0].vt->gemm_n ? "yes" : "no",
             P[1].vt->gemm_n ? "yes" : "no");
+  }
+  if (P[1].vt->gemm_glu) { /* ABI 1.6: ragged N, M 1..1000, both activations, every y type */
+    check_gemm_glu(MEMRA_TYPE_F16, 77, 1031, 1000, MEMRA_TYPE_F32, 0);
+    check_gemm_glu(MEMRA_TYPE_F16, 512, 1031, 1000, MEMRA_TYPE_F16, 1);
+    if (!g_quick) {
+      check_gemm_glu(MEMRA_TYPE_F16, 1, 333, 4096, MEMRA_TYPE_F16, 0);
+      check_gemm_glu(MEMRA_TYPE_BF16, 513, 1001, 1003, MEMRA_TYPE_BF16, 0);
+      check_gemm_glu(MEMRA_TYPE_BF16, 64, 1001, 1003, MEMRA_TYPE_F16, 1);
+      check_gemm_glu(MEMRA_TYPE_Q8_0, 512, 2049, 32 * 35, MEMRA_TYPE_F16, 0);
+      check_gemm_glu(MEMRA_TYPE_Q4_K, 333, 1031, 256 * 5, MEMRA_TYPE_F16, 0);
+      check_gemm_glu(MEMRA_TYPE_Q6_K, 1000, 777, 256 * 3, MEMRA_TYPE_F32, 1);
+      /* gate/up of Llama-3.1-8B decoded (2 x 117 MB: one launch within the group budget) */
+      check_gemm_glu(MEMRA_TYPE_Q4_K, 64, 14336, 4096, MEMRA_TYPE_F16, 0);
+    }
   }
   check_errors();
   printf("gemm_check: %d cases, %d failed\n", ck_lines_passed() + ck_lines_failed(),
