@@ -30,6 +30,9 @@
  *      subnormals fed to mma.sync m16n8k16; x split once per matmul into f16 hi + lo by a
  *      prep kernel. 8 rows of x: q/o 74 -> 19 us, output 2218 -> 507 us (v5 -> v7); alone
  *      it is slower than v5 (q/o 5.8 -> 8.4 us), so it is opt-in (MEMRA_GEMV=tc).
+ *  8   Q8_0 in matmul_q8.cuh: v5's layout (8 rows per block share x), the 2-byte-aligned
+ *      34-byte blocks staged per warp into shared memory by 16-byte cp.async, read back as
+ *      aligned words + funnel shifts; d applied per block in F32.          (unmeasured)
  * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows
  * into L2 before waiting for x; under 4096 rows the v5/v6 kernels take 2 rows per block.
  * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read
@@ -44,6 +47,7 @@
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_kq.cuh"
+#include "plugins/cuda/matmul_q8.cuh"
 #include "plugins/cuda/matmul_tc.cuh"
 #include "plugins/cuda/matmul_v6.cuh"
 
@@ -186,7 +190,7 @@ static bool mm_tc_enabled(void) {
 }
 
 /* One checked matmul: device pointers, strides, shape and the kernel family it takes. */
-enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6, MM_V7 = 7 };
+enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6, MM_V7 = 7, MM_V8 = 8 };
 struct mm_args {
   float *y;
   const float *x;
@@ -253,8 +257,8 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
   /* The kernel family is a property of the tensors, never of the batch size, so a row takes
    * the same arithmetic alone and in any batch (batch invariance). v5 (matmul_kq.cuh): Q4_K /
    * Q5_K with 16-byte-aligned rows, Q6_K always. v6 (matmul_v6.cuh): F16 / BF16 with
-   * 16-byte-aligned rows, K whole groups of 8, x rows 16-byte aligned. Q8_0 stays on v3
-   * (on v6 the 8B Q8_0 decode measured 3% slower: docs/PERF.md). */
+   * 16-byte-aligned rows, K whole groups of 8, x rows 16-byte aligned. v8 (matmul_q8.cuh):
+   * Q8_0 with 16-byte-aligned rows and x rows (its cp.async copies are 16 bytes). */
   const int32_t t = w->type;
   if (t == MEMRA_TYPE_Q4_K && walign >= 16 && mm_tc_enabled())
     a->path = MM_V7;
@@ -262,6 +266,8 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
     a->path = MM_V5;
   else if (a->xv16 && K % 8 == 0 && (t == MEMRA_TYPE_F16 || t == MEMRA_TYPE_BF16) && walign >= 16)
     a->path = MM_V6;
+  else if (a->xv16 && t == MEMRA_TYPE_Q8_0 && walign >= 16)
+    a->path = MM_V8;
   else
     a->path = MM_V3;
   return MEMRA_OK;
@@ -269,7 +275,7 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
 
 static int mm_mtile(int64_t M) { return M >= 8 ? 8 : M > 2 ? 4 : (int)M; }
 
-/* The v5 / v6 kernel for jobs sharing a's x, type and path (the jobs' R: 2 rows per block
+/* The v5 / v6 / v7 / v8 kernel for jobs sharing a's x, type and path (the jobs' R: 2 rows per block
  * under 4096 rows in all at M = 1, else 8). */
 static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs J,
                                    int64_t n_rows_all) {
@@ -301,6 +307,12 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
     default: break;
     }
 #undef MKQ_CASE
+  } else if (a->path == MM_V8) {
+    cudaError_t e;
+    ok = mq8_launch(mt, R, be, J, a->x, a->x_ld, a->K, a->M, &e);
+    if (e != cudaSuccess)
+      return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: Q8_0 kernel's shared memory: %s",
+                           cudaGetErrorString(e));
   } else if (a->type == MEMRA_TYPE_F16) {
     ok = mv6_launch<MEMRA_TYPE_F16>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
   } else {
@@ -368,7 +380,7 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
   return MEMRA_OK;
 }
 
-/* ABI 1.3 matmul_n: one v5/v6 launch over all the outputs when every w takes the same
+/* ABI 1.3 matmul_n: one v5/v6/v7/v8 launch over all the outputs when every w takes the same
  * kernel family (each row keeps matmul's arithmetic: bit-identical to separate calls);
  * otherwise separate matmuls. */
 memra_status memra_cu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,

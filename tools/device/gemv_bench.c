@@ -122,7 +122,8 @@ int main(int argc, char **argv) {
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; ++si) {
       const int32_t type = types[ti];
       const int64_t N = shapes[si].n, K = shapes[si].k, M = shapes[si].m;
-      if (M > 1 && type != MEMRA_TYPE_Q4_K && type != MEMRA_TYPE_F16) continue;
+      if (M > 1 && type != MEMRA_TYPE_Q4_K && type != MEMRA_TYPE_F16 && type != MEMRA_TYPE_Q8_0)
+        continue;
       const uint64_t wbytes = memra_type_row_bytes(type, K) * (uint64_t)N;
       int copies = (int)((512ull << 20) / wbytes) + 1;
       if (copies < 2) copies = 2;

@@ -35,6 +35,14 @@ static memra_tensor *TP(const ck_buf *d, int i, int32_t type, int64_t ne0, int64
   return t;
 }
 
+/* TP with a row stride of nb1 bytes. */
+static memra_tensor *TPS(const ck_buf *d, int i, int32_t type, int64_t ne0, int64_t ne1,
+                         uint64_t nb1) {
+  memra_tensor *t = TP(d, i, type, ne0, ne1);
+  t->nb1 = nb1;
+  return t;
+}
+
 /* --- results ------------------------------------------------------------------------ */
 
 /* Compares n floats of d (reference vs test): NaN/Inf agreement, then relative L2. */
@@ -251,6 +259,81 @@ static void check_matmul(void) {
   }
 }
 
+/* One Q8_0 matmul case of check_matmul_q8: rows nb1 bytes apart (0: packed), M rows of x;
+ * against the oracle, and row M / 2 alone bit-identical to the batch (M > 1). */
+static void matmul_q8_case(int64_t N, int64_t K, int64_t M, uint64_t nb1, int use_bias) {
+  const int32_t type = MEMRA_TYPE_Q8_0;
+  uint64_t nb;
+  uint8_t *w = ck_rand_rows(type, K, N, &nb);
+  const uint64_t rb = nb / (uint64_t)N, ld = nb1 ? nb1 : rb;
+  uint8_t *wp = malloc(ld * (uint64_t)N);
+  for (uint64_t i = 0; i < ld * (uint64_t)N; ++i)
+    wp[i] = (uint8_t)(ck_rnd() >> 56); /* padding bytes: random, never read as weights */
+  for (int64_t n = 0; n < N; ++n)
+    memcpy(wp + ld * (uint64_t)n, w + rb * (uint64_t)n, rb);
+  float *bias = ck_frand_vec(N, -1, 1), *x = ck_frand_vec(M * K, -1, 1);
+  ck_buf dw = ck_new(ld * (uint64_t)N, wp), db = ck_new((uint64_t)N * 4, bias);
+  ck_buf dx = ck_new((uint64_t)M * K * 4, x), dy = ck_new((uint64_t)M * N * 4, NULL);
+  char what[96];
+  snprintf(what, sizeof what, "Q8_0 M=%" PRId64 " N=%" PRId64 " K=%" PRId64 " ld %" PRIu64 "%s", M,
+           N, K, ld, use_bias ? " +bias" : "");
+  int ok_;
+  BOTH("matmul", what,
+       P[i].vt->matmul(P[i].be, TP(&dy, i, 0, N, M), TP(&dx, i, 0, K, M),
+                       TPS(&dw, i, type, K, N, ld), use_bias ? TP(&db, i, 0, N, 1) : NULL));
+  if (ok_) compare_f32("matmul", what, &dy, M * N, 1e-5);
+  if (ok_ && M > 1) {
+    float *yb = ck_get(&dy, 1);
+    const int64_t r = M / 2;
+    ck_buf d1 = ck_new((uint64_t)N * 4, NULL);
+    memra_tensor xr = ck_t(&dx, 1, 0, K, 1);
+    xr.offset = (uint64_t)r * K * 4;
+    memra_plug_must(&P[1],
+                    P[1].vt->matmul(P[1].be, TP(&d1, 1, 0, N, 1), &xr, TPS(&dw, 1, type, K, N, ld),
+                                    use_bias ? TP(&db, 1, 0, N, 1) : NULL),
+                    "matmul");
+    float *y1 = ck_get(&d1, 1);
+    const int same = memcmp(y1, yb + r * N, (size_t)N * 4) == 0;
+    char w2[96];
+    snprintf(w2, sizeof w2,
+             "Q8_0 N=%" PRId64 " K=%" PRId64 " row %" PRId64 " alone == batch of %" PRId64, N, K, r,
+             M);
+    ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+    free(y1);
+    free(yb);
+    ck_free(&d1);
+  }
+  ck_free(&dw);
+  ck_free(&db);
+  ck_free(&dx);
+  ck_free(&dy);
+  free(w);
+  free(wp);
+  free(bias);
+  free(x);
+}
+
+/* Q8_0 decode GEMV (v8 on the GPU plugins: 16-byte-aligned rows) at odd shapes: K of 40 and
+ * 136 blocks (a step of 32 blocks plus a partial one), N 1, 7, 257, 4099 (R = 2 and R = 8
+ * blocks, rows past N), every M of 1..8; K of 37 blocks for N = 1 (a lone row needs no
+ * aligned stride: a partial last 16-byte chunk); padded row strides of 16 (v8) and 2 bytes
+ * past the row (2-byte aligned: the v3 fallback). */
+static void check_matmul_q8(void) {
+  static const int64_t ks[] = {1280, 4352}, ns[] = {1, 7, 257, 4099};
+  for (int ki = 0; ki < 2; ++ki)
+    for (int ni = 0; ni < 4; ++ni)
+      for (int64_t M = 1; M <= 8; ++M) {
+        if (g_quick && (M > 3 || ni == 3)) continue;
+        matmul_q8_case(ns[ni], ks[ki], M, 0, (int)(M & 1));
+      }
+  for (int64_t M = 1; M <= 8; M += g_quick ? 7 : 1)
+    matmul_q8_case(1, 32 * 37, M, 0, 1);
+  for (int64_t M = 1; M <= 3; M += 2) {
+    matmul_q8_case(257, 1280, M, 40 * 34 + 16, 1);
+    matmul_q8_case(257, 1280, M, 40 * 34 + 2, 0);
+  }
+}
+
 /* matmul_n (ABI 1.3) on plugin i: y[j] = x . w[j]^T (+ bias[j], absent for j == 1). */
 static memra_status call_matmul_n(int i, const ck_buf *dy, const ck_buf *dx, const ck_buf *dw,
                                   const ck_buf *db, int32_t type, const int64_t *ns, int64_t K,
@@ -267,15 +350,21 @@ static memra_status call_matmul_n(int i, const ck_buf *dy, const ck_buf *dx, con
 }
 
 /* The fused q, k, v matmul: against the oracle, and bit-identical to matmul on the plugin
- * under test (the slot's contract); Q8_0 and Q4_0 take the unfused fallback (v3). */
+ * under test (the slot's contract); Q4_0 and Q8_0 with 2-byte-aligned rows take the unfused
+ * fallback (v3). */
 static void check_matmul_n(void) {
-  static const int32_t types[] = {MEMRA_TYPE_F16,  MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0,
-                                  MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q4_0};
+  /* K 0: odd_k; Q8_0 also at K = 1280 (40 blocks: 16-byte-aligned rows, GEMV v8, fused) */
+  static const struct {
+    int32_t type;
+    int64_t k;
+  } types[] = {{MEMRA_TYPE_F16, 0},     {MEMRA_TYPE_BF16, 0}, {MEMRA_TYPE_Q8_0, 0},
+               {MEMRA_TYPE_Q8_0, 1280}, {MEMRA_TYPE_Q4_K, 0}, {MEMRA_TYPE_Q6_K, 0},
+               {MEMRA_TYPE_Q4_0, 0}};
   for (int t = 0; t < (int)(sizeof types / sizeof types[0]); ++t) {
-    const int32_t type = types[t];
+    const int32_t type = types[t].type;
     for (int big = 0; big < 2; ++big) {
       if (g_quick && big) continue;
-      const int64_t K = odd_k(type, 0);
+      const int64_t K = types[t].k ? types[t].k : odd_k(type, 0);
       const int64_t ns[3] = {big ? 4099 : 257, big ? 1031 : 67, big ? 1031 : 67};
       ck_buf dw[3], db[3];
       void *w[3];
@@ -1159,6 +1248,7 @@ int main(int argc, char **argv) {
   ck_use_plugs(P, 2);
   check_get_rows();
   check_matmul();
+  check_matmul_q8();
   check_matmul_n();
   check_rmsnorm();
   check_rope();
