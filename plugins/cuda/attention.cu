@@ -22,10 +22,14 @@
  *   runs only with MEMRA_ATT_FUSE=1 (read per call, so opcheck compares both in one
  *   process), for launch groups of at most ATT_TICKETS rows x KV heads whose splits x
  *   group fit the tail's shared memory (group 4: buckets up to 8192).
- * ver 2 is in the vtable.
- * The split count is kv_bucket / ATT_CHUNK (so one graph per bucket). The chunk edges are
- * fixed positions, not a function of the bucket, the batch or the SM count: a row's
- * result is then bit-identical whether it runs alone, in any batch, eagerly or replayed.
+ * ver 4 (attention_v4.cuh) is in the vtable: at most 32 splits per row, sized from the
+ *   row's own attended length (read on the device), K/V tiles loaded 16 bytes a lane
+ *   before the scores need them, q in registers, a one-round-trip combine. MEMRA_ATT=2
+ *   (read per call, for A/B timing and opcheck) runs ver 2, MEMRA_ATT_FUSE=1 ver 3.
+ * v2/v3: the split count is kv_bucket / ATT_CHUNK (so one graph per bucket). The chunk
+ * edges are fixed positions, not a function of the bucket, the batch or the SM count: a
+ * row's result is then bit-identical whether it runs alone, in any batch, eagerly or
+ * replayed. v4 keeps that property with chunks that are a function of the row alone.
  * Prefill rows use the same kernels, in row groups that bound the partials' workspace;
  * a tensor-core prefill kernel is later work. */
 #include <cuda_fp16.h>
@@ -349,6 +353,19 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_combine_v2_kernel(att_a
     a.out[r * a.out_ld + (int64_t)h * D + d] = att_combine_dim(pr, a.n_split, stride, d, M);
 }
 
+#include "plugins/cuda/attention_v4.cuh" /* after att_args */
+
+/* v4's split kernel for a cache type and load width, by the group bound GM (4 or 8). */
+template <typename TC, int VW>
+static void att4_launch(const memra_backend *be, dim3 grid, size_t smem, const att_args &a) {
+  if (a.group <= 4)
+    (void)memra_cu_launch(be, attention_split_v4_kernel<TC, VW, 4>, grid, dim3(AT4_THREADS), smem,
+                          a);
+  else
+    (void)memra_cu_launch(be, attention_split_v4_kernel<TC, VW, 8>, grid, dim3(AT4_THREADS), smem,
+                          a);
+}
+
 memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
                                 const memra_tensor *k_cache, const memra_tensor *v_cache,
                                 const memra_batch *batch, const memra_attn_params *p) {
@@ -420,10 +437,16 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
   a.window = p->window;
   a.scale = p->scale;
   a.softcap = p->softcap;
-  a.n_split = (batch->kv_bucket + ATT_CHUNK - 1) / ATT_CHUNK;
-  if (a.n_split > ATT_MAX_SPLIT)
-    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "attention: kv_bucket %d exceeds %d positions",
-                         batch->kv_bucket, ATT_MAX_SPLIT * ATT_CHUNK);
+  const char *ver_env = getenv("MEMRA_ATT"), *fuse_env = getenv("MEMRA_ATT_FUSE");
+  /* v3 (split + combine in one launch) only with MEMRA_ATT_FUSE=1: slower on the H200. */
+  const bool fuse = fuse_env && strcmp(fuse_env, "1") == 0;
+  const bool v2 = fuse || (ver_env && strcmp(ver_env, "2") == 0);
+  a.n_split =
+      v2 ? (batch->kv_bucket + ATT_CHUNK - 1) / ATT_CHUNK : att4_grid_splits(batch->kv_bucket);
+  if (a.n_split > ATT_MAX_SPLIT || a.n_split < 1)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED,
+                         "attention: kv_bucket %d: expected 1 to %d positions", batch->kv_bucket,
+                         ATT_MAX_SPLIT * ATT_CHUNK);
   const uint64_t per_row = (uint64_t)p->n_head * a.n_split * (p->head_dim + 2) * sizeof(float);
   uint64_t group_rows = ATT_WS_MAX / per_row;
   if (group_rows < 1) group_rows = 1;
@@ -432,20 +455,44 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
   void *ws = NULL;
   if ((st = memra_cu_workspace(be, group_rows * per_row, &ws)) != MEMRA_OK) return st;
   a.part = (float *)ws;
-  /* 16-byte K loads when every head's row of VW elements starts 16-byte aligned. */
+  /* 16-byte K loads when every head's row of VW elements starts 16-byte aligned (v4: V
+   * too). */
   const bool vec = p->head_dim % 8 == 0 && memra_cu_align_of(a.kc, k_cache->nb1) >= 16 &&
                    (p->head_dim * esz) % 16 == 0;
-  /* v3 (split + combine in one launch) only with MEMRA_ATT_FUSE=1: slower on the H200. */
-  const char *fuse_env = getenv("MEMRA_ATT_FUSE");
-  const bool fuse = fuse_env && strcmp(fuse_env, "1") == 0;
+  const bool vec4 = vec && memra_cu_align_of(a.vc, v_cache->nb1) >= 16;
+  /* v4: the warps' group sums of acc [warps][group][head_dim] */
+  const size_t smem4 = (size_t)AT4_WARPS * a.group * p->head_dim * sizeof(float);
   for (int64_t r0 = 0; r0 < batch->n_rows; r0 += (int64_t)group_rows) {
     const int64_t nr =
         batch->n_rows - r0 < (int64_t)group_rows ? batch->n_rows - r0 : (int64_t)group_rows;
     a.row0 = r0;
+    dim3 g1((unsigned)a.n_split, (unsigned)p->n_kv_head, (unsigned)nr);
+    dim3 g2((unsigned)p->n_head, (unsigned)nr);
+    if (!v2) {
+      if (k_cache->type == MEMRA_TYPE_F8_E4M3) {
+        if (vec4)
+          att4_launch<memra_f8, 8>(be, g1, smem4, a);
+        else
+          att4_launch<memra_f8, 1>(be, g1, smem4, a);
+      } else if (k_cache->type == MEMRA_TYPE_F16) {
+        if (vec4)
+          att4_launch<__half, 8>(be, g1, smem4, a);
+        else
+          att4_launch<__half, 1>(be, g1, smem4, a);
+      } else {
+        if (vec4)
+          att4_launch<float, 8>(be, g1, smem4, a);
+        else
+          att4_launch<float, 1>(be, g1, smem4, a);
+      }
+      MEMRA_CU_LAUNCHED();
+      (void)memra_cu_launch(be, attention_combine_v4_kernel, g2, dim3(AT4_THREADS), 0, a);
+      MEMRA_CU_LAUNCHED();
+      continue;
+    }
     /* the tail keeps G x n_split weights and sums in sm_q's space */
     a.fused = fuse && nr * p->n_kv_head <= ATT_TICKETS &&
               a.group * a.n_split * 2 <= ATT_MAX_G * ATT_MAX_D;
-    dim3 g1((unsigned)a.n_split, (unsigned)p->n_kv_head, (unsigned)nr);
     if (k_cache->type == MEMRA_TYPE_F8_E4M3) {
       if (vec)
         (void)memra_cu_launch(be, attention_split_v2_kernel<memra_f8, 8>, g1, dim3(ATT_THREADS), 0,
@@ -468,7 +515,6 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
     }
     MEMRA_CU_LAUNCHED();
     if (a.fused) continue; /* v3: combined by each group's last block */
-    dim3 g2((unsigned)p->n_head, (unsigned)nr);
     (void)memra_cu_launch(be, attention_combine_v2_kernel, g2, dim3(ATT_THREADS), 0, a);
     MEMRA_CU_LAUNCHED();
   }

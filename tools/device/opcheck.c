@@ -741,6 +741,16 @@ static void check_attention(void) {
        * tolerance; 8-wide loads (d 128), and d 36 for the scalar path. */
       {MEMRA_TYPE_F8_E4M3, 32, 8, 128, 0, 0.f, 2, 4100},
       {MEMRA_TYPE_F8_E4M3, 4, 4, 36, 20, 0.f, 5, 300},
+      /* attention v4: long rows (4097+: several tiles per split, up to 32 splits) of
+       * sequences of different lengths in one batch; group 8 (the GM 8 kernels), F32 and
+       * d 256 long, a long window, group 1 with softcap, FP8 on the scalar path long. */
+      {MEMRA_TYPE_F16, 32, 8, 128, 0, 0.f, 8, 4400},
+      {MEMRA_TYPE_F8_E4M3, 32, 8, 128, 0, 0.f, 8, 4400},
+      {MEMRA_TYPE_F16, 16, 2, 128, 0, 0.f, 3, 9000},
+      {MEMRA_TYPE_F32, 8, 2, 128, 0, 0.f, 3, 4500},
+      {MEMRA_TYPE_F16, 8, 4, 256, 1000, 0.f, 3, 5000},
+      {MEMRA_TYPE_F16, 7, 7, 64, 0, 10.f, 4, 1500},
+      {MEMRA_TYPE_F8_E4M3, 8, 1, 40, 0, 0.f, 3, 2100},
   };
   const int n_cases = g_quick ? 2 : (int)(sizeof cs / sizeof cs[0]);
   for (int c = 0; c < n_cases; ++c) {
@@ -754,6 +764,7 @@ static void check_attention(void) {
       } else {
         seq[r] = r % 3;
         pos[r] = r == 0 ? 0 : (int32_t)(ck_rnd() % (uint64_t)cs[c].maxpos);
+        if (r == n_rows - 1 && n_rows > 1) pos[r] = cs[c].maxpos - 1; /* the longest */
       }
       if (pos[r] > maxp) maxp = pos[r];
     }
@@ -781,8 +792,25 @@ static void check_attention(void) {
                               TP(&dvc, i, cs[c].ctype, width, slots), &b, &p);
          }));
     if (ok_) compare_f32("attention", what, &dout, (int64_t)n_rows * qw, 2e-5);
+    float *ob4 = ok_ ? ck_get(&dout, 1) : NULL; /* the default kernels (v4) */
+    if (ok_) {                                  /* v2 (MEMRA_ATT=2) against the CPU too */
+      setenv("MEMRA_ATT", "2", 1);
+      ck_poison1(&P[1], dout.b[1], dout.size); /* the CPU's result stays */
+      memra_batch b = kv_batch(&f, 1, n_rows, maxp + 1);
+      memra_plug_must(&P[1],
+                      P[1].vt->attention(P[1].be, TP(&dout, 1, 0, qw, n_rows),
+                                         TP(&dq, 1, 0, qw, n_rows),
+                                         TP(&dkc, 1, cs[c].ctype, width, slots),
+                                         TP(&dvc, 1, cs[c].ctype, width, slots), &b, &p),
+                      "attention");
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      unsetenv("MEMRA_ATT");
+      char w2[128];
+      snprintf(w2, sizeof w2, "v2 %s", what);
+      compare_f32("attention", w2, &dout, (int64_t)n_rows * qw, 2e-5);
+    }
     if (ok_) { /* the test plugin's one-launch split + combine (attention v3, opt-in with
-                * MEMRA_ATT_FUSE=1) against its default two kernels, then again (its tickets
+                * MEMRA_ATT_FUSE=1) against v2's two kernels, then again (its tickets
                 * were reset): bit-identical */
       float *ob = ck_get(&dout, 1);
       ck_buf d2 = ck_new((uint64_t)n_rows * qw * 4, NULL);
@@ -802,37 +830,44 @@ static void check_attention(void) {
         const int same = memcmp(o2, ob, (size_t)n_rows * qw * 4) == 0 && ck_guard_ok(&d2);
         char w2[96];
         snprintf(w2, sizeof w2, "attention %s %s", memra_type_info(cs[c].ctype).name,
-                 rep ? "fused, again == split + combine" : "fused == split + combine kernels");
+                 rep ? "v3 fused, again == v2 split + combine" : "v3 fused == v2 split + combine");
         ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
         free(o2);
       }
       free(ob);
       ck_free(&d2);
     }
-    if (ok_ && n_rows > 1) { /* the last row alone, with a smaller bucket: bit-identical */
-      const int r = n_rows - 1;
-      float *ob = ck_get(&dout, 1);
+    if (ok_ && n_rows > 1) { /* v4: each row alone, with its own smaller bucket and a
+                              * smaller grid, and twice: bit-identical to the batch */
+      const int nchk = n_rows < 8 ? n_rows : 8;
+      int n_same = 0;
       ck_buf d1 = ck_new((uint64_t)qw * 4, NULL);
-      memra_batch b = kv_batch(&f, 1, 1, pos[r] + 1);
-      b.pos.offset = (uint64_t)r * 4;
-      b.seq.offset = (uint64_t)r * 4;
-      memra_tensor qr = ck_t(&dq, 1, 0, qw, 1);
-      qr.offset = (uint64_t)r * qw * 4;
-      memra_plug_must(&P[1],
-                      P[1].vt->attention(P[1].be, TP(&d1, 1, 0, qw, 1), &qr,
-                                         TP(&dkc, 1, cs[c].ctype, width, slots),
-                                         TP(&dvc, 1, cs[c].ctype, width, slots), &b, &p),
-                      "attention");
-      float *o1 = ck_get(&d1, 1);
-      int same = memcmp(o1, ob + (int64_t)r * qw, (size_t)qw * 4) == 0;
-      char w2[96];
-      snprintf(w2, sizeof w2, "attention row %d alone (bucket %d) == in batch (bucket %d)", r,
-               pos[r] + 1, maxp + 1);
-      ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
-      free(o1);
-      free(ob);
+      for (int k = 0; k < nchk; ++k) {
+        const int r = n_rows - 1 - k;
+        memra_batch b = kv_batch(&f, 1, 1, pos[r] + 1);
+        b.pos.offset = (uint64_t)r * 4;
+        b.seq.offset = (uint64_t)r * 4;
+        memra_tensor qr = ck_t(&dq, 1, 0, qw, 1);
+        qr.offset = (uint64_t)r * qw * 4;
+        ck_poison(&d1);
+        memra_plug_must(&P[1],
+                        P[1].vt->attention(P[1].be, TP(&d1, 1, 0, qw, 1), &qr,
+                                           TP(&dkc, 1, cs[c].ctype, width, slots),
+                                           TP(&dvc, 1, cs[c].ctype, width, slots), &b, &p),
+                        "attention");
+        float *o1 = ck_get(&d1, 1);
+        n_same += memcmp(o1, ob4 + (int64_t)r * qw, (size_t)qw * 4) == 0 && ck_guard_ok(&d1);
+        free(o1);
+      }
+      const int same = n_same == nchk;
+      char w2[128];
+      snprintf(w2, sizeof w2,
+               "attention %s: %d rows each alone (own bucket) == in batch (bucket %d)",
+               memra_type_info(cs[c].ctype).name, nchk, maxp + 1);
+      ck_record("invariance", w2, nchk - n_same, 0, same, same ? "bit-identical" : "differs");
       ck_free(&d1);
     }
+    free(ob4);
     ck_free(&dkc);
     ck_free(&dvc);
     ck_free(&dq);
