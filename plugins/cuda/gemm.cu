@@ -69,6 +69,9 @@ __global__ void gemm_x_v1_kernel(uint16_t *__restrict__ a, int64_t lda, const fl
           ar[i] = memra_op16<BF>(xr[i]);
       }
     }
+    /* the row's pad to lda (< 8 elements) is zero: the mma.sync kernel reads whole 8-element
+     * chunks and multiplies the pad by B's zero pad (wgmma's copy engine zero-fills instead) */
+    if (blockIdx.x == 0 && threadIdx.x < lda - k) ar[k + threadIdx.x] = 0;
   }
 }
 
@@ -211,9 +214,9 @@ __global__ void gemm_copy16_v1_kernel(uint16_t *__restrict__ b, int64_t ldb,
                                       const uint8_t *__restrict__ w, uint64_t nb1, int64_t rows,
                                       int64_t k) {
   const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (e >= k) return;
-  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y)
-    b[row * ldb + e] = ((const uint16_t *)(w + (uint64_t)row * nb1))[e];
+  if (e >= ldb) return;
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) /* the pad to ldb is zero */
+    b[row * ldb + e] = e < k ? ((const uint16_t *)(w + (uint64_t)row * nb1))[e] : 0;
 }
 
 /* Grid of a per-row kernel: `per_row` threads over x, rows over y (looped past 65535). */
@@ -259,7 +262,7 @@ static memra_status gemm_stage_w(memra_backend *be, void *b, int64_t ldb, int32_
   switch (type) {
   case MEMRA_TYPE_F16:
   case MEMRA_TYPE_BF16:
-    gemm_copy16_v1_kernel<<<gemm_row_grid(k, rows), GEMM_THREADS, 0, be->stream>>>(
+    gemm_copy16_v1_kernel<<<gemm_row_grid(ldb, rows), GEMM_THREADS, 0, be->stream>>>(
         (uint16_t *)b, ldb, w, nb1, rows, k);
     break;
 #define GEMM_DEQ_CASE(TY)                                                                          \
@@ -374,6 +377,14 @@ static memra_status gemm_plan_make(memra_backend *be, const char *what, const me
     return memra_cu_errf(be, MEMRA_E_INVALID, "%s: x must be 4-byte aligned", what);
   if (!a_direct && x->nb1 % 4)
     return memra_cu_errf(be, MEMRA_E_INVALID, "%s: x row stride is not whole floats", what);
+#if !(MEMRA_CUDA_CC_MAJOR == 9 && !defined(MEMRA_CUDA_FAMILY_SM120))
+  /* mma.sync reads k in 8-element chunks: a K tail needs the zero pads of staged operands */
+  if (K % 8 && (a_direct || ((w->type == MEMRA_TYPE_F16 || w->type == MEMRA_TYPE_BF16) &&
+                             memra_cu_align_of(wp, w->nb1 * (N > 1)) >= 16)))
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED,
+                         "%s: K %lld is not a multiple of 8 with 16-bit x or w used in place", what,
+                         (long long)K);
+#endif
   p->N = N;
   p->K = K;
   p->lda = a_direct ? (M > 1 ? (int64_t)(x->nb1 / 2) : gemm_round8(K)) : gemm_round8(K);
@@ -445,7 +456,7 @@ static cudaError_t gemm_kernel_n(const memra_cu_gemm_group *g, cudaStream_t st, 
     a.bias = g->job[i].bias;
     a.m = g->m;
     a.n = g->job[i].n;
-    a.k = g->k;
+    a.k = (g->k + 7) / 8 * 8; /* staged operands carry a zero pad to lda / ldb (gemm_plan_make) */
     a.bf16 = g->bf16;
     cudaError_t e = memra_cu_gemm_mma(&a, st, n_sms);
     if (e != cudaSuccess) return e;
