@@ -61,11 +61,20 @@ row "gemm_check sm90a (rc $?)" "$(tail -1 "$O/gemm_check.txt")"
 row "mma_check sm120a test build (rc $?)" "$(tail -1 "$O/mma_check.txt")"
 "$D/mma_check" "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/mma_check-sm90a.txt" 2>&1
 row "mma_check sm90a (wgmma attention) (rc $?)" "$(tail -1 "$O/mma_check-sm90a.txt")"
-bash tools/device/check_sass.sh "$D" >"$O/sass.txt" 2>&1
+bash tools/device/check_sass.sh "$D" sm_90a >"$O/sass.txt" 2>&1 # sm_120a: checked by pack.sh's host
 row "check_sass, HGMMA in gemm/attention (rc $?)" "$(grep -c '^ok' "$O/sass.txt") ok"
 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/opcheck" --quick "$D/libmemra_cpu.so" \
   "$D/libmemra_sm90a.so" >"$O/memcheck.txt" 2>&1
 row "memcheck opcheck --quick (rc $?)" "$(grep 'ERROR SUMMARY' "$O/memcheck.txt" | tail -1)"
+"$D/gemm_check" "$D/libmemra_cpu.so" "$T90" >"$O/gemm_check-t90.txt" 2>&1
+row "gemm_check sm120a test build (rc $?)" "$(tail -1 "$O/gemm_check-t90.txt")"
+timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/gemm_check" --quick \
+  "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/memcheck-gemm.txt" 2>&1
+row "memcheck gemm_check --quick (rc $?)" "$(grep 'ERROR SUMMARY' "$O/memcheck-gemm.txt" | tail -1)"
+timeout 60 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn_bench.txt" 2>&1
+row "attn_bench (rc $?): F16 L512/4096 B1, us v4 / v2" "$(awk '$1 == "F16" && $4 == 1 {printf "%s/%s ", $5, $6}' "$O/attn_bench.txt")"
+timeout 120 "$D/gemm_bench" "$D/libmemra_sm90a.so" >"$O/gemm_bench.txt" 2>&1
+row "gemm_bench 8192^3 (rc $?): op, kernel, cuBLAS, kernel/cuBLAS" "$(grep -m1 -A2 'M=N=K=8192' "$O/gemm_bench.txt" | tail -2 | tr -s ' ' | tr '\n' ';')"
 "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv.txt" 2>"$O/gemv.err"
 BW=$(grep -oE 'copy bandwidth [0-9]+' "$O/gemv.txt" | grep -oE '[0-9]+$' | head -1)
 row "copy bandwidth this run (GB/s)" "${BW:-?}"
@@ -96,6 +105,16 @@ if wait_for "$L8"; then
   gate graph-q4_k_m graph "${OPTS[@]}" -m "$L8" --gate-p 200 -n 512
   gate batch-8 batch "${OPTS[@]}" -m "$L8" --gate-b 8 --gate-p 512 -n 128
   gate chunk chunk "${OPTS[@]}" -m "$L8" --gate-p 1000 --ubatch 67
+  # ABI 1.6: prompt logits with 16-bit operands from rmsnorm/glu and gemm_glu == the F32-x path
+  python3 -c "import random; random.seed(7); print(','.join(str(random.randrange(128000)) for _ in range(600)))" >"$W/ids600.txt"
+  for v in a b; do
+    [ $v = b ] && export MEMRA_GEMM_X=f32
+    "$D/memra" run "${OPTS[@]}" -m "$L8" --prompt-ids "$(cat "$W/ids600.txt")" -n 1 --temp 0 \
+      --dump-logits "$W/op16-$v.f32" >/dev/null 2>>"$O/op16.err"
+    unset MEMRA_GEMM_X
+  done
+  cmp -s "$W/op16-a.f32" "$W/op16-b.f32" && [ -s "$W/op16-a.f32" ] && r=PASS || r=FAIL
+  row "op16 + gemm_glu == F32 x path, 600 prompt logits" "$r"
   wait_for "$W/l8-f16.gguf" && gate chunk-f16 chunk "${OPTS[@]}" -m "$W/l8-f16.gguf" --gate-p 1000 --ubatch 67
   gate graph-sm120a-test90 graph --backend "$T90" -m "$L8" --gate-p 200 -n 512
   for b in 32 64; do gate batch-$b batch "${OPTS[@]}" -m "$L8" --gate-b $b --gate-p 512 -n 32; done

@@ -1,19 +1,21 @@
 #!/bin/bash
-# check_sass.sh DIR — the GPU plugins in DIR carry exactly their own SASS and no PTX:
+# check_sass.sh DIR [ARCH ...] — the GPU plugins in DIR carry exactly their own SASS and no PTX:
 # libmemra_sm90a.so only sm_90a cubins, libmemra_sm120a.so only sm_120a, neither any PTX
 # (PTX would let the driver JIT a slower, non-arch-specific path onto another GPU); and
 # the sm90a plugin's prefill kernels run on warpgroup tensor cores: HGMMA in every instance
 # of the GEMM (gemm_wgmma_v1_kernel) and of the attention (attention_prefill_wgmma_v1_kernel).
 # Needs cuobjdump (CUOBJDUMP, else PATH, else /usr/local/cuda/bin). Exit 0 = pass.
 set -u
-dir=${1:?usage: check_sass.sh DIR}
+dir=${1:?usage: check_sass.sh DIR [sm_90a] [sm_120a]}
+shift
+arches=${*:-sm_90a sm_120a} # the device run checks sm_90a (the sm120a plugin stays here)
 cuobjdump=${CUOBJDUMP:-$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)}
 if [ ! -x "$cuobjdump" ]; then
   echo "check_sass: cuobjdump not found (set CUOBJDUMP)" >&2
   exit 2
 fi
 fail=0
-for arch in sm_90a sm_120a; do
+for arch in $arches; do
   so="$dir/libmemra_${arch/_/}.so"
   if [ ! -f "$so" ]; then
     echo "FAIL $so: missing"; fail=1; continue

@@ -9,13 +9,17 @@ bazel build //backends/sm90a:libmemra_sm90a //backends/sm120a:libmemra_sm120a \
   //tools/device:gemm_check //tools/device:gemm_bench //tools/device:mma_check \
   //backends/sm120a:libmemra_sm120a_sm90test
 mkdir -p dist/test90
-for f in backends/sm90a/libmemra_sm90a.so backends/sm120a/libmemra_sm120a.so \
+for f in backends/sm90a/libmemra_sm90a.so \
   plugins/cpu/libmemra_cpu.so tools/device/opcheck tools/device/gemv_bench tools/device/attn_bench \
   tools/memra/memra \
   tools/synth/memra-synth tools/device/opcheck_families tools/device/gemm_check \
   tools/device/gemm_bench tools/device/mma_check; do
   install -m 0755 "bazel-bin/$f" dist/
 done
+# The real sm120a plugin cannot run on the H200 and would push a device call past its 64 MiB:
+# it stays here, in dist-sm120a/ (check_sass.sh checks it here; the device checks sm_90a).
+mkdir -p dist-sm120a
+install -m 0755 bazel-bin/backends/sm120a/libmemra_sm120a.so dist-sm120a/
 # The sm120a sources built for sm_90a probe as a working "sm120a" on an H200: kept out of
 # the plugin folder (dist/), passed by path.
 install -m 0755 bazel-bin/backends/sm120a/libmemra_sm120a_sm90test.so dist/test90/
