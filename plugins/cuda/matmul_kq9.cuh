@@ -55,8 +55,9 @@ __host__ __device__ constexpr int mk9_smem(int T, int R) {
 /* 16 bytes at a 2-byte-aligned shared address: five aligned words, funnel-shifted (the words
  * stay inside the staged step: see mk9_raw). */
 __device__ __forceinline__ uint4 mk9_lds16_a2(const uint8_t *p) {
-  const uint32_t *a = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
-  const uint32_t sh = 8u * (uint32_t)((uintptr_t)p & 3);
+  const int mis = (int)((uintptr_t)p & 3); /* p - mis keeps the shared space (LDS, not LD) */
+  const uint32_t *a = (const uint32_t *)(p - mis);
+  const uint32_t sh = 8u * (uint32_t)mis;
   uint32_t v[5];
 #pragma unroll
   for (int i = 0; i < 5; ++i)
