@@ -33,6 +33,11 @@
  *  8   Q8_0 in matmul_q8.cuh: v5's layout (8 rows per block share x), the 2-byte-aligned
  *      34-byte blocks staged per warp into shared memory by 16-byte cp.async, read back as
  *      aligned words + funnel shifts; d applied per block in F32.          (unmeasured)
+ *  9   K-quants in matmul_kq9.cuh: v5's arithmetic, bit for bit, fed from a per-warp ring of
+ *      2-3 cp.async stages in shared memory (the next steps' weights in flight while a step
+ *      is computed; a block owns 1-4 groups of 8 rows so a warp has several steps even at
+ *      K = 4096). Q4_K/Q5_K/Q6_K with 16-byte-aligned rows where an SM holds 4 blocks
+ *      (Hopper; otherwise v5, same bits); MEMRA_GEMV=v5 keeps v5 (A/B).  (unmeasured) <- vtable
  * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows
  * into L2 before waiting for x; under 4096 rows the v5/v6 kernels take 2 rows per block.
  * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read
@@ -47,6 +52,7 @@
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_kq.cuh"
+#include "plugins/cuda/matmul_kq9.cuh"
 #include "plugins/cuda/matmul_q8.cuh"
 #include "plugins/cuda/matmul_tc.cuh"
 #include "plugins/cuda/matmul_v6.cuh"
@@ -177,20 +183,26 @@ static void launch_t(int mt, dim3 grid, const memra_backend *be, float *y, int64
   }
 }
 
-/* MEMRA_GEMV=tc selects the tensor-core Q4_K GEMV (v7, matmul_tc.cuh) for every matmul of the
- * process: 3-5x faster than v5 for batches of 2-8 rows, slower alone (docs/PERF.md), so it is
- * the serving choice. Fixed for the process: a row's arithmetic never depends on the batch. */
-static bool mm_tc_enabled(void) {
-  static int on = -1;
-  if (on < 0) {
+/* MEMRA_GEMV, read once: "tc" selects the tensor-core Q4_K GEMV (v7, matmul_tc.cuh) for every
+ * matmul of the process: 3-5x faster than v5 for batches of 2-8 rows, slower alone
+ * (docs/PERF.md), so it is the serving choice; "v5" keeps the K-quants on v5 instead of v9
+ * (same bits, A/B timing). Fixed for the process: a row's arithmetic never depends on the
+ * batch. */
+enum mm_gemv { MM_GEMV_DEFAULT = 0, MM_GEMV_TC = 1, MM_GEMV_V5 = 2 };
+static mm_gemv mm_gemv_mode(void) {
+  static int mode = -1;
+  if (mode < 0) {
     const char *e = getenv("MEMRA_GEMV");
-    on = e && !strcmp(e, "tc");
+    mode = !e                 ? MM_GEMV_DEFAULT
+           : !strcmp(e, "tc") ? MM_GEMV_TC
+           : !strcmp(e, "v5") ? MM_GEMV_V5
+                              : MM_GEMV_DEFAULT;
   }
-  return on == 1;
+  return (mm_gemv)mode;
 }
 
 /* One checked matmul: device pointers, strides, shape and the kernel family it takes. */
-enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6, MM_V7 = 7, MM_V8 = 8 };
+enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6, MM_V7 = 7, MM_V8 = 8, MM_V9 = 9 };
 struct mm_args {
   float *y;
   const float *x;
@@ -255,13 +267,19 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
   /* v3's vector loads when K is whole units and x (and w's rows) are 16-byte aligned. */
   a->vec = K % 32 == 0 && a->xv16 && walign >= 16;
   /* The kernel family is a property of the tensors, never of the batch size, so a row takes
-   * the same arithmetic alone and in any batch (batch invariance). v5 (matmul_kq.cuh): Q4_K /
-   * Q5_K with 16-byte-aligned rows, Q6_K always. v6 (matmul_v6.cuh): F16 / BF16 with
-   * 16-byte-aligned rows, K whole groups of 8, x rows 16-byte aligned. v8 (matmul_q8.cuh):
-   * Q8_0 with 16-byte-aligned rows and x rows (its cp.async copies are 16 bytes). */
+   * the same arithmetic alone and in any batch (batch invariance). v9 (matmul_kq9.cuh): Q4_K /
+   * Q5_K / Q6_K with 16-byte-aligned rows (its cp.async copies are 16 bytes) where an SM
+   * holds 4 of its blocks (MEMRA_GEMV=v5: v5 instead, the same bits). v5 (matmul_kq.cuh):
+   * the other K-quant rows that are 16-byte aligned, and Q6_K always. v6 (matmul_v6.cuh): F16 /
+   * BF16 with 16-byte-aligned rows, K whole groups of 8, x rows 16-byte aligned. v8
+   * (matmul_q8.cuh): Q8_0 with 16-byte-aligned rows and x rows (its cp.async copies are 16 bytes).
+   */
   const int32_t t = w->type;
-  if (t == MEMRA_TYPE_Q4_K && walign >= 16 && mm_tc_enabled())
+  const bool kq = t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K || t == MEMRA_TYPE_Q6_K;
+  if (t == MEMRA_TYPE_Q4_K && walign >= 16 && mm_gemv_mode() == MM_GEMV_TC)
     a->path = MM_V7;
+  else if (kq && walign >= 16 && mm_gemv_mode() != MM_GEMV_V5 && mk9_fits(be, t))
+    a->path = MM_V9;
   else if (((t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K) && walign >= 16) || t == MEMRA_TYPE_Q6_K)
     a->path = MM_V5;
   else if (a->xv16 && K % 8 == 0 && (t == MEMRA_TYPE_F16 || t == MEMRA_TYPE_BF16) && walign >= 16)
@@ -275,8 +293,8 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
 
 static int mm_mtile(int64_t M) { return M >= 8 ? 8 : M > 2 ? 4 : (int)M; }
 
-/* The v5 / v6 / v7 / v8 kernel for jobs sharing a's x, type and path (the jobs' R: 2 rows per block
- * under 4096 rows in all at M = 1, else 8). */
+/* The v5 / v6 / v7 / v8 / v9 kernel for jobs sharing a's x, type and path (the jobs' R: 2 rows per
+ * block under 4096 rows in all at M = 1, else 8). */
 static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs J,
                                    int64_t n_rows_all) {
   /* v7 takes up to 16 rows of x per weight pass (a row's arithmetic is the same in any
@@ -307,6 +325,23 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
     default: break;
     }
 #undef MKQ_CASE
+  } else if (a->path == MM_V9) {
+    cudaError_t e = cudaSuccess;
+#define MK9_CASE(TY)                                                                               \
+  case TY:                                                                                         \
+    ok = a->xv16 ? mk9_launch<TY, true>(mt, R, be, J, a->x, a->x_ld, a->K, a->M, &e)               \
+                 : mk9_launch<TY, false>(mt, R, be, J, a->x, a->x_ld, a->K, a->M, &e);             \
+    break;
+    switch (a->type) {
+      MK9_CASE(MEMRA_TYPE_Q4_K)
+      MK9_CASE(MEMRA_TYPE_Q5_K)
+      MK9_CASE(MEMRA_TYPE_Q6_K)
+    default: break;
+    }
+#undef MK9_CASE
+    if (e != cudaSuccess)
+      return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: K-quant kernel's shared memory: %s",
+                           cudaGetErrorString(e));
   } else if (a->path == MM_V8) {
     cudaError_t e;
     ok = mq8_launch(mt, R, be, J, a->x, a->x_ld, a->K, a->M, &e);
@@ -380,7 +415,7 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
   return MEMRA_OK;
 }
 
-/* ABI 1.3 matmul_n: one v5/v6/v7/v8 launch over all the outputs when every w takes the same
+/* ABI 1.3 matmul_n: one v5/v6/v7/v8/v9 launch over all the outputs when every w takes the same
  * kernel family (each row keeps matmul's arithmetic: bit-identical to separate calls);
  * otherwise separate matmuls. */
 memra_status memra_cu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,

@@ -5,13 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bazel build //backends/sm90a:libmemra_sm90a //backends/sm120a:libmemra_sm120a \
   //plugins/cpu:libmemra_cpu.so //tools/device:opcheck //tools/device:gemv_bench //tools/device:attn_bench \
+  //tools/device:gemv_ab \
   //tools/memra:memra //tools/synth:memra-synth //tools/device:opcheck_families \
   //tools/device:gemm_check //tools/device:gemm_bench //tools/device:mma_check \
   //backends/sm120a:libmemra_sm120a_sm90test
 mkdir -p dist/test90
 for f in backends/sm90a/libmemra_sm90a.so \
   plugins/cpu/libmemra_cpu.so tools/device/opcheck tools/device/gemv_bench tools/device/attn_bench \
-  tools/memra/memra \
+  tools/device/gemv_ab tools/memra/memra \
   tools/synth/memra-synth tools/device/opcheck_families tools/device/gemm_check \
   tools/device/gemm_bench tools/device/mma_check; do
   install -m 0755 "bazel-bin/$f" dist/
