@@ -35,8 +35,10 @@
  *      aligned words + funnel shifts; d applied per block in F32.
  *      4096^2 8.3 us 51%, 128256x4096 182 us 72%; M = 8 14336x4096 535 us (x from L1 per row)
  *  8b  v8 in matmul_q8b.cuh, same arithmetic: M > 1 stages x of up to 4 rows in shared memory
- *      with the weights (each weight block unpacked once for them); M = 1 with K > 4096 runs
- *      a 2-stage cp.async ring. MEMRA_GEMV_Q8=v8a selects v8 (bitwise A/B).  (unmeasured)
+ *      with the weights (each weight block unpacked once for them); M = 1 (K > 3072, beyond
+ *      one wave of v8 or K > 4096) runs persistent blocks whose warps stream their steps of
+ *      all their weight blocks through a 2-stage cp.async ring. MEMRA_GEMV_Q8=v8a selects
+ *      v8 (bitwise A/B).                                                     (unmeasured)
  * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows
  * into L2 before waiting for x; under 4096 rows the v5/v6 kernels take 2 rows per block.
  * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read
