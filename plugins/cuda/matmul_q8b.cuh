@@ -245,12 +245,13 @@ __global__ void __launch_bounds__(MQ8_WARPS * 32, R == 2 ? 4 : 2)
   }
 }
 
-/* Blocks of kernel k resident per SM at smem bytes (asked once per kernel). */
-template <typename Kern> static int mq8b_occupancy(Kern k, int smem, int *cache) {
-  if (*cache <= 0 &&
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(cache, k, MQ8_WARPS * 32, smem) != cudaSuccess)
-    *cache = 0;
-  return *cache > 0 ? *cache : 1;
+/* Ring blocks resident per SM, from the device's shared memory (no API call, so nothing
+ * new runs during graph capture), capped at what __launch_bounds__ promises for registers.
+ * Only the speed depends on it: blocks past the resident ones simply wait their turn. */
+static int mq8b_ring_per_sm(const memra_backend *be, int R) {
+  const int64_t per = mq8b_smem_all(1, R, 2) + (int64_t)be->prop.reservedSharedMemPerBlock;
+  const int64_t fit = (int64_t)be->prop.sharedMemPerMultiprocessor / per, lb = R == 2 ? 4 : 2;
+  return fit < 1 ? 1 : fit < lb ? (int)fit : (int)lb;
 }
 
 /* M > 1: groups of 1, 2, else 4 rows of x (8 would take 166 KB per block: one block per SM
@@ -275,13 +276,11 @@ static bool mq8b_launch(int64_t M, int R, const memra_backend *be, mm_jobs J, co
       return mq8_launch(1, R, be, J, x, x_ld, K, rows, err);
 #define MQ8B_RING(RR)                                                                              \
   do {                                                                                             \
-    static int occ;                                                                                \
     const int smem = mq8b_smem(1, RR, 2);                                                          \
     *err = cudaFuncSetAttribute(matmul_v8b_ring_kernel<RR>,                                        \
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem);                \
     if (*err != cudaSuccess) break;                                                                \
-    const int64_t slots =                                                                          \
-        (int64_t)mq8b_occupancy(matmul_v8b_ring_kernel<RR>, smem, &occ) * be->n_sms;               \
+    const int64_t slots = (int64_t)mq8b_ring_per_sm(be, RR) * be->n_sms;                           \
     const dim3 grid((unsigned)(gx < slots ? gx : slots));                                          \
     (void)memra_cu_launch(be, matmul_v8b_ring_kernel<RR>, grid, dim3(MQ8_WARPS * 32), smem, J, x,  \
                           K, gx);                                                                  \
