@@ -32,7 +32,13 @@
  *      it is slower than v5 (q/o 5.8 -> 8.4 us), so it is opt-in (MEMRA_GEMV=tc).
  *  8   Q8_0 in matmul_q8.cuh: v5's layout (8 rows per block share x), the 2-byte-aligned
  *      34-byte blocks staged per warp into shared memory by 16-byte cp.async, read back as
- *      aligned words + funnel shifts; d applied per block in F32.          (unmeasured)
+ *      aligned words + funnel shifts; d applied per block in F32.
+ *      4096^2 8.3 us 51%, 128256x4096 182 us 72%; M = 8 14336x4096 535 us (x from L1 per row)
+ *  8b  v8 in matmul_q8b.cuh, same arithmetic: M > 1 stages x of up to 4 rows in shared memory
+ *      with the weights (each weight block unpacked once for them); M = 1 (K > 3072, beyond
+ *      one wave of v8 or K > 4096) runs persistent blocks whose warps stream their steps of
+ *      all their weight blocks through a 2-stage cp.async ring. MEMRA_GEMV_Q8=v8a selects
+ *      v8 (bitwise A/B).                                                     (unmeasured)
  *  9   K-quants in matmul_kq9.cuh: v5's arithmetic, bit for bit, fed from a per-warp ring of
  *      2-3 cp.async stages in shared memory (the next steps' weights in flight while a step
  *      is computed; a block owns 1-4 groups of 8 rows so a warp has several steps even at
@@ -54,6 +60,7 @@
 #include "plugins/cuda/matmul_kq.cuh"
 #include "plugins/cuda/matmul_kq9.cuh"
 #include "plugins/cuda/matmul_q8.cuh"
+#include "plugins/cuda/matmul_q8b.cuh"
 #include "plugins/cuda/matmul_tc.cuh"
 #include "plugins/cuda/matmul_v6.cuh"
 
@@ -201,6 +208,18 @@ static mm_gemv mm_gemv_mode(void) {
   return (mm_gemv)mode;
 }
 
+/* MEMRA_GEMV_Q8=v8a runs the Q8_0 GEMV v8 as first written (matmul_q8.cuh) instead of v8b
+ * (matmul_q8b.cuh) for every matmul of the process: the same arithmetic, so the two are
+ * compared bitwise (A/B). Read once: fixed for the process. */
+static bool mm_q8a_enabled(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("MEMRA_GEMV_Q8");
+    on = e && !strcmp(e, "v8a");
+  }
+  return on == 1;
+}
+
 /* One checked matmul: device pointers, strides, shape and the kernel family it takes. */
 enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6, MM_V7 = 7, MM_V8 = 8, MM_V9 = 9 };
 struct mm_args {
@@ -344,7 +363,8 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
                            cudaGetErrorString(e));
   } else if (a->path == MM_V8) {
     cudaError_t e;
-    ok = mq8_launch(mt, R, be, J, a->x, a->x_ld, a->K, a->M, &e);
+    ok = mm_q8a_enabled() ? mq8_launch(mt, R, be, J, a->x, a->x_ld, a->K, a->M, &e)
+                          : mq8b_launch(a->M, R, be, J, a->x, a->x_ld, a->K, a->M, &e);
     if (e != cudaSuccess)
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: Q8_0 kernel's shared memory: %s",
                            cudaGetErrorString(e));

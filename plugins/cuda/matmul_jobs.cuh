@@ -33,20 +33,20 @@ struct mm_job {
   int64_t b; /* the block's index within its job */
 };
 
-/* The job of this block, by unrolled selects (no local-memory indexing of the params). */
-__device__ __forceinline__ mm_job mm_pick(const mm_jobs &J) {
-  mm_job j = {J.y[0], J.y_ld[0], J.w[0], J.w_nb1[0], J.bias[0], J.N[0], (int64_t)blockIdx.x};
+/* The job of weight block bx (of all the jobs' blocks), by unrolled selects (no local-memory
+ * indexing of the params). */
+__device__ __forceinline__ mm_job mm_pick_at(const mm_jobs &J, int64_t bx) {
+  mm_job j = {J.y[0], J.y_ld[0], J.w[0], J.w_nb1[0], J.bias[0], J.N[0], bx};
 #pragma unroll
   for (int i = 1; i < MM_MAX_JOBS; ++i)
-    if (i < J.n && (int64_t)blockIdx.x >= J.blk0[i])
-      j = {J.y[i],
-           J.y_ld[i],
-           J.w[i],
-           J.w_nb1[i],
-           J.bias[i],
-           J.N[i],
-           (int64_t)blockIdx.x - J.blk0[i]};
+    if (i < J.n && bx >= J.blk0[i])
+      j = {J.y[i], J.y_ld[i], J.w[i], J.w_nb1[i], J.bias[i], J.N[i], bx - J.blk0[i]};
   return j;
+}
+
+/* The job of this block (blockIdx.x is its weight block). */
+__device__ __forceinline__ mm_job mm_pick(const mm_jobs &J) {
+  return mm_pick_at(J, (int64_t)blockIdx.x);
 }
 
 /* The block's R weight rows from row n0 (rows past the job's N read row N - 1: computed,

@@ -7,7 +7,9 @@
  * Weights are rotated over enough copies that the working set is far larger than L2
  * (60 MB on an H200), and each timed unit is a captured graph of many matmuls, so launch
  * gaps and host timing add little. Bytes counted: the weight matrix, x and y, once each.
- * GB/s is 1e9 bytes per second; the copy figure counts bytes read plus bytes written. */
+ * GB/s is 1e9 bytes per second; the copy figure counts bytes read plus bytes written.
+ * Inputs come from a fixed seed, so each line's "y" (FNV-1a 64 of the last matmul's output
+ * bytes) compares kernel versions bitwise across runs (e.g. MEMRA_GEMV_Q8=v8a). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -111,7 +113,7 @@ int main(int argc, char **argv) {
   } shapes[] = {
       {"attn_q/out 4096x4096", 4096, 4096, 1}, {"ffn_gate/up 14336x4096", 14336, 4096, 1},
       {"ffn_down 4096x14336", 4096, 14336, 1}, {"output 128256x4096", 128256, 4096, 1},
-      {"ffn_gate/up M=8", 14336, 4096, 8},
+      {"ffn_gate/up M=8", 14336, 4096, 8},     {"ffn_gate/up M=4", 14336, 4096, 4},
   };
   static const int32_t types[] = {MEMRA_TYPE_F16,  MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0,
                                   MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_1, MEMRA_TYPE_Q4_K,
@@ -124,6 +126,7 @@ int main(int argc, char **argv) {
       const int64_t N = shapes[si].n, K = shapes[si].k, M = shapes[si].m;
       if (M > 1 && type != MEMRA_TYPE_Q4_K && type != MEMRA_TYPE_F16 && type != MEMRA_TYPE_Q8_0)
         continue;
+      if (M == 4 && type != MEMRA_TYPE_Q8_0) continue; /* Q8_0's one full group of 4 rows */
       const uint64_t wbytes = memra_type_row_bytes(type, K) * (uint64_t)N;
       int copies = (int)((512ull << 20) / wbytes) + 1;
       if (copies < 2) copies = 2;
@@ -155,11 +158,18 @@ int main(int argc, char **argv) {
       MUST(G.vt->graph_end(G.be, &gc.g), "graph_end");
       double t = median_time(run_graph, &gc, 5, 7) / per_graph;
       G.vt->graph_free(G.be, gc.g);
+      float *yh = malloc((size_t)(M * N) * 4);
+      MUST(G.vt->buf_download(G.be, y, 0, yh, (uint64_t)(M * N) * 4), "download y");
+      uint64_t hash = 14695981039346656037ull;
+      for (size_t i = 0; i < (size_t)(M * N) * 4; ++i)
+        hash = (hash ^ ((const uint8_t *)yh)[i]) * 1099511628211ull;
+      free(yh);
       const double bytes = (double)wbytes + M * (K * 4.0 + N * 4.0);
       const double gbs = bytes / t / 1e9;
-      snprintf(table[nt++], sizeof table[0], "%-5s %-24s %9.1f %8.0f %6.1f%%  (%.1f MB, %d copies)",
+      snprintf(table[nt++], sizeof table[0],
+               "%-5s %-24s %9.1f %8.0f %6.1f%%  (%.1f MB, %d copies) y %016llx",
                memra_type_info(type).name, shapes[si].name, t * 1e6, gbs, 100.0 * gbs / copy_gbs,
-               wbytes / 1e6, copies);
+               wbytes / 1e6, copies, (unsigned long long)hash);
       fprintf(stderr, "%s\n", table[nt - 1]);
       G.vt->buf_free(G.be, w);
       G.vt->buf_free(G.be, x);

@@ -313,7 +313,7 @@ static void matmul_q8_case(int64_t N, int64_t K, int64_t M, uint64_t nb1, int us
   free(x);
 }
 
-/* Q8_0 decode GEMV (v8 on the GPU plugins: 16-byte-aligned rows) at odd shapes: K of 40 and
+/* Q8_0 decode GEMV (v8 / v8b on the GPU plugins: 16-byte-aligned rows) at odd shapes: K of 40 and
  * 136 blocks (a step of 32 blocks plus a partial one), N 1, 7, 257, 4099 (R = 2 and R = 8
  * blocks, rows past N), every M of 1..8; K of 37 blocks for N = 1 (a lone row needs no
  * aligned stride: a partial last 16-byte chunk); padded row strides of 16 (v8) and 2 bytes
@@ -331,6 +331,15 @@ static void check_matmul_q8(void) {
   for (int64_t M = 1; M <= 3; M += 2) {
     matmul_q8_case(257, 1280, M, 40 * 34 + 16, 1);
     matmul_q8_case(257, 1280, M, 40 * 34 + 2, 0);
+  }
+  /* Batched decode at Llama's gate/up shape (v8b: two groups of 4 rows; row 4 alone: the
+   * ring kernel, one step per warp and weight block). K of 453 blocks (15 steps, the last of
+   * 5 blocks: 3-4 steps per warp through the ring at M = 1), R = 2 and R = 8, alone and in
+   * batches of 5 (a group with 3 rows past the batch). */
+  matmul_q8_case(14336, 4096, 8, 0, 0);
+  for (int64_t M = 1; M <= 5; M += 4) {
+    matmul_q8_case(257, 32 * 453, M, 0, 1);
+    if (!g_quick) matmul_q8_case(4099, 32 * 453, M, 0, 0);
   }
 }
 
@@ -353,13 +362,14 @@ static memra_status call_matmul_n(int i, const ck_buf *dy, const ck_buf *dx, con
  * under test (the slot's contract); Q4_0 and Q8_0 with 2-byte-aligned rows take the unfused
  * fallback (v3). */
 static void check_matmul_n(void) {
-  /* K 0: odd_k; Q8_0 also at K = 1280 (40 blocks: 16-byte-aligned rows, GEMV v8, fused) */
+  /* K 0: odd_k; Q8_0 also at K = 1280 (40 blocks: 16-byte-aligned rows, GEMV v8, fused) and
+   * K = 4352 (136 blocks: v8b's ring kernel at M = 1, its jobs picked per weight block) */
   static const struct {
     int32_t type;
     int64_t k;
-  } types[] = {{MEMRA_TYPE_F16, 0},     {MEMRA_TYPE_BF16, 0}, {MEMRA_TYPE_Q8_0, 0},
-               {MEMRA_TYPE_Q8_0, 1280}, {MEMRA_TYPE_Q4_K, 0}, {MEMRA_TYPE_Q6_K, 0},
-               {MEMRA_TYPE_Q4_0, 0}};
+  } types[] = {{MEMRA_TYPE_F16, 0},     {MEMRA_TYPE_BF16, 0},    {MEMRA_TYPE_Q8_0, 0},
+               {MEMRA_TYPE_Q8_0, 1280}, {MEMRA_TYPE_Q8_0, 4352}, {MEMRA_TYPE_Q4_K, 0},
+               {MEMRA_TYPE_Q6_K, 0},    {MEMRA_TYPE_Q4_0, 0}};
   for (int t = 0; t < (int)(sizeof types / sizeof types[0]); ++t) {
     const int32_t type = types[t].type;
     for (int big = 0; big < 2; ++big) {
