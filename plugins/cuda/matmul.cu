@@ -193,9 +193,9 @@ static void launch_t(int mt, dim3 grid, const memra_backend *be, float *y, int64
 /* MEMRA_GEMV, read once: "tc" selects the tensor-core Q4_K GEMV (v7, matmul_tc.cuh) for every
  * matmul of the process: 3-5x faster than v5 for batches of 2-8 rows, slower alone
  * (docs/PERF.md), so it is the serving choice; "v5" keeps the K-quants on v5 instead of v9
- * (same bits, A/B timing). Fixed for the process: a row's arithmetic never depends on the
- * batch. */
-enum mm_gemv { MM_GEMV_DEFAULT = 0, MM_GEMV_TC = 1, MM_GEMV_V5 = 2 };
+ * (same bits, A/B timing); "v9" puts every eligible K-quant matrix on v9 (mm_v9_size). Fixed for
+ * the process: a row's arithmetic never depends on the batch. */
+enum mm_gemv { MM_GEMV_DEFAULT = 0, MM_GEMV_TC = 1, MM_GEMV_V5 = 2, MM_GEMV_V9 = 3 };
 static mm_gemv mm_gemv_mode(void) {
   static int mode = -1;
   if (mode < 0) {
@@ -203,9 +203,19 @@ static mm_gemv mm_gemv_mode(void) {
     mode = !e                 ? MM_GEMV_DEFAULT
            : !strcmp(e, "tc") ? MM_GEMV_TC
            : !strcmp(e, "v5") ? MM_GEMV_V5
+           : !strcmp(e, "v9") ? MM_GEMV_V9
                               : MM_GEMV_DEFAULT;
   }
   return (mm_gemv)mode;
+}
+
+/* By default v9 takes only the large K-quant matrices: on the H200 (docs/PERF.md, 12-01 call 2)
+ * it beat v5 from 14336 x 4096 up (output 128256 x 4096: Q4_K 143 -> 122 us, Q6_K 184 -> 171)
+ * but lost at 4096 x 4096 (Q4_K 5.3 -> 6.4 us) and end to end with every matrix on it (Q4_K_M
+ * tg128 303 -> 285 tok/s). The two give the same bits, so the choice by shape (a property of
+ * the tensor, never of the batch) is free; MEMRA_GEMV=v9 puts every eligible matrix on v9. */
+static bool mm_v9_size(int64_t N, int64_t K) {
+  return mm_gemv_mode() == MM_GEMV_V9 || N * K >= ((int64_t)48 << 20);
 }
 
 /* MEMRA_GEMV_Q8=v8a runs the Q8_0 GEMV v8 as first written (matmul_q8.cuh) instead of v8b
@@ -297,7 +307,8 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
   const bool kq = t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K || t == MEMRA_TYPE_Q6_K;
   if (t == MEMRA_TYPE_Q4_K && walign >= 16 && mm_gemv_mode() == MM_GEMV_TC)
     a->path = MM_V7;
-  else if (kq && walign >= 16 && mm_gemv_mode() != MM_GEMV_V5 && mk9_fits(be, t))
+  else if (kq && walign >= 16 && mm_gemv_mode() != MM_GEMV_V5 && mm_v9_size(N, K) &&
+           mk9_fits(be, t))
     a->path = MM_V9;
   else if (((t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K) && walign >= 16) || t == MEMRA_TYPE_Q6_K)
     a->path = MM_V5;

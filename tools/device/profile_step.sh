@@ -30,8 +30,9 @@ ks = [r for r in rows[hdr + 2:] if len(r) == len(h)]
 agg = collections.OrderedDict()
 for r in ks:
     k = r[c["Kernel Name"]].split("(")[0][:60]
-    t = float(r[c["gpu__time_duration.sum"]]) * 1e-3  # us
-    d = float(r[c["dram__throughput.avg.pct_of_peak_sustained_elapsed"]] or 0)
+    num = lambda v: float(v.replace(",", "") or 0)  # ncu prints thousands separators
+    t = num(r[c["gpu__time_duration.sum"]]) * 1e-3  # us
+    d = num(r[c["dram__throughput.avg.pct_of_peak_sustained_elapsed"]])
     a = agg.setdefault(k, [0, 0.0, 0.0])
     a[0] += 1; a[1] += t; a[2] += d * t
 tot = sum(a[1] for a in agg.values())
