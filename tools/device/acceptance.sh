@@ -75,7 +75,14 @@ timeout 60 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn_bench.txt" 2>&1
 row "attn_bench (rc $?): F16 L512/4096 B1, us v4 / v2" "$(awk '$1 == "F16" && $4 == 1 {printf "%s/%s ", $5, $6}' "$O/attn_bench.txt")"
 timeout 120 "$D/gemm_bench" "$D/libmemra_sm90a.so" >"$O/gemm_bench.txt" 2>&1
 row "gemm_bench 8192^3 (rc $?): op, kernel, cuBLAS, kernel/cuBLAS" "$(grep -m1 -A2 'M=N=K=8192' "$O/gemm_bench.txt" | tail -2 | tr -s ' ' | tr '\n' ';')"
+# GEMV versions that must give their predecessors' bits: v9 == v5 (K-quants), v8b == v8 (Q8_0)
+timeout 120 "$D/gemv_ab" "$D/libmemra_sm90a.so" >"$O/gemv_ab.txt" 2>&1
+row "gemv_ab v9 == v5 (rc $?)" "$(tail -1 "$O/gemv_ab.txt")"
 "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv.txt" 2>"$O/gemv.err"
+MEMRA_GEMV=v5 MEMRA_GEMV_Q8=v8a "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-old.txt" 2>&1
+diff <(grep '^Q8_0' "$O/gemv-old.txt" | awk '{print $2,$3,$NF}') \
+  <(grep '^Q8_0' "$O/gemv.txt" | awk '{print $2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
+row "Q8_0 v8b == v8 output hashes (gemv_bench)" "$r"
 BW=$(grep -oE 'copy bandwidth [0-9]+' "$O/gemv.txt" | grep -oE '[0-9]+$' | head -1)
 row "copy bandwidth this run (GB/s)" "${BW:-?}"
 # End to end against HF transformers (an implementation nobody here wrote) on a synthetic
@@ -122,7 +129,6 @@ if wait_for "$L8"; then
   export MEMRA_GEMV=tc
   gate graph-q4_k_m-tc graph "${OPTS[@]}" -m "$L8" --gate-p 200 -n 512
   gate batch-8-tc batch "${OPTS[@]}" -m "$L8" --gate-b 8 --gate-p 512 -n 128
-  for b in 32 64; do gate batch-$b-tc batch "${OPTS[@]}" -m "$L8" --gate-b $b --gate-p 512 -n 32; done
   timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$L8" --bench-p 0 --bench-n 128 --bench-d 512 -r 3 \
     >"$O/bench-q4_k_m-tc.md" 2>"$O/bench-tc.err"
   unset MEMRA_GEMV
@@ -152,6 +158,10 @@ for ty in $TYPES; do
   timeout 240 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 512,4096 --bench-n 128 \
     --bench-d 512,4096 -r 3 >"$O/bench-$ty.md" 2>"$O/bench-$ty.err"
   tail -5 "$O/bench-$ty.err"
+  if [ "$ty" = q4_k_m ]; then # the K-quant GEMV choice by shape (v9 large, v5 small) vs all v5
+    MEMRA_GEMV=v5 timeout 60 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 0 \
+      --bench-n 128 --bench-d 512 -r 3 >"$O/bench-q4_k_m-v5.md" 2>&1
+  fi
 done
 timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$L8" --kv-type f8 --bench-p 512 --bench-n 128 \
   --bench-d 512,4096 -r 3 >"$O/bench-q4_k_m-f8.md" 2>"$O/bench-f8.err"
