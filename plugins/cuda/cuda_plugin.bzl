@@ -38,7 +38,12 @@ def memra_cuda_plugin(name, plugin, arch, cc_major, cc_minor, cu_srcs, c_srcs, h
             name = obj,
             srcs = [src] + hdrs,
             outs = ["obj_%s/%s.o" % (name, src)],
-            cmd = "%s %s %s-c $(location %s) -o $@" % (NVCC, flags, lang, src),
+            # nvcc names its temporary files after its PID, and sandboxed actions run in
+            # their own PID namespaces under one /tmp: two nvcc processes with the same PID
+            # clobbered each other's preprocessed files (seen: "missing closing quote" deep
+            # in cuda_fp16.h). Each call gets its own TMPDIR.
+            cmd = ("T=$$(mktemp -d) && TMPDIR=$$T %s %s %s-c $(location %s) -o $@; " +
+                   "r=$$?; rm -rf $$T; exit $$r") % (NVCC, flags, lang, src),
         )
         objs.append(":" + obj)
     native.genrule(

@@ -295,6 +295,7 @@ struct gemm_plan {
   int32_t wtype;
   int bf;
   bool a_direct, b_direct, to_matmul; /* to_matmul: F32 weights (matmul's f32 path) */
+  bool a_copy16; /* 16-bit x copied into the workspace with a zero pad (mma.sync, K % 8) */
 };
 
 /* The argument checks of y = x . w^T (+ bias), messages prefixed by `what` ("gemm", or
@@ -377,18 +378,17 @@ static memra_status gemm_plan_make(memra_backend *be, const char *what, const me
     return memra_cu_errf(be, MEMRA_E_INVALID, "%s: x must be 4-byte aligned", what);
   if (!a_direct && x->nb1 % 4)
     return memra_cu_errf(be, MEMRA_E_INVALID, "%s: x row stride is not whole floats", what);
-#if !(MEMRA_CUDA_CC_MAJOR == 9 && !defined(MEMRA_CUDA_FAMILY_SM120))
-  /* mma.sync reads k in 8-element chunks: a K tail needs the zero pads of staged operands */
-  if (K % 8 && (a_direct || ((w->type == MEMRA_TYPE_F16 || w->type == MEMRA_TYPE_BF16) &&
-                             memra_cu_align_of(wp, w->nb1 * (N > 1)) >= 16)))
-    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED,
-                         "%s: K %lld is not a multiple of 8 with 16-bit x or w used in place", what,
-                         (long long)K);
+#if MEMRA_CUDA_CC_MAJOR == 9 && !defined(MEMRA_CUDA_FAMILY_SM120)
+  const bool pad_k = false; /* the copy engine zero-fills a K tail */
+#else
+  /* mma.sync reads k in 8-element chunks: with a K tail every operand is staged in the
+   * workspace with a zero pad (16-bit x and w copied, not used in place) */
+  const bool pad_k = K % 8 != 0;
 #endif
   p->N = N;
   p->K = K;
-  p->lda = a_direct ? (M > 1 ? (int64_t)(x->nb1 / 2) : gemm_round8(K)) : gemm_round8(K);
-  p->b_direct = (w->type == MEMRA_TYPE_F16 || w->type == MEMRA_TYPE_BF16) && walign >= 16;
+  p->lda = a_direct && !pad_k ? (M > 1 ? (int64_t)(x->nb1 / 2) : gemm_round8(K)) : gemm_round8(K);
+  p->b_direct = (w->type == MEMRA_TYPE_F16 || w->type == MEMRA_TYPE_BF16) && walign >= 16 && !pad_k;
   p->ldb = p->b_direct ? (N > 1 ? (int64_t)(w->nb1 / 2) : gemm_round8(K)) : gemm_round8(K);
   p->chunk = N;
   if (!p->b_direct) {
@@ -406,12 +406,18 @@ static memra_status gemm_plan_make(memra_backend *be, const char *what, const me
   p->wnb1 = w->nb1;
   p->wtype = w->type;
   p->bf = bf;
-  p->a_direct = a_direct;
+  p->a_direct = a_direct && !pad_k;
+  p->a_copy16 = a_direct && pad_k;
   return MEMRA_OK;
 }
 
 /* Step 1: x (F32) -> A (f16 or bf16) at ws, rows lda apart. */
 static void gemm_convert_x(memra_backend *be, const gemm_plan *p, void *ws) {
+  if (p->a_copy16) { /* already 16-bit: rows copied, the pad zeroed */
+    gemm_copy16_v1_kernel<<<gemm_row_grid(p->lda, p->M), GEMM_THREADS, 0, be->stream>>>(
+        (uint16_t *)ws, p->lda, p->xp, p->xnb1, p->M, p->K);
+    return;
+  }
   const int64_t ldx = (int64_t)(p->xnb1 / 4), M = p->M, K = p->K;
   const int vec = memra_cu_align_of(p->xp, p->xnb1 * (M > 1)) >= 16;
   const int64_t cols = (K + 4 * GEMM_THREADS - 1) / (4 * GEMM_THREADS);
@@ -456,7 +462,7 @@ static cudaError_t gemm_kernel_n(const memra_cu_gemm_group *g, cudaStream_t st, 
     a.bias = g->job[i].bias;
     a.m = g->m;
     a.n = g->job[i].n;
-    a.k = (g->k + 7) / 8 * 8; /* staged operands carry a zero pad to lda / ldb (gemm_plan_make) */
+    a.k = (g->k + 7) / 8 * 8; /* a K tail: every operand staged with a zero pad (gemm_plan_make) */
     a.bf16 = g->bf16;
     cudaError_t e = memra_cu_gemm_mma(&a, st, n_sms);
     if (e != cudaSuccess) return e;

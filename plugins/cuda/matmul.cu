@@ -43,7 +43,8 @@
  *      2-3 cp.async stages in shared memory (the next steps' weights in flight while a step
  *      is computed; a block owns 1-4 groups of 8 rows so a warp has several steps even at
  *      K = 4096). Q4_K/Q5_K/Q6_K with 16-byte-aligned rows where an SM holds 4 blocks
- *      (Hopper; otherwise v5, same bits); MEMRA_GEMV=v5 keeps v5 (A/B).  (unmeasured) <- vtable
+ *      (Hopper; otherwise v5, same bits). Opt-in, MEMRA_GEMV=v9: faster per kernel from 14336 x
+ *      4096 up, slower end to end (mm_v9_size).                              <- vtable (opt-in)
  * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows
  * into L2 before waiting for x; under 4096 rows the v5/v6 kernels take 2 rows per block.
  * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read
@@ -193,8 +194,8 @@ static void launch_t(int mt, dim3 grid, const memra_backend *be, float *y, int64
 /* MEMRA_GEMV, read once: "tc" selects the tensor-core Q4_K GEMV (v7, matmul_tc.cuh) for every
  * matmul of the process: 3-5x faster than v5 for batches of 2-8 rows, slower alone
  * (docs/PERF.md), so it is the serving choice; "v5" keeps the K-quants on v5 instead of v9
- * (same bits, A/B timing); "v9" puts every eligible K-quant matrix on v9 (mm_v9_size). Fixed for
- * the process: a row's arithmetic never depends on the batch. */
+ * (same bits, A/B timing); "v9" puts every eligible K-quant matrix on v9 (opt-in: mm_v9_size).
+ * Fixed for the process: a row's arithmetic never depends on the batch. */
 enum mm_gemv { MM_GEMV_DEFAULT = 0, MM_GEMV_TC = 1, MM_GEMV_V5 = 2, MM_GEMV_V9 = 3 };
 static mm_gemv mm_gemv_mode(void) {
   static int mode = -1;
@@ -209,13 +210,16 @@ static mm_gemv mm_gemv_mode(void) {
   return (mm_gemv)mode;
 }
 
-/* By default v9 takes only the large K-quant matrices: on the H200 (docs/PERF.md, 12-01 call 2)
- * it beat v5 from 14336 x 4096 up (output 128256 x 4096: Q4_K 143 -> 122 us, Q6_K 184 -> 171)
- * but lost at 4096 x 4096 (Q4_K 5.3 -> 6.4 us) and end to end with every matrix on it (Q4_K_M
- * tg128 303 -> 285 tok/s). The two give the same bits, so the choice by shape (a property of
- * the tensor, never of the batch) is free; MEMRA_GEMV=v9 puts every eligible matrix on v9. */
+/* v9 is opt-in (MEMRA_GEMV=v9). On the H200 (docs/PERF.md, 2026-12-01) it beat v5 per kernel
+ * from 14336 x 4096 up (output 128256 x 4096: Q4_K 143 -> 122 us, Q6_K 184 -> 167) but lost at
+ * 4096 x 4096 (Q4_K 5.3 -> 6.4 us), and end to end it lost both ways: Q4_K_M tg128 @ d512
+ * 303 -> 285 tok/s with every matrix on it, 302 -> 290 with only the matrices of 48 Mi weights
+ * and up (its 55 KB of shared memory per block is the suspect: PDL can no longer start the
+ * next kernel's blocks beside it). The two give the same bits (gemv_ab). */
 static bool mm_v9_size(int64_t N, int64_t K) {
-  return mm_gemv_mode() == MM_GEMV_V9 || N * K >= ((int64_t)48 << 20);
+  (void)N;
+  (void)K;
+  return mm_gemv_mode() == MM_GEMV_V9;
 }
 
 /* MEMRA_GEMV_Q8=v8a runs the Q8_0 GEMV v8 as first written (matmul_q8.cuh) instead of v8b

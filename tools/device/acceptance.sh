@@ -79,7 +79,7 @@ row "gemm_bench 8192^3 (rc $?): op, kernel, cuBLAS, kernel/cuBLAS" "$(grep -m1 -
 timeout 120 "$D/gemv_ab" "$D/libmemra_sm90a.so" >"$O/gemv_ab.txt" 2>&1
 row "gemv_ab v9 == v5 (rc $?)" "$(tail -1 "$O/gemv_ab.txt")"
 "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv.txt" 2>"$O/gemv.err"
-MEMRA_GEMV=v5 MEMRA_GEMV_Q8=v8a "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-old.txt" 2>&1
+MEMRA_GEMV=v5 MEMRA_GEMV_Q8=v8a "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-old.txt" 2>"$O/gemv-old.err"
 diff <(grep '^Q8_0' "$O/gemv-old.txt" | awk '{print $2,$3,$NF}') \
   <(grep '^Q8_0' "$O/gemv.txt" | awk '{print $2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
 row "Q8_0 v8b == v8 output hashes (gemv_bench)" "$r"
