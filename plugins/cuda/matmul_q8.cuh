@@ -73,6 +73,29 @@ __device__ __forceinline__ void mq8_unpack(const uint8_t *span, int l, uint32_t 
   *d = __half2float(__ushort_as_half((uint16_t)(v[0] >> (sh - 16u))));
 }
 
+/* One M = 1 step of the lane's block: its 32 x values once from the swizzled stage xs, then
+ * all R weight spans at ws (v8 and v8b share it: the same arithmetic, the same bits). */
+template <int R>
+__device__ __forceinline__ void mq8_step1(float (&acc)[R], const uint8_t *xs, const uint8_t *ws,
+                                          int lane) {
+  float xv[32];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float4 t = *(const float4 *)(xs + 16 * mq8_xswz(8 * lane + i));
+    xv[4 * i] = t.x;
+    xv[4 * i + 1] = t.y;
+    xv[4 * i + 2] = t.z;
+    xv[4 * i + 3] = t.w;
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    uint32_t q[8];
+    float d;
+    mq8_unpack(ws + MQ8_SPAN * r, lane, q, &d);
+    acc[r] = mq8_block(acc[r], q, d, xv);
+  }
+}
+
 template <int M, int R>
 __global__ void __launch_bounds__(MQ8_WARPS * 32, M == 1 ? 4 : 1)
     matmul_v8_kernel(const mm_jobs J, const float *__restrict__ x, int64_t x_ld, int64_t K,
@@ -142,22 +165,7 @@ __global__ void __launch_bounds__(MQ8_WARPS * 32, M == 1 ? 4 : 1)
     __syncwarp();
     if (lane < nb) {
       if (M == 1) { /* x once per step from shared memory, then all R rows */
-        float xv[32];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const float4 t = *(const float4 *)(xs + 16 * mq8_xswz(8 * lane + i));
-          xv[4 * i] = t.x;
-          xv[4 * i + 1] = t.y;
-          xv[4 * i + 2] = t.z;
-          xv[4 * i + 3] = t.w;
-        }
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          uint32_t q[8];
-          float d;
-          mq8_unpack(ws + MQ8_SPAN * r, lane, q, &d);
-          acc[0][r] = mq8_block(acc[0][r], q, d, xv);
-        }
+        mq8_step1<R>(acc[0], xs, ws, lane);
       } else { /* batch: each weight row unpacked once, x rows from global (L1) */
 #pragma unroll
         for (int r = 0; r < R; ++r) {

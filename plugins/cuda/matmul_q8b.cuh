@@ -84,22 +84,7 @@ template <int M, int R>
 __device__ __forceinline__ void mq8b_compute(float (&acc)[M][R], const uint8_t *xs, int lane) {
   const uint8_t *ws = xs + M * MQ8_XSPAN;
   if constexpr (M == 1) { /* v8's M = 1 step: x once, then all R rows */
-    float xv[32];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float4 t = *(const float4 *)(xs + 16 * mq8_xswz(8 * lane + i));
-      xv[4 * i] = t.x;
-      xv[4 * i + 1] = t.y;
-      xv[4 * i + 2] = t.z;
-      xv[4 * i + 3] = t.w;
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      uint32_t q[8];
-      float d;
-      mq8_unpack(ws + MQ8_SPAN * r, lane, q, &d);
-      acc[0][r] = mq8_block(acc[0][r], q, d, xv);
-    }
+    mq8_step1<R>(acc[0], xs, ws, lane);
   } else { /* RG weight rows at a time against all M rows, four elements a round */
 #pragma unroll
     for (int g = 0; g < R; g += MQ8B_RG) {
