@@ -182,12 +182,14 @@ __device__ __forceinline__ float mkq_row_step(float acc, uint4 hd, uint4 q, uint
   return fmaf(-__fadd_rn(P0 * d1, c1), Xh, acc);
 }
 
-template <int T, int M, bool VEC, int R>
-__global__ void __launch_bounds__(MKQ_WARPS * 32, M == 1 ? 4 : 1)
+/* W warps per block: MKQ_WARPS, or 2 when K has at most 2 steps (K <= 2048: the other two
+ * warps of a 4-warp block would idle and still hold the SM's block slots). */
+template <int T, int M, bool VEC, int R, int W>
+__global__ void __launch_bounds__(W * 32, M == 1 ? 16 / W : 1)
     matmul_v5_kernel(const mm_jobs J, const float *__restrict__ x, int64_t x_ld, int64_t K,
                      int64_t rows) {
   constexpr int B = T == MEMRA_TYPE_Q4_K ? 4 : T == MEMRA_TYPE_Q5_K ? 5 : 6;
-  __shared__ float part[MKQ_WARPS][M][R];
+  __shared__ float part[W][M][R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sbl = lane >> 3, g = (lane >> 1) & 3, p = lane & 1;
   const mm_job jb = mm_pick(J);
@@ -199,7 +201,7 @@ __global__ void __launch_bounds__(MKQ_WARPS * 32, M == 1 ? 4 : 1)
   const int64_t mrows = rows - m0 < M ? rows - m0 : M;
   const int64_t nsb = K / 256, steps = (nsb + 3) / 4;
   const uint8_t *wr[R];
-  mm_rows_enter<R, MKQ_WARPS * 32>(wr, jb, n0);
+  mm_rows_enter<R, W * 32>(wr, jb, n0);
   float acc[M][R];
 #pragma unroll
   for (int m = 0; m < M; ++m)
@@ -207,7 +209,7 @@ __global__ void __launch_bounds__(MKQ_WARPS * 32, M == 1 ? 4 : 1)
     for (int r = 0; r < R; ++r)
       acc[m][r] = 0.f;
 
-  for (int64_t s = warp; s < steps; s += MKQ_WARPS) {
+  for (int64_t s = warp; s < steps; s += W) {
     const int64_t sb = 4 * s + sbl;
     if (sb >= nsb) continue; /* tail step: this lane's super-block is past the row */
     /* x of the low chunk at e, of the high chunk at e + eh */
@@ -243,22 +245,27 @@ __global__ void __launch_bounds__(MKQ_WARPS * 32, M == 1 ? 4 : 1)
       }
     }
   }
-  mm_reduce_store<MKQ_WARPS>(acc, part, n0, N, m0, mrows, y, y_ld, bias);
+  mm_reduce_store<W>(acc, part, n0, N, m0, mrows, y, y_ld, bias);
 }
 
 /* Rows per block R: 8 share each lane's x registers; a decode matmul of fewer than 4096 rows
  * (k, v projections: 1024) takes 2 per block, 4x the blocks (128 would leave SMs idle).
  * A row's arithmetic does not depend on R (its lanes' chains, the butterfly and the
- * warp-order sum are the same), so the choice never changes a bit. J.blk0 is filled here. */
+ * warp-order sum are the same), so the choice never changes a bit. W (warps per block) is a
+ * function of K alone, the same for every M: 2 when K has at most 2 steps (the sum over 4
+ * warps would add two zeros: the same value). J.blk0 is filled here. */
 template <int T, bool VEC>
 static bool mkq_launch(int mt, int R, const memra_backend *be, mm_jobs J, const float *x,
                        int64_t x_ld, int64_t K, int64_t rows) {
   const int64_t gx = mm_jobs_layout(&J, R);
   if (gx == 0) return false;
   const dim3 grid((unsigned)gx, (unsigned)((rows + mt - 1) / mt));
+  const bool w2 = (K / 256 + 3) / 4 <= 2;
 #define MKQ_GO(MM, RR)                                                                             \
-  (void)memra_cu_launch(be, matmul_v5_kernel<T, MM, VEC, RR>, grid, dim3(MKQ_WARPS * 32), 0, J, x, \
-                        x_ld, K, rows)
+  (void)(w2 ? memra_cu_launch(be, matmul_v5_kernel<T, MM, VEC, RR, 2>, grid, dim3(64), 0, J, x,    \
+                              x_ld, K, rows)                                                       \
+            : memra_cu_launch(be, matmul_v5_kernel<T, MM, VEC, RR, MKQ_WARPS>, grid,               \
+                              dim3(MKQ_WARPS * 32), 0, J, x, x_ld, K, rows))
   switch (mt) {
   case 1:
     if (R == 2)

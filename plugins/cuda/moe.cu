@@ -16,6 +16,8 @@
  *      gathered GEMM per expert is later work).
  *      moe_combine: one thread per output element, the k products added in j order with
  *      separate multiply and add roundings, as the CPU does: bit-exact.
+ *  2   moe_route: one warp per token (v2 below); K-quant matmul_id: the warp owns rows and
+ *      walks all of K (matmul_id_kq_v2_kernel); every kernel here launched with PDL.
  * An id outside [0, n_expert) cannot be seen on the host without a sync: its output row is
  * NaN (as get_rows does), so the fault shows downstream. */
 #include <math.h>
@@ -23,6 +25,7 @@
 #include "plugins/cuda/dequant.cuh"
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/families.h"
+#include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_kq.cuh"
 
 #define MOE_NAN __int_as_float(0x7fc00000)
@@ -104,6 +107,67 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
   }
 }
 
+/* v2: one warp per token for at most ROUTE2_MAX experts and k <= 32 (NPL logits per lane
+ * in registers, expert lane + 32 i); max, sum and each of the k selections are warp
+ * butterflies: no shared memory and no block barriers (v1 costs ~10-14 us a call on the
+ * H200: three __syncthreads per selection round). The selection rule is v1's and the
+ * CPU's (logit desc, index asc); the softmax sum is per lane, then a fixed butterfly. */
+enum { ROUTE2_WARPS = 4, ROUTE2_MAX = 1024 };
+
+template <int NPL>
+__global__ void __launch_bounds__(ROUTE2_WARPS * 32)
+    moe_route_v2_kernel(int32_t *ids, int64_t ids_ld, float *wout, int64_t w_ld,
+                        const float *logits, int64_t l_ld, int ne, int k, int normalize,
+                        int64_t n) {
+  memra_pdl_enter();
+  const int lane = threadIdx.x & 31;
+  const int64_t r = (int64_t)blockIdx.x * ROUTE2_WARPS + (threadIdx.x >> 5);
+  if (r >= n) return;
+  const float *lr = logits + r * l_ld;
+  float l[NPL];
+  uint32_t taken = 0;
+  float mx = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < NPL; ++i) {
+    const int e = lane + 32 * i;
+    l[i] = e < ne ? lr[e] : -INFINITY;
+    if (e < ne) mx = fmaxf(mx, l[i]);
+  }
+  mx = memra_warp_max(mx);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < NPL; ++i)
+    if (lane + 32 * i < ne) s += expf(l[i] - mx);
+  const float sum = memra_warp_sum(s);
+  float ksum = 0.f, pj = 0.f; /* lane j keeps selection j's weight and id */
+  int idj = -1;
+  for (int j = 0; j < k; ++j) {
+    float bv = -INFINITY;
+    int bi = -1;
+#pragma unroll
+    for (int i = 0; i < NPL; ++i)
+      if (lane + 32 * i < ne && !(taken >> i & 1)) route_take(bv, bi, l[i], lane + 32 * i);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      route_take(bv, bi, ov, oi);
+    }
+    if ((bi & 31) == lane) taken |= 1u << (bi >> 5); /* bi >= 0: k <= ne */
+    const float p = expf(bv - mx) / sum;             /* the same bits in every lane */
+    ksum += p;
+    if (lane == j) {
+      pj = p;
+      idj = bi;
+    }
+  }
+  if (lane < k) {
+    const float d = ksum > 6.1e-5f ? ksum : 6.1e-5f;
+    ids[r * ids_ld + lane] = idj;
+    wout[r * w_ld + lane] = normalize ? pj / d : pj;
+  }
+}
+
 memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
                                 const memra_tensor *weights, const memra_tensor *logits,
                                 int32_t normalize) {
@@ -130,6 +194,29 @@ memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
   if (n == 0) return MEMRA_OK;
   if (n > 0x7fffffff)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "moe_route: %lld rows", (long long)n);
+  const int ne = (int)logits->ne0, k = (int)ids->ne0;
+  if (ne <= ROUTE2_MAX && k <= 32) {
+    const dim3 grid((unsigned)((n + ROUTE2_WARPS - 1) / ROUTE2_WARPS));
+    int32_t *ip = (int32_t *)memra_cu_ptr(ids);
+    float *wp = (float *)memra_cu_ptr(weights);
+    const float *lp = (const float *)memra_cu_ptr(logits);
+    const int64_t ild = (int64_t)(ids->nb1 / 4), wld = (int64_t)(weights->nb1 / 4),
+                  lld = (int64_t)(logits->nb1 / 4);
+#define ROUTE2_GO(NPL)                                                                             \
+  (void)memra_cu_launch(be, moe_route_v2_kernel<NPL>, grid, dim3(ROUTE2_WARPS * 32), 0, ip, ild,   \
+                        wp, wld, lp, lld, ne, k, normalize, n)
+    if (ne <= 128)
+      ROUTE2_GO(4);
+    else if (ne <= 256)
+      ROUTE2_GO(8);
+    else if (ne <= 512)
+      ROUTE2_GO(16);
+    else
+      ROUTE2_GO(32);
+#undef ROUTE2_GO
+    MEMRA_CU_LAUNCHED();
+    return MEMRA_OK;
+  }
   const size_t shm = 5 * (size_t)logits->ne0;
   moe_route_v1_kernel<<<(unsigned)n, ROUTE_THREADS, shm, be->stream>>>(
       (int32_t *)memra_cu_ptr(ids), (int64_t)(ids->nb1 / 4), (float *)memra_cu_ptr(weights),
@@ -168,6 +255,7 @@ __device__ __forceinline__ int mmid_expert(const mmid_args &a, int64_t rj) {
 /* Any supported type: one warp per output n of row rj (blockIdx.y strides over rows). */
 template <int T, bool VEC>
 __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_v1_kernel(mmid_args a) {
+  memra_pdl_enter();
   const int lane = threadIdx.x & 31, part = lane & 3;
   const int64_t n = (int64_t)blockIdx.x * MMID_WARPS + (threadIdx.x >> 5), ul = lane >> 2;
   if (n >= a.N) return;
@@ -211,62 +299,71 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_v1_kernel(mmid_args
   }
 }
 
-/* Q4_K / Q5_K (16-byte aligned rows) and Q6_K: matmul v5's decode path (M = 1) with the
- * expert's rows; MKQ_R outputs per block, the warps split K in 1024-element steps. */
-template <int T, bool VEC>
-__global__ void __launch_bounds__(MKQ_WARPS * 32) matmul_id_kq_v1_kernel(mmid_args a) {
+/* Q4_K / Q5_K (16-byte aligned rows) and Q6_K, v2: v5's lane layout and arithmetic
+ * (matmul_kq.cuh: lane = super-block sbl, group g, half p; 32 weights per lane per row) with
+ * the WARP as the unit of work: a warp owns 4 / S row sets of MMID_R rows of one (token,
+ * expert) row rj and walks all of K, S super-blocks per step; lanes of row set rs take
+ * super-blocks sbl - S rs of each step. Expert matrices are small (Qwen3-30B-A3B: K 2048 and
+ * 768, Qwen3-Next: 512): v1 split K across the block's warps in 1024-element steps, so 2 of
+ * 4 warps (K 2048) or 13 of 16 lanes' quarters (K 768) idled, 19-47 us a launch at 5-9% of
+ * the DRAM bandwidth. S is 4 from 3 super-blocks up, else nsb (1 or 2), so every K keeps at
+ * least 3/4 of the lanes busy. A row's sum: the lane's chain over the steps, then a fixed
+ * butterfly over its row set's lanes: the same for every rj, token count and grid. */
+enum { MMID_R = 4 };
+
+template <int T, bool VEC, int S>
+__global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_kq_v2_kernel(mmid_args a) {
   constexpr int B = T == MEMRA_TYPE_Q4_K ? 4 : T == MEMRA_TYPE_Q5_K ? 5 : 6;
-  __shared__ float part[MKQ_WARPS][MKQ_R];
+  constexpr int NRS = 4 / S, RW = NRS * MMID_R; /* row sets, rows per warp */
+  memra_pdl_enter();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sbl = lane >> 3, g = (lane >> 1) & 3, p = lane & 1;
-  const int64_t n0 = (int64_t)blockIdx.x * MKQ_R;
-  const int64_t nsb = a.K / 256, steps = (nsb + 3) / 4;
+  const int sbo = sbl % S, rs = sbl / S;
+  const int64_t nw0 = ((int64_t)blockIdx.x * MMID_WARPS + warp) * RW; /* the warp's first row */
+  if (nw0 >= a.N) return;                                             /* warp-uniform */
+  const int64_t n0 = nw0 + rs * MMID_R;
+  const int64_t nsb = a.K / 256, steps = (nsb + S - 1) / S;
   for (int64_t rj = blockIdx.y; rj < a.rows; rj += gridDim.y) {
     const int e = mmid_expert(a, rj);
     if (e < 0) {
-      if (threadIdx.x < MKQ_R && n0 + threadIdx.x < a.N)
-        a.y[rj * a.y_ld + n0 + threadIdx.x] = MOE_NAN;
+      if ((lane & (8 * S - 1)) == 0)
+        for (int r = 0; r < MMID_R; ++r)
+          if (n0 + r < a.N) a.y[rj * a.y_ld + n0 + r] = MOE_NAN;
       continue;
     }
-    const uint8_t *wr[MKQ_R];
+    const uint8_t *wr[MMID_R];
 #pragma unroll
-    for (int r = 0; r < MKQ_R; ++r)
+    for (int r = 0; r < MMID_R; ++r)
       wr[r] = a.w +
               ((uint64_t)e * (uint64_t)a.N + (uint64_t)(n0 + r < a.N ? n0 + r : a.N - 1)) * a.w_nb1;
     const float *xr = a.x + (a.shared_x ? rj / a.k : rj) * a.x_ld;
-    float acc[MKQ_R];
+    float acc[MMID_R];
 #pragma unroll
-    for (int r = 0; r < MKQ_R; ++r)
+    for (int r = 0; r < MMID_R; ++r)
       acc[r] = 0.f;
-    for (int64_t s = warp; s < steps; s += MKQ_WARPS) {
-      const int64_t sb = 4 * s + sbl;
-      if (sb >= nsb) continue;
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t sb = S * s + sbo;
+      if (sb >= nsb) continue; /* tail step (or K of 3 super-blocks): idle lanes */
       const int64_t e0 = 256 * sb + (B == 6 ? 128 * (g >> 1) + 32 * (g & 1) : 64 * g) + 16 * p;
       constexpr int eh = B == 6 ? 64 : 32;
-      uint4 hd[MKQ_R], q[MKQ_R], qh[MKQ_R];
+      uint4 hd[MMID_R], q[MMID_R], qh[MMID_R];
 #pragma unroll
-      for (int r = 0; r < MKQ_R; ++r)
+      for (int r = 0; r < MMID_R; ++r)
         mkq_load_raw<T>(wr[r], sb, g, p, &hd[r], &q[r], &qh[r]);
       float xl[16], xh[16];
       const float Xl = mkq_load_x16<VEC>(xr + e0, xl), Xh = mkq_load_x16<VEC>(xr + e0 + eh, xh);
 #pragma unroll
-      for (int r = 0; r < MKQ_R; ++r)
+      for (int r = 0; r < MMID_R; ++r)
         acc[r] = B == 6 ? mkq_row_step6(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh)
                         : mkq_row_step<B>(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh);
     }
-    __syncthreads(); /* part[] of the previous row is read */
 #pragma unroll
-    for (int r = 0; r < MKQ_R; ++r) {
-      const float v = memra_warp_sum(acc[r]);
-      if (lane == 0) part[warp][r] = v;
-    }
-    __syncthreads();
-    if (threadIdx.x < MKQ_R && n0 + threadIdx.x < a.N) {
-      float v = part[0][threadIdx.x];
+    for (int r = 0; r < MMID_R; ++r) {
+      float v = acc[r];
 #pragma unroll
-      for (int w = 1; w < MKQ_WARPS; ++w)
-        v = __fadd_rn(v, part[w][threadIdx.x]);
-      a.y[rj * a.y_ld + n0 + threadIdx.x] = v;
+      for (int o = 1; o < 8 * S; o <<= 1) /* p, g, then the row set's super-blocks */
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+      if ((lane & (8 * S - 1)) == 0 && n0 + r < a.N) a.y[rj * a.y_ld + n0 + r] = v;
     }
   }
 }
@@ -323,13 +420,19 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
   const bool xv = memra_cu_align_of(xp, x->nb1 * (x->ne1 > 1)) >= 16;
   const bool kq16 = (w->type == MEMRA_TYPE_Q4_K || w->type == MEMRA_TYPE_Q5_K) && walign >= 16;
   if (kq16 || w->type == MEMRA_TYPE_Q6_K) {
-    const dim3 grid((unsigned)((N + MKQ_R - 1) / MKQ_R), gy);
+    const int64_t nsb = K / 256;
+    const int S = nsb >= 3 ? 4 : nsb == 2 ? 2 : 1, rw = 4 / S * MMID_R;
+    const dim3 grid((unsigned)((N + rw * MMID_WARPS - 1) / (rw * MMID_WARPS)), gy);
+#define KQ_GO(TY, V, SS)                                                                           \
+  (void)memra_cu_launch(be, matmul_id_kq_v2_kernel<TY, V, SS>, grid, dim3(MMID_WARPS * 32), 0, a)
 #define KQ_CASE(TY)                                                                                \
   case TY:                                                                                         \
-    if (xv)                                                                                        \
-      matmul_id_kq_v1_kernel<TY, true><<<grid, MKQ_WARPS * 32, 0, be->stream>>>(a);                \
+    if (S == 4)                                                                                    \
+      xv ? KQ_GO(TY, true, 4) : KQ_GO(TY, false, 4);                                               \
+    else if (S == 2)                                                                               \
+      xv ? KQ_GO(TY, true, 2) : KQ_GO(TY, false, 2);                                               \
     else                                                                                           \
-      matmul_id_kq_v1_kernel<TY, false><<<grid, MKQ_WARPS * 32, 0, be->stream>>>(a);               \
+      xv ? KQ_GO(TY, true, 1) : KQ_GO(TY, false, 1);                                               \
     break;
     switch (w->type) {
       KQ_CASE(MEMRA_TYPE_Q4_K)
@@ -338,6 +441,7 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
     default: break;
     }
 #undef KQ_CASE
+#undef KQ_GO
     MEMRA_CU_LAUNCHED();
     return MEMRA_OK;
   }
@@ -345,10 +449,9 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
   const dim3 grid((unsigned)((N + MMID_WARPS - 1) / MMID_WARPS), gy);
 #define ID_CASE(TY)                                                                                \
   case TY:                                                                                         \
-    if (vec)                                                                                       \
-      matmul_id_v1_kernel<TY, true><<<grid, MMID_WARPS * 32, 0, be->stream>>>(a);                  \
-    else                                                                                           \
-      matmul_id_v1_kernel<TY, false><<<grid, MMID_WARPS * 32, 0, be->stream>>>(a);                 \
+    (void)memra_cu_launch(be,                                                                      \
+                          vec ? matmul_id_v1_kernel<TY, true> : matmul_id_v1_kernel<TY, false>,    \
+                          grid, dim3(MMID_WARPS * 32), 0, a);                                      \
     break;
   switch (w->type) {
     ID_CASE(MEMRA_TYPE_F32)
@@ -374,6 +477,7 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
 __global__ void moe_combine_v1_kernel(float *y, int64_t y_ld, const float *x, int64_t x_ld,
                                       const float *w, int64_t w_ld, int64_t k, int64_t E,
                                       int64_t total) {
+  memra_pdl_enter();
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total;
        t += (int64_t)gridDim.x * blockDim.x) {
     const int64_t r = t / E, i = t % E;
@@ -400,10 +504,10 @@ memra_status memra_cu_moe_combine(memra_backend *be, const memra_tensor *y, cons
   if (total == 0) return MEMRA_OK;
   int64_t g = (total + 255) / 256;
   if (g > 65536) g = 65536;
-  moe_combine_v1_kernel<<<(unsigned)g, 256, 0, be->stream>>>(
-      (float *)memra_cu_ptr(y), (int64_t)(y->nb1 / 4), (const float *)memra_cu_ptr(x),
-      (int64_t)(x->nb1 / 4), (const float *)memra_cu_ptr(weights), (int64_t)(weights->nb1 / 4), k,
-      x->ne0, total);
+  (void)memra_cu_launch(
+      be, moe_combine_v1_kernel, dim3((unsigned)g), dim3(256), 0, (float *)memra_cu_ptr(y),
+      (int64_t)(y->nb1 / 4), (const float *)memra_cu_ptr(x), (int64_t)(x->nb1 / 4),
+      (const float *)memra_cu_ptr(weights), (int64_t)(weights->nb1 / 4), k, x->ne0, total);
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
 }

@@ -194,6 +194,51 @@ static void check_matmul_id(int32_t type, int64_t n_expert, int64_t N, int64_t K
   free(ids);
 }
 
+/* Batch invariance on the test plugin: token t of n, run alone (its ids and x rows as
+ * views), gives the same bits as in the batch. */
+static void check_matmul_id_alone(int32_t type, int64_t n_expert, int64_t N, int64_t K, int64_t n,
+                                  int64_t k, int64_t t) {
+  uint64_t wbytes;
+  void *w = ck_rand_rows(type, K, n_expert * N, &wbytes);
+  float *x = ck_frand_vec(n * K, -1, 1);
+  int32_t *ids = ck_xmalloc((size_t)(n * k) * 4);
+  for (int64_t i = 0; i < n * k; ++i) /* distinct within a token: a rotation */
+    ids[i] = (int32_t)((i / k * 7 + i % k) % n_expert);
+  ck_buf dw = ck_new(wbytes, w), dx = ck_new((uint64_t)(n * K) * 4, x),
+         di = ck_new((uint64_t)(n * k) * 4, ids), dy = ck_new((uint64_t)(n * k * N) * 4, NULL),
+         d1 = ck_new((uint64_t)(k * N) * 4, NULL);
+  const int i = 1;
+  memra_tensor tw = ck_view(&dw, i, type, K, n_expert * N, 0, 0),
+               tx = ck_view(&dx, i, MEMRA_TYPE_F32, K, n, 0, 0),
+               ti = ck_view(&di, i, MEMRA_TYPE_I32, k, n, 0, 0),
+               ty = ck_view(&dy, i, MEMRA_TYPE_F32, N, n * k, 0, 0),
+               tx1 = ck_view(&dx, i, MEMRA_TYPE_F32, K, 1, 0, (uint64_t)(t * K) * 4),
+               ti1 = ck_view(&di, i, MEMRA_TYPE_I32, k, 1, 0, (uint64_t)(t * k) * 4),
+               ty1 = ck_view(&d1, i, MEMRA_TYPE_F32, N, k, 0, 0);
+  const int ok =
+      must_ok(i, P[i].vt->matmul_id(P[i].be, &ty, &tx, &tw, &ti, (int32_t)n_expert), "matmul_id") &&
+      must_ok(i, P[i].vt->matmul_id(P[i].be, &ty1, &tx1, &tw, &ti1, (int32_t)n_expert),
+              "matmul_id");
+  char what[80];
+  snprintf(what, sizeof what, "%s N %" PRId64 " K %" PRId64 " token %" PRId64 " of %" PRId64,
+           tname(type), N, K, t, n);
+  if (ok) {
+    float *a = ck_get(&dy, i), *b = ck_get(&d1, i);
+    const int same = !memcmp(a + t * k * N, b, (size_t)(k * N) * 4);
+    ck_record("matmul_id alone == batched", what, same ? 0 : 1, 0, same, "bitwise");
+    free(a);
+    free(b);
+  }
+  ck_free(&dw);
+  ck_free(&dx);
+  ck_free(&di);
+  ck_free(&dy);
+  ck_free(&d1);
+  free(w);
+  free(x);
+  free(ids);
+}
+
 /* --- moe_combine, sigmoid_gate -------------------------------------------------------- */
 
 static void check_combine(int64_t n, int64_t k, int64_t E) {
@@ -471,6 +516,9 @@ static int run_ops(void) {
   check_route(5, 64, 8, 1, 0);
   check_route(19, 64, 8, 1, 1);
   check_route(3, 512, 10, 0, 0);
+  check_route(9, 128, 8, 1, 1);
+  check_route(6, 1000, 32, 1, 0);
+  check_route(2, 1500, 8, 1, 0);
   check_route(0, 64, 8, 1, 0);
   static const int32_t types[] = {MEMRA_TYPE_F16,  MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_K,
                                   MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q4_0};
@@ -483,8 +531,13 @@ static int run_ops(void) {
     if (!g_quick) {
       check_matmul_id(ty, 64, 48, kq ? 512 : 224, 5, 8, 1, 0);
       check_matmul_id(ty, 64, 17, kq ? 1280 : 160, 3, 8, 0, 0);
+      check_matmul_id(ty, 9, 37, kq ? 2048 : 320, 3, 4, 1, 0);
+      check_matmul_id(ty, 5, 21, kq ? 4352 : 96, 2, 3, 0, 0);
     }
   }
+  check_matmul_id_alone(MEMRA_TYPE_Q4_K, 16, 45, 2048, 7, 4, 5);
+  check_matmul_id_alone(MEMRA_TYPE_Q6_K, 16, 29, 768, 6, 3, 2);
+  check_matmul_id_alone(MEMRA_TYPE_Q5_K, 16, 19, 512, 5, 2, 4);
   check_matmul_id(MEMRA_TYPE_Q4_K, 7, 33, 256, 4, 2, 1, 1);
   check_matmul_id(MEMRA_TYPE_Q8_0, 7, 33, 64, 4, 2, 1, 1);
   check_matmul_id(MEMRA_TYPE_F16, 7, 9, 64, 0, 2, 1, 0);
