@@ -205,10 +205,15 @@ static void check_matmul(void) {
   static const int64_t ms[] = {1, 3, 8, 13, 7}; /* 7: the 4-row tile over two row groups */
   for (int t = 0; t < N_TYPES; ++t) {
     const int32_t type = k_types[t];
-    /* wide 2: N >= 4096 takes the decode GEMV's many-rows-per-block path (M = 1) */
-    for (int wide = 0; wide < 3; ++wide) {
+    /* wide 2: N >= 4096 takes the decode GEMV's many-rows-per-block path (M = 1); wide 3
+     * (K-quants): N >= 8192 takes v10's 4 rows per warp, K 4096 whole steps */
+    for (int wide = 0; wide < 4; ++wide) {
       if (g_quick && wide) continue;
-      const int64_t K = odd_k(type, wide == 1), N = wide == 1 ? 131 : wide == 2 ? 4099 : 257;
+      if (wide == 3 && memra_type_info(type).blck != 256) continue;
+      const int64_t K = wide == 3 ? 4096 : odd_k(type, wide == 1), N = wide == 1   ? 131
+                                                                       : wide == 2 ? 4099
+                                                                       : wide == 3 ? 8203
+                                                                                   : 257;
       uint64_t nb;
       void *w = ck_rand_rows(type, K, N, &nb);
       float *bias = ck_frand_vec(N, -1, 1);

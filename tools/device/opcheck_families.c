@@ -538,6 +538,11 @@ static int run_ops(void) {
   check_matmul_id_alone(MEMRA_TYPE_Q4_K, 16, 45, 2048, 7, 4, 5);
   check_matmul_id_alone(MEMRA_TYPE_Q6_K, 16, 29, 768, 6, 3, 2);
   check_matmul_id_alone(MEMRA_TYPE_Q5_K, 16, 19, 512, 5, 2, 4);
+  check_matmul_id_alone(MEMRA_TYPE_F16, 16, 23, 2048, 5, 4, 3);
+  check_matmul_id(MEMRA_TYPE_BF16, 9, 37, 2048, 3, 4, 1, 0);
+  check_matmul_id(MEMRA_TYPE_BF16, 5, 13, 520, 2, 3, 0, 0);
+  check_matmul_id(MEMRA_TYPE_F16, 12, 37, 2048, 3, 10, 1, 0);
+  check_matmul_id(MEMRA_TYPE_F16, 7, 33, 256, 4, 2, 1, 1);
   check_matmul_id(MEMRA_TYPE_Q4_K, 7, 33, 256, 4, 2, 1, 1);
   check_matmul_id(MEMRA_TYPE_Q8_0, 7, 33, 64, 4, 2, 1, 1);
   check_matmul_id(MEMRA_TYPE_F16, 7, 9, 64, 0, 2, 1, 0);
