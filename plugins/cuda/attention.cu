@@ -22,14 +22,20 @@
  *   runs only with MEMRA_ATT_FUSE=1 (read per call, so opcheck compares both in one
  *   process), for launch groups of at most ATT_TICKETS rows x KV heads whose splits x
  *   group fit the tail's shared memory (group 4: buckets up to 8192).
- * ver 4 (attention_v4.cuh) is in the vtable: at most 32 splits per row, sized from the
- *   row's own attended length (read on the device), K/V tiles loaded 16 bytes a lane
- *   before the scores need them, q in registers, a one-round-trip combine. MEMRA_ATT=2
- *   (read per call, for A/B timing and opcheck) runs ver 2, MEMRA_ATT_FUSE=1 ver 3.
+ * ver 4 (attention_v4.cuh): at most 32 splits per row, sized from the row's own attended
+ *   length (read on the device), K/V tiles loaded 16 bytes a lane before the scores need
+ *   them, q in registers, a one-round-trip combine. H200, L 512 B 1: 13.4 us per layer,
+ *   almost all of it latency (241 registers, i-cache misses, two launches).
+ * ver 5 (attention_v5.cuh) is in the vtable: split and combine in one launch, the splits of
+ *   a (KV head, row) one thread-block cluster that combines through distributed shared
+ *   memory; at most 16 splits (8 on the sm120a family) from the row's own length, 8 warps
+ *   of a compact step loop, q in shared memory. MEMRA_ATT=4 / MEMRA_ATT=2 (read per call,
+ *   for A/B timing and opcheck) run ver 4 / ver 2, MEMRA_ATT_FUSE=1 ver 3; a device that
+ *   cannot hold v5's clusters runs ver 4.
  * v2/v3: the split count is kv_bucket / ATT_CHUNK (so one graph per bucket). The chunk
  * edges are fixed positions, not a function of the bucket, the batch or the SM count: a
  * row's result is then bit-identical whether it runs alone, in any batch, eagerly or
- * replayed. v4 keeps that property with chunks that are a function of the row alone.
+ * replayed. v4 and v5 keep that property with chunks that are a function of the row alone.
  * Prefill rows use the same kernels, in row groups that bound the partials' workspace;
  * a tensor-core prefill kernel is later work. */
 #include <cuda_fp16.h>
@@ -355,6 +361,47 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_combine_v2_kernel(att_a
 
 #include "plugins/cuda/attention_v4.cuh" /* after att_args */
 
+#include "plugins/cuda/attention_v5.cuh" /* after attention_v4.cuh */
+
+/* v5's kernel for a cache type, load width and group (GM 4 or 8), and whether this device
+ * can hold a cluster of AT5_SPLITS blocks of it at the largest shared memory a launch asks
+ * (set up once per kernel: the shared memory opt-in, clusters above 8; a device that cannot
+ * runs v4, a property of the device, not of the batch). */
+typedef void (*att5_fn)(att_args);
+template <typename TC, int VW> static att5_fn att5_pick(int G) {
+  return G <= 4 ? attention_v5_kernel<TC, VW, 4> : attention_v5_kernel<TC, VW, 8>;
+}
+static att5_fn att5_ready(int32_t ctype, bool vec, int G) {
+  static int state[12]; /* 0 not yet asked, 1 runs, 2 cannot: [cache type][vec][GM 8] */
+  const int ti = ctype == MEMRA_TYPE_F8_E4M3 ? 0 : ctype == MEMRA_TYPE_F16 ? 1 : 2;
+  att5_fn k = ti == 0   ? (vec ? att5_pick<memra_f8, 8>(G) : att5_pick<memra_f8, 1>(G))
+              : ti == 1 ? (vec ? att5_pick<__half, 8>(G) : att5_pick<__half, 1>(G))
+                        : (vec ? att5_pick<float, 8>(G) : att5_pick<float, 1>(G));
+  int *st = &state[ti * 4 + (vec ? 2 : 0) + (G > 4 ? 1 : 0)];
+  if (*st == 0) {
+    cudaError_t e =
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)AT5_SMEM_MAX);
+    if (e == cudaSuccess && AT5_SPLITS > 8)
+      e = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(AT5_SPLITS, 1, 1);
+    cfg.blockDim = dim3(AT5_THREADS);
+    cfg.dynamicSmemBytes = AT5_SMEM_MAX;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = AT5_SPLITS;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveClusters(&n, k, &cfg);
+    if (e != cudaSuccess) (void)cudaGetLastError(); /* a setting or query that failed: v4 */
+    *st = e == cudaSuccess && n > 0 ? 1 : 2;
+  }
+  return *st == 1 ? k : NULL;
+}
+
 /* v4's split kernel for a cache type and load width, by the group bound GM (4 or 8). */
 template <typename TC, int VW>
 static void att4_launch(const memra_backend *be, dim3 grid, size_t smem, const att_args &a) {
@@ -441,6 +488,28 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
   /* v3 (split + combine in one launch) only with MEMRA_ATT_FUSE=1: slower on the H200. */
   const bool fuse = fuse_env && strcmp(fuse_env, "1") == 0;
   const bool v2 = fuse || (ver_env && strcmp(ver_env, "2") == 0);
+  /* 16-byte K loads when every head's row of VW elements starts 16-byte aligned (v4, v5: V
+   * too). */
+  const bool vec = p->head_dim % 8 == 0 && memra_cu_align_of(a.kc, k_cache->nb1) >= 16 &&
+                   (p->head_dim * esz) % 16 == 0;
+  const bool vec4 = vec && memra_cu_align_of(a.vc, v_cache->nb1) >= 16;
+  /* v5 unless MEMRA_ATT names another version (or the device cannot run it) */
+  const att5_fn k5 = v2 || (ver_env && strcmp(ver_env, "4") == 0)
+                         ? NULL
+                         : att5_ready(k_cache->type, vec4, a.group);
+  if (k5) {
+    a.n_split = att5_grid_splits(batch->kv_bucket); /* the cluster size */
+    a.part = NULL;
+    const size_t smem5 = att5_smem(a.group, p->head_dim, a.n_split);
+    for (int64_t r0 = 0; r0 < batch->n_rows; r0 += 65535) {
+      const int64_t nr = batch->n_rows - r0 < 65535 ? batch->n_rows - r0 : 65535;
+      a.row0 = r0;
+      dim3 g5((unsigned)a.n_split, (unsigned)p->n_kv_head, (unsigned)nr);
+      MEMRA_CU(
+          memra_cu_launch_cluster(be, k5, g5, dim3(AT5_THREADS), smem5, (unsigned)a.n_split, a));
+    }
+    return MEMRA_OK;
+  }
   a.n_split =
       v2 ? (batch->kv_bucket + ATT_CHUNK - 1) / ATT_CHUNK : att4_grid_splits(batch->kv_bucket);
   if (a.n_split > ATT_MAX_SPLIT || a.n_split < 1)
@@ -455,11 +524,6 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
   void *ws = NULL;
   if ((st = memra_cu_workspace(be, group_rows * per_row, &ws)) != MEMRA_OK) return st;
   a.part = (float *)ws;
-  /* 16-byte K loads when every head's row of VW elements starts 16-byte aligned (v4: V
-   * too). */
-  const bool vec = p->head_dim % 8 == 0 && memra_cu_align_of(a.kc, k_cache->nb1) >= 16 &&
-                   (p->head_dim * esz) % 16 == 0;
-  const bool vec4 = vec && memra_cu_align_of(a.vc, v_cache->nb1) >= 16;
   /* v4: the warps' group sums of acc [warps][group][head_dim] */
   const size_t smem4 = (size_t)AT4_WARPS * a.group * p->head_dim * sizeof(float);
   for (int64_t r0 = 0; r0 < batch->n_rows; r0 += (int64_t)group_rows) {

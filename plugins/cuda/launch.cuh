@@ -66,4 +66,27 @@ static inline cudaError_t memra_cu_launch(const memra_backend *be, void (*kernel
   return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
 }
 
+/* memra_cu_launch in thread-block clusters of (cluster_x, 1, 1) (grid.x a multiple of it;
+ * above 8 the kernel needs cudaFuncAttributeNonPortableClusterSizeAllowed). */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t memra_cu_launch_cluster(const memra_backend *be, void (*kernel)(KArgs...),
+                                                  dim3 grid, dim3 block, size_t smem,
+                                                  unsigned cluster_x, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = be->stream;
+  cudaLaunchAttribute at[2];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = cluster_x;
+  at[0].val.clusterDim.y = 1;
+  at[0].val.clusterDim.z = 1;
+  at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = be->pdl ? 2 : 1;
+  return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
+}
+
 #endif /* MEMRA_CUDA_LAUNCH_CUH */

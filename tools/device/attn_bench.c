@@ -7,10 +7,10 @@
  * Cases: KV length L in {512, 4096, 4224} (every row at position L - 1, its own sequence;
  * the bucket is the core's: the power of two >= 256 bounding the positions, so 4224 runs in
  * the 8192 bucket as tg128 @ d4096 does), batch 1 and 8, F16 and FP8 e4m3 caches, the
- * default kernels and v2 (MEMRA_ATT=2, read per call). Each timed unit is a captured graph
- * of one attention call per layer copy, the copies rotating over more than 256 MB so K and
- * V come from DRAM; the figure is the median of 7 replays of 5, divided by the copies.
- * Bytes counted: K and V of every row's L positions. */
+ * default kernels (v5) beside v4 and v2 (MEMRA_ATT=4, =2, read per call). Each timed unit is a
+ * captured graph of one attention call per layer copy, the copies rotating over more than 256 MB so
+ * K and V come from DRAM; the figure is the median of 7 replays of 5, divided by the copies. Bytes
+ * counted: K and V of every row's L positions. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -67,7 +67,7 @@ static double copy_bandwidth(void) {
 }
 
 /* us per layer of one configuration. */
-static double bench_one(int32_t ctype, int L, int B, int v2) {
+static double bench_one(int32_t ctype, int L, int B, const char *ver) {
   enum { NH = 32, NKV = 8, HD = 128, BS = 16 };
   const int width = NKV * HD, nb = (L + BS - 1) / BS;
   const uint64_t esz = ctype == MEMRA_TYPE_F16 ? 2 : 1;
@@ -128,7 +128,7 @@ static double bench_one(int32_t ctype, int L, int B, int v2) {
   memra_attn_params ap = {NH, NKV, HD, 0, 1.0f / sqrtf((float)HD), 0.f};
   memra_tensor tq = {q, 0, MEMRA_TYPE_F32, 0, NH * HD, B, NH * HD * 4};
   memra_tensor to = {o, 0, MEMRA_TYPE_F32, 0, NH * HD, B, NH * HD * 4};
-  if (v2) setenv("MEMRA_ATT", "2", 1);
+  if (ver) setenv("MEMRA_ATT", ver, 1);
   memra_graph *g = NULL;
   MUST(G.vt->synchronize(G.be), "synchronize");
   MUST(G.vt->graph_begin(G.be), "graph_begin");
@@ -139,7 +139,7 @@ static double bench_one(int32_t ctype, int L, int B, int v2) {
     MUST(G.vt->attention(G.be, &to, &tq, &tk, &tv, &b, &ap), "attention");
   }
   MUST(G.vt->graph_end(G.be, &g), "graph_end");
-  if (v2) unsetenv("MEMRA_ATT");
+  if (ver) unsetenv("MEMRA_ATT");
   const double t = median_graph(g, 5, 7) / copies;
   G.vt->graph_free(G.be, g);
   G.vt->buf_free(G.be, kc);
@@ -169,23 +169,24 @@ int main(int argc, char **argv) {
          copy_gbs);
   printf("decode attention, Llama-3.1-8B layer (32/8 heads x 128), us per layer (graph "
          "replay, median of 7)\n");
-  printf("%-7s %5s %6s %3s %10s %10s %8s %7s %8s\n", "cache", "L", "bucket", "B", "default us",
-         "v2 us", "floor us", "%copy", "v2/def");
+  printf("%-7s %5s %6s %3s %10s %8s %8s %8s %7s %7s %7s\n", "cache", "L", "bucket", "B",
+         "default us", "v4 us", "v2 us", "floor us", "%copy", "v4/def", "v2/def");
   static const int Ls[] = {512, 4096, 4224}, Bs[] = {1, 8};
   static const int32_t types[] = {MEMRA_TYPE_F16, MEMRA_TYPE_F8_E4M3};
   for (int ti = 0; ti < 2; ++ti)
     for (int bi = 0; bi < 2; ++bi)
       for (int li = 0; li < 3; ++li) {
         const int L = Ls[li], B = Bs[bi];
-        const double t4 = bench_one(types[ti], L, B, 0), t2 = bench_one(types[ti], L, B, 1);
+        const double t5 = bench_one(types[ti], L, B, NULL), t4 = bench_one(types[ti], L, B, "4"),
+                     t2 = bench_one(types[ti], L, B, "2");
         const double bytes = 2.0 * B * L * 8 * 128 * (types[ti] == MEMRA_TYPE_F16 ? 2 : 1);
         const double floor_us = bytes / (copy_gbs * 1e9) * 1e6;
         int32_t bucket = 256;
         while (bucket < L)
           bucket *= 2;
-        printf("%-7s %5d %6d %3d %10.2f %10.2f %8.2f %6.1f%% %8.2f\n",
-               memra_type_info(types[ti]).name, L, bucket, B, t4, t2, floor_us,
-               100.0 * floor_us / t4, t2 / t4);
+        printf("%-7s %5d %6d %3d %10.2f %8.2f %8.2f %8.2f %6.1f%% %7.2f %7.2f\n",
+               memra_type_info(types[ti]).name, L, bucket, B, t5, t4, t2, floor_us,
+               100.0 * floor_us / t5, t4 / t5, t2 / t5);
         fflush(stdout);
       }
   memra_plug_close(&G);

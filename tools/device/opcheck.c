@@ -807,9 +807,10 @@ static void check_attention(void) {
                               TP(&dvc, i, cs[c].ctype, width, slots), &b, &p);
          }));
     if (ok_) compare_f32("attention", what, &dout, (int64_t)n_rows * qw, 2e-5);
-    float *ob4 = ok_ ? ck_get(&dout, 1) : NULL; /* the default kernels (v4) */
-    if (ok_) {                                  /* v2 (MEMRA_ATT=2) against the CPU too */
-      setenv("MEMRA_ATT", "2", 1);
+    float *ob4 = ok_ ? ck_get(&dout, 1) : NULL; /* the default kernels (v5) */
+    static const char *const olds[2] = {"4", "2"};
+    for (int v = 0; ok_ && v < 2; ++v) { /* v4, v2 (MEMRA_ATT=4, =2) against the CPU too */
+      setenv("MEMRA_ATT", olds[v], 1);
       ck_poison1(&P[1], dout.b[1], dout.size); /* the CPU's result stays */
       memra_batch b = kv_batch(&f, 1, n_rows, maxp + 1);
       memra_plug_must(&P[1],
@@ -821,7 +822,7 @@ static void check_attention(void) {
       memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
       unsetenv("MEMRA_ATT");
       char w2[128];
-      snprintf(w2, sizeof w2, "v2 %s", what);
+      snprintf(w2, sizeof w2, "v%s %s", olds[v], what);
       compare_f32("attention", w2, &dout, (int64_t)n_rows * qw, 2e-5);
     }
     if (ok_) { /* the test plugin's one-launch split + combine (attention v3, opt-in with
@@ -852,8 +853,8 @@ static void check_attention(void) {
       free(ob);
       ck_free(&d2);
     }
-    if (ok_ && n_rows > 1) { /* v4: each row alone, with its own smaller bucket and a
-                              * smaller grid, and twice: bit-identical to the batch */
+    if (ok_ && n_rows > 1) { /* v5: each row alone, with its own smaller bucket and a
+                              * smaller grid (cluster), and twice: bit-identical to the batch */
       const int nchk = n_rows < 8 ? n_rows : 8;
       int n_same = 0;
       ck_buf d1 = ck_new((uint64_t)qw * 4, NULL);
