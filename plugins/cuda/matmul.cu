@@ -59,7 +59,6 @@
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_kq.cuh"
-#include "plugins/cuda/matmul_kq10.cuh"
 #include "plugins/cuda/matmul_kq9.cuh"
 #include "plugins/cuda/matmul_q8.cuh"
 #include "plugins/cuda/matmul_q8b.cuh"
@@ -236,7 +235,7 @@ static bool mm_q8a_enabled(void) {
 }
 
 /* One checked matmul: device pointers, strides, shape and the kernel family it takes. */
-enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6, MM_V7 = 7, MM_V8 = 8, MM_V9 = 9, MM_V10 = 10 };
+enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6, MM_V7 = 7, MM_V8 = 8, MM_V9 = 9 };
 struct mm_args {
   float *y;
   const float *x;
@@ -315,8 +314,6 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
   else if (kq && walign >= 16 && mm_gemv_mode() != MM_GEMV_V5 && mm_v9_size(N, K) &&
            mk9_fits(be, t))
     a->path = MM_V9;
-  else if (t == MEMRA_TYPE_Q4_K && walign >= 16 && mm_gemv_mode() != MM_GEMV_V5)
-    a->path = MM_V10;
   else if (((t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K) && walign >= 16) || t == MEMRA_TYPE_Q6_K)
     a->path = MM_V5;
   else if (a->xv16 && K % 8 == 0 && (t == MEMRA_TYPE_F16 || t == MEMRA_TYPE_BF16) && walign >= 16)
@@ -349,9 +346,6 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
                                                      (uint8_t *)ws)
                  : mtc_launch<MEMRA_TYPE_Q4_K, false>(mt, be, J, a->x, a->x_ld, a->K, a->M,
                                                       (uint8_t *)ws);
-  } else if (a->path == MM_V10) {
-    ok = a->xv16 ? mk10_launch<true>(mt, n_rows_all, be, J, a->x, a->x_ld, a->K, a->M)
-                 : mk10_launch<false>(mt, n_rows_all, be, J, a->x, a->x_ld, a->K, a->M);
   } else if (a->path == MM_V5) {
 #define MKQ_CASE(TY)                                                                               \
   case TY:                                                                                         \

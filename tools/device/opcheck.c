@@ -206,7 +206,7 @@ static void check_matmul(void) {
   for (int t = 0; t < N_TYPES; ++t) {
     const int32_t type = k_types[t];
     /* wide 2: N >= 4096 takes the decode GEMV's many-rows-per-block path (M = 1); wide 3
-     * (K-quants): N >= 8192 takes v10's 4 rows per warp, K 4096 whole steps */
+     * (K-quants): N >= 8192, K 4096: whole steps of every warp, 8 rows per block */
     for (int wide = 0; wide < 4; ++wide) {
       if (g_quick && wide) continue;
       if (wide == 3 && memra_type_info(type).blck != 256) continue;
