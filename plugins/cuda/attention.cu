@@ -368,17 +368,16 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_combine_v2_kernel(att_a
  * (set up once per kernel: the shared memory opt-in, clusters above 8; a device that cannot
  * runs v4, a property of the device, not of the batch). */
 typedef void (*att5_fn)(att_args);
-template <typename TC, int VW> static att5_fn att5_pick(int G, bool p4) {
-  if (p4) return G <= 4 ? attention_v5_kernel<TC, VW, 4, 4> : attention_v5_kernel<TC, VW, 8, 4>;
-  return G <= 4 ? attention_v5_kernel<TC, VW, 4, AT5_P> : attention_v5_kernel<TC, VW, 8, AT5_P>;
+template <typename TC, int VW> static att5_fn att5_pick(int G) {
+  return G <= 4 ? attention_v5_kernel<TC, VW, 4> : attention_v5_kernel<TC, VW, 8>;
 }
-static att5_fn att5_ready(int32_t ctype, bool vec, int G, bool p4) {
-  static int state[24]; /* 0 not yet asked, 1 runs, 2 cannot: [P 4][cache type][vec][GM 8] */
+static att5_fn att5_ready(int32_t ctype, bool vec, int G) {
+  static int state[12]; /* 0 not yet asked, 1 runs, 2 cannot: [cache type][vec][GM 8] */
   const int ti = ctype == MEMRA_TYPE_F8_E4M3 ? 0 : ctype == MEMRA_TYPE_F16 ? 1 : 2;
-  att5_fn k = ti == 0   ? (vec ? att5_pick<memra_f8, 8>(G, p4) : att5_pick<memra_f8, 1>(G, p4))
-              : ti == 1 ? (vec ? att5_pick<__half, 8>(G, p4) : att5_pick<__half, 1>(G, p4))
-                        : (vec ? att5_pick<float, 8>(G, p4) : att5_pick<float, 1>(G, p4));
-  int *st = &state[(p4 ? 12 : 0) + ti * 4 + (vec ? 2 : 0) + (G > 4 ? 1 : 0)];
+  att5_fn k = ti == 0   ? (vec ? att5_pick<memra_f8, 8>(G) : att5_pick<memra_f8, 1>(G))
+              : ti == 1 ? (vec ? att5_pick<__half, 8>(G) : att5_pick<__half, 1>(G))
+                        : (vec ? att5_pick<float, 8>(G) : att5_pick<float, 1>(G));
+  int *st = &state[ti * 4 + (vec ? 2 : 0) + (G > 4 ? 1 : 0)];
   if (*st == 0) {
     cudaError_t e =
         cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)AT5_SMEM_MAX);
@@ -485,8 +484,7 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
   a.window = p->window;
   a.scale = p->scale;
   a.softcap = p->softcap;
-  const char *ver_env = getenv("MEMRA_ATT"), *fuse_env = getenv("MEMRA_ATT_FUSE"),
-             *p4_env = getenv("MEMRA_ATT5_P");
+  const char *ver_env = getenv("MEMRA_ATT"), *fuse_env = getenv("MEMRA_ATT_FUSE");
   /* v3 (split + combine in one launch) only with MEMRA_ATT_FUSE=1: slower on the H200. */
   const bool fuse = fuse_env && strcmp(fuse_env, "1") == 0;
   const bool v2 = fuse || (ver_env && strcmp(ver_env, "2") == 0);
@@ -498,7 +496,7 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
   /* v5 unless MEMRA_ATT names another version (or the device cannot run it) */
   const att5_fn k5 = v2 || (ver_env && strcmp(ver_env, "4") == 0)
                          ? NULL
-                         : att5_ready(k_cache->type, vec4, a.group, p4_env && !strcmp(p4_env, "4"));
+                         : att5_ready(k_cache->type, vec4, a.group);
   if (k5) {
     a.n_split = att5_grid_splits(batch->kv_bucket); /* the cluster size */
     a.part = NULL;

@@ -64,7 +64,7 @@ enum {
   AT5_THREADS = 256,
   AT5_WARPS = AT5_THREADS / 32,
   AT5_E = 8,  /* head dimensions per lane */
-  AT5_P = 2,  /* positions per lane group per step (MEMRA_ATT5_P=4: 4, A/B timing) */
+  AT5_P = 2,  /* positions per lane group per step */
   AT5_PFD = 4 /* steps ahead hinted to L2 */
 };
 
@@ -141,7 +141,7 @@ __device__ __forceinline__ void att5_st_cluster(const float *local, uint32_t ran
 
 /* v5: block (split, KV head, row) of a cluster (S, 1, 1), S = gridDim.x = a.n_split;
  * AT5_THREADS threads; GM >= the group size. */
-template <typename TC, int VW, int GM, int P>
+template <typename TC, int VW, int GM>
 __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
   /* q [G][D] | warp sums [AT5_WARPS][G][D] | push [S][E] */
   extern __shared__ __align__(16) float sm5[];
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
   int LG = 1;
   while (LG < nsl)
     LG <<= 1;
-  const int lg = lane & (LG - 1), grp = tid / LG, T = AT5_THREADS / LG * P;
+  const int lg = lane & (LG - 1), grp = tid / LG, T = AT5_THREADS / LG * AT5_P;
   const bool has = VW == 1 || lg < nsl; /* VW 8: D % 8 == 0, lanes past D/8 idle */
   const int n_steps = (pe - pb + T - 1) / T;
   const int64_t koff = (int64_t)kh * D;
@@ -194,20 +194,20 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
   att5_paging pz;
   pz.bs = a.block_size;
   pz.sh = (a.block_size & (a.block_size - 1)) == 0 ? __ffs(a.block_size) - 1 : -1;
-  int32_t pg[P];
+  int32_t pg[AT5_P];
 #pragma unroll
-  for (int j = 0; j < P; ++j)
-    pg[j] = att5_page(a, pz, s, pb + grp * P + j, pe);
+  for (int j = 0; j < AT5_P; ++j)
+    pg[j] = att5_page(a, pz, s, pb + grp * AT5_P + j, pe);
   __syncthreads(); /* q */
 
 #pragma unroll 1
   for (int it = 0; it < n_steps; ++it) {
-    const int32_t p0 = pb + it * T + grp * P;
-    int64_t slot[P];
-    att4_vec<TC, VW> kr[P], vr[P];
+    const int32_t p0 = pb + it * T + grp * AT5_P;
+    int64_t slot[AT5_P];
+    att4_vec<TC, VW> kr[AT5_P], vr[AT5_P];
     const int32_t o0 = pz.off(p0);
 #pragma unroll
-    for (int j = 0; j < P; ++j) {
+    for (int j = 0; j < AT5_P; ++j) {
       int32_t o = o0 + j;
       while (o >= a.block_size) /* block_size may be < P */
         o -= a.block_size;
@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
     }
     /* every K and V row of the step in flight before the first score */
 #pragma unroll
-    for (int j = 0; j < P; ++j) {
+    for (int j = 0; j < AT5_P; ++j) {
       if (slot[j] >= 0 && has) {
         kr[j].load((const TC *)(a.kc + (uint64_t)slot[j] * a.k_nb1) + koff, lg, LG, D);
         vr[j].load((const TC *)(a.vc + (uint64_t)slot[j] * a.v_nb1) + koff, lg, LG, D);
@@ -230,8 +230,8 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
 #pragma unroll 1
     for (int f = it == 0 ? 1 : it + AT5_PFD; f <= f_hi; ++f) {
 #pragma unroll
-      for (int j = 0; j < P; ++j) {
-        const int32_t pf = pb + f * T + grp * P + j, pgf = att5_page(a, pz, s, pf, pe);
+      for (int j = 0; j < AT5_P; ++j) {
+        const int32_t pf = pb + f * T + grp * AT5_P + j, pgf = att5_page(a, pz, s, pf, pe);
         const int64_t sl = (int64_t)pgf * a.block_size + pz.off(pf);
         if (pgf >= 0 && lg < lines && sl < a.k_slots && sl < a.v_slots) {
           const char *kp = a.kc + (uint64_t)sl * a.k_nb1 + (uint64_t)koff * sizeof(TC) + lg * 128;
@@ -244,18 +244,18 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
     /* the next step's block-table entries, in flight with this step's rows */
     if (it + 1 < n_steps) {
 #pragma unroll
-      for (int j = 0; j < P; ++j)
+      for (int j = 0; j < AT5_P; ++j)
         pg[j] = att5_page(a, pz, s, p0 + T + j, pe);
     }
 
-    float kf[P][AT5_E], sc[GM][P];
+    float kf[AT5_P][AT5_E], sc[GM][AT5_P];
 #pragma unroll
-    for (int j = 0; j < P; ++j)
+    for (int j = 0; j < AT5_P; ++j)
       kr[j].get(kf[j]);
 #pragma unroll
     for (int g = 0; g < GM; ++g) {
 #pragma unroll
-      for (int j = 0; j < P; ++j)
+      for (int j = 0; j < AT5_P; ++j)
         sc[g][j] = 0.f;
       if (g >= G || !has) continue;
       float qv[AT5_E];
@@ -278,7 +278,7 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
         }
       }
 #pragma unroll
-      for (int j = 0; j < P; ++j) {
+      for (int j = 0; j < AT5_P; ++j) {
         float x = 0.f;
 #pragma unroll
         for (int e = 0; e < AT5_E; ++e)
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
       for (int g = 0; g < GM; ++g) {
         if (g >= G) break;
 #pragma unroll
-        for (int j = 0; j < P; ++j)
+        for (int j = 0; j < AT5_P; ++j)
           sc[g][j] += __shfl_xor_sync(0xffffffffu, sc[g][j], o);
       }
     }
@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
       if (g >= G) break;
       float mt = -INFINITY;
 #pragma unroll
-      for (int j = 0; j < P; ++j) {
+      for (int j = 0; j < AT5_P; ++j) {
         float x = sc[g][j] * a.scale;
         if (a.softcap > 0.f) x = a.softcap * tanhf(x / a.softcap);
         x = slot[j] >= 0 ? x : -INFINITY;
@@ -319,14 +319,14 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
       }
       float ls = l[g];
 #pragma unroll
-      for (int j = 0; j < P; ++j) {
+      for (int j = 0; j < AT5_P; ++j) {
         sc[g][j] = expf(sc[g][j] - mn); /* -inf -> 0 */
         ls += sc[g][j];
       }
       l[g] = ls;
     }
 #pragma unroll
-    for (int j = 0; j < P; ++j) {
+    for (int j = 0; j < AT5_P; ++j) {
       float vf[AT5_E];
       vr[j].get(vf);
 #pragma unroll
