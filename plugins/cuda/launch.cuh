@@ -48,26 +48,10 @@ __device__ __forceinline__ void memra_prefetch_l2(const void *p, uint64_t n, int
     asm volatile("prefetch.global.L2 [%0];" ::"l"(a0 + ((uintptr_t)i << 7)));
 }
 
-/* Launches kernel<<<grid, block, smem, be->stream>>>(args...) with the PDL attribute when the
- * backend allows it (be->pdl). Returns the launch's error. */
-template <typename... KArgs, typename... Args>
-static inline cudaError_t memra_cu_launch(const memra_backend *be, void (*kernel)(KArgs...),
-                                          dim3 grid, dim3 block, size_t smem, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = be->stream;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = be->pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
-}
-
-/* memra_cu_launch in thread-block clusters of (cluster_x, 1, 1) (grid.x a multiple of it;
- * above 8 the kernel needs cudaFuncAttributeNonPortableClusterSizeAllowed). */
+/* Launches kernel<<<grid, block, smem, be->stream>>>(args...) in thread-block clusters of
+ * (cluster_x, 1, 1) when cluster_x > 0 (grid.x a multiple of it; above 8 the kernel needs
+ * cudaFuncAttributeNonPortableClusterSizeAllowed), with the PDL attribute when the backend
+ * allows it (be->pdl). Returns the launch's error. */
 template <typename... KArgs, typename... Args>
 static inline cudaError_t memra_cu_launch_cluster(const memra_backend *be, void (*kernel)(KArgs...),
                                                   dim3 grid, dim3 block, size_t smem,
@@ -78,15 +62,29 @@ static inline cudaError_t memra_cu_launch_cluster(const memra_backend *be, void 
   cfg.dynamicSmemBytes = smem;
   cfg.stream = be->stream;
   cudaLaunchAttribute at[2];
-  at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = cluster_x;
-  at[0].val.clusterDim.y = 1;
-  at[0].val.clusterDim.z = 1;
-  at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[1].val.programmaticStreamSerializationAllowed = 1;
+  unsigned n = 0;
+  if (cluster_x > 0) {
+    at[n].id = cudaLaunchAttributeClusterDimension;
+    at[n].val.clusterDim.x = cluster_x;
+    at[n].val.clusterDim.y = 1;
+    at[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (be->pdl) {
+    at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
   cfg.attrs = at;
-  cfg.numAttrs = be->pdl ? 2 : 1;
+  cfg.numAttrs = n;
   return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
+}
+
+/* The same without clusters: the one way the decode-path kernels are launched. */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t memra_cu_launch(const memra_backend *be, void (*kernel)(KArgs...),
+                                          dim3 grid, dim3 block, size_t smem, Args... args) {
+  return memra_cu_launch_cluster(be, kernel, grid, block, smem, 0u, args...);
 }
 
 #endif /* MEMRA_CUDA_LAUNCH_CUH */
