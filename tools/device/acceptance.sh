@@ -10,7 +10,7 @@
 #      chunk (P=1000 in chunks of 67), graph on the sm120a test build
 #   3. memra bench per type: pp512, pp4096, tg128 after 512 and 4096, FP8 KV beside
 #   4. aggregate decode at 8/32/64 sequences; sm120a test build vs sm90a top-1 agreement
-#   5. hybrid (Qwen3-Next-80B-A3B layers, 4) at F16 and Q4_K_M
+#   5. hybrid (Qwen3-Next-80B-A3B layers, 4) at F16 and Q4_K_M; Qwen3-30B-A3B shape, 8 layers, Q4_K_M
 # A short table last. Logs in $OUT.
 set -u
 D=${DIST:-dist}
@@ -40,6 +40,10 @@ synth() { # preset type out
   synth qwen3-8b q4_k_m "$W/q8b-q4_k_m.gguf"
   synth qwen3next-80b-a3b q4_k_m "$W/hy-q4_k_m.gguf"
   synth qwen3next-80b-a3b f16 "$W/hy-f16.gguf"
+  # Qwen3-30B-A3B shape, 8 of its 48 layers (the whole file, 17 GB, does not fit the disk beside
+  # these: tools/device/moe_bench.sh runs it alone)
+  [ -s "$W/moe8-q4_k_m.gguf" ] || "$D/memra-synth" --preset qwen3-30b-a3b --types q4_k_m --seed 1 \
+    --layers 8 -o "$W/moe8-q4_k_m.gguf.tmp" >>"$O/synth.log" 2>&1 && mv "$W/moe8-q4_k_m.gguf.tmp" "$W/moe8-q4_k_m.gguf"
 ) &
 SYNTH_PID=$!
 wait_for() { while [ ! -s "$1" ] && kill -0 $SYNTH_PID 2>/dev/null; do sleep 1; done; [ -s "$1" ]; }
@@ -72,7 +76,7 @@ timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/gemm_check"
   "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/memcheck-gemm.txt" 2>&1
 row "memcheck gemm_check --quick (rc $?)" "$(grep 'ERROR SUMMARY' "$O/memcheck-gemm.txt" | tail -1)"
 timeout 60 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn_bench.txt" 2>&1
-row "attn_bench (rc $?): F16 L512/4096 B1, us v4 / v2" "$(awk '$1 == "F16" && $4 == 1 {printf "%s/%s ", $5, $6}' "$O/attn_bench.txt")"
+row "attn_bench (rc $?): F16 L512/4096/4224 B1, us v5 / v4 / v2" "$(awk '$1 == "F16" && $4 == 1 {printf "%s/%s/%s ", $5, $6, $7}' "$O/attn_bench.txt")"
 timeout 120 "$D/gemm_bench" "$D/libmemra_sm90a.so" >"$O/gemm_bench.txt" 2>&1
 row "gemm_bench 8192^3 (rc $?): op, kernel, cuBLAS, kernel/cuBLAS" "$(grep -m1 -A2 'M=N=K=8192' "$O/gemm_bench.txt" | tail -2 | tr -s ' ' | tr '\n' ';')"
 # GEMV versions that must give their predecessors' bits: v9 == v5 (K-quants), v8b == v8 (Q8_0)
@@ -158,9 +162,9 @@ for ty in $TYPES; do
   timeout 240 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 512,4096 --bench-n 128 \
     --bench-d 512,4096 -r 3 >"$O/bench-$ty.md" 2>"$O/bench-$ty.err"
   tail -5 "$O/bench-$ty.err"
-  if [ "$ty" = q4_k_m ]; then # the K-quant GEMV choice by shape (v9 large, v5 small) vs all v5
-    MEMRA_GEMV=v5 timeout 60 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 0 \
-      --bench-n 128 --bench-d 512 -r 3 >"$O/bench-q4_k_m-v5.md" 2>&1
+  if [ "$ty" = q4_k_m ]; then # decode attention v5 (default) vs v4, same binary
+    MEMRA_ATT=4 timeout 90 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 0 \
+      --bench-n 128 --bench-d 512,4096 -r 3 >"$O/bench-q4_k_m-att4.md" 2>&1
   fi
 done
 timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$L8" --kv-type f8 --bench-p 512 --bench-n 128 \
@@ -176,6 +180,11 @@ for ty in q4_k_m f16; do
     >"$O/bench-hy-$ty.md" 2>"$O/bench-hy-$ty.err"
 done
 wait_for "$W/hy-q4_k_m.gguf" && gate graph-hybrid-q4_k_m graph "${OPTS[@]}" -m "$W/hy-q4_k_m.gguf" --gate-p 200 -n 512
+if wait_for "$W/moe8-q4_k_m.gguf"; then
+  timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$W/moe8-q4_k_m.gguf" --bench-p 512 --bench-n 128 -r 3 \
+    >"$O/bench-moe8-q4_k_m.md" 2>"$O/bench-moe8.err"
+  gate graph-moe8 graph "${OPTS[@]}" -m "$W/moe8-q4_k_m.gguf" --gate-p 200 -n 512
+fi
 kill $SYNTH_PID 2>/dev/null
 
 echo
