@@ -63,8 +63,8 @@ static memra_status want_layer(loader *L, const memra_hparams *hp, int il, memra
              qwen3 = hp->arch == MEMRA_ARCH_QWEN3 || gemma3 || hp->arch == MEMRA_ARCH_QWEN3MOE;
   const int64_t NX = hp->n_expert, FX = hp->n_ff_exp;
   memra_status st;
-#define W(field, suffix, ne0, ne1, opt)                                                        \
-  snprintf(n, sizeof n, "blk.%d." suffix, il);                                                 \
+#define W(field, suffix, ne0, ne1, opt)                                                            \
+  snprintf(n, sizeof n, "blk.%d." suffix, il);                                                     \
   if ((st = want(L, &l->field, n, ne0, ne1, opt))) return st;
   W(attn_norm, "attn_norm.weight", E, 1, false)
   W(wq, "attn_q.weight", E, QD, false)
@@ -93,8 +93,7 @@ static memra_status want_layer(loader *L, const memra_hparams *hp, int il, memra
 /* Hybrids (llama.cpp qwen3next.cpp / qwen35.cpp loaders): a GDN or a gated attention
  * mixer per layer, then a routed + shared expert FFN (qwen3next, qwen35moe) or a dense
  * SwiGLU (qwen35). The FFN norm is named post_attention_norm in these files. */
-static memra_status want_layer_hybrid(loader *L, const memra_hparams *hp, int il,
-                                      memra_layer *l) {
+static memra_status want_layer_hybrid(loader *L, const memra_hparams *hp, int il, memra_layer *l) {
   char n[96];
   const int64_t E = hp->n_embd, QD = (int64_t)hp->n_head * hp->head_dim,
                 KD = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff, D = hp->head_dim;
@@ -104,8 +103,8 @@ static memra_status want_layer_hybrid(loader *L, const memra_hparams *hp, int il
   const bool gdn = memra_hparams_layer_recurrent(hp, il), moe = hp->n_expert > 0,
              next = hp->arch == MEMRA_ARCH_QWEN3NEXT;
   memra_status st;
-#define W(field, suffix, ne0, ne1, opt)                                                        \
-  snprintf(n, sizeof n, "blk.%d." suffix, il);                                                 \
+#define W(field, suffix, ne0, ne1, opt)                                                            \
+  snprintf(n, sizeof n, "blk.%d." suffix, il);                                                     \
   if ((st = want(L, &l->field, n, ne0, ne1, opt))) return st;
   W(attn_norm, "attn_norm.weight", E, 1, false)
   W(ffn_norm, "post_attention_norm.weight", E, 1, false)
@@ -200,21 +199,42 @@ static memra_status plan(loader *L, memra_model *m) {
   return MEMRA_OK;
 }
 
+/* model.h's step_weight_bytes from the tensors listed. */
+static uint64_t step_weight_bytes(const loader *L, const memra_hparams *hp) {
+  const bool tied = !memra_gguf_tensor_find(L->g, "output.weight");
+  double b = 0;
+  for (size_t i = 0; i < L->n_refs; ++i) {
+    const memra_gguf_tensor *t = L->refs[i].src;
+    const memra_str nm = t->name;
+    if (memra_str_eq(nm, "token_embd.weight") && !tied) {
+      b += (double)L->refs[i].dst->nb1; /* get_rows reads one row */
+    } else if (hp->n_expert > 0 && nm.len >= 12 &&
+               !memcmp(nm.ptr + nm.len - 12, "_exps.weight", 12)) {
+      b += (double)t->nbytes * hp->n_expert_used / hp->n_expert; /* the routed share */
+    } else {
+      b += (double)t->nbytes;
+    }
+  }
+  return (uint64_t)(b + 0.5);
+}
+
 /* Ops beyond ABI minor 0 are optional slots: refuse a model whose ops the backend lacks
  * before uploading anything (older plugins and the GPU plugins may not have them). */
-static memra_status check_ops(const memra_backend_vt *vt, const memra_hparams *hp,
-                              memra_err *err) {
+static memra_status check_ops(const memra_backend_vt *vt, const memra_hparams *hp, memra_err *err) {
   const char *missing = NULL;
   if (hp->n_expert > 0)
-    missing = !vt->moe_route ? "moe_route" : !vt->matmul_id ? "matmul_id"
-              : !vt->moe_combine ? "moe_combine" : NULL;
+    missing = !vt->moe_route     ? "moe_route"
+              : !vt->matmul_id   ? "matmul_id"
+              : !vt->moe_combine ? "moe_combine"
+                                 : NULL;
   if (!missing && memra_hparams_hybrid(hp))
-    missing = !vt->sigmoid_gate ? "sigmoid_gate" : !vt->ssm_conv ? "ssm_conv"
-              : !vt->gated_delta_rule ? "gated_delta_rule" : NULL;
+    missing = !vt->sigmoid_gate       ? "sigmoid_gate"
+              : !vt->ssm_conv         ? "ssm_conv"
+              : !vt->gated_delta_rule ? "gated_delta_rule"
+                                      : NULL;
   if (missing)
-    return memra_errf(err, MEMRA_E_UNSUPPORTED,
-                      "backend %s has no %s op, which %s models need", vt->name, missing,
-                      hp->arch_name);
+    return memra_errf(err, MEMRA_E_UNSUPPORTED, "backend %s has no %s op, which %s models need",
+                      vt->name, missing, hp->arch_name);
   return MEMRA_OK;
 }
 
@@ -242,6 +262,7 @@ memra_status memra_model_load(const memra_gguf *g, const memra_backend_vt *vt, m
     goto fail;
   }
   m->weights_bytes = L.total;
+  m->step_weight_bytes = step_weight_bytes(&L, &m->hp);
   uint64_t done = 0;
   for (size_t i = 0; i < L.n_refs; ++i) {
     weight_ref *r = &L.refs[i];

@@ -45,24 +45,24 @@ typedef struct memra_hparams {
   int32_t n_rot;     /* rotated dims per head */
   int32_t rope_mode; /* memra_rope_mode */
   float rope_base;
-  float rope_scale;  /* linear position scale: 1 / scaling.factor */
+  float rope_scale; /* linear position scale: 1 / scaling.factor */
   float eps;
   /* gemma3 */
-  int32_t n_swa;        /* sliding window of local layers in positions (0 = none) */
-  int32_t swa_pattern;  /* layer il is local iff il % swa_pattern < swa_pattern - 1 */
-  float rope_base_swa;  /* theta of local layers (no position scaling there) */
-  float attn_scale;     /* score scale; 1/sqrt(head_dim) for the llama family */
-  float embd_scale;     /* embeddings are multiplied by it (1 = none) */
+  int32_t n_swa;       /* sliding window of local layers in positions (0 = none) */
+  int32_t swa_pattern; /* layer il is local iff il % swa_pattern < swa_pattern - 1 */
+  float rope_base_swa; /* theta of local layers (no position scaling there) */
+  float attn_scale;    /* score scale; 1/sqrt(head_dim) for the llama family */
+  float embd_scale;    /* embeddings are multiplied by it (1 = none) */
   /* mixture of experts (0 experts: dense FFN) */
   int32_t n_expert;      /* routed experts per layer */
   int32_t n_expert_used; /* experts per token (top-k) */
   int32_t n_ff_exp;      /* FFN width of one expert */
   int32_t n_ff_shexp;    /* shared expert FFN width (0 = none) */
   /* hybrid (Gated DeltaNet) layers */
-  int32_t ssm_conv;      /* K, conv width */
-  int32_t ssm_head_dim;  /* d = d_k = d_v */
-  int32_t ssm_k_heads;   /* H_k */
-  int32_t ssm_v_heads;   /* H_v */
+  int32_t ssm_conv;       /* K, conv width */
+  int32_t ssm_head_dim;   /* d = d_k = d_v */
+  int32_t ssm_k_heads;    /* H_k */
+  int32_t ssm_v_heads;    /* H_v */
   uint64_t recurrent[64]; /* bit il: layer il is a GDN layer (block_count <= 4096) */
 } memra_hparams;
 
@@ -101,21 +101,24 @@ typedef struct memra_layer {
    * order); conv F32 [C rows of K]; a_log, dt_bias F32 [H_v]; norm F32 [d]; out [H_v d ->
    * n_embd]. Gated attention layers use wq [n_embd -> 2 n_head head_dim] (q, gate per
    * head) and the usual wk, wv, wo, q_norm, k_norm. */
-  memra_tensor ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_conv1d, ssm_a, ssm_dt, ssm_norm,
-      ssm_out;
+  memra_tensor ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_conv1d, ssm_a, ssm_dt, ssm_norm, ssm_out;
 } memra_layer;
 
 typedef struct memra_model {
   memra_hparams hp;
   const memra_backend_vt *vt; /* the backend the weights live on (not owned) */
   memra_backend *be;
-  memra_buf *weights;          /* one allocation holding every tensor */
+  memra_buf *weights; /* one allocation holding every tensor */
   uint64_t weights_bytes;
-  memra_tensor tok_embd;       /* [n_vocab rows of n_embd] */
-  memra_tensor output_norm;    /* F32 [n_embd] */
-  memra_tensor output;         /* [n_vocab rows of n_embd]; tok_embd when tied */
-  memra_tensor rope_freqs;     /* F32 [n_rot/2] (Llama 3.1); absent otherwise */
-  memra_layer *layers;         /* [n_layer] */
+  /* Weights one decode token reads: every matrix once, the token embedding one row (all of
+   * it when it is also the output matrix), routed experts n_expert_used / n_expert of
+   * theirs (uniform routing); the GGUF sizes, without the device alignment padding. */
+  uint64_t step_weight_bytes;
+  memra_tensor tok_embd;    /* [n_vocab rows of n_embd] */
+  memra_tensor output_norm; /* F32 [n_embd] */
+  memra_tensor output;      /* [n_vocab rows of n_embd]; tok_embd when tied */
+  memra_tensor rope_freqs;  /* F32 [n_rot/2] (Llama 3.1); absent otherwise */
+  memra_layer *layers;      /* [n_layer] */
 } memra_model;
 
 /* Called while weights upload: done and total bytes. */

@@ -78,8 +78,24 @@ expect_has "$i" "blk.1.attn_k_norm.weight" "info tensors"
 bench=$($MEMRA bench "${M[@]}" --bench-p 8 --bench-n 4 -r 2 2>/dev/null)
 expect_has "$bench" "| pp8 |" "bench pp"
 expect_has "$bench" "| tg4 |" "bench tg"
+expect_has "$bench" "floor = copy bandwidth" "bench floor note"
+# the tg row: a floor in tokens/s and the median's share of it (t/s / floor), pp rows none
+python3 - "$bench" <<'PY' || fail "bench floor columns"
+import sys
+rows = [r.split("|")[1:-1] for r in sys.argv[1].splitlines() if r.startswith("| ") and "MiB" in r]
+pp = [r for r in rows if r[3].strip() == "pp8"][0]
+tg = [r for r in rows if r[3].strip() == "tg4"][0]
+assert pp[7].strip() == "-" and pp[8].strip() == "-", pp
+floor, share, med = float(tg[7]), float(tg[8].strip().rstrip("%")), float(tg[4])
+assert floor > 0 and abs(share - 100 * med / floor) < 0.1 + 1e-3 * share, (floor, share, med)
+PY
 $MEMRA bench "${M[@]}" --bench-p 8 --bench-n 4 -r 1 -o json 2>/dev/null |
-  python3 -c 'import json,sys; r=json.load(sys.stdin); assert [x["test"] for x in r]==["pp8","tg4"]' ||
+  python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert [x["test"] for x in r] == ["pp8", "tg4"]
+assert r[0]["floor_tps"] is None and r[1]["floor_tps"] > 0 and r[1]["copy_gbps"] > 0
+assert 0 < r[1]["step_weight_bytes"] <= r[1]["size_bytes"]' ||
   fail "bench json"
 
 # The batch and chunk gates on a tiny model (the GPU runs them at real shapes).

@@ -7,6 +7,7 @@
 
 #include "core/base/alloc.h"
 #include "core/decode/decoder.h"
+#include "tools/memra/bench_floor.h"
 #include "tools/memra/commands.h"
 #include "tools/memra/generate.h"
 
@@ -20,8 +21,10 @@ static memra_status parse_list(const char *flag, const char *s, int32_t *out, in
     char *end;
     long v = strtol(p, &end, 10);
     if (end == p || v < lo || v > (1 << 24) || *n == MAX_LIST)
-      return memra_errf(err, MEMRA_E_INVALID, "--%s '%s': expected up to %d numbers >= %d, "
-                        "comma-separated", flag, s, MAX_LIST, lo);
+      return memra_errf(err, MEMRA_E_INVALID,
+                        "--%s '%s': expected up to %d numbers >= %d, "
+                        "comma-separated",
+                        flag, s, MAX_LIST, lo);
     out[(*n)++] = (int32_t)v;
     p = *end == ',' ? end + 1 : end;
     if (*end && *end != ',')
@@ -51,7 +54,8 @@ static memra_status run_once(memra_session *s, int32_t depth, int32_t n_prompt, 
     memra_decoder d;
     int32_t tok = ids[depth];
     st = memra_decoder_init(&d, c, 1, &tok, &depth, true, err);
-    for (int32_t i = 0; i < n_gen && !st; ++i) st = memra_decoder_step(&d, &tok, err);
+    for (int32_t i = 0; i < n_gen && !st; ++i)
+      st = memra_decoder_step(&d, &tok, err);
     memra_decoder_free(&d);
   }
   if (!st && (st = vt->synchronize(s->m->be))) return memra_ctx_fail(c, st, "synchronize", err);
@@ -77,9 +81,11 @@ int memra_cmd_bench(int argc, char **argv, int first) {
     return 2;
   }
   int32_t need = 1;
-  for (int i = 0; i < n_p; ++i) need = ps[i] + 1 > need ? ps[i] + 1 : need;
+  for (int i = 0; i < n_p; ++i)
+    need = ps[i] + 1 > need ? ps[i] + 1 : need;
   for (int i = 0; i < n_n; ++i)
-    for (int j = 0; j < n_d; ++j) need = ns[i] + ds[j] + 1 > need ? ns[i] + ds[j] + 1 : need;
+    for (int j = 0; j < n_d; ++j)
+      need = ns[i] + ds[j] + 1 > need ? ns[i] + ds[j] + 1 : need;
   if (o.n_ctx < need) o.n_ctx = need;
   memra_session s;
   if (memra_session_open(&s, &o, 1, &err)) {
@@ -89,14 +95,23 @@ int memra_cmd_bench(int argc, char **argv, int first) {
   int32_t *ids = memra_malloc(sizeof(int32_t) * (size_t)need);
   double *t = memra_malloc(sizeof(double) * (size_t)o.bench_reps);
   srand((unsigned)o.seed);
-  for (int32_t i = 0; ids && i < need; ++i) ids[i] = rand() % s.m->hp.n_vocab;
+  for (int32_t i = 0; ids && i < need; ++i)
+    ids[i] = rand() % s.m->hp.n_vocab;
   const char *base = strrchr(s.model_path, '/');
   base = base ? base + 1 : s.model_path;
+  /* the floor's bandwidth: this backend's own copy rate, measured now */
+  double gbps = 0;
+  uint64_t copied = 0, want = s.m->weights_bytes / 2;
+  want = want < (64ull << 20) ? (64ull << 20) : want > (2ull << 30) ? (2ull << 30) : want;
+  memra_err cerr = {{0}};
+  const bool have_bw =
+      memra_bench_copy_gbps(s.m->vt, s.m->be, want, &gbps, &copied, &cerr) == MEMRA_OK;
   bool json = !strcmp(o.bench_output, "json");
-  if (json) printf("[\n");
+  if (json)
+    printf("[\n");
   else {
-    printf("| model | size | backend | test | t/s (median) | min | max |\n");
-    printf("| --- | ---: | --- | --- | ---: | ---: | ---: |\n");
+    printf("| model | size | backend | test | t/s (median) | min | max | floor t/s | of floor |\n");
+    printf("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
   }
   memra_status st = ids && t ? MEMRA_OK : memra_errf(&err, MEMRA_E_OOM, "out of memory");
   int n_rows = 0;
@@ -108,29 +123,53 @@ int memra_cmd_bench(int argc, char **argv, int first) {
       if (np + ng == 0) continue;
       double warm;
       st = run_once(&s, d, np, ng ? 1 : 0, ids, &warm, &err); /* warm-up */
-      for (int r = 0; r < o.bench_reps && !st; ++r) st = run_once(&s, d, np, ng, ids, &t[r], &err);
+      for (int r = 0; r < o.bench_reps && !st; ++r)
+        st = run_once(&s, d, np, ng, ids, &t[r], &err);
       if (st) break;
       qsort(t, (size_t)o.bench_reps, sizeof *t, cmp_double);
       double med = o.bench_reps % 2 ? t[o.bench_reps / 2]
                                     : 0.5 * (t[o.bench_reps / 2 - 1] + t[o.bench_reps / 2]);
       char test[64];
-      if (kind == 0) snprintf(test, sizeof test, "pp%d", np);
-      else if (d) snprintf(test, sizeof test, "tg%d @ d%d", ng, d);
-      else snprintf(test, sizeof test, "tg%d", ng);
+      if (kind == 0)
+        snprintf(test, sizeof test, "pp%d", np);
+      else if (d)
+        snprintf(test, sizeof test, "tg%d @ d%d", ng, d);
+      else
+        snprintf(test, sizeof test, "tg%d", ng);
+      /* decode rows only: prompt rows are bound by the arithmetic rate, not bytes */
+      const double floor = have_bw && kind == 1 ? memra_bench_tg_floor(s.ctx, gbps, d, ng) : 0;
+      char fl[32] = "-", sh[32] = "-", jf[32] = "null";
+      if (floor > 0) {
+        snprintf(fl, sizeof fl, "%.1f", floor);
+        snprintf(sh, sizeof sh, "%.1f%%", 100.0 * med / floor);
+        snprintf(jf, sizeof jf, "%.3f", floor);
+      }
       if (json)
         printf("%s  {\"model\": \"%s\", \"size_bytes\": %llu, \"backend\": \"%s\", \"test\": "
                "\"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"depth\": %d, \"reps\": %d, "
-               "\"tps_median\": %.3f, \"tps_min\": %.3f, \"tps_max\": %.3f}",
+               "\"tps_median\": %.3f, \"tps_min\": %.3f, \"tps_max\": %.3f, \"floor_tps\": %s, "
+               "\"copy_gbps\": %.3f, \"step_weight_bytes\": %llu}",
                n_rows ? ",\n" : "", base, (unsigned long long)s.m->weights_bytes, s.bh.name, test,
-               np, ng, d, o.bench_reps, med, t[0], t[o.bench_reps - 1]);
+               np, ng, d, o.bench_reps, med, t[0], t[o.bench_reps - 1], jf, have_bw ? gbps : 0.0,
+               (unsigned long long)s.m->step_weight_bytes);
       else
-        printf("| %s | %.1f MiB | %s | %s | %.2f | %.2f | %.2f |\n", base,
-               s.m->weights_bytes / 1048576.0, s.bh.name, test, med, t[0], t[o.bench_reps - 1]);
+        printf("| %s | %.1f MiB | %s | %s | %.2f | %.2f | %.2f | %s | %s |\n", base,
+               s.m->weights_bytes / 1048576.0, s.bh.name, test, med, t[0], t[o.bench_reps - 1], fl,
+               sh);
       fflush(stdout);
       n_rows++;
     }
   }
-  if (json) printf("\n]\n");
+  if (json)
+    printf("\n]\n");
+  else if (have_bw)
+    printf("\nfloor = copy bandwidth %.1f GB/s (%s buf_copy of 2 x %llu MiB, read + written, "
+           "median of 5) / bytes a decode step moves: weights %.1f MiB (token embedding one row, "
+           "routed experts their share) + each attention layer's K and V rows attended + "
+           "recurrent state in and out\n",
+           gbps, s.bh.name, (unsigned long long)(copied >> 20), s.m->step_weight_bytes / 1048576.0);
+  else
+    printf("\nno floor: %s\n", cerr.msg);
   if (st) fprintf(stderr, "memra bench: %s\n", err.msg);
   memra_free(ids);
   memra_free(t);
