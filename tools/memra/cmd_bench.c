@@ -99,13 +99,17 @@ int memra_cmd_bench(int argc, char **argv, int first) {
     ids[i] = rand() % s.m->hp.n_vocab;
   const char *base = strrchr(s.model_path, '/');
   base = base ? base + 1 : s.model_path;
-  /* the floor's bandwidth: this backend's own copy rate, measured now */
+  /* the floor's bandwidth: this backend's own copy rate, measured now (decode rows only
+   * have a floor: no copy for a prompt-only run) */
   double gbps = 0;
   uint64_t copied = 0, want = s.m->weights_bytes / 2;
   want = want < (64ull << 20) ? (64ull << 20) : want > (2ull << 30) ? (2ull << 30) : want;
   memra_err cerr = {{0}};
+  bool want_bw = false;
+  for (int i = 0; i < n_n; ++i)
+    want_bw = want_bw || ns[i] > 0;
   const bool have_bw =
-      memra_bench_copy_gbps(s.m->vt, s.m->be, want, &gbps, &copied, &cerr) == MEMRA_OK;
+      want_bw && memra_bench_copy_gbps(s.m->vt, s.m->be, want, &gbps, &copied, &cerr) == MEMRA_OK;
   bool json = !strcmp(o.bench_output, "json");
   if (json)
     printf("[\n");
@@ -168,7 +172,7 @@ int memra_cmd_bench(int argc, char **argv, int first) {
            "routed experts their share) + each attention layer's K and V rows attended + "
            "recurrent state in and out\n",
            gbps, s.bh.name, (unsigned long long)(copied >> 20), s.m->step_weight_bytes / 1048576.0);
-  else
+  else if (want_bw)
     printf("\nno floor: %s\n", cerr.msg);
   if (st) fprintf(stderr, "memra bench: %s\n", err.msg);
   memra_free(ids);
