@@ -27,6 +27,7 @@
 
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/gemm.h"
+#include "plugins/cuda/mbarrier.cuh"
 
 namespace {
 
@@ -43,40 +44,13 @@ template <int NC, int BN> struct gw_cfg {
   static constexpr int THREADS = 128 * (NC + 1);
 };
 
-__device__ __forceinline__ uint32_t gw_smem(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ void gw_bar_init(uint64_t *b, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(gw_smem(b)), "r"(count));
-}
-__device__ __forceinline__ void gw_bar_expect(uint64_t *b, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(gw_smem(b)),
-               "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void gw_bar_arrive(uint64_t *b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(gw_smem(b)) : "memory");
-}
-__device__ __forceinline__ void gw_bar_wait(uint64_t *b, uint32_t parity) {
-  uint32_t done;
-  do {
-    asm volatile("{\n.reg .pred p;\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(gw_smem(b)), "r"(parity)
-                 : "memory");
-  } while (!done);
-}
-
 /* One box of a 2-D tensor map (x = k element, y = row) into shared memory; completion is
  * counted in bytes on bar. */
 __device__ __forceinline__ void gw_tma_load(void *dst, const CUtensorMap *map, uint64_t *bar, int x,
                                             int y) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%3, %4}], [%2];" ::"r"(gw_smem(dst)),
-               "l"((uint64_t)map), "r"(gw_smem(bar)), "r"(x), "r"(y)
+               " [%0], [%1, {%3, %4}], [%2];" ::"r"(memra_smem_addr(dst)),
+               "l"((uint64_t)map), "r"(memra_smem_addr(bar)), "r"(x), "r"(y)
                : "memory");
 }
 
@@ -252,10 +226,10 @@ __global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      gw_bar_init(&full[s], 1);
-      gw_bar_init(&empty[s], NC);
+      memra_mbar_init(&full[s], 1);
+      memra_mbar_init(&empty[s], NC);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    memra_mbar_fence_init();
   }
   __syncthreads();
   const int tiles_m = (m + C::BM - 1) / C::BM, tiles_n = jobs.tile0[jobs.n_jobs];
@@ -273,9 +247,9 @@ __global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
         tn -= jobs.tile0[j];
         for (int kb = 0; kb < kblocks; ++kb, ++it) {
           const uint32_t s = it % S, round = it / S;
-          if (round > 0) gw_bar_wait(&empty[s], (round - 1) & 1);
+          if (round > 0) memra_mbar_wait(&empty[s], (round - 1) & 1);
           uint8_t *sa = ring + s * C::STAGE, *sb = sa + C::A_BYTES;
-          gw_bar_expect(&full[s], C::STAGE);
+          memra_mbar_expect(&full[s], C::STAGE);
           gw_tma_load(sa, &map_a, &full[s], kb * GW_BK, tm * C::BM);
           if (GLU) { /* gate rows, then the same rows of up: one B tile of BN rows */
             gw_tma_load(sb, &jobs.map_b[0], &full[s], kb * GW_BK, tn * (BN / 2));
@@ -303,9 +277,9 @@ __global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
       uint32_t prev = 0;
       for (int kb = 0; kb < kblocks; ++kb, ++it) {
         const uint32_t s = it % S;
-        gw_bar_wait(&full[s], (it / S) & 1);
-        const uint32_t a0 = gw_smem(ring + s * C::STAGE) + cw * 64 * 128;
-        const uint32_t b0 = gw_smem(ring + s * C::STAGE + C::A_BYTES);
+        memra_mbar_wait(&full[s], (it / S) & 1);
+        const uint32_t a0 = memra_smem_addr(ring + s * C::STAGE) + cw * 64 * 128;
+        const uint32_t b0 = memra_smem_addr(ring + s * C::STAGE + C::A_BYTES);
         gw_pin(acc);
         gw_fence();
 #pragma unroll
@@ -314,12 +288,12 @@ __global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
         gw_commit();
         gw_wait<1>(); /* the previous k-block is done: its stage goes back to the producer */
         gw_pin(acc);
-        if (kb > 0 && tid == 0) gw_bar_arrive(&empty[prev]);
+        if (kb > 0 && tid == 0) memra_mbar_arrive(&empty[prev]);
         prev = s;
       }
       gw_wait<0>();
       gw_pin(acc);
-      if (tid == 0) gw_bar_arrive(&empty[prev]);
+      if (tid == 0) memra_mbar_arrive(&empty[prev]);
 
       /* Accumulator i of this thread: row 16 warp + lane / 4 + 8 ((i / 2) % 2), column
        * 8 (i / 4) + 2 (lane % 4) + i % 2 (the wgmma D fragment). */

@@ -45,6 +45,11 @@
  *      K = 4096). Q4_K/Q5_K/Q6_K with 16-byte-aligned rows where an SM holds 4 blocks
  *      (Hopper; otherwise v5, same bits). Opt-in, MEMRA_GEMV=v9: faster per kernel from 14336 x
  *      4096 up, slower end to end (mm_v9_size).                              <- vtable (opt-in)
+ * 11   Q4_K in matmul_tc11.cuh: v7's arithmetic (same bits) for one row of x, from persistent
+ *      blocks whose producer warp keeps 4 stages of 16 rows x 4 super-blocks in flight by
+ *      bulk copies (issued before the PDL wait), x split once per block in shared memory;
+ *      batches run v7 itself. Default for Q4_K (MEMRA_GEMV=v5 / tc: v5 / v7 everywhere).
+ *                                                                         <- vtable (Q4_K)
  * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows
  * into L2 before waiting for x; under 4096 rows the v5/v6 kernels take 2 rows per block.
  * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read
@@ -63,6 +68,7 @@
 #include "plugins/cuda/matmul_q8.cuh"
 #include "plugins/cuda/matmul_q8b.cuh"
 #include "plugins/cuda/matmul_tc.cuh"
+#include "plugins/cuda/matmul_tc11.cuh"
 #include "plugins/cuda/matmul_v6.cuh"
 
 enum { MM_WARPS = 4, MM_MAX_M = 8, MM_U = 4, MM_UK = 2 };
@@ -191,11 +197,11 @@ static void launch_t(int mt, dim3 grid, const memra_backend *be, float *y, int64
   }
 }
 
-/* MEMRA_GEMV, read once: "tc" selects the tensor-core Q4_K GEMV (v7, matmul_tc.cuh) for every
- * matmul of the process: 3-5x faster than v5 for batches of 2-8 rows, slower alone
- * (docs/PERF.md), so it is the serving choice; "v5" keeps the K-quants on v5 instead of v9
- * (same bits, A/B timing); "v9" puts every eligible K-quant matrix on v9 (opt-in: mm_v9_size).
- * Fixed for the process: a row's arithmetic never depends on the batch. */
+/* MEMRA_GEMV, read once. Default: Q4_K on the tensor cores, v11 for one row of x and v7 for
+ * batches (the same bits). "tc" runs v7 for one row too (bitwise A/B of v11); "v5" keeps every
+ * K-quant on v5 (the float arithmetic of earlier sessions); "v9" puts every eligible K-quant
+ * matrix on v9 (opt-in: mm_v9_size). Fixed for the process: a row's arithmetic never depends
+ * on the batch. */
 enum mm_gemv { MM_GEMV_DEFAULT = 0, MM_GEMV_TC = 1, MM_GEMV_V5 = 2, MM_GEMV_V9 = 3 };
 static mm_gemv mm_gemv_mode(void) {
   static int mode = -1;
@@ -235,7 +241,7 @@ static bool mm_q8a_enabled(void) {
 }
 
 /* One checked matmul: device pointers, strides, shape and the kernel family it takes. */
-enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6, MM_V7 = 7, MM_V8 = 8, MM_V9 = 9 };
+enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6, MM_V7 = 7, MM_V8 = 8, MM_V9 = 9, MM_V11 = 11 };
 struct mm_args {
   float *y;
   const float *x;
@@ -300,7 +306,9 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
   /* v3's vector loads when K is whole units and x (and w's rows) are 16-byte aligned. */
   a->vec = K % 32 == 0 && a->xv16 && walign >= 16;
   /* The kernel family is a property of the tensors, never of the batch size, so a row takes
-   * the same arithmetic alone and in any batch (batch invariance). v9 (matmul_kq9.cuh): Q4_K /
+   * the same arithmetic alone and in any batch (batch invariance). v11 / v7 (matmul_tc11.cuh,
+   * matmul_tc.cuh): Q4_K with 16-byte-aligned rows (v11's bulk copies are 16-byte pieces) in
+   * the default mode, one row of x on v11, batches on v7, the same bits. v9 (matmul_kq9.cuh): Q4_K /
    * Q5_K / Q6_K with 16-byte-aligned rows (its cp.async copies are 16 bytes) where an SM
    * holds 4 of its blocks (MEMRA_GEMV=v5: v5 instead, the same bits). v5 (matmul_kq.cuh):
    * the other K-quant rows that are 16-byte aligned, and Q6_K always. v6 (matmul_v6.cuh): F16 /
@@ -311,6 +319,8 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
   const bool kq = t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K || t == MEMRA_TYPE_Q6_K;
   if (t == MEMRA_TYPE_Q4_K && walign >= 16 && mm_gemv_mode() == MM_GEMV_TC)
     a->path = MM_V7;
+  else if (t == MEMRA_TYPE_Q4_K && walign >= 16 && mm_gemv_mode() == MM_GEMV_DEFAULT)
+    a->path = MM_V11;
   else if (kq && walign >= 16 && mm_gemv_mode() != MM_GEMV_V5 && mm_v9_size(N, K) &&
            mk9_fits(be, t))
     a->path = MM_V9;
@@ -333,12 +343,19 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
                                    int64_t n_rows_all) {
   /* v7 takes up to 16 rows of x per weight pass (a row's arithmetic is the same in any
    * group: batch invariant) */
-  const int mt = a->path == MM_V7 && a->M > 8 ? 16 : mm_mtile(a->M);
+  const bool tc = a->path == MM_V7 || a->path == MM_V11;
+  const int mt = tc && a->M > 8 ? 16 : mm_mtile(a->M);
   const int R = mt == 1 && n_rows_all < 4096 ? 2 : 8;
   if ((a->M + mt - 1) / mt > 65535)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: %lld rows of x", (long long)a->M);
   bool ok = true;
-  if (a->path == MM_V7) {
+  if (a->path == MM_V11 && a->M == 1 && m11_fits(be, a->K)) {
+    cudaError_t e;
+    ok = a->xv16 ? m11_launch<true>(be, J, a->x, a->K, &e) : m11_launch<false>(be, J, a->x, a->K, &e);
+    if (e != cudaSuccess)
+      return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: Q4_K kernel's shared memory: %s",
+                           cudaGetErrorString(e));
+  } else if (tc) {
     void *ws = NULL;
     memra_status st = memra_cu_workspace(be, (uint64_t)a->M * tc_prep_bytes(a->K), &ws);
     if (st != MEMRA_OK) return st;

@@ -80,29 +80,10 @@ __host__ __device__ static inline uint64_t tc_prep_bytes(int64_t K) {
   return (uint64_t)K * 4 + (uint64_t)K / 32 * 8;
 }
 
-/* Thread i of block (bx, m) takes elements 1024 bx + 8 i .. + 7 of row m (four threads = one
- * 32-group, a lane quad). Per 32-group: s = 2^es brings its largest |x| to [2^14, 2^15)
- * (clamped; zero, inf and NaN groups keep s = 1), xh = f16(s x), xl = f16(s x - xh);
- * X = the group's sum in a fixed order. */
-template <bool VEC>
-__global__ void __launch_bounds__(128)
-    tc_prep_kernel(const float *__restrict__ x, int64_t x_ld, int64_t K, uint8_t *__restrict__ ws) {
-  memra_pdl_enter();
-  const int64_t m = blockIdx.y, e = 1024 * (int64_t)blockIdx.x + 8 * threadIdx.x;
-  if (e >= K) return; /* K % 256 == 0: whole lane quads leave together */
-  const float *xp = x + m * x_ld + e;
-  uint4 *xb = (uint4 *)(ws + m * tc_prep_bytes(K));
-  float2 *xs = (float2 *)(ws + m * tc_prep_bytes(K) + (uint64_t)K * 4);
-  float v[8];
-  if (VEC) {
-    const float4 a = __ldg((const float4 *)xp), b = __ldg((const float4 *)xp + 1);
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
-    v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      v[i] = __ldg(xp + i);
-  }
+/* One lane quad's share of the x split: v = elements 8 i .. 8 i + 7 of a 32-group (i = lane % 4,
+ * the quad's four lanes active together). h, l: the xh and xl halves in the MMA's order
+ * (tc_prep_bytes); xs: the group's (X, u), the same in all four lanes. */
+__device__ __forceinline__ void tc_split8(const float v[8], uint4 *h, uint4 *l, float2 *xs) {
   uint32_t mx = 0;
 #pragma unroll
   for (int i = 0; i < 8; ++i)
@@ -125,10 +106,8 @@ __global__ void __launch_bounds__(128)
       hw[2 * i + h] = *(const uint32_t *)&hv;
       lw[2 * i + h] = *(const uint32_t *)&lv;
     }
-  const int64_t seg = e >> 4;
-  const int half = (int)(e >> 3) & 1;
-  xb[4 * seg + half] = make_uint4(hw[0], hw[1], hw[2], hw[3]);
-  xb[4 * seg + 2 + half] = make_uint4(lw[0], lw[1], lw[2], lw[3]);
+  *h = make_uint4(hw[0], hw[1], hw[2], hw[3]);
+  *l = make_uint4(lw[0], lw[1], lw[2], lw[3]);
   float p4[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i)
@@ -136,7 +115,51 @@ __global__ void __launch_bounds__(128)
   float X = __fadd_rn(__fadd_rn(p4[0], p4[1]), __fadd_rn(p4[2], p4[3]));
   X = __fadd_rn(X, __shfl_xor_sync(0xffffffffu, X, 1));
   X = __fadd_rn(X, __shfl_xor_sync(0xffffffffu, X, 2));
-  if ((threadIdx.x & 3) == 0) xs[e >> 5] = make_float2(X, tc_pow2(24 - es));
+  *xs = make_float2(X, tc_pow2(24 - es));
+}
+
+/* Loads 8 elements of x at p (16-byte aligned when VEC). */
+template <bool VEC>
+__device__ __forceinline__ void tc_load_x8(const float *__restrict__ p, float v[8]) {
+  if (VEC) {
+    const float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+    v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      v[i] = __ldg(p + i);
+  }
+}
+
+/* Stores a quad lane's split of elements e .. e + 7 into the prep layout (xb, xs). */
+__device__ __forceinline__ void tc_store_split(uint4 *xb, float2 *xs, int64_t e, uint4 h, uint4 l,
+                                               float2 g) {
+  const int64_t seg = e >> 4;
+  const int half = (int)(e >> 3) & 1;
+  xb[4 * seg + half] = h;
+  xb[4 * seg + 2 + half] = l;
+  if ((threadIdx.x & 3) == 0) xs[e >> 5] = g;
+}
+
+/* Thread i of block (bx, m) takes elements 1024 bx + 8 i .. + 7 of row m (four threads = one
+ * 32-group, a lane quad). Per 32-group: s = 2^es brings its largest |x| to [2^14, 2^15)
+ * (clamped; zero, inf and NaN groups keep s = 1), xh = f16(s x), xl = f16(s x - xh);
+ * X = the group's sum in a fixed order. */
+template <bool VEC>
+__global__ void __launch_bounds__(128)
+    tc_prep_kernel(const float *__restrict__ x, int64_t x_ld, int64_t K, uint8_t *__restrict__ ws) {
+  memra_pdl_enter();
+  const int64_t m = blockIdx.y, e = 1024 * (int64_t)blockIdx.x + 8 * threadIdx.x;
+  if (e >= K) return; /* K % 256 == 0: whole lane quads leave together */
+  uint4 *xb = (uint4 *)(ws + m * tc_prep_bytes(K));
+  float2 *xs = (float2 *)(ws + m * tc_prep_bytes(K) + (uint64_t)K * 4);
+  float v[8];
+  tc_load_x8<VEC>(x + m * x_ld + e, v);
+  uint4 h, l;
+  float2 g;
+  tc_split8(v, &h, &l, &g);
+  tc_store_split(xb, xs, e, h, l, g);
 }
 
 /* What this thread needs of super-block sb: rows g and g + 8 (header + two q), and for x
@@ -171,6 +194,86 @@ __device__ __forceinline__ void tc_load_x(tc_xin &r, const uint4 *xb, const floa
   }
 }
 
+/* The scales of chunk c (sub-block 4 c + jsub) of rows g and g + 8: (d sc, dmin m) each. */
+struct tc_scl {
+  float sc0, mn0, sc1, mn1;
+};
+__device__ __forceinline__ tc_scl tc_chunk_scales(const tc_raw &r, int c, int jsub) {
+  const float d0 = __half2float(__ushort_as_half((uint16_t)(r.hd0.x & 0xFFFF)));
+  const float dm0 = __half2float(__ushort_as_half((uint16_t)(r.hd0.x >> 16)));
+  const float d1 = __half2float(__ushort_as_half((uint16_t)(r.hd1.x & 0xFFFF)));
+  const float dm1 = __half2float(__ushort_as_half((uint16_t)(r.hd1.x >> 16)));
+  tc_scl s;
+  tc_scale_min_k4(c, r.hd0.y, r.hd0.z, r.hd0.w, jsub, d0, dm0, &s.sc0, &s.mn0);
+  tc_scale_min_k4(c, r.hd1.y, r.hd1.z, r.hd1.w, jsub, d1, dm1, &s.sc1, &s.mn1);
+  return s;
+}
+
+/* Chunk c of the super-block in r . one row of x (xm), 8 MMAs in a fixed order: cc[0] + cc[1]
+ * is row g's nibble sum of its sub-block, cc[2] + cc[3] row g + 8's (header comment). */
+__device__ __forceinline__ void tc_chunk_mma(float cc[4], const tc_raw &r, int c, const tc_xin &xm,
+                                             bool lo_b) {
+  const uint32_t wa[4] = {r.q0[c].x, r.q0[c].y, r.q0[c].z, r.q0[c].w};
+  const uint32_t wb[4] = {r.q1[c].x, r.q1[c].y, r.q1[c].z, r.q1[c].w};
+  const uint32_t breg[8] = {xm.b[c][0].x, xm.b[c][0].y, xm.b[c][0].z, xm.b[c][0].w,
+                            xm.b[c][1].x, xm.b[c][1].y, xm.b[c][1].z, xm.b[c][1].w};
+  cc[0] = cc[1] = cc[2] = cc[3] = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t ua = h ? wa[i] >> 8 : wa[i], ub = h ? wb[i] >> 8 : wb[i];
+      const uint32_t bv = breg[2 * i + h];
+      tc_mma(cc, ua & 0x000F000Fu, ub & 0x000F000Fu, ua & 0x00F000F0u, ub & 0x00F000F0u,
+             lo_b ? bv : 0u, lo_b ? 0u : bv);
+    }
+}
+
+/* acc (rows g, g + 8) += the chunk's d1 C - m1 X. Chunks reach acc in super-block, then chunk
+ * order: that order, not the MMAs', fixes the bits. */
+__device__ __forceinline__ void tc_chunk_acc(float acc[2], const float cc[4], int c, const tc_scl &s,
+                                             const tc_xin &xm, float hiscale) {
+  const float f = __fmul_rn(xm.xs[c].y, hiscale);
+  acc[0] = __fmaf_rn(s.sc0, __fmul_rn(__fadd_rn(cc[0], cc[1]), f), acc[0]);
+  acc[0] = __fmaf_rn(-s.mn0, xm.xs[c].x, acc[0]);
+  acc[1] = __fmaf_rn(s.sc1, __fmul_rn(__fadd_rn(cc[2], cc[3]), f), acc[1]);
+  acc[1] = __fmaf_rn(-s.mn1, xm.xs[c].x, acc[1]);
+}
+
+/* Both: every v7 / v11 row goes through tc_chunk_mma and tc_chunk_acc. */
+__device__ __forceinline__ void tc_chunk(float acc[2], const tc_raw &r, int c, const tc_scl &s,
+                                         const tc_xin &xm, bool lo_b, float hiscale) {
+  float cc[4];
+  tc_chunk_mma(cc, r, c, xm, lo_b);
+  tc_chunk_acc(acc, cc, c, s, xm, hiscale);
+}
+
+/* Thread (g, t)'s roles (header comment): its sub-block in chunk c is 4 c + jsub (high
+ * nibbles, x16, for t >= 2); the B segment part it supplies, if active: column g = (kind,
+ * part). */
+struct tc_role {
+  int jsub, bseg, bpart;
+  float hiscale;
+  bool active, lo_b;
+};
+__device__ __forceinline__ tc_role tc_role_of(int g, int t) {
+  tc_role r;
+  r.jsub = 2 * (t & 1) + (t >> 1);
+  r.hiscale = t >= 2 ? 0.0625f : 1.f;
+  const int kind = g >> 1;
+  r.bpart = g & 1;
+  r.active = (kind & 1) == (t >> 1);
+  r.lo_b = kind < 2;
+  r.bseg = 4 * (t >> 1) + (t & 1) + 2 * (kind >> 1);
+  return r;
+}
+
+/* A row's sum over the lane quad t = 0..3 (butterfly: all four lanes get the same bits). */
+__device__ __forceinline__ float tc_quad_sum(float v) {
+  v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
 template <int T, int M, bool VEC>
 __global__ void __launch_bounds__(TC_WARPS * 32)
     matmul_v7_kernel(const mm_jobs J, const uint8_t *__restrict__ ws, int64_t K, int64_t rows) {
@@ -185,13 +288,10 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
   const int64_t nsb = K / 256;
   const uint8_t *w0 = jb.w + (uint64_t)(n0 + g < N ? n0 + g : N - 1) * jb.w_nb1;
   const uint8_t *w1 = jb.w + (uint64_t)(n0 + g + 8 < N ? n0 + g + 8 : N - 1) * jb.w_nb1;
-  /* this thread's sub-block in chunk c: 4c + jsub; high nibbles (x16) for t >= 2 */
-  const int jsub = 2 * (t & 1) + (t >> 1);
-  const float hiscale = t >= 2 ? 0.0625f : 1.f;
-  /* the B segment part this thread supplies (if any): column g = (kind, part) */
-  const int kind = g >> 1, bpart = g & 1;
-  const bool active = (kind & 1) == (t >> 1), lo_b = kind < 2;
-  const int bseg = 4 * (t >> 1) + (t & 1) + 2 * (kind >> 1);
+  const tc_role ro = tc_role_of(g, t);
+  const int jsub = ro.jsub, bseg = ro.bseg, bpart = ro.bpart;
+  const float hiscale = ro.hiscale;
+  const bool active = ro.active, lo_b = ro.lo_b;
   /* x row m's prep (rows past the batch read row m0's: computed, never stored) */
   const uint64_t pb = tc_prep_bytes(K);
   const uint8_t *ws0 = ws + m0 * pb;
@@ -221,17 +321,9 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
       tc_load(nxt, w0, w1, sb + TC_WARPS, t);
       tc_load_x(xnxt, TC_XB(0), TC_XS(0), sb + TC_WARPS, active, bseg, bpart, jsub);
     }
-    const float d0 = __half2float(__ushort_as_half((uint16_t)(cur.hd0.x & 0xFFFF)));
-    const float dm0 = __half2float(__ushort_as_half((uint16_t)(cur.hd0.x >> 16)));
-    const float d1 = __half2float(__ushort_as_half((uint16_t)(cur.hd1.x & 0xFFFF)));
-    const float dm1 = __half2float(__ushort_as_half((uint16_t)(cur.hd1.x >> 16)));
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      const uint32_t wa[4] = {cur.q0[c].x, cur.q0[c].y, cur.q0[c].z, cur.q0[c].w};
-      const uint32_t wb[4] = {cur.q1[c].x, cur.q1[c].y, cur.q1[c].z, cur.q1[c].w};
-      float sc0, mn0, sc1, mn1;
-      tc_scale_min_k4(c, cur.hd0.y, cur.hd0.z, cur.hd0.w, jsub, d0, dm0, &sc0, &mn0);
-      tc_scale_min_k4(c, cur.hd1.y, cur.hd1.z, cur.hd1.w, jsub, d1, dm1, &sc1, &mn1);
+      const tc_scl sc = tc_chunk_scales(cur, c, jsub);
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         tc_xin xm;
@@ -239,23 +331,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
           xm = xcur;
         else
           tc_load_x(xm, TC_XB(m), TC_XS(m), sb, active, bseg, bpart, jsub);
-        const uint32_t breg[8] = {xm.b[c][0].x, xm.b[c][0].y, xm.b[c][0].z, xm.b[c][0].w,
-                                  xm.b[c][1].x, xm.b[c][1].y, xm.b[c][1].z, xm.b[c][1].w};
-        float cc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint32_t ua = h ? wa[i] >> 8 : wa[i], ub = h ? wb[i] >> 8 : wb[i];
-            const uint32_t bv = breg[2 * i + h];
-            tc_mma(cc, ua & 0x000F000Fu, ub & 0x000F000Fu, ua & 0x00F000F0u, ub & 0x00F000F0u,
-                   lo_b ? bv : 0u, lo_b ? 0u : bv);
-          }
-        const float f = __fmul_rn(xm.xs[c].y, hiscale);
-        acc[m][0] = __fmaf_rn(sc0, __fmul_rn(__fadd_rn(cc[0], cc[1]), f), acc[m][0]);
-        acc[m][0] = __fmaf_rn(-mn0, xm.xs[c].x, acc[m][0]);
-        acc[m][1] = __fmaf_rn(sc1, __fmul_rn(__fadd_rn(cc[2], cc[3]), f), acc[m][1]);
-        acc[m][1] = __fmaf_rn(-mn1, xm.xs[c].x, acc[m][1]);
+        tc_chunk(acc[m], cur, c, sc, xm, lo_b, hiscale);
       }
     }
     cur = nxt;
@@ -269,9 +345,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
   for (int m = 0; m < M; ++m)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float v = acc[m][r];
-      v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
-      v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+      const float v = tc_quad_sum(acc[m][r]);
       if (t == 0) part[warp][m][g + 8 * r] = v;
     }
   __syncthreads();

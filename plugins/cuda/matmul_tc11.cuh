@@ -1,0 +1,191 @@
+/* matmul_tc11.cuh — matmul v11: v7's Q4_K tensor-core arithmetic for one row of x (decode),
+ * fed by a ring of bulk copies in shared memory (included by matmul.cu only).
+ *
+ * Why (docs/PERF.md): v5 is issue-bound (~6 instructions a weight); v9 streamed v5's
+ * arithmetic through a cp.async ring and was no faster; v7 halves the instructions but at one
+ * row waited on its prep kernel and kept one super-block of loads in flight per warp. v11
+ * takes v7's arithmetic unchanged and changes only how bytes arrive:
+ *  - persistent blocks (up to 4 per SM) walk 16-row tiles; a producer warp keeps T11_ST
+ *    stages of 16 rows x 16 super-blocks in flight by bulk copies (the copy engine: no load
+ *    instructions, no registers), issued before the PDL wait since weights are constant. A
+ *    tile of K <= 4096 is one contiguous copy, longer rows a copy per row: with a copy per
+ *    row of 4 super-blocks (576 bytes) the copies themselves were the limit (~30 ns each
+ *    per SM, H200);
+ *  - x is split (tc_split8) once per block into shared memory while the first stages land.
+ * Bits: warp w takes super-blocks w, w + 4, ... of every tile, through tc_chunk, the quad
+ * butterfly and the warp-order sum: exactly v7's sequence with v7's prep values, so v11
+ * alone == v7 at any M (opcheck's invariance checks compare them bitwise), and v7 serves
+ * the batches. */
+#ifndef MEMRA_CUDA_MATMUL_TC11_CUH
+#define MEMRA_CUDA_MATMUL_TC11_CUH
+
+#include "plugins/cuda/matmul_tc.cuh"
+#include "plugins/cuda/mbarrier.cuh"
+
+enum {
+  T11_CW = TC_WARPS, /* consumer warps: v7's split of K */
+  T11_ST = 2,        /* stages in the ring */
+  T11_SB = 16,       /* super-blocks per stage: a whole tile of K <= 4096 is one stage */
+  T11_SBB = 144,     /* bytes of a Q4_K super-block */
+  T11_STAGE = TC_ROWS * T11_SB * T11_SBB,
+  T11_XB = 4         /* x loads in flight per consumer thread (elements e, e + 1024, ...) */
+};
+
+/* Shared memory of a v11 block: the ring, x's split (tc_prep_bytes), the warps' partials and
+ * the ring's 2 T11_ST barriers. */
+__host__ __device__ static inline uint64_t t11_smem(int64_t K) {
+  return (uint64_t)T11_ST * T11_STAGE + tc_prep_bytes(K) + sizeof(float) * T11_CW * TC_ROWS +
+         16u * T11_ST;
+}
+
+__device__ __forceinline__ void t11_consumers_sync() {
+  asm volatile("bar.sync 1, %0;" ::"n"(T11_CW * 32) : "memory");
+}
+
+template <bool VEC>
+__global__ void __launch_bounds__((T11_CW + 1) * 32)
+    matmul_v11_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles) {
+  extern __shared__ __align__(128) uint8_t sm[];
+  uint8_t *ring = sm;
+  uint4 *xb = (uint4 *)(sm + (uint64_t)T11_ST * T11_STAGE);
+  float2 *xs = (float2 *)((uint8_t *)xb + (uint64_t)K * 4);
+  float(&part)[T11_CW][1][TC_ROWS] =
+      *(float(*)[T11_CW][1][TC_ROWS])(sm + (uint64_t)T11_ST * T11_STAGE + tc_prep_bytes(K));
+  uint64_t *full = (uint64_t *)(&part[T11_CW - 1][0][TC_ROWS - 1] + 1), *empty = full + T11_ST;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t nsb = K / 256, ngrp = (nsb + T11_SB - 1) / T11_SB;
+  const int64_t my_tiles = (n_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x;
+  const int64_t units = my_tiles * ngrp;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < T11_ST; ++s) {
+      memra_mbar_init(&full[s], 1);
+      memra_mbar_init(&empty[s], T11_CW);
+    }
+    memra_mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (warp == T11_CW) { /* producer: one copy per stage, or lane r < 16 copies row r */
+    for (int64_t u = 0; u < units; ++u) {
+      const int s = (int)(u % T11_ST);
+      const int64_t round = u / T11_ST;
+      if (round > 0) memra_mbar_wait(&empty[s], (uint32_t)(round - 1) & 1);
+      const int64_t tile = blockIdx.x + (u / ngrp) * gridDim.x, gi = u % ngrp;
+      const mm_job jb = mm_pick_at(J, tile);
+      const int64_t n0 = jb.b * TC_ROWS, sb0 = T11_SB * gi;
+      const int64_t nv = nsb - sb0 < T11_SB ? nsb - sb0 : T11_SB;
+      const uint32_t rowb = (uint32_t)(nv * T11_SBB); /* a row's bytes in this stage */
+      uint8_t *dst = ring + s * T11_STAGE;
+      /* K within one stage and rows back to back (GGUF tensors): the tile's rows are one
+       * contiguous range, one copy; else a copy per row (rows past N: the last row) */
+      const int64_t nrows = jb.N - n0 < TC_ROWS ? jb.N - n0 : TC_ROWS;
+      const bool one = nv == nsb && jb.w_nb1 == (uint64_t)rowb;
+      if (lane == 0)
+        memra_mbar_expect(&full[s], (uint32_t)(one ? nrows : TC_ROWS) * rowb);
+      __syncwarp();
+      if (one) {
+        if (lane == 0)
+          memra_bulk_load(dst, jb.w + (uint64_t)n0 * jb.w_nb1, (uint32_t)nrows * rowb, &full[s]);
+      } else if (lane < TC_ROWS) {
+        const int64_t n = n0 + lane < jb.N ? n0 + lane : jb.N - 1;
+        memra_bulk_load(dst + lane * rowb, jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)sb0 * T11_SBB,
+                        rowb, &full[s]);
+      }
+      if (u == (units < T11_ST ? units : T11_ST) - 1) memra_pdl_enter();
+    }
+    return;
+  }
+
+  /* consumers: x split once, into the prep layout, T11_XB loads in flight per thread (whole
+   * warps leave together: K % 256 == 0) */
+  memra_pdl_enter();
+  for (int64_t e0 = 8 * (int64_t)threadIdx.x; e0 < K; e0 += 8 * T11_CW * 32 * T11_XB) {
+    float v[T11_XB][8];
+#pragma unroll
+    for (int i = 0; i < T11_XB; ++i)
+      if (e0 + 8 * T11_CW * 32 * i < K) tc_load_x8<VEC>(x + e0 + 8 * T11_CW * 32 * i, v[i]);
+#pragma unroll
+    for (int i = 0; i < T11_XB; ++i) {
+      const int64_t e = e0 + 8 * T11_CW * 32 * i;
+      if (e >= K) break;
+      uint4 h, l;
+      float2 gs;
+      tc_split8(v[i], &h, &l, &gs);
+      tc_store_split(xb, xs, e, h, l, gs);
+    }
+  }
+  t11_consumers_sync();
+
+  const int g = lane >> 2, t = lane & 3;
+  const tc_role ro = tc_role_of(g, t);
+  int64_t u = 0;
+  for (int64_t i = 0; i < my_tiles; ++i) {
+    const mm_job jb = mm_pick_at(J, blockIdx.x + i * gridDim.x);
+    float acc[2] = {0.f, 0.f};
+    for (int64_t gi = 0; gi < ngrp; ++gi, ++u) {
+      const int s = (int)(u % T11_ST);
+      memra_mbar_wait(&full[s], (uint32_t)(u / T11_ST) & 1);
+      const int64_t sb0 = T11_SB * gi, nv = nsb - sb0 < T11_SB ? nsb - sb0 : T11_SB;
+      const int rowb = (int)nv * T11_SBB;
+      for (int j = warp; j < nv; j += T11_CW) { /* super-blocks warp, warp + 4, ...: v7's */
+        const uint8_t *b0 = ring + s * T11_STAGE + g * rowb + j * T11_SBB;
+        const uint8_t *b1 = b0 + 8 * rowb;
+        tc_raw cur;
+        cur.hd0 = *(const uint4 *)b0;
+        cur.hd1 = *(const uint4 *)b1;
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          cur.q0[c] = *(const uint4 *)(b0 + 16 + 64 * c + 16 * t);
+          cur.q1[c] = *(const uint4 *)(b1 + 16 + 64 * c + 16 * t);
+        }
+        tc_xin xm;
+        tc_load_x(xm, xb, xs, sb0 + j, ro.active, ro.bseg, ro.bpart, ro.jsub);
+#pragma unroll
+        for (int c = 0; c < 2; ++c)
+          tc_chunk(acc, cur, c, tc_chunk_scales(cur, c, ro.jsub), xm, ro.lo_b, ro.hiscale);
+      }
+      __syncwarp();
+      if (lane == 0) memra_mbar_arrive(&empty[s]);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float v = tc_quad_sum(acc[r]);
+      if (t == 0) part[warp][0][g + 8 * r] = v;
+    }
+    t11_consumers_sync();
+    mm_store_parts<T11_CW, 1, TC_ROWS>(part, jb.b * TC_ROWS, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias);
+    t11_consumers_sync();
+  }
+}
+
+/* Whether v11 can run a matmul of K columns here (its block's shared memory). */
+static inline bool m11_fits(const memra_backend *be, int64_t K) {
+  return (int64_t)be->prop.sharedMemPerBlockOptin >= (int64_t)t11_smem(K) + 1024;
+}
+
+/* The v11 grid over J's 16-row tiles for one row of x: blocks per SM from the shared memory
+ * (at most 4), every block the same number of tiles. False when the grid is too large;
+ * *err: the attribute call's error (no launch then). */
+template <bool VEC>
+static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64_t K,
+                       cudaError_t *err) {
+  *err = cudaSuccess;
+  const int64_t tiles = mm_jobs_layout(&J, TC_ROWS);
+  if (tiles == 0) return false;
+  const int64_t smem = (int64_t)t11_smem(K);
+  const int64_t sm_bytes = be->prop.sharedMemPerMultiprocessor
+                               ? (int64_t)be->prop.sharedMemPerMultiprocessor
+                               : 228 * 1024;
+  int64_t bps = sm_bytes / (smem + 1024);
+  bps = bps > 4 ? 4 : bps < 1 ? 1 : bps;
+  const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps;
+  const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
+  *err = cudaFuncSetAttribute(matmul_v11_kernel<VEC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              (int)smem);
+  if (*err != cudaSuccess) return true;
+  (void)memra_cu_launch(be, matmul_v11_kernel<VEC>, dim3((unsigned)grid), dim3((T11_CW + 1) * 32),
+                        (size_t)smem, J, x, K, tiles);
+  return true;
+}
+
+#endif /* MEMRA_CUDA_MATMUL_TC11_CUH */

@@ -1,0 +1,51 @@
+/* mbarrier.cuh — shared-memory transaction barriers and bulk copies (sm_90+): the pieces a
+ * producer/consumer ring in shared memory is built from (gemm_wgmma.cu's TMA tiles, the
+ * Q4_K GEMV v11's weight ring). A barrier completes a phase when its arrivals are in and the
+ * bytes announced by expect_tx have landed; waiters poll a phase's parity. */
+#ifndef MEMRA_CUDA_MBARRIER_CUH
+#define MEMRA_CUDA_MBARRIER_CUH
+
+#include <stdint.h>
+
+__device__ __forceinline__ uint32_t memra_smem_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void memra_mbar_init(uint64_t *b, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(memra_smem_addr(b)), "r"(count));
+}
+/* Makes the initialized barriers visible to the async proxy (the bulk copies' completion). */
+__device__ __forceinline__ void memra_mbar_fence_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void memra_mbar_expect(uint64_t *b, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(memra_smem_addr(b)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void memra_mbar_arrive(uint64_t *b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(memra_smem_addr(b)) : "memory");
+}
+__device__ __forceinline__ void memra_mbar_wait(uint64_t *b, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(memra_smem_addr(b)), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+
+/* bytes (a multiple of 16; both addresses 16-byte aligned) from global src to shared dst by
+ * the copy engine; completion is counted in bytes on bar. */
+__device__ __forceinline__ void memra_bulk_load(void *dst, const void *src, uint32_t bytes,
+                                                uint64_t *bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+               "[%3];" ::"r"(memra_smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(memra_smem_addr(bar))
+               : "memory");
+}
+
+#endif /* MEMRA_CUDA_MBARRIER_CUH */
