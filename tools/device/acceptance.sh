@@ -87,6 +87,11 @@ MEMRA_GEMV=v5 MEMRA_GEMV_Q8=v8a "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv
 diff <(grep '^Q8_0' "$O/gemv-old.txt" | awk '{print $2,$3,$NF}') \
   <(grep '^Q8_0' "$O/gemv.txt" | awk '{print $2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
 row "Q8_0 v8b == v8 output hashes (gemv_bench)" "$r"
+MEMRA_GEMV=tc "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-tc.txt" 2>"$O/gemv-tc.err"
+diff <(grep '^Q4_K' "$O/gemv-tc.txt" | awk '{print $2,$3,$NF}') \
+  <(grep '^Q4_K' "$O/gemv.txt" | awk '{print $2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
+row "Q4_K v11 == v7 output hashes (gemv_bench)" "$r"
+row "gemv_bench Q4_K us, v11 (v5): q/o, gate/up, down, output" "$(paste <(grep '^Q4_K' "$O/gemv.txt" | head -4 | awk '{print $4}') <(grep '^Q4_K' "$O/gemv-old.txt" | head -4 | awk '{print $4}') | awk '{printf "%s (%s)  ", $1, $2}')"
 BW=$(grep -oE 'copy bandwidth [0-9]+' "$O/gemv.txt" | grep -oE '[0-9]+$' | head -1)
 row "copy bandwidth this run (GB/s)" "${BW:-?}"
 # End to end against HF transformers (an implementation nobody here wrote) on a synthetic
@@ -129,7 +134,7 @@ if wait_for "$L8"; then
   wait_for "$W/l8-f16.gguf" && gate chunk-f16 chunk "${OPTS[@]}" -m "$W/l8-f16.gguf" --gate-p 1000 --ubatch 67
   gate graph-sm120a-test90 graph --backend "$T90" -m "$L8" --gate-p 200 -n 512
   for b in 32 64; do gate batch-$b batch "${OPTS[@]}" -m "$L8" --gate-b $b --gate-p 512 -n 32; done
-  # The tensor-core Q4_K GEMV (v7, the serving choice): invariance and aggregate throughput.
+  # MEMRA_GEMV=tc: v7 for one row of x too (the default runs v11 there, v7 for batches).
   export MEMRA_GEMV=tc
   gate graph-q4_k_m-tc graph "${OPTS[@]}" -m "$L8" --gate-p 200 -n 512
   gate batch-8-tc batch "${OPTS[@]}" -m "$L8" --gate-b 8 --gate-p 512 -n 128
@@ -162,9 +167,11 @@ for ty in $TYPES; do
   timeout 240 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 512,4096 --bench-n 128 \
     --bench-d 512,4096 -r 3 >"$O/bench-$ty.md" 2>"$O/bench-$ty.err"
   tail -5 "$O/bench-$ty.err"
-  if [ "$ty" = q4_k_m ]; then # decode attention v5 (default) vs v4, same binary
+  if [ "$ty" = q4_k_m ]; then # decode attention v5 (default) vs v4, GEMV v11 vs v5, same binary
     MEMRA_ATT=4 timeout 90 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 0 \
       --bench-n 128 --bench-d 512,4096 -r 3 >"$O/bench-q4_k_m-att4.md" 2>&1
+    MEMRA_GEMV=v5 timeout 90 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 0 \
+      --bench-n 128 --bench-d 512,4096 -r 3 >"$O/bench-q4_k_m-gemv5.md" 2>&1
   fi
 done
 timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$L8" --kv-type f8 --bench-p 512 --bench-n 128 \
