@@ -308,12 +308,12 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
   /* The kernel family is a property of the tensors, never of the batch size, so a row takes
    * the same arithmetic alone and in any batch (batch invariance). v11 / v7 (matmul_tc11.cuh,
    * matmul_tc.cuh): Q4_K with 16-byte-aligned rows (v11's bulk copies are 16-byte pieces) in
-   * the default mode, one row of x on v11, batches on v7, the same bits. v9 (matmul_kq9.cuh): Q4_K /
-   * Q5_K / Q6_K with 16-byte-aligned rows (its cp.async copies are 16 bytes) where an SM
-   * holds 4 of its blocks (MEMRA_GEMV=v5: v5 instead, the same bits). v5 (matmul_kq.cuh):
-   * the other K-quant rows that are 16-byte aligned, and Q6_K always. v6 (matmul_v6.cuh): F16 /
-   * BF16 with 16-byte-aligned rows, K whole groups of 8, x rows 16-byte aligned. v8
-   * (matmul_q8.cuh): Q8_0 with 16-byte-aligned rows and x rows (its cp.async copies are 16 bytes).
+   * the default mode, one row of x on v11, batches on v7, the same bits. v9 (matmul_kq9.cuh): Q4_K
+   * / Q5_K / Q6_K with 16-byte-aligned rows (its cp.async copies are 16 bytes) where an SM holds 4
+   * of its blocks (MEMRA_GEMV=v5: v5 instead, the same bits). v5 (matmul_kq.cuh): the other K-quant
+   * rows that are 16-byte aligned, and Q6_K always. v6 (matmul_v6.cuh): F16 / BF16 with
+   * 16-byte-aligned rows, K whole groups of 8, x rows 16-byte aligned. v8 (matmul_q8.cuh): Q8_0
+   * with 16-byte-aligned rows and x rows (its cp.async copies are 16 bytes).
    */
   const int32_t t = w->type;
   const bool kq = t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K || t == MEMRA_TYPE_Q6_K;
@@ -351,7 +351,8 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
   bool ok = true;
   if (a->path == MM_V11 && a->M == 1 && m11_fits(be, a->K)) {
     cudaError_t e;
-    ok = a->xv16 ? m11_launch<true>(be, J, a->x, a->K, &e) : m11_launch<false>(be, J, a->x, a->K, &e);
+    ok = a->xv16 ? m11_launch<true>(be, J, a->x, a->K, &e)
+                 : m11_launch<false>(be, J, a->x, a->K, &e);
     if (e != cudaSuccess)
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: Q4_K kernel's shared memory: %s",
                            cudaGetErrorString(e));

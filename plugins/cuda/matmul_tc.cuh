@@ -231,8 +231,8 @@ __device__ __forceinline__ void tc_chunk_mma(float cc[4], const tc_raw &r, int c
 
 /* acc (rows g, g + 8) += the chunk's d1 C - m1 X. Chunks reach acc in super-block, then chunk
  * order: that order, not the MMAs', fixes the bits. */
-__device__ __forceinline__ void tc_chunk_acc(float acc[2], const float cc[4], int c, const tc_scl &s,
-                                             const tc_xin &xm, float hiscale) {
+__device__ __forceinline__ void tc_chunk_acc(float acc[2], const float cc[4], int c,
+                                             const tc_scl &s, const tc_xin &xm, float hiscale) {
   const float f = __fmul_rn(xm.xs[c].y, hiscale);
   acc[0] = __fmaf_rn(s.sc0, __fmul_rn(__fadd_rn(cc[0], cc[1]), f), acc[0]);
   acc[0] = __fmaf_rn(-s.mn0, xm.xs[c].x, acc[0]);

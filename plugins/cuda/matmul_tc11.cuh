@@ -6,11 +6,11 @@
  * row waited on its prep kernel and kept one super-block of loads in flight per warp. v11
  * takes v7's arithmetic unchanged and changes only how bytes arrive:
  *  - persistent blocks (up to 4 per SM) walk 16-row tiles; a producer warp keeps T11_ST
- *    stages of 16 rows x 16 super-blocks in flight by bulk copies (the copy engine: no load
- *    instructions, no registers), issued before the PDL wait since weights are constant. A
- *    tile of K <= 4096 is one contiguous copy, longer rows a copy per row: with a copy per
- *    row of 4 super-blocks (576 bytes) the copies themselves were the limit (~30 ns each
- *    per SM, H200);
+ *    stages of 16 rows x 16 (K > 4096: 8) super-blocks in flight by bulk copies (the copy
+ *    engine: no load instructions, no registers), issued before the PDL wait since weights
+ *    are constant. A tile of K <= 4096 is one contiguous copy, longer rows a copy per row
+ *    (stages of 4 super-blocks, 576-byte copies, took 18% longer on the output matrix: the
+ *    copies' count, not their bytes, looked like the limit);
  *  - x is split (tc_split8) once per block into shared memory while the first stages land.
  * Bits: warp w takes super-blocks w, w + 4, ... of every tile, through tc_chunk, the quad
  * butterfly and the warp-order sum: exactly v7's sequence with v7's prep values, so v11
@@ -25,26 +25,30 @@
 enum {
   T11_CW = TC_WARPS, /* consumer warps: v7's split of K */
   T11_ST = 2,        /* stages in the ring */
-  T11_SB = 16,       /* super-blocks per stage: a whole tile of K <= 4096 is one stage */
   T11_SBB = 144,     /* bytes of a Q4_K super-block */
-  T11_STAGE = TC_ROWS * T11_SB * T11_SBB,
   T11_XB = 4         /* x loads in flight per consumer thread (elements e, e + 1024, ...) */
 };
 
+/* Super-blocks per stage: 16 when K <= 4096 (a whole tile is one stage, one copy); 8 above,
+ * so a block's ring + x stay under half an H200 SM's shared memory and two blocks share an SM
+ * (K 14336 at 16: one block an SM, 19.0 us; at 8: 16.0 us, H200). */
+static inline int t11_sb(int64_t K) { return K <= 4096 ? 16 : 8; }
+
 /* Shared memory of a v11 block: the ring, x's split (tc_prep_bytes), the warps' partials and
  * the ring's 2 T11_ST barriers. */
-__host__ __device__ static inline uint64_t t11_smem(int64_t K) {
-  return (uint64_t)T11_ST * T11_STAGE + tc_prep_bytes(K) + sizeof(float) * T11_CW * TC_ROWS +
-         16u * T11_ST;
+__host__ __device__ static inline uint64_t t11_smem(int64_t K, int SB) {
+  return (uint64_t)T11_ST * TC_ROWS * SB * T11_SBB + tc_prep_bytes(K) +
+         sizeof(float) * T11_CW * TC_ROWS + 16u * T11_ST;
 }
 
 __device__ __forceinline__ void t11_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(T11_CW * 32) : "memory");
 }
 
-template <bool VEC>
+template <bool VEC, int T11_SB>
 __global__ void __launch_bounds__((T11_CW + 1) * 32)
     matmul_v11_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles) {
+  constexpr int T11_STAGE = TC_ROWS * T11_SB * T11_SBB;
   extern __shared__ __align__(128) uint8_t sm[];
   uint8_t *ring = sm;
   uint4 *xb = (uint4 *)(sm + (uint64_t)T11_ST * T11_STAGE);
@@ -80,8 +84,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
        * contiguous range, one copy; else a copy per row (rows past N: the last row) */
       const int64_t nrows = jb.N - n0 < TC_ROWS ? jb.N - n0 : TC_ROWS;
       const bool one = nv == nsb && jb.w_nb1 == (uint64_t)rowb;
-      if (lane == 0)
-        memra_mbar_expect(&full[s], (uint32_t)(one ? nrows : TC_ROWS) * rowb);
+      if (lane == 0) memra_mbar_expect(&full[s], (uint32_t)(one ? nrows : TC_ROWS) * rowb);
       __syncwarp();
       if (one) {
         if (lane == 0)
@@ -160,19 +163,22 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
 
 /* Whether v11 can run a matmul of K columns here (its block's shared memory). */
 static inline bool m11_fits(const memra_backend *be, int64_t K) {
-  return (int64_t)be->prop.sharedMemPerBlockOptin >= (int64_t)t11_smem(K) + 1024;
+  return (int64_t)be->prop.sharedMemPerBlockOptin >= (int64_t)t11_smem(K, t11_sb(K)) + 1024;
 }
 
 /* The v11 grid over J's 16-row tiles for one row of x: blocks per SM from the shared memory
- * (at most 4), every block the same number of tiles. False when the grid is too large;
- * *err: the attribute call's error (no launch then). */
+ * (at most 4), every block the same number of tiles. (One stage when every block has one
+ * tile, 4 blocks an SM, was faster per kernel, q/o 5.7 -> 4.6 us, and slower in a decode step:
+ * 352 -> 343 tok/s, the SMs' shared memory full so the next kernel could not start beside
+ * them.) False when the grid is too large; *err: the attribute call's error (no launch then). */
 template <bool VEC>
 static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64_t K,
                        cudaError_t *err) {
   *err = cudaSuccess;
   const int64_t tiles = mm_jobs_layout(&J, TC_ROWS);
   if (tiles == 0) return false;
-  const int64_t smem = (int64_t)t11_smem(K);
+  const int SB = t11_sb(K);
+  const int64_t smem = (int64_t)t11_smem(K, SB);
   const int64_t sm_bytes = be->prop.sharedMemPerMultiprocessor
                                ? (int64_t)be->prop.sharedMemPerMultiprocessor
                                : 228 * 1024;
@@ -180,11 +186,12 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   bps = bps > 4 ? 4 : bps < 1 ? 1 : bps;
   const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps;
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
-  *err = cudaFuncSetAttribute(matmul_v11_kernel<VEC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              (int)smem);
+  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t) =
+      SB == 16 ? matmul_v11_kernel<VEC, 16> : matmul_v11_kernel<VEC, 8>;
+  *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (*err != cudaSuccess) return true;
-  (void)memra_cu_launch(be, matmul_v11_kernel<VEC>, dim3((unsigned)grid), dim3((T11_CW + 1) * 32),
-                        (size_t)smem, J, x, K, tiles);
+  (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((T11_CW + 1) * 32), (size_t)smem, J,
+                        x, K, tiles);
   return true;
 }
 
