@@ -46,9 +46,10 @@
  *      (Hopper; otherwise v5, same bits). Opt-in, MEMRA_GEMV=v9: faster per kernel from 14336 x
  *      4096 up, slower end to end (mm_v9_size).                              <- vtable (opt-in)
  * 11   Q4_K in matmul_tc11.cuh: v7's arithmetic (same bits) for one row of x, from persistent
- *      blocks whose producer warp keeps 4 stages of 16 rows x 4 super-blocks in flight by
- *      bulk copies (issued before the PDL wait), x split once per block in shared memory;
- *      batches run v7 itself. Default for Q4_K (MEMRA_GEMV=v5 / tc: v5 / v7 everywhere).
+ *      blocks whose producer warp keeps 2 stages of 16 rows x 16 (K > 4096: 8) super-blocks
+ *      in flight by bulk copies (issued before the PDL wait), x split once per block in
+ *      shared memory; batches run v7 itself. Default for Q4_K (MEMRA_GEMV=v5 / tc: v5 / v7
+ *      everywhere). 4096^2 5.6 us, 14336x4096 13.9, 4096x14336 16.0, 128256x4096 83.0 (84%).
  *                                                                         <- vtable (Q4_K)
  * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows
  * into L2 before waiting for x; under 4096 rows the v5/v6 kernels take 2 rows per block.
