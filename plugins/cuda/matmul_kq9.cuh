@@ -255,13 +255,8 @@ static inline bool mk9_fits(const memra_backend *be, int32_t type) {
  * per warp, fewer pipeline fills), at most MK9_GMAX; 1 for batches. Blocks per SM from its
  * shared memory (4 on an H200: the launch bound; 1 on sm_120's 100 KiB). */
 static inline int mk9_groups(int64_t groups, const memra_backend *be, int smem) {
-  const int64_t sm_bytes = be->prop.sharedMemPerMultiprocessor
-                               ? (int64_t)be->prop.sharedMemPerMultiprocessor
-                               : 228 * 1024;
-  int bps = (int)(sm_bytes / (smem + 2 * 1024)); /* + the block's reserved 1 KiB and part[] */
-  if (bps > 4) bps = 4;
-  if (bps < 1) bps = 1;
-  const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps;
+  /* + the block's reserved 1 KiB and part[] */
+  const int64_t slots = mm_block_slots(be, (int64_t)smem + 2 * 1024, 4);
   const int64_t G = groups / (slots + slots / 2);
   return G < 1 ? 1 : G > MK9_GMAX ? MK9_GMAX : (int)G;
 }

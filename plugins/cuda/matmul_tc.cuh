@@ -171,16 +171,23 @@ struct tc_xin {
   uint4 b[2][2];
   float2 xs[2];
 };
-__device__ __forceinline__ void tc_load(tc_raw &r, const uint8_t *w0, const uint8_t *w1, int64_t sb,
-                                        int t) {
-  const uint8_t *b0 = w0 + 144 * sb, *b1 = w1 + 144 * sb;
-  r.hd0 = __ldg((const uint4 *)b0);
-  r.hd1 = __ldg((const uint4 *)b1);
+/* The super-blocks at b0 (row g) and b1 (row g + 8): G, from global memory by the read-only
+ * path (v7); else plain loads (v11's shared-memory ring). */
+template <bool G>
+__device__ __forceinline__ void tc_load_at(tc_raw &r, const uint8_t *b0, const uint8_t *b1, int t) {
+  const uint4 *p0 = (const uint4 *)b0, *p1 = (const uint4 *)b1;
+  r.hd0 = G ? __ldg(p0) : *p0;
+  r.hd1 = G ? __ldg(p1) : *p1;
 #pragma unroll
   for (int c = 0; c < 2; ++c) {
-    r.q0[c] = __ldg((const uint4 *)(b0 + 16 + 64 * c + 16 * t));
-    r.q1[c] = __ldg((const uint4 *)(b1 + 16 + 64 * c + 16 * t));
+    const int i = 1 + 4 * c + t; /* 16-byte word: 16 + 64 c + 16 t */
+    r.q0[c] = G ? __ldg(p0 + i) : p0[i];
+    r.q1[c] = G ? __ldg(p1 + i) : p1[i];
   }
+}
+__device__ __forceinline__ void tc_load(tc_raw &r, const uint8_t *w0, const uint8_t *w1, int64_t sb,
+                                        int t) {
+  tc_load_at<true>(r, w0 + 144 * sb, w1 + 144 * sb, t);
 }
 /* xb, xs: this x row's prep; bseg, bpart: the segment part this thread supplies (active) */
 __device__ __forceinline__ void tc_load_x(tc_xin &r, const uint4 *xb, const float2 *xs, int64_t sb,

@@ -134,13 +134,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
         const uint8_t *b0 = ring + s * T11_STAGE + g * rowb + j * T11_SBB;
         const uint8_t *b1 = b0 + 8 * rowb;
         tc_raw cur;
-        cur.hd0 = *(const uint4 *)b0;
-        cur.hd1 = *(const uint4 *)b1;
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          cur.q0[c] = *(const uint4 *)(b0 + 16 + 64 * c + 16 * t);
-          cur.q1[c] = *(const uint4 *)(b1 + 16 + 64 * c + 16 * t);
-        }
+        tc_load_at<false>(cur, b0, b1, t);
         tc_xin xm;
         tc_load_x(xm, xb, xs, sb0 + j, ro.active, ro.bseg, ro.bpart, ro.jsub);
 #pragma unroll
@@ -179,17 +173,19 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   if (tiles == 0) return false;
   const int SB = t11_sb(K);
   const int64_t smem = (int64_t)t11_smem(K, SB);
-  const int64_t sm_bytes = be->prop.sharedMemPerMultiprocessor
-                               ? (int64_t)be->prop.sharedMemPerMultiprocessor
-                               : 228 * 1024;
-  int64_t bps = sm_bytes / (smem + 1024);
-  bps = bps > 4 ? 4 : bps < 1 ? 1 : bps;
-  const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps;
+  const int64_t slots = mm_block_slots(be, smem + 1024, 4);
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
   void (*kernel)(const mm_jobs, const float *, int64_t, int64_t) =
       SB == 16 ? matmul_v11_kernel<VEC, 16> : matmul_v11_kernel<VEC, 8>;
-  *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  if (*err != cudaSuccess) return true;
+  /* the shared-memory limit is raised once per kernel, to all a block may have (a host call
+   * per eager matmul otherwise) */
+  static bool raised[2];
+  if (!raised[SB == 16]) {
+    *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)be->prop.sharedMemPerBlockOptin - 1024);
+    if (*err != cudaSuccess) return true;
+    raised[SB == 16] = true;
+  }
   (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((T11_CW + 1) * 32), (size_t)smem, J,
                         x, K, tiles);
   return true;
