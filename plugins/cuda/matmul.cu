@@ -50,6 +50,7 @@
  *      in flight by bulk copies (issued before the PDL wait), x split once per block in
  *      shared memory; batches run v7 itself. Default for Q4_K (MEMRA_GEMV=v5 / tc: v5 / v7
  *      everywhere). 4096^2 5.6 us, 14336x4096 13.9, 4096x14336 16.0, 128256x4096 83.0 (84%).
+ *      Branch q6tc: Q6_K too (matmul_tc6.cuh), NOT yet run on a device.
  *                                                                         <- vtable (Q4_K)
  * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows
  * into L2 before waiting for x; under 4096 rows the v5/v6 kernels take 2 rows per block.
@@ -318,9 +319,10 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
    */
   const int32_t t = w->type;
   const bool kq = t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K || t == MEMRA_TYPE_Q6_K;
-  if (t == MEMRA_TYPE_Q4_K && walign >= 16 && mm_gemv_mode() == MM_GEMV_TC)
+  const bool tcq = (t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q6_K) && walign >= 16;
+  if (tcq && mm_gemv_mode() == MM_GEMV_TC)
     a->path = MM_V7;
-  else if (t == MEMRA_TYPE_Q4_K && walign >= 16 && mm_gemv_mode() == MM_GEMV_DEFAULT)
+  else if (tcq && mm_gemv_mode() == MM_GEMV_DEFAULT)
     a->path = MM_V11;
   else if (kq && walign >= 16 && mm_gemv_mode() != MM_GEMV_V5 && mm_v9_size(N, K) &&
            mk9_fits(be, t))
@@ -350,21 +352,28 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
   if ((a->M + mt - 1) / mt > 65535)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: %lld rows of x", (long long)a->M);
   bool ok = true;
-  if (a->path == MM_V11 && a->M == 1 && m11_fits(be, a->K)) {
+  const bool q6 = a->type == MEMRA_TYPE_Q6_K;
+  if (a->path == MM_V11 && a->M == 1 &&
+      (q6 ? m11_fits<MEMRA_TYPE_Q6_K>(be, a->K) : m11_fits<MEMRA_TYPE_Q4_K>(be, a->K))) {
     cudaError_t e;
-    ok = a->xv16 ? m11_launch<true>(be, J, a->x, a->K, &e)
-                 : m11_launch<false>(be, J, a->x, a->K, &e);
+    ok = q6 ? (a->xv16 ? m11_launch<MEMRA_TYPE_Q6_K, true>(be, J, a->x, a->K, &e)
+                       : m11_launch<MEMRA_TYPE_Q6_K, false>(be, J, a->x, a->K, &e))
+            : (a->xv16 ? m11_launch<MEMRA_TYPE_Q4_K, true>(be, J, a->x, a->K, &e)
+                       : m11_launch<MEMRA_TYPE_Q4_K, false>(be, J, a->x, a->K, &e));
     if (e != cudaSuccess)
-      return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: Q4_K kernel's shared memory: %s",
-                           cudaGetErrorString(e));
+      return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: %s kernel's shared memory: %s",
+                           q6 ? "Q6_K" : "Q4_K", cudaGetErrorString(e));
   } else if (tc) {
     void *ws = NULL;
     memra_status st = memra_cu_workspace(be, (uint64_t)a->M * tc_prep_bytes(a->K), &ws);
     if (st != MEMRA_OK) return st;
-    ok = a->xv16 ? mtc_launch<MEMRA_TYPE_Q4_K, true>(mt, be, J, a->x, a->x_ld, a->K, a->M,
-                                                     (uint8_t *)ws)
-                 : mtc_launch<MEMRA_TYPE_Q4_K, false>(mt, be, J, a->x, a->x_ld, a->K, a->M,
-                                                      (uint8_t *)ws);
+    uint8_t *w = (uint8_t *)ws;
+    if (q6)
+      ok = a->xv16 ? mtc_launch<MEMRA_TYPE_Q6_K, true>(mt, be, J, a->x, a->x_ld, a->K, a->M, w)
+                   : mtc_launch<MEMRA_TYPE_Q6_K, false>(mt, be, J, a->x, a->x_ld, a->K, a->M, w);
+    else
+      ok = a->xv16 ? mtc_launch<MEMRA_TYPE_Q4_K, true>(mt, be, J, a->x, a->x_ld, a->K, a->M, w)
+                   : mtc_launch<MEMRA_TYPE_Q4_K, false>(mt, be, J, a->x, a->x_ld, a->K, a->M, w);
   } else if (a->path == MM_V5) {
 #define MKQ_CASE(TY)                                                                               \
   case TY:                                                                                         \

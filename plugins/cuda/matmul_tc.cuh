@@ -52,6 +52,14 @@ __device__ __forceinline__ void tc_mma(float c[4], uint32_t a0, uint32_t a1, uin
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+/* A load of constant weight bytes: through the read-only path from global memory (G), plain
+ * from shared memory. */
+template <bool G, typename V> __device__ __forceinline__ V tc_ld(const V *p) {
+  return G ? __ldg(p) : *p;
+}
+
+#include "plugins/cuda/matmul_tc6.cuh"
+
 /* Q4_K sub-block 4 c + j (j < 4) 6-bit scale and min from the 12 scale bytes (words s0, s1,
  * s2): ggml's get_scale_min_k4, by shifts (j is per thread: no indexed arrays). */
 __device__ __forceinline__ void tc_scale_min_k4(int c, uint32_t s0, uint32_t s1, uint32_t s2, int j,
@@ -171,24 +179,6 @@ struct tc_xin {
   uint4 b[2][2];
   float2 xs[2];
 };
-/* The super-blocks at b0 (row g) and b1 (row g + 8): G, from global memory by the read-only
- * path (v7); else plain loads (v11's shared-memory ring). */
-template <bool G>
-__device__ __forceinline__ void tc_load_at(tc_raw &r, const uint8_t *b0, const uint8_t *b1, int t) {
-  const uint4 *p0 = (const uint4 *)b0, *p1 = (const uint4 *)b1;
-  r.hd0 = G ? __ldg(p0) : *p0;
-  r.hd1 = G ? __ldg(p1) : *p1;
-#pragma unroll
-  for (int c = 0; c < 2; ++c) {
-    const int i = 1 + 4 * c + t; /* 16-byte word: 16 + 64 c + 16 t */
-    r.q0[c] = G ? __ldg(p0 + i) : p0[i];
-    r.q1[c] = G ? __ldg(p1 + i) : p1[i];
-  }
-}
-__device__ __forceinline__ void tc_load(tc_raw &r, const uint8_t *w0, const uint8_t *w1, int64_t sb,
-                                        int t) {
-  tc_load_at<true>(r, w0 + 144 * sb, w1 + 144 * sb, t);
-}
 /* xb, xs: this x row's prep; bseg, bpart: the segment part this thread supplies (active) */
 __device__ __forceinline__ void tc_load_x(tc_xin &r, const uint4 *xb, const float2 *xs, int64_t sb,
                                           bool active, int bseg, int bpart, int jsub) {
@@ -259,12 +249,14 @@ __device__ __forceinline__ void tc_chunk(float acc[2], const tc_raw &r, int c, c
  * nibbles, x16, for t >= 2); the B segment part it supplies, if active: column g = (kind,
  * part). */
 struct tc_role {
-  int jsub, bseg, bpart;
+  int g, t, jsub, bseg, bpart;
   float hiscale;
   bool active, lo_b;
 };
 __device__ __forceinline__ tc_role tc_role_of(int g, int t) {
   tc_role r;
+  r.g = g;
+  r.t = t;
   r.jsub = 2 * (t & 1) + (t >> 1);
   r.hiscale = t >= 2 ? 0.0625f : 1.f;
   const int kind = g >> 1;
@@ -275,6 +267,69 @@ __device__ __forceinline__ tc_role tc_role_of(int g, int t) {
   return r;
 }
 
+/* Per weight type (Q4_K, Q6_K): a super-block's bytes, what a thread holds of it (raw) and of x
+ * (xin), and the body that applies one super-block to M rows of x in the fixed order every
+ * v7 / v11 row takes (xload(m) gives row m's xin, m >= 1). */
+template <int T> struct tcq;
+template <> struct tcq<MEMRA_TYPE_Q4_K> {
+  static constexpr int SBB = 144;
+  typedef tc_raw raw;
+  typedef tc_xin xin;
+  template <bool G>
+  static __device__ __forceinline__ void load(raw &r, const uint8_t *b0, const uint8_t *b1,
+                                              const tc_role &ro) {
+    r.hd0 = tc_ld<G>((const uint4 *)b0);
+    r.hd1 = tc_ld<G>((const uint4 *)b1);
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      r.q0[c] = tc_ld<G>((const uint4 *)(b0 + 16 + 64 * c + 16 * ro.t));
+      r.q1[c] = tc_ld<G>((const uint4 *)(b1 + 16 + 64 * c + 16 * ro.t));
+    }
+  }
+  static __device__ __forceinline__ void load_x(xin &x, const uint4 *xb, const float2 *xs,
+                                                int64_t sb, const tc_role &ro) {
+    tc_load_x(x, xb, xs, sb, ro.active, ro.bseg, ro.bpart, ro.jsub);
+  }
+  template <int M, typename XL>
+  static __device__ __forceinline__ void body(float (&acc)[M][2], const raw &cur, const xin &x0,
+                                              XL xload, const tc_role &ro) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const tc_scl sc = tc_chunk_scales(cur, c, ro.jsub);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const xin xm = m == 0 ? x0 : xload(m);
+        tc_chunk(acc[m], cur, c, sc, xm, ro.lo_b, ro.hiscale);
+      }
+    }
+  }
+};
+template <> struct tcq<MEMRA_TYPE_Q6_K> {
+  static constexpr int SBB = 210;
+  typedef tc6_raw raw;
+  typedef tc6_xin xin;
+  template <bool G>
+  static __device__ __forceinline__ void load(raw &r, const uint8_t *b0, const uint8_t *b1,
+                                              const tc_role &ro) {
+    tc6_load<G>(r, b0, b1, ro.t);
+  }
+  static __device__ __forceinline__ void load_x(xin &x, const uint4 *xb, const float2 *xs,
+                                                int64_t sb, const tc_role &ro) {
+    tc6_load_x(x, xb, xs, sb, ro.g, ro.t);
+  }
+  template <int M, typename XL>
+  static __device__ __forceinline__ void body(float (&acc)[M][2], const raw &cur, const xin &x0,
+                                              XL xload, const tc_role &ro) {
+#pragma unroll
+    for (int ch = 0; ch < 4; ++ch)
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const xin xm = m == 0 ? x0 : xload(m);
+        tc6_chunk(acc[m], cur, ch, xm, ro.g, ro.t);
+      }
+  }
+};
+
 /* A row's sum over the lane quad t = 0..3 (butterfly: all four lanes get the same bits). */
 __device__ __forceinline__ float tc_quad_sum(float v) {
   v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -284,7 +339,7 @@ __device__ __forceinline__ float tc_quad_sum(float v) {
 template <int T, int M, bool VEC>
 __global__ void __launch_bounds__(TC_WARPS * 32)
     matmul_v7_kernel(const mm_jobs J, const uint8_t *__restrict__ ws, int64_t K, int64_t rows) {
-  static_assert(T == MEMRA_TYPE_Q4_K, "v7 is Q4_K only");
+  typedef tcq<T> Q;
   __shared__ float part[TC_WARPS][M][TC_ROWS];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -296,9 +351,6 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
   const uint8_t *w0 = jb.w + (uint64_t)(n0 + g < N ? n0 + g : N - 1) * jb.w_nb1;
   const uint8_t *w1 = jb.w + (uint64_t)(n0 + g + 8 < N ? n0 + g + 8 : N - 1) * jb.w_nb1;
   const tc_role ro = tc_role_of(g, t);
-  const int jsub = ro.jsub, bseg = ro.bseg, bpart = ro.bpart;
-  const float hiscale = ro.hiscale;
-  const bool active = ro.active, lo_b = ro.lo_b;
   /* x row m's prep (rows past the batch read row m0's: computed, never stored) */
   const uint64_t pb = tc_prep_bytes(K);
   const uint8_t *ws0 = ws + m0 * pb;
@@ -307,40 +359,35 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
   /* Weights are constant: the first super-block's bytes are loaded and the rest fetched into
    * L2 before waiting for x (launch.cuh). */
   int64_t sb = warp;
-  tc_raw cur;
-  tc_xin xcur;
-  if (sb < nsb) tc_load(cur, w0, w1, sb, t);
+  typename Q::raw cur;
+  typename Q::xin xcur;
+  if (sb < nsb) Q::template load<true>(cur, w0 + Q::SBB * sb, w1 + Q::SBB * sb, ro);
   for (int r = 0; r < TC_ROWS; ++r)
     if (n0 + r < N)
       memra_prefetch_l2(jb.w + (uint64_t)(n0 + r) * jb.w_nb1, jb.w_nb1, threadIdx.x, TC_WARPS * 32,
                         64);
   memra_pdl_enter();
-  if (sb < nsb) tc_load_x(xcur, TC_XB(0), TC_XS(0), sb, active, bseg, bpart, jsub);
+  if (sb < nsb) Q::load_x(xcur, TC_XB(0), TC_XS(0), sb, ro);
   float acc[M][2];
 #pragma unroll
   for (int m = 0; m < M; ++m)
     acc[m][0] = acc[m][1] = 0.f;
 
   for (; sb < nsb; sb += TC_WARPS) {
-    tc_raw nxt;
-    tc_xin xnxt;
+    typename Q::raw nxt;
+    typename Q::xin xnxt;
     if (sb + TC_WARPS < nsb) {
-      tc_load(nxt, w0, w1, sb + TC_WARPS, t);
-      tc_load_x(xnxt, TC_XB(0), TC_XS(0), sb + TC_WARPS, active, bseg, bpart, jsub);
+      Q::template load<true>(nxt, w0 + Q::SBB * (sb + TC_WARPS), w1 + Q::SBB * (sb + TC_WARPS), ro);
+      Q::load_x(xnxt, TC_XB(0), TC_XS(0), sb + TC_WARPS, ro);
     }
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const tc_scl sc = tc_chunk_scales(cur, c, jsub);
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        tc_xin xm;
-        if (m == 0)
-          xm = xcur;
-        else
-          tc_load_x(xm, TC_XB(m), TC_XS(m), sb, active, bseg, bpart, jsub);
-        tc_chunk(acc[m], cur, c, sc, xm, lo_b, hiscale);
-      }
-    }
+    Q::template body<M>(
+        acc, cur, xcur,
+        [&](int m) {
+          typename Q::xin xm;
+          Q::load_x(xm, TC_XB(m), TC_XS(m), sb, ro);
+          return xm;
+        },
+        ro);
     cur = nxt;
     xcur = xnxt;
   }

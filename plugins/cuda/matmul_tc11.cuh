@@ -25,19 +25,20 @@
 enum {
   T11_CW = TC_WARPS, /* consumer warps: v7's split of K */
   T11_ST = 2,        /* stages in the ring */
-  T11_SBB = 144,     /* bytes of a Q4_K super-block */
   T11_XB = 4         /* x loads in flight per consumer thread (elements e, e + 1024, ...) */
 };
 
 /* Super-blocks per stage: 16 when K <= 4096 (a whole tile is one stage, one copy); 8 above,
  * so a block's ring + x stay under half an H200 SM's shared memory and two blocks share an SM
  * (K 14336 at 16: one block an SM, 19.0 us; at 8: 16.0 us, H200). */
-static inline int t11_sb(int64_t K) { return K <= 4096 ? 16 : 8; }
+template <int T> static inline int t11_sb(int64_t K) {
+  return T == MEMRA_TYPE_Q4_K && K <= 4096 ? 16 : 8; /* Q6_K: 16 x 16 x 210 bytes would be 53 KB */
+}
 
 /* Shared memory of a v11 block: the ring, x's split (tc_prep_bytes), the warps' partials and
  * the ring's 2 T11_ST barriers. */
-__host__ __device__ static inline uint64_t t11_smem(int64_t K, int SB) {
-  return (uint64_t)T11_ST * TC_ROWS * SB * T11_SBB + tc_prep_bytes(K) +
+template <int T> static inline uint64_t t11_smem(int64_t K, int SB) {
+  return (uint64_t)T11_ST * TC_ROWS * SB * tcq<T>::SBB + tc_prep_bytes(K) +
          sizeof(float) * T11_CW * TC_ROWS + 16u * T11_ST;
 }
 
@@ -45,10 +46,11 @@ __device__ __forceinline__ void t11_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(T11_CW * 32) : "memory");
 }
 
-template <bool VEC, int T11_SB>
+template <int T, bool VEC, int T11_SB>
 __global__ void __launch_bounds__((T11_CW + 1) * 32)
     matmul_v11_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles) {
-  constexpr int T11_STAGE = TC_ROWS * T11_SB * T11_SBB;
+  typedef tcq<T> Q;
+  constexpr int T11_SBB = Q::SBB, T11_STAGE = TC_ROWS * T11_SB * T11_SBB;
   extern __shared__ __align__(128) uint8_t sm[];
   uint8_t *ring = sm;
   uint4 *xb = (uint4 *)(sm + (uint64_t)T11_ST * T11_STAGE);
@@ -124,7 +126,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   int64_t u = 0;
   for (int64_t i = 0; i < my_tiles; ++i) {
     const mm_job jb = mm_pick_at(J, blockIdx.x + i * gridDim.x);
-    float acc[2] = {0.f, 0.f};
+    float acc[1][2] = {{0.f, 0.f}};
     for (int64_t gi = 0; gi < ngrp; ++gi, ++u) {
       const int s = (int)(u % T11_ST);
       memra_mbar_wait(&full[s], (uint32_t)(u / T11_ST) & 1);
@@ -133,20 +135,19 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       for (int j = warp; j < nv; j += T11_CW) { /* super-blocks warp, warp + 4, ...: v7's */
         const uint8_t *b0 = ring + s * T11_STAGE + g * rowb + j * T11_SBB;
         const uint8_t *b1 = b0 + 8 * rowb;
-        tc_raw cur;
-        tc_load_at<false>(cur, b0, b1, t);
-        tc_xin xm;
-        tc_load_x(xm, xb, xs, sb0 + j, ro.active, ro.bseg, ro.bpart, ro.jsub);
-#pragma unroll
-        for (int c = 0; c < 2; ++c)
-          tc_chunk(acc, cur, c, tc_chunk_scales(cur, c, ro.jsub), xm, ro.lo_b, ro.hiscale);
+        typename Q::raw cur;
+        typename Q::xin xm;
+        Q::template load<false>(cur, b0, b1, ro);
+        Q::load_x(xm, xb, xs, sb0 + j, ro);
+        Q::template body<1>(
+            acc, cur, xm, [](int) { return typename Q::xin(); }, ro);
       }
       __syncwarp();
       if (lane == 0) memra_mbar_arrive(&empty[s]);
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float v = tc_quad_sum(acc[r]);
+      const float v = tc_quad_sum(acc[0][r]);
       if (t == 0) part[warp][0][g + 8 * r] = v;
     }
     t11_consumers_sync();
@@ -156,8 +157,8 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
 }
 
 /* Whether v11 can run a matmul of K columns here (its block's shared memory). */
-static inline bool m11_fits(const memra_backend *be, int64_t K) {
-  return (int64_t)be->prop.sharedMemPerBlockOptin >= (int64_t)t11_smem(K, t11_sb(K)) + 1024;
+template <int T> static inline bool m11_fits(const memra_backend *be, int64_t K) {
+  return (int64_t)be->prop.sharedMemPerBlockOptin >= (int64_t)t11_smem<T>(K, t11_sb<T>(K)) + 1024;
 }
 
 /* The v11 grid over J's 16-row tiles for one row of x: blocks per SM from the shared memory
@@ -165,18 +166,21 @@ static inline bool m11_fits(const memra_backend *be, int64_t K) {
  * tile, 4 blocks an SM, was faster per kernel, q/o 5.7 -> 4.6 us, and slower in a decode step:
  * 352 -> 343 tok/s, the SMs' shared memory full so the next kernel could not start beside
  * them.) False when the grid is too large; *err: the attribute call's error (no launch then). */
-template <bool VEC>
+template <int T, bool VEC>
 static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64_t K,
                        cudaError_t *err) {
   *err = cudaSuccess;
   const int64_t tiles = mm_jobs_layout(&J, TC_ROWS);
   if (tiles == 0) return false;
-  const int SB = t11_sb(K);
-  const int64_t smem = (int64_t)t11_smem(K, SB);
+  const int SB = t11_sb<T>(K);
+  const int64_t smem = (int64_t)t11_smem<T>(K, SB);
   const int64_t slots = mm_block_slots(be, smem + 1024, 4);
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
-  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t) =
-      SB == 16 ? matmul_v11_kernel<VEC, 16> : matmul_v11_kernel<VEC, 8>;
+  /* Q6_K has stages of 8 super-blocks at every K (t11_sb) */
+  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t) = SB == 16 ? matmul_v11_kernel < T,
+                                                        VEC,
+                                                        T == MEMRA_TYPE_Q4_K ? 16 : 8 >
+      : matmul_v11_kernel<T, VEC, 8>;
   /* the shared-memory limit is raised once per kernel, to all a block may have (a host call
    * per eager matmul otherwise) */
   static bool raised[2];

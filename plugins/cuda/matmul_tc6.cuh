@@ -1,0 +1,115 @@
+/* matmul_tc6.cuh — Q6_K in the tensor-core GEMV scheme of matmul_tc.cuh (v7 batches, v11 one
+ * row): what a thread holds of a Q6_K super-block and the per-chunk arithmetic. Included by
+ * matmul_tc.cuh only.
+ *
+ * ggml's Q6_K super-block (210 bytes): ql[128], qh[64], int8 scales[16], f16 d. Weight
+ * 128 n + 32 k + l (half n, kind k < 4, l < 32) is d sc[8 n + l / 16 + 2 k] (q - 32), q = a
+ * nibble of ql (low for k = 0, 1, high for k = 2, 3; byte 64 n + 32 (k & 1) + l) with bits
+ * 2k, 2k + 1 of qh[32 n + l] above it.
+ *
+ * A chunk (n, j) is l in [16 j, 16 j + 16) of half n: 4 kinds x 16 weights, each kind one
+ * sub-block (one scale). Thread (g, t) takes l = 16 j + 4 t + b (b < 4) of rows g and g + 8:
+ * one word of each of ql's two 32-byte halves and one of qh. As in v7 the k index of an A
+ * element is where its byte sits (pair (b, b + 2) of the word, b = hh < 2), and B's eight
+ * columns are (kind, part): four MMAs per chunk, A's k < 8 one kind and k >= 8 another, so
+ * C[g][2t] + C[g][2t + 1] is row g's sum over kind t. A holds q - 32 itself, exact in f16:
+ * 1024 + q by LOP3 under the exponent of 1024, then HSUB2 of 1056; no sum of x is needed.
+ * Epilogue per chunk and row: acc += (d sc) ((C0 + C1) 2^-es), d sc F32-rounded as ggml.
+ * x comes in v7's prep layout (tc_prep_bytes), every thread supplying B for its (kind, part). */
+#ifndef MEMRA_CUDA_MATMUL_TC6_CUH
+#define MEMRA_CUDA_MATMUL_TC6_CUH
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+/* 4 bytes at a 2-byte-aligned p: two aligned words, funnel-shifted (the second word stays inside
+ * the super-block for every offset read here). */
+template <bool G> __device__ __forceinline__ uint32_t tc6_ld32(const uint8_t *p) {
+  const unsigned *a = (const unsigned *)((uintptr_t)p & ~(uintptr_t)3);
+  return __funnelshift_r(tc_ld<G>(a), tc_ld<G>(a + 1), 8u * (uint32_t)((uintptr_t)p & 3));
+}
+
+/* Rows g and g + 8 of one super-block, this thread's share: ql words m (bytes 16 m + 4 t),
+ * qh words (128 + 16 m + 4 t), the scale pairs (192 + 8 n + 2 t: chunks (n, 0) and (n, 1) of
+ * kind t) and d. */
+struct tc6_raw {
+  uint32_t ql[2][8], qh[2][4], sc[2][2];
+  float d[2];
+};
+template <bool G>
+__device__ __forceinline__ void tc6_load(tc6_raw &r, const uint8_t *b0, const uint8_t *b1, int t) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const uint8_t *b = i ? b1 : b0;
+#pragma unroll
+    for (int m = 0; m < 8; ++m)
+      r.ql[i][m] = tc6_ld32<G>(b + 16 * m + 4 * t);
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+      r.qh[i][m] = tc6_ld32<G>(b + 128 + 16 * m + 4 * t);
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+      r.sc[i][n] = tc_ld<G>((const unsigned short *)(b + 192 + 8 * n + 2 * t));
+    r.d[i] = __half2float(__ushort_as_half(tc_ld<G>((const unsigned short *)(b + 208))));
+  }
+}
+
+/* What this thread needs of x for super-block sb: for each chunk the pair of words of its B
+ * role (kind g >> 1, part g & 1), and for each half n the unscale u of its epilogue's kind t. */
+struct tc6_xin {
+  uint2 w[4];
+  float u[2];
+};
+__device__ __forceinline__ void tc6_load_x(tc6_xin &r, const uint4 *xb, const float2 *xs,
+                                           int64_t sb, int g, int t) {
+  const int kind = g >> 1, part = g & 1;
+#pragma unroll
+  for (int n = 0; n < 2; ++n)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int64_t seg = 16 * sb + 8 * n + 2 * kind + j;
+      r.w[2 * n + j] = ((const uint2 *)(xb + 4 * seg + 2 * part + (t >> 1)))[t & 1];
+    }
+#pragma unroll
+  for (int n = 0; n < 2; ++n)
+    r.u[n] = xs[8 * sb + 4 * n + t].y;
+}
+
+/* q - 32 of bytes (hh, hh + 2) of kind k as an f16 pair: nib holds the ql word (low nibbles for
+ * k < 2), qh the qh word. */
+__device__ __forceinline__ uint32_t tc6_pair(uint32_t nib, uint32_t qh, int k, int hh) {
+  const uint32_t lo = (nib >> (8 * hh + 4 * (k >> 1))) & 0x000F000Fu;
+  const uint32_t hi = ((qh >> (8 * hh + 2 * k)) << 4) & 0x00300030u;
+  const uint32_t v = lo | hi | 0x64006400u; /* 1024 + q in each half, exact */
+  const __half2 r = __hsub2(*(const __half2 *)&v, __float2half2_rn(1056.f));
+  return *(const uint32_t *)&r;
+}
+
+/* acc (rows g, g + 8) += chunk ch = 2 n + j of the super-block . one row of x: 4 MMAs (kinds
+ * (0, 1) then (2, 3), bytes 0/2 then 1/3), then the epilogue of kind t. */
+__device__ __forceinline__ void tc6_chunk(float acc[2], const tc6_raw &r, int ch, const tc6_xin &x,
+                                          int g, int t) {
+  const int n = ch >> 1, j = ch & 1, kind = g >> 1;
+  float cc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int kp = 0; kp < 2; ++kp)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int k0 = 2 * kp, k1 = 2 * kp + 1; /* A's k < 8: kind k0 (ql low half), k >= 8: k1 */
+      const uint32_t bv = hh ? x.w[ch].y : x.w[ch].x;
+      tc_mma(cc, tc6_pair(r.ql[0][4 * n + j], r.qh[0][2 * n + j], k0, hh),
+             tc6_pair(r.ql[1][4 * n + j], r.qh[1][2 * n + j], k0, hh),
+             tc6_pair(r.ql[0][4 * n + 2 + j], r.qh[0][2 * n + j], k1, hh),
+             tc6_pair(r.ql[1][4 * n + 2 + j], r.qh[1][2 * n + j], k1, hh), kind == k0 ? bv : 0u,
+             kind == k1 ? bv : 0u);
+    }
+  const float f = __fmul_rn(x.u[n], 0x1p-24f); /* u = 2^(24 - es): the subnormal scheme's */
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int8_t s = (int8_t)((r.sc[i][n] >> (8 * j)) & 0xFF);
+    const float d1 = __fmul_rn(r.d[i], (float)s);
+    acc[i] = __fmaf_rn(d1, __fmul_rn(__fadd_rn(cc[2 * i], cc[2 * i + 1]), f), acc[i]);
+  }
+}
+
+#endif /* MEMRA_CUDA_MATMUL_TC6_CUH */
