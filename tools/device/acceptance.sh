@@ -88,9 +88,10 @@ diff <(grep '^Q8_0' "$O/gemv-old.txt" | awk '{print $2,$3,$NF}') \
   <(grep '^Q8_0' "$O/gemv.txt" | awk '{print $2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
 row "Q8_0 v8b == v8 output hashes (gemv_bench)" "$r"
 MEMRA_GEMV=tc "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-tc.txt" 2>"$O/gemv-tc.err"
-diff <(grep '^Q4_K' "$O/gemv-tc.txt" | awk '{print $2,$3,$NF}') \
-  <(grep '^Q4_K' "$O/gemv.txt" | awk '{print $2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
-row "Q4_K v11 == v7 output hashes (gemv_bench)" "$r"
+diff <(grep -E '^Q[46]_K' "$O/gemv-tc.txt" | awk '{print $1,$2,$3,$NF}') \
+  <(grep -E '^Q[46]_K' "$O/gemv.txt" | awk '{print $1,$2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
+row "Q4_K and Q6_K v11 == v7 output hashes (gemv_bench)" "$r"
+row "gemv_bench Q6_K us, v11 (v5): q/o, gate/up, down, output" "$(paste <(grep '^Q6_K' "$O/gemv.txt" | head -4 | awk '{print $4}') <(grep '^Q6_K' "$O/gemv-old.txt" | head -4 | awk '{print $4}') | awk '{printf "%s (%s)  ", $1, $2}')"
 row "gemv_bench Q4_K us, v11 (v5): q/o, gate/up, down, output" "$(paste <(grep '^Q4_K' "$O/gemv.txt" | head -4 | awk '{print $4}') <(grep '^Q4_K' "$O/gemv-old.txt" | head -4 | awk '{print $4}') | awk '{printf "%s (%s)  ", $1, $2}')"
 BW=$(grep -oE 'copy bandwidth [0-9]+' "$O/gemv.txt" | grep -oE '[0-9]+$' | head -1)
 row "copy bandwidth this run (GB/s)" "${BW:-?}"
