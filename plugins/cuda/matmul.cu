@@ -49,8 +49,9 @@
  *      blocks whose producer warp keeps 2 stages of 16 rows x 16 (K > 4096: 8) super-blocks
  *      in flight by bulk copies (issued before the PDL wait), x split once per block in
  *      shared memory; batches run v7 itself. Default for Q4_K (MEMRA_GEMV=v5 / tc: v5 / v7
- *      everywhere). 4096^2 5.6 us, 14336x4096 13.9, 4096x14336 16.0, 128256x4096 83.0 (84%).
- *      Branch q6tc: Q6_K too (matmul_tc6.cuh), NOT yet run on a device.
+ *      everywhere). The two MMA chains of a super-block interleaved (same bits): 4096^2 5.7
+ *      us, 14336x4096 12.8, 4096x14336 15.7, 128256x4096 79.6; v7 at 8 rows 69.4 -> 53.9.
+ *      Q6_K on both (matmul_tc6.cuh) is opt-in, MEMRA_GEMV_Q6=tc: slower than v5 alone.
  *                                                                         <- vtable (Q4_K)
  * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows
  * into L2 before waiting for x; under 4096 rows the v5/v6 kernels take 2 rows per block.
@@ -242,6 +243,19 @@ static bool mm_q8a_enabled(void) {
   return on == 1;
 }
 
+/* MEMRA_GEMV_Q6=tc puts Q6_K on the tensor cores too (v11 for one row, v7 for batches, the same
+ * bits; matmul_tc6.cuh). Opt-in: on the H200 it is slower than v5 for one row (4096 x 4096
+ * 7.4 -> 10.6 us, output 170 -> 191; Q4_K_M tg128 @ d512 366 -> 350 tok/s, docs/PERF.md): its
+ * A operands cost ~6 instructions a register. Read once: fixed for the process. */
+static bool mm_q6tc_enabled(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("MEMRA_GEMV_Q6");
+    on = e && !strcmp(e, "tc");
+  }
+  return on == 1;
+}
+
 /* One checked matmul: device pointers, strides, shape and the kernel family it takes. */
 enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6, MM_V7 = 7, MM_V8 = 8, MM_V9 = 9, MM_V11 = 11 };
 struct mm_args {
@@ -313,13 +327,15 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
    * the default mode, one row of x on v11, batches on v7, the same bits. v9 (matmul_kq9.cuh): Q4_K
    * / Q5_K / Q6_K with 16-byte-aligned rows (its cp.async copies are 16 bytes) where an SM holds 4
    * of its blocks (MEMRA_GEMV=v5: v5 instead, the same bits). v5 (matmul_kq.cuh): the other K-quant
-   * rows that are 16-byte aligned, and Q6_K always. v6 (matmul_v6.cuh): F16 / BF16 with
-   * 16-byte-aligned rows, K whole groups of 8, x rows 16-byte aligned. v8 (matmul_q8.cuh): Q8_0
-   * with 16-byte-aligned rows and x rows (its cp.async copies are 16 bytes).
+   * rows that are 16-byte aligned, and Q6_K (MEMRA_GEMV_Q6=tc: v11 / v7 as Q4_K). v6
+   * (matmul_v6.cuh): F16 / BF16 with 16-byte-aligned rows, K whole groups of 8, x rows 16-byte
+   * aligned. v8 (matmul_q8.cuh): Q8_0 with 16-byte-aligned rows and x rows (its cp.async copies are
+   * 16 bytes).
    */
   const int32_t t = w->type;
   const bool kq = t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K || t == MEMRA_TYPE_Q6_K;
-  const bool tcq = (t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q6_K) && walign >= 16;
+  const bool tcq =
+      (t == MEMRA_TYPE_Q4_K || (t == MEMRA_TYPE_Q6_K && mm_q6tc_enabled())) && walign >= 16;
   if (tcq && mm_gemv_mode() == MM_GEMV_TC)
     a->path = MM_V7;
   else if (tcq && mm_gemv_mode() == MM_GEMV_DEFAULT)

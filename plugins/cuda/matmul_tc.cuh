@@ -46,10 +46,11 @@ enum { TC_WARPS = 4, TC_ROWS = 16 };
 /* C += A B, m16n8k16, f16 x f16 -> f32. */
 __device__ __forceinline__ void tc_mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                        uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  /* not volatile: a pure function of its operands, so independent chains may interleave */
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 /* A load of constant weight bytes: through the read-only path from global memory (G), plain
@@ -206,24 +207,30 @@ __device__ __forceinline__ tc_scl tc_chunk_scales(const tc_raw &r, int c, int js
   return s;
 }
 
-/* Chunk c of the super-block in r . one row of x (xm), 8 MMAs in a fixed order: cc[0] + cc[1]
- * is row g's nibble sum of its sub-block, cc[2] + cc[3] row g + 8's (header comment). */
-__device__ __forceinline__ void tc_chunk_mma(float cc[4], const tc_raw &r, int c, const tc_xin &xm,
-                                             bool lo_b) {
-  const uint32_t wa[4] = {r.q0[c].x, r.q0[c].y, r.q0[c].z, r.q0[c].w};
-  const uint32_t wb[4] = {r.q1[c].x, r.q1[c].y, r.q1[c].z, r.q1[c].w};
-  const uint32_t breg[8] = {xm.b[c][0].x, xm.b[c][0].y, xm.b[c][0].z, xm.b[c][0].w,
-                            xm.b[c][1].x, xm.b[c][1].y, xm.b[c][1].z, xm.b[c][1].w};
-  cc[0] = cc[1] = cc[2] = cc[3] = 0.f;
+/* Both chunks of the super-block in r . one row of x (xm), 8 MMAs each in a fixed order, the
+ * two chains interleaved (independent: the tensor pipe holds one of each in flight):
+ * cc[c][0] + cc[c][1] is row g's nibble sum of its sub-block in chunk c, cc[c][2] + cc[c][3]
+ * row g + 8's (header comment). */
+__device__ __forceinline__ void tc_chunks_mma(float (&cc)[2][4], const tc_raw &r, const tc_xin &xm,
+                                              bool lo_b) {
+#pragma unroll
+  for (int c = 0; c < 2; ++c)
+    cc[c][0] = cc[c][1] = cc[c][2] = cc[c][3] = 0.f;
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint32_t ua = h ? wa[i] >> 8 : wa[i], ub = h ? wb[i] >> 8 : wb[i];
-      const uint32_t bv = breg[2 * i + h];
-      tc_mma(cc, ua & 0x000F000Fu, ub & 0x000F000Fu, ua & 0x00F000F0u, ub & 0x00F000F0u,
-             lo_b ? bv : 0u, lo_b ? 0u : bv);
-    }
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const uint4 qa = r.q0[c], qb = r.q1[c];
+        const uint32_t wa = i == 0 ? qa.x : i == 1 ? qa.y : i == 2 ? qa.z : qa.w;
+        const uint32_t wb = i == 0 ? qb.x : i == 1 ? qb.y : i == 2 ? qb.z : qb.w;
+        const uint4 bq = xm.b[c][i >> 1];
+        const uint32_t bv = (i & 1) ? (h ? bq.w : bq.z) : (h ? bq.y : bq.x);
+        const uint32_t ua = h ? wa >> 8 : wa, ub = h ? wb >> 8 : wb;
+        tc_mma(cc[c], ua & 0x000F000Fu, ub & 0x000F000Fu, ua & 0x00F000F0u, ub & 0x00F000F0u,
+               lo_b ? bv : 0u, lo_b ? 0u : bv);
+      }
 }
 
 /* acc (rows g, g + 8) += the chunk's d1 C - m1 X. Chunks reach acc in super-block, then chunk
@@ -235,14 +242,6 @@ __device__ __forceinline__ void tc_chunk_acc(float acc[2], const float cc[4], in
   acc[0] = __fmaf_rn(-s.mn0, xm.xs[c].x, acc[0]);
   acc[1] = __fmaf_rn(s.sc1, __fmul_rn(__fadd_rn(cc[2], cc[3]), f), acc[1]);
   acc[1] = __fmaf_rn(-s.mn1, xm.xs[c].x, acc[1]);
-}
-
-/* Both: every v7 / v11 row goes through tc_chunk_mma and tc_chunk_acc. */
-__device__ __forceinline__ void tc_chunk(float acc[2], const tc_raw &r, int c, const tc_scl &s,
-                                         const tc_xin &xm, bool lo_b, float hiscale) {
-  float cc[4];
-  tc_chunk_mma(cc, r, c, xm, lo_b);
-  tc_chunk_acc(acc, cc, c, s, xm, hiscale);
 }
 
 /* Thread (g, t)'s roles (header comment): its sub-block in chunk c is 4 c + jsub (high
@@ -293,14 +292,15 @@ template <> struct tcq<MEMRA_TYPE_Q4_K> {
   template <int M, typename XL>
   static __device__ __forceinline__ void body(float (&acc)[M][2], const raw &cur, const xin &x0,
                                               XL xload, const tc_role &ro) {
+    const tc_scl sc[2] = {tc_chunk_scales(cur, 0, ro.jsub), tc_chunk_scales(cur, 1, ro.jsub)};
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const tc_scl sc = tc_chunk_scales(cur, c, ro.jsub);
+    for (int m = 0; m < M; ++m) {
+      const xin xm = m == 0 ? x0 : xload(m);
+      float cc[2][4];
+      tc_chunks_mma(cc, cur, xm, ro.lo_b);
 #pragma unroll
-      for (int m = 0; m < M; ++m) {
-        const xin xm = m == 0 ? x0 : xload(m);
-        tc_chunk(acc[m], cur, c, sc, xm, ro.lo_b, ro.hiscale);
-      }
+      for (int c = 0; c < 2; ++c) /* chunk 0 then 1 into row m's acc: the order of the bits */
+        tc_chunk_acc(acc[m], cc[c], c, sc[c], xm, ro.hiscale);
     }
   }
 };
@@ -321,12 +321,14 @@ template <> struct tcq<MEMRA_TYPE_Q6_K> {
   static __device__ __forceinline__ void body(float (&acc)[M][2], const raw &cur, const xin &x0,
                                               XL xload, const tc_role &ro) {
 #pragma unroll
-    for (int ch = 0; ch < 4; ++ch)
+    for (int m = 0; m < M; ++m) {
+      const xin xm = m == 0 ? x0 : xload(m);
+      float cc[4][4];
+      tc6_chunks_mma(cc, cur, xm, ro.g);
 #pragma unroll
-      for (int m = 0; m < M; ++m) {
-        const xin xm = m == 0 ? x0 : xload(m);
-        tc6_chunk(acc[m], cur, ch, xm, ro.g, ro.t);
-      }
+      for (int ch = 0; ch < 4; ++ch) /* chunks in order into row m's acc: the order of the bits */
+        tc6_chunk_acc(acc[m], cur, ch, cc[ch], xm);
+    }
   }
 };
 

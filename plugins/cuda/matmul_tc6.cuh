@@ -85,24 +85,35 @@ __device__ __forceinline__ uint32_t tc6_pair(uint32_t nib, uint32_t qh, int k, i
   return *(const uint32_t *)&r;
 }
 
-/* acc (rows g, g + 8) += chunk ch = 2 n + j of the super-block . one row of x: 4 MMAs (kinds
- * (0, 1) then (2, 3), bytes 0/2 then 1/3), then the epilogue of kind t. */
-__device__ __forceinline__ void tc6_chunk(float acc[2], const tc6_raw &r, int ch, const tc6_xin &x,
-                                          int g, int t) {
-  const int n = ch >> 1, j = ch & 1, kind = g >> 1;
-  float cc[4] = {0.f, 0.f, 0.f, 0.f};
+/* The four chunks ch = 2 n + j of the super-block . one row of x: 4 MMAs each (kinds (0, 1)
+ * then (2, 3), bytes 0/2 then 1/3), the four chains interleaved (independent). */
+__device__ __forceinline__ void tc6_chunks_mma(float (&cc)[4][4], const tc6_raw &r,
+                                               const tc6_xin &x, int g) {
+  const int kind = g >> 1;
+#pragma unroll
+  for (int ch = 0; ch < 4; ++ch)
+    cc[ch][0] = cc[ch][1] = cc[ch][2] = cc[ch][3] = 0.f;
 #pragma unroll
   for (int kp = 0; kp < 2; ++kp)
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int k0 = 2 * kp, k1 = 2 * kp + 1; /* A's k < 8: kind k0 (ql low half), k >= 8: k1 */
-      const uint32_t bv = hh ? x.w[ch].y : x.w[ch].x;
-      tc_mma(cc, tc6_pair(r.ql[0][4 * n + j], r.qh[0][2 * n + j], k0, hh),
-             tc6_pair(r.ql[1][4 * n + j], r.qh[1][2 * n + j], k0, hh),
-             tc6_pair(r.ql[0][4 * n + 2 + j], r.qh[0][2 * n + j], k1, hh),
-             tc6_pair(r.ql[1][4 * n + 2 + j], r.qh[1][2 * n + j], k1, hh), kind == k0 ? bv : 0u,
-             kind == k1 ? bv : 0u);
-    }
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int ch = 0; ch < 4; ++ch) {
+        const int n = ch >> 1, j = ch & 1;
+        const int k0 = 2 * kp, k1 = 2 * kp + 1; /* A's k < 8: kind k0 (ql low half), k >= 8: k1 */
+        const uint32_t bv = hh ? x.w[ch].y : x.w[ch].x;
+        tc_mma(cc[ch], tc6_pair(r.ql[0][4 * n + j], r.qh[0][2 * n + j], k0, hh),
+               tc6_pair(r.ql[1][4 * n + j], r.qh[1][2 * n + j], k0, hh),
+               tc6_pair(r.ql[0][4 * n + 2 + j], r.qh[0][2 * n + j], k1, hh),
+               tc6_pair(r.ql[1][4 * n + 2 + j], r.qh[1][2 * n + j], k1, hh), kind == k0 ? bv : 0u,
+               kind == k1 ? bv : 0u);
+      }
+}
+
+/* acc (rows g, g + 8) += chunk ch's C (cc) scaled: the epilogue of kind t. */
+__device__ __forceinline__ void tc6_chunk_acc(float acc[2], const tc6_raw &r, int ch,
+                                              const float cc[4], const tc6_xin &x) {
+  const int n = ch >> 1, j = ch & 1;
   const float f = __fmul_rn(x.u[n], 0x1p-24f); /* u = 2^(24 - es): the subnormal scheme's */
 #pragma unroll
   for (int i = 0; i < 2; ++i) {

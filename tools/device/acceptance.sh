@@ -55,6 +55,8 @@ row "opcheck sm90a vs cpu (rc $?)" "$(tail -1 "$O/opcheck.txt")"
 row "opcheck sm120a test build vs cpu (rc $?)" "$(tail -1 "$O/opcheck-t90.txt")"
 MEMRA_GEMV=tc "$D/opcheck" "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/opcheck-tc.txt" 2>&1
 row "opcheck sm90a MEMRA_GEMV=tc (rc $?)" "$(tail -1 "$O/opcheck-tc.txt")"
+MEMRA_GEMV_Q6=tc "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/opcheck-q6.txt" 2>&1
+row "opcheck --quick sm90a MEMRA_GEMV_Q6=tc (rc $?)" "$(tail -1 "$O/opcheck-q6.txt")"
 "$D/opcheck_families" "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/families.txt" 2>&1
 row "opcheck_families ops (rc $?)" "$(tail -1 "$O/families.txt")"
 "$D/opcheck_families" --e2e "$D/libmemra_sm90a.so" tests/families/fixtures >"$O/families-e2e.txt" 2>&1
@@ -88,10 +90,16 @@ diff <(grep '^Q8_0' "$O/gemv-old.txt" | awk '{print $2,$3,$NF}') \
   <(grep '^Q8_0' "$O/gemv.txt" | awk '{print $2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
 row "Q8_0 v8b == v8 output hashes (gemv_bench)" "$r"
 MEMRA_GEMV=tc "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-tc.txt" 2>"$O/gemv-tc.err"
-diff <(grep -E '^Q[46]_K' "$O/gemv-tc.txt" | awk '{print $1,$2,$3,$NF}') \
-  <(grep -E '^Q[46]_K' "$O/gemv.txt" | awk '{print $1,$2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
-row "Q4_K and Q6_K v11 == v7 output hashes (gemv_bench)" "$r"
-row "gemv_bench Q6_K us, v11 (v5): q/o, gate/up, down, output" "$(paste <(grep '^Q6_K' "$O/gemv.txt" | head -4 | awk '{print $4}') <(grep '^Q6_K' "$O/gemv-old.txt" | head -4 | awk '{print $4}') | awk '{printf "%s (%s)  ", $1, $2}')"
+diff <(grep -E '^Q4_K' "$O/gemv-tc.txt" | awk '{print $1,$2,$3,$NF}') \
+  <(grep -E '^Q4_K' "$O/gemv.txt" | awk '{print $1,$2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
+row "Q4_K v11 == v7 output hashes (gemv_bench)" "$r"
+# Q6_K on the tensor cores is opt-in (MEMRA_GEMV_Q6=tc): its v11 == its v7, and its speed
+MEMRA_GEMV_Q6=tc "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-q6.txt" 2>"$O/gemv-q6.err"
+MEMRA_GEMV_Q6=tc MEMRA_GEMV=tc "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-q6tc.txt" 2>&1
+diff <(grep -E '^Q6_K' "$O/gemv-q6tc.txt" | awk '{print $1,$2,$3,$NF}') \
+  <(grep -E '^Q6_K' "$O/gemv-q6.txt" | awk '{print $1,$2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
+row "Q6_K (MEMRA_GEMV_Q6=tc) v11 == v7 output hashes (gemv_bench)" "$r"
+row "gemv_bench Q6_K us, v11 opt-in (v5 default): q/o, gate/up, down, output" "$(paste <(grep '^Q6_K' "$O/gemv-q6.txt" | head -4 | awk '{print $4}') <(grep '^Q6_K' "$O/gemv.txt" | head -4 | awk '{print $4}') | awk '{printf "%s (%s)  ", $1, $2}')"
 row "gemv_bench Q4_K us, v11 (v5): q/o, gate/up, down, output" "$(paste <(grep '^Q4_K' "$O/gemv.txt" | head -4 | awk '{print $4}') <(grep '^Q4_K' "$O/gemv-old.txt" | head -4 | awk '{print $4}') | awk '{printf "%s (%s)  ", $1, $2}')"
 BW=$(grep -oE 'copy bandwidth [0-9]+' "$O/gemv.txt" | grep -oE '[0-9]+$' | head -1)
 row "copy bandwidth this run (GB/s)" "${BW:-?}"
