@@ -185,6 +185,17 @@ memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
   return MEMRA_OK;
 }
 
+int memra_blk_same_type_groups(const memra_tensor *w, int n, int *group) {
+  int n_grp = 0;
+  for (int i = 0; i < n; ++i) {
+    group[i] = -1;
+    for (int j = 0; j < i && group[i] < 0; ++j)
+      if (w[j].type == w[i].type && w[j].ne0 == w[i].ne0) group[i] = group[j];
+    if (group[i] < 0) group[i] = n_grp++;
+  }
+  return n_grp;
+}
+
 memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
                                  const memra_tensor *out, const memra_attn_cfg *cfg,
                                  memra_err *err) {
@@ -198,13 +209,24 @@ memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
   const bool bias = cfg->qkv_bias;
   memra_tensor q = memra_rows(c->q, n), k = memra_rows(c->k, n), v = memra_rows(c->v, n),
                attn = memra_rows(c->attn, n);
-  /* Decode-only batches with same-type q, k, v weights: one fused call (ABI 1.3 matmul_n,
-   * bit-identical to the three matmuls); otherwise one call each. */
-  if (vt->matmul_n && c->n_decode >= c->n_rows && l->wk.type == l->wq.type &&
-      l->wv.type == l->wq.type && l->wk.ne0 == l->wq.ne0 && l->wv.ne0 == l->wq.ne0) {
+  /* Decode-only batches: one fused call (ABI 1.3 matmul_n, bit-identical to the matmuls) per
+   * group of same-type weights, e.g. q, k (Q4_K) and v (Q6_K) in half a Q4_K_M file's layers;
+   * otherwise one call each. */
+  if (vt->matmul_n && c->n_decode >= c->n_rows) {
     const memra_tensor ys[3] = {q, k, v}, ws[3] = {l->wq, l->wk, l->wv};
     const memra_tensor bs[3] = {l->bq, l->bk, l->bv};
-    CALL("matmul q, k, v", vt->matmul_n(be, 3, ys, xn, ws, bias ? bs : NULL));
+    int grp[3];
+    const int n_grp = memra_blk_same_type_groups(ws, 3, grp);
+    for (int gi = 0; gi < n_grp; ++gi) {
+      memra_tensor gy[3], gw[3], gb[3];
+      int32_t gn = 0;
+      for (int i = 0; i < 3; ++i)
+        if (grp[i] == gi) gy[gn] = ys[i], gw[gn] = ws[i], gb[gn++] = bs[i];
+      if (gn == 1)
+        MEMRA_TRY(memra_blk_matmul(c, "matmul q, k or v", gy, xn, gw, bias ? gb : &none, err));
+      else
+        CALL("matmul q, k, v", vt->matmul_n(be, gn, gy, xn, gw, bias ? gb : NULL));
+    }
   } else if (use_gemm_n(c, 3, (const memra_tensor[3]){l->wq, l->wk, l->wv})) {
     const memra_tensor ys[3] = {q, k, v}, ws[3] = {l->wq, l->wk, l->wv};
     const memra_tensor bs[3] = {l->bq, l->bk, l->bv};

@@ -33,6 +33,10 @@ memra_status memra_blk_matmul(memra_ctx *c, const char *what, const memra_tensor
                               const memra_tensor *x, const memra_tensor *w,
                               const memra_tensor *bias, memra_err *err);
 
+/* Groups of the n weights that share type and row width (one fused matmul_n each), numbered
+ * in order of their first member: group[i] is weight i's group. Returns the groups' count. */
+int memra_blk_same_type_groups(const memra_tensor *w, int n, int *group);
+
 /* x [n, n_embd] = the embedding rows of the batch's tokens. */
 memra_status memra_blk_embed(memra_ctx *c, const memra_tensor *x, memra_err *err);
 
