@@ -95,7 +95,7 @@ diff <(grep -E '^Q4_K' "$O/gemv-tc.txt" | awk '{print $1,$2,$3,$NF}') \
 row "Q4_K v11 == v7 output hashes (gemv_bench)" "$r"
 # Q6_K on the tensor cores is opt-in (MEMRA_GEMV_Q6=tc): its v11 == its v7, and its speed
 MEMRA_GEMV_Q6=tc "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-q6.txt" 2>"$O/gemv-q6.err"
-MEMRA_GEMV_Q6=tc MEMRA_GEMV=tc "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-q6tc.txt" 2>&1
+MEMRA_GEMV_Q6=tc MEMRA_GEMV=tc "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-q6tc.txt" 2>"$O/gemv-q6tc.err"
 diff <(grep -E '^Q6_K' "$O/gemv-q6tc.txt" | awk '{print $1,$2,$3,$NF}') \
   <(grep -E '^Q6_K' "$O/gemv-q6.txt" | awk '{print $1,$2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
 row "Q6_K (MEMRA_GEMV_Q6=tc) v11 == v7 output hashes (gemv_bench)" "$r"
