@@ -1,6 +1,7 @@
 #!/bin/bash
 # acceptance.sh — the acceptance figures of the GPU issues in ONE device call, from the
-# repo root with dist/ (and .whl/, for the transformers comparison) carried (tools/device/pack.sh; the sm120a sm_90 test build in
+# repo root with dist/ (or pack.sh's dist-carry/ and DIST=dist-carry: the plugins xz-packed
+# to fit a call's 64 MiB) and .whl/ (for the transformers comparison) carried (tools/device/pack.sh; the sm120a sm_90 test build in
 # dist/test90/, outside the plugin folder, since it probes as a working "sm120a" here).
 # Models are synthesized here by memra-synth, in the background while the op checks run.
 #   1. op checks: opcheck (every op vs the CPU plugin), opcheck_families, gemm_check,
@@ -14,6 +15,8 @@
 # A short table last. Logs in $OUT.
 set -u
 D=${DIST:-dist}
+# pack.sh's dist-carry/: the GPU plugins packed to fit a call's 64 MiB
+[ -f "$D/gpu-plugins.tar.xz" ] && [ ! -f "$D/libmemra_sm90a.so" ] && tar xJf "$D/gpu-plugins.tar.xz" -C "$D"
 O=${OUT:-/tmp/memra-acc}
 W=${WORK:-/tmp/memra-models}
 TYPES=${TYPES:-q4_k_m f16 q8_0}

@@ -32,4 +32,11 @@ for lib in $(ldd dist/memra | awk '/=> \// {print $3}'); do
     *) cp -L "$lib" dist/ ;;
   esac
 done
-ls -la dist
+# The plugins are ~18 MB each and xz to ~2 MB: a call carries at most 64 MiB with the tree, so
+# dist-carry/ holds dist/ with the two GPU plugins packed (acceptance.sh and run.sh unpack
+# dist/gpu-plugins.tar.xz when they find it). Carry ["dist-carry"] and pass DIST=dist-carry.
+rm -rf dist-carry && mkdir -p dist-carry
+cp -a dist/. dist-carry/
+rm -rf dist-carry/libmemra_sm90a.so dist-carry/test90
+tar cJf dist-carry/gpu-plugins.tar.xz -C dist libmemra_sm90a.so test90
+ls -la dist dist-carry

@@ -9,6 +9,8 @@
 # and prints a short summary table last. Logs go to $OUT (or /tmp/memra-device).
 set -u
 D=${DIST:-dist}
+# pack.sh's dist-carry/: the GPU plugins packed to fit a call's 64 MiB
+[ -f "$D/gpu-plugins.tar.xz" ] && [ ! -f "$D/libmemra_sm90a.so" ] && tar xJf "$D/gpu-plugins.tar.xz" -C "$D"
 O=${OUT:-/tmp/memra-device}
 mkdir -p "$O"
 export PATH="$PATH:/usr/local/cuda/bin"
