@@ -4,8 +4,10 @@
  * Why (docs/PERF.md): v5 spends ~4.3 instructions per weight (nibble -> float, FFMA, the
  * scale algebra) and decodes every weight once per row of x. Here one HMMA consumes 256
  * weights per warp, a nibble reaches the tensor core with one LOP3 per two weights, and the
- * decoded A registers serve up to 16 rows of x. Outcome: 3-5x v5 for 8 rows, no faster for
- * one (a lone row is not issue-bound), hence opt-in (matmul.cu, MEMRA_GEMV=tc).
+ * decoded A registers serve up to 16 rows of x. Outcome: 3-5x v5 for 8 rows (with the
+ * chunks' MMA chains interleaved, 4.7x: 14336 x 4096 at 8 rows 53.9 us vs v5's 255), so v7 is
+ * the batch kernel for Q4_K; one row runs the same arithmetic on v11 (matmul_tc11.cuh), fed by
+ * bulk copies. Q6_K (matmul_tc6.cuh) joins through the tcq<T> trait, opt-in.
  *
  * Layout: a block owns 16 weight rows; its TC_WARPS warps take super-blocks (256 weights)
  * warp, warp + TC_WARPS, ... Thread (g = lane / 4, t = lane % 4) loads, of rows g and g + 8,
