@@ -89,6 +89,39 @@ memra_status memra_blk_matmul(memra_ctx *c, const char *what, const memra_tensor
   return split_matmul(c, what, y, x, w, bias, c->n_decode, err);
 }
 
+memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memra_tensor *y,
+                               const memra_tensor *x, const memra_tensor *w,
+                               const memra_tensor *bias, memra_err *err) {
+  const memra_backend_vt *vt = c->m->vt;
+  const memra_tensor none = {0};
+  if (n < 1 || n > MEMRA_BLK_MATMULS_MAX)
+    return memra_errf(err, MEMRA_E_INVALID, "%s: %d projections (1..%d)", what, n,
+                      MEMRA_BLK_MATMULS_MAX);
+  if (vt->matmul_n && c->n_decode >= c->n_rows) { /* decode-only: matmul_n per type group */
+    int grp[MEMRA_BLK_MATMULS_MAX];
+    const int n_grp = memra_blk_same_type_groups(w, n, grp);
+    for (int gi = 0; gi < n_grp; ++gi) {
+      memra_tensor gy[4], gw[4], gb[4];
+      int32_t gn = 0;
+      for (int i = 0; i <= n; ++i) {
+        if (gn > 0 && (i == n || gn == 4)) { /* a call per 4 members (matmul_n's n <= 4) */
+          if (gn == 1)
+            MEMRA_TRY(memra_blk_matmul(c, what, gy, x, gw, gb, err));
+          else
+            CALL(what, vt->matmul_n(c->m->be, gn, gy, x, gw, bias ? gb : NULL));
+          gn = 0;
+        }
+        if (i < n && grp[i] == gi) gy[gn] = y[i], gw[gn] = w[i], gb[gn++] = bias ? bias[i] : none;
+      }
+    }
+    return MEMRA_OK;
+  }
+  if (n <= 4 && use_gemm_n(c, n, w)) return split_gemm_n(c, what, n, y, x, w, bias, err);
+  for (int i = 0; i < n; ++i)
+    MEMRA_TRY(memra_blk_matmul(c, what, &y[i], x, &w[i], bias ? &bias[i] : &none, err));
+  return MEMRA_OK;
+}
+
 memra_status memra_blk_embed(memra_ctx *c, const memra_tensor *x, memra_err *err) {
   const memra_model *m = c->m;
   memra_tensor ids = c->ids;
@@ -209,32 +242,13 @@ memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
   const bool bias = cfg->qkv_bias;
   memra_tensor q = memra_rows(c->q, n), k = memra_rows(c->k, n), v = memra_rows(c->v, n),
                attn = memra_rows(c->attn, n);
-  /* Decode-only batches: one fused call (ABI 1.3 matmul_n, bit-identical to the matmuls) per
-   * group of same-type weights, e.g. q, k (Q4_K) and v (Q6_K) in half a Q4_K_M file's layers;
-   * otherwise one call each. */
-  if (vt->matmul_n && c->n_decode >= c->n_rows) {
+  /* one fused call per group of same-type weights in decode-only steps (ABI 1.3 matmul_n,
+   * bit-identical to the matmuls), e.g. q, k (Q4_K) and v (Q6_K) in half a Q4_K_M file's
+   * layers; gemm_n for prompt rows */
+  {
     const memra_tensor ys[3] = {q, k, v}, ws[3] = {l->wq, l->wk, l->wv};
     const memra_tensor bs[3] = {l->bq, l->bk, l->bv};
-    int grp[3];
-    const int n_grp = memra_blk_same_type_groups(ws, 3, grp);
-    for (int gi = 0; gi < n_grp; ++gi) {
-      memra_tensor gy[3], gw[3], gb[3];
-      int32_t gn = 0;
-      for (int i = 0; i < 3; ++i)
-        if (grp[i] == gi) gy[gn] = ys[i], gw[gn] = ws[i], gb[gn++] = bs[i];
-      if (gn == 1)
-        MEMRA_TRY(memra_blk_matmul(c, "matmul q, k or v", gy, xn, gw, bias ? gb : &none, err));
-      else
-        CALL("matmul q, k, v", vt->matmul_n(be, gn, gy, xn, gw, bias ? gb : NULL));
-    }
-  } else if (use_gemm_n(c, 3, (const memra_tensor[3]){l->wq, l->wk, l->wv})) {
-    const memra_tensor ys[3] = {q, k, v}, ws[3] = {l->wq, l->wk, l->wv};
-    const memra_tensor bs[3] = {l->bq, l->bk, l->bv};
-    MEMRA_TRY(split_gemm_n(c, "gemm q, k, v", 3, ys, xn, ws, bias ? bs : NULL, err));
-  } else {
-    MEMRA_TRY(memra_blk_matmul(c, "matmul q", &q, xn, &l->wq, bias ? &l->bq : &none, err));
-    MEMRA_TRY(memra_blk_matmul(c, "matmul k", &k, xn, &l->wk, bias ? &l->bk : &none, err));
-    MEMRA_TRY(memra_blk_matmul(c, "matmul v", &v, xn, &l->wv, bias ? &l->bv : &none, err));
+    MEMRA_TRY(memra_blk_matmuls(c, "matmul q, k, v", 3, ys, xn, ws, bias ? bs : NULL, err));
   }
   if (l->q_norm.buf) {
     memra_tensor qh = memra_per_head(q, n, hp->head_dim), kh = memra_per_head(k, n, hp->head_dim);

@@ -33,6 +33,16 @@ memra_status memra_blk_matmul(memra_ctx *c, const char *what, const memra_tensor
                               const memra_tensor *x, const memra_tensor *w,
                               const memra_tensor *bias, memra_err *err);
 
+/* y[i] = x w[i]^T (+ bias[i]; bias NULL = none) for i < n <= MEMRA_BLK_MATMULS_MAX projections
+ * of one x: in decode-only steps one matmul_n per group of same-type weights (at most 4 a
+ * call), with prompt rows one gemm_n when all share a type (n <= 4), else memra_blk_matmul
+ * each. The same bits as memra_blk_matmul per output (matmul_n's and gemm_n's contracts). No
+ * y[i] may overlap x or another y. */
+enum { MEMRA_BLK_MATMULS_MAX = 8 };
+memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memra_tensor *y,
+                               const memra_tensor *x, const memra_tensor *w,
+                               const memra_tensor *bias, memra_err *err);
+
 /* Groups of the n weights that share type and row width (one fused matmul_n each), numbered
  * in order of their first member: group[i] is weight i's group. Returns the groups' count. */
 int memra_blk_same_type_groups(const memra_tensor *w, int n, int *group);

@@ -23,26 +23,32 @@ memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tenso
   memra_tensor router = memra_rows(c->router, n), ids = memra_rows(c->moe_ids, n),
                w = memra_rows(c->moe_w, n), gate = memra_rows(c->moe_gate, n * k),
                up = memra_rows(c->moe_up, n * k), down = memra_rows(c->moe_out, n * k);
-  MEMRA_TRY(memra_blk_matmul(c, "matmul router", &router, xn, &l->ffn_gate_inp, &none, err));
+  const bool shexp = l->ffn_gate_shexp.buf != NULL;
+  if (shexp && !vt->sigmoid_gate)
+    return memra_errf(err, MEMRA_E_UNSUPPORTED, "backend %s has no sigmoid_gate op", vt->name);
+  /* the shared expert's gate and up and its gate logit read xn like the router: one fused
+   * call per same-type group (the router and the logit are F32 in quantized files) */
+  memra_tensor sg = memra_rows(c->gate, n), su = memra_rows(c->up, n),
+               logit = memra_rows(c->sh_logit, n), sh = memra_rows(c->sh_out, n);
+  sg.ne0 = su.ne0 = hp->n_ff_shexp;
+  sg.nb1 = su.nb1 = 4u * (uint64_t)hp->n_ff_shexp;
+  {
+    const memra_tensor ys[4] = {router, sg, su, logit},
+                       ws[4] = {l->ffn_gate_inp, l->ffn_gate_shexp, l->ffn_up_shexp,
+                                l->ffn_gate_inp_shexp};
+    MEMRA_TRY(memra_blk_matmuls(c,
+                                shexp ? "matmul router, shared gate, up, logit" : "matmul router",
+                                shexp ? 4 : 1, ys, xn, ws, NULL, err));
+  }
   CALL("moe_route", vt->moe_route(be, &ids, &w, &router, 1));
   CALL("matmul_id gate", vt->matmul_id(be, &gate, xn, &l->ffn_gate_exps, &ids, hp->n_expert));
   CALL("matmul_id up", vt->matmul_id(be, &up, xn, &l->ffn_up_exps, &ids, hp->n_expert));
   CALL("expert glu", vt->glu(be, &gate, &gate, &up, MEMRA_ACT_SILU));
   CALL("matmul_id down", vt->matmul_id(be, &down, &gate, &l->ffn_down_exps, &ids, hp->n_expert));
   CALL("moe_combine", vt->moe_combine(be, out, &down, &w));
-  if (!l->ffn_gate_shexp.buf) return MEMRA_OK;
-  if (!vt->sigmoid_gate)
-    return memra_errf(err, MEMRA_E_UNSUPPORTED, "backend %s has no sigmoid_gate op", vt->name);
-  memra_tensor sg = memra_rows(c->gate, n), su = memra_rows(c->up, n),
-               logit = memra_rows(c->sh_logit, n), sh = memra_rows(c->sh_out, n);
-  sg.ne0 = su.ne0 = hp->n_ff_shexp;
-  sg.nb1 = su.nb1 = 4u * (uint64_t)hp->n_ff_shexp;
-  MEMRA_TRY(memra_blk_matmul(c, "matmul shared gate", &sg, xn, &l->ffn_gate_shexp, &none, err));
-  MEMRA_TRY(memra_blk_matmul(c, "matmul shared up", &su, xn, &l->ffn_up_shexp, &none, err));
+  if (!shexp) return MEMRA_OK;
   CALL("shared glu", vt->glu(be, &sg, &sg, &su, MEMRA_ACT_SILU));
   MEMRA_TRY(memra_blk_matmul(c, "matmul shared down", &sh, &sg, &l->ffn_down_shexp, &none, err));
-  MEMRA_TRY(memra_blk_matmul(c, "matmul shared expert gate", &logit, xn, &l->ffn_gate_inp_shexp,
-                             &none, err));
   CALL("sigmoid_gate shared", vt->sigmoid_gate(be, &sh, &sh, &logit));
   CALL("add shared expert", vt->add(be, out, out, &sh));
   return MEMRA_OK;

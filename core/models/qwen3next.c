@@ -35,10 +35,11 @@ static memra_status gdn_mixer(memra_ctx *c, int il, const memra_tensor *xn, cons
   memra_tensor qkv = memra_rows(c->qkv, n), u = memra_rows(c->conv_out, n), z = memra_rows(c->z, n),
                o = memra_rows(c->gdn_out, n), b = memra_rows(c->gbeta, n),
                a = memra_rows(c->galpha, n);
-  MEMRA_TRY(memra_blk_matmul(c, "matmul qkv", &qkv, xn, &l->ssm_qkv, &none, err));
-  MEMRA_TRY(memra_blk_matmul(c, "matmul z", &z, xn, &l->ssm_z, &none, err));
-  MEMRA_TRY(memra_blk_matmul(c, "matmul beta", &b, xn, &l->ssm_beta, &none, err));
-  MEMRA_TRY(memra_blk_matmul(c, "matmul alpha", &a, xn, &l->ssm_alpha, &none, err));
+  {
+    const memra_tensor ys[4] = {qkv, z, b, a},
+                       ws[4] = {l->ssm_qkv, l->ssm_z, l->ssm_beta, l->ssm_alpha};
+    MEMRA_TRY(memra_blk_matmuls(c, "matmul qkv, z, beta, alpha", 4, ys, xn, ws, NULL, err));
+  }
   CALL("ssm_conv", vt->ssm_conv(be, &u, &qkv, &l->ssm_conv1d, &c->conv_state[il], &c->batch));
   const memra_tensor q = cols(u, 0, KD), k = cols(u, KD, KD), v = cols(u, 2 * KD, VD);
   const memra_gdn_params gp = {.n_k_head = hp->ssm_k_heads,
@@ -68,9 +69,10 @@ static memra_status attn_mixer(memra_ctx *c, int il, const memra_tensor *xn,
   const memra_tensor none = {0};
   memra_tensor qg = memra_rows(c->qg, n), q = memra_rows(c->q, n), k = memra_rows(c->k, n),
                v = memra_rows(c->v, n), attn = memra_rows(c->attn, n);
-  MEMRA_TRY(memra_blk_matmul(c, "matmul q+gate", &qg, xn, &l->wq, &none, err));
-  MEMRA_TRY(memra_blk_matmul(c, "matmul k", &k, xn, &l->wk, &none, err));
-  MEMRA_TRY(memra_blk_matmul(c, "matmul v", &v, xn, &l->wv, &none, err));
+  {
+    const memra_tensor ys[3] = {qg, k, v}, ws[3] = {l->wq, l->wk, l->wv};
+    MEMRA_TRY(memra_blk_matmuls(c, "matmul q+gate, k, v", 3, ys, xn, ws, NULL, err));
+  }
   /* per head the projection holds [q (D), gate (D)]: strided per-head views */
   memra_tensor qh_in = memra_per_head(qg, n, 2 * D), gate = qh_in;
   qh_in.ne0 = gate.ne0 = D;

@@ -1,0 +1,118 @@
+// The core's grouped projections (memra_blk_matmuls) in the hybrid and MoE families: in a
+// decode step the projections that read one x go to the plugin as one matmul_n per group of
+// same-type weights (GDN: qkv, z, beta, alpha; gated attention: q+gate, k, v; MoE: the router
+// with the shared expert's gate, up and gate logit), the logits bit-identical to an engine
+// whose plugin lacks matmul_n (one matmul each), and every output computed exactly once.
+#include "tests/e2e/engine_fixture.h"
+
+extern "C" {
+#include "core/models/model.h"
+}
+
+namespace {
+const memra_backend_vt *g_real;
+std::vector<std::string> g_log;
+
+memra_status rec_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                        const memra_tensor *w, const memra_tensor *b) {
+  g_log.push_back("matmul");
+  return g_real->matmul(be, y, x, w, b);
+}
+memra_status rec_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
+                          const memra_tensor *x, const memra_tensor *w, const memra_tensor *b) {
+  g_log.push_back("matmul_n " + std::to_string(n));
+  return g_real->matmul_n(be, n, y, x, w, b);
+}
+
+size_t count(const std::vector<std::string> &log, const std::string &what) {
+  size_t n = 0;
+  for (const std::string &s : log)
+    n += s == what;
+  return n;
+}
+
+// Outputs computed by a step's calls: a matmul gives one, a matmul_n n.
+size_t outputs(const std::vector<std::string> &log) {
+  size_t n = 0;
+  for (const std::string &s : log)
+    n += s == "matmul" ? 1 : s.rfind("matmul_n ", 0) == 0 ? std::stoul(s.substr(9)) : 0;
+  return n;
+}
+
+std::string fx(const std::string &name) { return "tests/families/fixtures/" + name; }
+} // namespace
+
+class MatmulsRoute : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(MatmulsRoute, DecodeGroupsProjectionsWithTheSameBits) {
+  const std::string name = GetParam();
+  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
+  ASSERT_GE(ids.size(), 5u);
+  Engine with, without;
+  ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
+  ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
+  ASSERT_NE(nullptr, with.bh.vt->matmul_n) << "the CPU plugin lost its matmul_n";
+  const memra_hparams *hp = &with.m->hp;
+  g_real = with.bh.vt;
+  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
+  vt_with.matmul = vt_without.matmul = rec_matmul;
+  vt_with.matmul_n = rec_matmul_n;
+  vt_without.matmul_n = nullptr; // an older plugin: one matmul per projection
+  with.m->vt = &vt_with;
+  without.m->vt = &vt_without;
+
+  // the fixtures' projections are all F32: every group holds all of a block's projections
+  int32_t n_rec = 0;
+  for (int il = 0; il < hp->n_layer; ++il)
+    n_rec += memra_hparams_layer_recurrent(hp, il);
+  const int32_t n_att = hp->n_layer - n_rec;
+  const bool moe = hp->n_expert > 0, shexp = moe && with.m->layers[0].ffn_gate_shexp.buf;
+  const size_t nv = (size_t)hp->n_vocab, n_pre = 4;
+  const std::vector<float> ref = read_f32(fx(name + ".decode.f32")); // HF, cached decode
+  ASSERT_EQ(ids.size() * nv, ref.size());
+  for (Engine *en : {&with, &without})
+    ASSERT_EQ(MEMRA_OK, memra_kv_pages_reserve(&en->c->pages, 0, (int32_t)ids.size(), &en->err));
+  std::vector<float> a(nv), b(nv);
+  // a prompt step of n_pre rows, then one decode row a step (n_decode = 1: the grouped path)
+  for (size_t p = n_pre - 1; p < ids.size(); ++p) {
+    const bool prompt = p == n_pre - 1;
+    const int32_t n = prompt ? (int32_t)n_pre : 1, p0 = prompt ? 0 : (int32_t)p;
+    std::vector<int32_t> pos(n), seq(n, 0);
+    for (int32_t i = 0; i < n; ++i)
+      pos[i] = p0 + i;
+    const int32_t out = n - 1;
+    std::vector<std::string> log[2];
+    for (int e = 0; e < 2; ++e) {
+      Engine &en = e ? without : with;
+      g_log.clear();
+      ASSERT_EQ(MEMRA_OK,
+                memra_ctx_set_rows(en.c, n, &ids[p0], pos.data(), seq.data(), 1, &out, &en.err))
+          << en.err.msg;
+      ASSERT_EQ(prompt ? 0 : 1, en.c->n_decode);
+      ASSERT_EQ(MEMRA_OK, memra_ctx_forward(en.c, &en.err)) << en.err.msg;
+      ASSERT_EQ(MEMRA_OK, memra_ctx_get_logits(en.c, (e ? b : a).data(), &en.err)) << en.err.msg;
+      log[e] = g_log;
+    }
+    ASSERT_EQ(0, memcmp(a.data(), b.data(), nv * sizeof(float))) << name << " position " << p;
+    EXPECT_LT(rel_l2(a.data(), ref.data() + p * nv, nv), 1e-4) << name << " position " << p;
+    EXPECT_EQ(outputs(log[1]), outputs(log[0])) << name;
+    EXPECT_EQ(0u, outputs(log[1]) - count(log[1], "matmul")) << "matmul_n without the slot";
+    if (prompt) continue; // prompt rows: gemm when the plugin has it, else one matmul each
+    // GDN layers: qkv, z, beta, alpha (plus the shared expert's 4 with MoE); gated attention
+    // (qwen3next family): q+gate, k, v; the plain llama attention of qwen3moe: q, k, v
+    const size_t n4 = (size_t)n_rec + (shexp ? (size_t)hp->n_layer : 0);
+    EXPECT_EQ(n4, count(log[0], "matmul_n 4")) << name;
+    EXPECT_EQ((size_t)n_att, count(log[0], "matmul_n 3")) << name;
+    if (!moe) { // the dense FFN: gate, up
+      EXPECT_EQ((size_t)hp->n_layer, count(log[0], "matmul_n 2")) << name;
+    }
+  }
+  with.m->vt = g_real;
+  without.m->vt = without.bh.vt;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, MatmulsRoute,
+                         ::testing::Values("qwen3moe", "qwen3next", "qwen35", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
