@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_split_v2_kernel(att_arg
   __shared__ float sm_p[ATT_MAX_G][ATT_CHUNK];
   __shared__ float sm_m[ATT_MAX_G], sm_l[ATT_MAX_G];
   __shared__ int64_t sm_slot[ATT_CHUNK];
-  memra_pdl_enter();
+  memra_pdl_enter_early();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int split = blockIdx.x, kh = blockIdx.y;
   const int64_t rl = blockIdx.z, r = a.row0 + rl;
@@ -340,7 +340,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_split_v2_kernel(att_arg
  * the split count (the bucket) never changes a row's bits. */
 __global__ void __launch_bounds__(ATT_THREADS) attention_combine_v2_kernel(att_args a) {
   __shared__ float sh[ATT_THREADS / 32];
-  memra_pdl_enter();
+  memra_pdl_enter_early();
   const int h = blockIdx.x;
   const int64_t rl = blockIdx.y, r = a.row0 + rl;
   const int D = a.head_dim, tid = threadIdx.x;

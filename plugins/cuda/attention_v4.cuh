@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(AT4_THREADS) attention_split_v4_kernel(att_arg
   constexpr int P = (GM > 4 || sizeof(TC) == 4 || VW == 1) ? 4 : 8;
   extern __shared__ float sm4_acc[]; /* [AT4_WARPS][G][D] */
   __shared__ float sm4_m[AT4_WARPS][GM], sm4_l[AT4_WARPS][GM];
-  memra_pdl_enter();
+  memra_pdl_enter_early();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int split = blockIdx.x, kh = blockIdx.y;
   const int64_t rl = blockIdx.z, r = a.row0 + rl;
@@ -362,7 +362,7 @@ __global__ void __launch_bounds__(AT4_THREADS) attention_split_v4_kernel(att_arg
 /* v4 combine: block (head, row). out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s over
  * the row's own splits [0, ns) in order; every load of a split issued before the sums. */
 __global__ void __launch_bounds__(AT4_THREADS) attention_combine_v4_kernel(att_args a) {
-  memra_pdl_enter();
+  memra_pdl_enter_early();
   const int h = blockIdx.x;
   const int64_t rl = blockIdx.y, r = a.row0 + rl;
   const int D = a.head_dim, tid = threadIdx.x;

@@ -18,7 +18,7 @@ template <int OP>
 __global__ void elementwise_v1_kernel(float *y, int64_t y_ld, const float *a, int64_t a_ld,
                                       const float *b, int64_t b_ld, float s, int64_t ne0,
                                       int64_t n) {
-  memra_pdl_enter();
+  memra_pdl_enter_early();
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n;
        t += (int64_t)gridDim.x * blockDim.x) {
     const int64_t r = t / ne0, c = t % ne0;
@@ -65,7 +65,7 @@ template <int OUT> __device__ __forceinline__ void ew_store1(void *y, int64_t c,
 template <int OP, int OUT, bool VEC>
 __global__ void glu_v2_kernel(void *y, int64_t y_ld, const float *g, int64_t g_ld, const float *u,
                               int64_t u_ld, int64_t ne0, int64_t rows) {
-  memra_pdl_enter();
+  memra_pdl_enter_early();
   const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
   if (c >= ne0) return;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -85,7 +85,7 @@ __global__ void glu_v2_kernel(void *y, int64_t y_ld, const float *g, int64_t g_l
 }
 
 __global__ void add_i32_v1_kernel(int32_t *v, int64_t ld, int64_t ne0, int64_t n, int32_t delta) {
-  memra_pdl_enter();
+  memra_pdl_enter_early();
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n;
        t += (int64_t)gridDim.x * blockDim.x)
     v[(t / ne0) * ld + t % ne0] += delta;

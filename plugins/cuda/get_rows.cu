@@ -10,7 +10,7 @@
 template <int T>
 __global__ void get_rows_v1_kernel(float *y, int64_t y_ld, const uint8_t *table, uint64_t t_nb1,
                                    int64_t t_rows, const int32_t *ids, int64_t ne0) {
-  memra_pdl_enter();
+  memra_pdl_enter_early();
   const int64_t r = blockIdx.y;
   const int64_t units = ne0 / 32;
   const int32_t id = ids[r];
@@ -36,7 +36,7 @@ template <int T>
 __global__ void get_rows_float_v1_kernel(float *y, int64_t y_ld, const uint8_t *table,
                                          uint64_t t_nb1, int64_t t_rows, const int32_t *ids,
                                          int64_t ne0) {
-  memra_pdl_enter();
+  memra_pdl_enter_early();
   const int64_t r = blockIdx.y;
   const int32_t id = ids[r];
   float *yr = y + r * y_ld;

@@ -19,7 +19,7 @@ __global__ void kv_store_v1_kernel(char *kc, uint64_t k_nb1, char *vc, uint64_t 
                                    int64_t width, const int32_t *pos, const int32_t *seq,
                                    const int32_t *bt, int64_t bt_ld, int n_seqs, int block_size,
                                    int max_blocks, int64_t k_slots, int64_t v_slots) {
-  memra_pdl_enter();
+  memra_pdl_enter_early();
   const int64_t r = blockIdx.x;
   const int64_t ks = memra_kv_slot(r, pos, seq, bt, bt_ld, n_seqs, block_size, max_blocks, k_slots);
   const int64_t vs = memra_kv_slot(r, pos, seq, bt, bt_ld, n_seqs, block_size, max_blocks, v_slots);

@@ -7,8 +7,9 @@
  *    wrote and before the first global write; only constant data (weights) may be read
  *    before it. The wait returns once the previous grid has COMPLETED and its writes are
  *    visible, and since that grid waited on its own predecessor, on all earlier ones too.
- *  - memra_pdl_trigger() after the wait lets the next grid's blocks start (they then block
- *    in their own wait): triggering after the wait keeps at most two grids in flight.
+ *  - memra_pdl_trigger() lets the next grid's blocks start (they then block in their own
+ *    wait). After the wait (memra_pdl_enter) at most two grids are in flight; the small
+ *    kernels trigger first (memra_pdl_enter_early), so a third grid, the next GEMV, may be.
  * Kernels of other files launched with <<<>>> are ordinary stream launches: still correct
  * beside these (a PDL kernel after one waits for its completion; it starts only after ours
  * completed). MEMRA_PDL=0 in the environment turns the attribute off (A/B timing). */
@@ -35,6 +36,19 @@ __device__ __forceinline__ void memra_pdl_trigger() {
 __device__ __forceinline__ void memra_pdl_enter() {
   memra_pdl_wait();
   memra_pdl_trigger();
+}
+
+/* The same with the trigger first, for the small kernels between two GEMVs (norms, rope, the
+ * kv store, decode attention, glu, adds): the GEMV behind them is then scheduled while the
+ * GEMV before them still runs, its blocks take the SMs that one frees and its weight copies
+ * overlap that one's tail (H200, docs/PERF.md: Q4_K_M tg128 @ d512 367 -> 374 tok/s, @ d4096
+ * 297 -> 303; F16, hybrid and MoE unchanged). A grid triggers only once all its blocks have
+ * run, so no earlier grid's blocks can be starved. The GEMVs and the MoE / GDN kernels keep
+ * memra_pdl_enter: with every kernel triggering first the MoE model lost 6% (1,503 -> 1,412)
+ * and the hybrid 1% (a deeper chain of waiting grids, each prefetching its weights). */
+__device__ __forceinline__ void memra_pdl_enter_early() {
+  memra_pdl_trigger();
+  memra_pdl_wait();
 }
 
 /* Hints L2 to fetch bytes [p, p + n) of constant data (weights) before the wait, a 128-byte

@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(1024)
     rmsnorm_v2_kernel(void *y, int64_t y_ld, float *x, int64_t x_ld, const float *res, int64_t r_ld,
                       const float *w, int64_t ne0, float eps) {
   __shared__ float sh[32];
-  memra_pdl_enter();
+  memra_pdl_enter_early();
   const int64_t r = blockIdx.x;
   float *xr = x + r * x_ld;
   void *yr = OUT16 ? (void *)((uint16_t *)y + r * y_ld) : (void *)((float *)y + r * y_ld);

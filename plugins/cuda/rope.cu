@@ -13,7 +13,7 @@
 __global__ void rope_v1_kernel(float *x, int64_t x_ld, const int32_t *pos, int n_head, int head_dim,
                                int n_rot, int neox, float freq_base, float freq_scale,
                                const float *ff) {
-  memra_pdl_enter();
+  memra_pdl_enter_early();
   const int64_t r = blockIdx.y;
   const int half = n_rot / 2;
   const int t = blockIdx.x * blockDim.x + threadIdx.x;

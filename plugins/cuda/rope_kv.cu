@@ -31,7 +31,7 @@ struct rope_kv_args {
 };
 
 template <typename TK, typename TV> __global__ void rope_kv_v1_kernel(rope_kv_args a) {
-  memra_pdl_enter();
+  memra_pdl_enter_early();
   const int64_t r = blockIdx.y;
   int t = blockIdx.x * blockDim.x + threadIdx.x;
   const int D = a.head_dim, half = a.n_rot / 2, tail = D - a.n_rot;
