@@ -243,17 +243,20 @@ static bool mm_q8a_enabled(void) {
   return on == 1;
 }
 
-/* MEMRA_GEMV_Q6=tc puts Q6_K on the tensor cores too (v11 for one row, v7 for batches, the same
- * bits; matmul_tc6.cuh). Opt-in: on the H200 it is slower than v5 for one row (4096 x 4096
- * 7.4 -> 10.6 us, output 170 -> 191; Q4_K_M tg128 @ d512 366 -> 350 tok/s, docs/PERF.md): its
- * A operands cost ~6 instructions a register. Read once: fixed for the process. */
-static bool mm_q6tc_enabled(void) {
-  static int on = -1;
-  if (on < 0) {
+/* Q6_K on the tensor cores (v11 for one row, v7 for batches, the same bits; matmul_tc6.cuh):
+ * by default only for matrices of at least MM_Q6TC_MIN_N rows and K <= 4096 (the output
+ * matrix), where it beats v5 (H200: docs/PERF.md); the small ones (attn_v, 4096 x 4096) lose to
+ * v5 on v11's fixed cost, and K > 4096 (ffn_down) would not leave room for two blocks an SM.
+ * The choice depends on the matrix alone, never on the batch (batch invariance).
+ * MEMRA_GEMV_Q6=tc: every Q6_K of K <= 4096; =v5: none. Read once: fixed for the process. */
+enum { MM_Q6TC_MIN_N = 32768 };
+static bool mm_q6tc_for(int64_t N, int64_t K) {
+  static int mode = -1; /* 0 v5, 1 default, 2 tc */
+  if (mode < 0) {
     const char *e = getenv("MEMRA_GEMV_Q6");
-    on = e && !strcmp(e, "tc");
+    mode = e && !strcmp(e, "v5") ? 0 : e && !strcmp(e, "tc") ? 2 : 1;
   }
-  return on == 1;
+  return K <= 4096 && (mode == 2 || (mode == 1 && N >= MM_Q6TC_MIN_N));
 }
 
 /* One checked matmul: device pointers, strides, shape and the kernel family it takes. */
@@ -327,7 +330,7 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
    * the default mode, one row of x on v11, batches on v7, the same bits. v9 (matmul_kq9.cuh): Q4_K
    * / Q5_K / Q6_K with 16-byte-aligned rows (its cp.async copies are 16 bytes) where an SM holds 4
    * of its blocks (MEMRA_GEMV=v5: v5 instead, the same bits). v5 (matmul_kq.cuh): the other K-quant
-   * rows that are 16-byte aligned, and Q6_K (MEMRA_GEMV_Q6=tc: v11 / v7 as Q4_K). v6
+   * rows that are 16-byte aligned, and Q6_K (the output matrix: v11 / v7 as Q4_K, mm_q6tc_for). v6
    * (matmul_v6.cuh): F16 / BF16 with 16-byte-aligned rows, K whole groups of 8, x rows 16-byte
    * aligned. v8 (matmul_q8.cuh): Q8_0 with 16-byte-aligned rows and x rows (its cp.async copies are
    * 16 bytes).
@@ -335,7 +338,7 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
   const int32_t t = w->type;
   const bool kq = t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K || t == MEMRA_TYPE_Q6_K;
   const bool tcq =
-      (t == MEMRA_TYPE_Q4_K || (t == MEMRA_TYPE_Q6_K && mm_q6tc_enabled())) && walign >= 16;
+      (t == MEMRA_TYPE_Q4_K || (t == MEMRA_TYPE_Q6_K && mm_q6tc_for(N, K))) && walign >= 16;
   if (tcq && mm_gemv_mode() == MM_GEMV_TC)
     a->path = MM_V7;
   else if (tcq && mm_gemv_mode() == MM_GEMV_DEFAULT)
@@ -381,7 +384,8 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
                            q6 ? "Q6_K" : "Q4_K", cudaGetErrorString(e));
   } else if (tc) {
     void *ws = NULL;
-    memra_status st = memra_cu_workspace(be, (uint64_t)a->M * tc_prep_bytes(a->K), &ws);
+    memra_status st = memra_cu_workspace(
+        be, (uint64_t)a->M * (q6 ? tc_prep_bytes<float4>(a->K) : tc_prep_bytes<float2>(a->K)), &ws);
     if (st != MEMRA_OK) return st;
     uint8_t *w = (uint8_t *)ws;
     if (q6)

@@ -86,15 +86,18 @@ __device__ __forceinline__ float tc_pow2(int e) { return __int_as_float((127 + e
 /* The split x, written once per matmul by tc_prep_kernel into the workspace, per row of x:
  * xb: per 16-element segment, per part (xh, xl), 16 halves in the order the MMA reads them
  * (within each 4 elements: 0, 2, 1, 3, so word 2i + h is the pair (4i + h, 4i + h + 2));
- * xs: per 32-element group (X, u): X the F32 sum, u = 2^(24 - es) the unscale of s = 2^es. */
-__host__ __device__ static inline uint64_t tc_prep_bytes(int64_t K) {
-  return (uint64_t)K * 4 + (uint64_t)K / 32 * 8;
+ * xs: per 32-element group XS = float2 (X, u): X the F32 sum, u = 2^(24 - es) the unscale of
+ * s = 2^es; or (Q6_K, whose sub-blocks are 16) XS = float4 (X, u, X0, X1), X0 and X1 the sums
+ * of the group's two halves (X = X0 + X1). Q4_K keeps the float2 form (its v11 block's shared
+ * memory and its loads stay as they were). */
+template <typename XS> __host__ __device__ static inline uint64_t tc_prep_bytes(int64_t K) {
+  return (uint64_t)K * 4 + (uint64_t)K / 32 * sizeof(XS);
 }
 
 /* One lane quad's share of the x split: v = elements 8 i .. 8 i + 7 of a 32-group (i = lane % 4,
  * the quad's four lanes active together). h, l: the xh and xl halves in the MMA's order
- * (tc_prep_bytes); xs: the group's (X, u), the same in all four lanes. */
-__device__ __forceinline__ void tc_split8(const float v[8], uint4 *h, uint4 *l, float2 *xs) {
+ * (tc_prep_bytes); xs: the group's (X, u, X0, X1) in lane 0 of the quad (X and u in all four). */
+__device__ __forceinline__ void tc_split8(const float v[8], uint4 *h, uint4 *l, float4 *xs) {
   uint32_t mx = 0;
 #pragma unroll
   for (int i = 0; i < 8; ++i)
@@ -124,9 +127,9 @@ __device__ __forceinline__ void tc_split8(const float v[8], uint4 *h, uint4 *l, 
   for (int i = 0; i < 4; ++i)
     p4[i] = __fadd_rn(v[2 * i], v[2 * i + 1]);
   float X = __fadd_rn(__fadd_rn(p4[0], p4[1]), __fadd_rn(p4[2], p4[3]));
-  X = __fadd_rn(X, __shfl_xor_sync(0xffffffffu, X, 1));
-  X = __fadd_rn(X, __shfl_xor_sync(0xffffffffu, X, 2));
-  *xs = make_float2(X, tc_pow2(24 - es));
+  X = __fadd_rn(X, __shfl_xor_sync(0xffffffffu, X, 1)); /* lanes 0, 1: X0; 2, 3: X1 */
+  const float Xo = __shfl_xor_sync(0xffffffffu, X, 2);
+  *xs = make_float4(__fadd_rn(X, Xo), tc_pow2(24 - es), X, Xo);
 }
 
 /* Loads 8 elements of x at p (16-byte aligned when VEC). */
@@ -143,32 +146,37 @@ __device__ __forceinline__ void tc_load_x8(const float *__restrict__ p, float v[
   }
 }
 
+/* A group's xs entry in its form (tc_prep_bytes) from tc_split8's (X, u, X0, X1). */
+__device__ __forceinline__ void tc_xs_put(float2 *p, float4 g) { *p = make_float2(g.x, g.y); }
+__device__ __forceinline__ void tc_xs_put(float4 *p, float4 g) { *p = g; }
+
 /* Stores a quad lane's split of elements e .. e + 7 into the prep layout (xb, xs). */
-__device__ __forceinline__ void tc_store_split(uint4 *xb, float2 *xs, int64_t e, uint4 h, uint4 l,
-                                               float2 g) {
+template <typename XS>
+__device__ __forceinline__ void tc_store_split(uint4 *xb, XS *xs, int64_t e, uint4 h, uint4 l,
+                                               float4 g) {
   const int64_t seg = e >> 4;
   const int half = (int)(e >> 3) & 1;
   xb[4 * seg + half] = h;
   xb[4 * seg + 2 + half] = l;
-  if ((threadIdx.x & 3) == 0) xs[e >> 5] = g;
+  if ((threadIdx.x & 3) == 0) tc_xs_put(&xs[e >> 5], g);
 }
 
 /* Thread i of block (bx, m) takes elements 1024 bx + 8 i .. + 7 of row m (four threads = one
  * 32-group, a lane quad). Per 32-group: s = 2^es brings its largest |x| to [2^14, 2^15)
  * (clamped; zero, inf and NaN groups keep s = 1), xh = f16(s x), xl = f16(s x - xh);
  * X = the group's sum in a fixed order. */
-template <bool VEC>
+template <bool VEC, typename XS>
 __global__ void __launch_bounds__(128)
     tc_prep_kernel(const float *__restrict__ x, int64_t x_ld, int64_t K, uint8_t *__restrict__ ws) {
   memra_pdl_enter();
   const int64_t m = blockIdx.y, e = 1024 * (int64_t)blockIdx.x + 8 * threadIdx.x;
   if (e >= K) return; /* K % 256 == 0: whole lane quads leave together */
-  uint4 *xb = (uint4 *)(ws + m * tc_prep_bytes(K));
-  float2 *xs = (float2 *)(ws + m * tc_prep_bytes(K) + (uint64_t)K * 4);
+  uint4 *xb = (uint4 *)(ws + m * tc_prep_bytes<XS>(K));
+  XS *xs = (XS *)(ws + m * tc_prep_bytes<XS>(K) + (uint64_t)K * 4);
   float v[8];
   tc_load_x8<VEC>(x + m * x_ld + e, v);
   uint4 h, l;
-  float2 g;
+  float4 g;
   tc_split8(v, &h, &l, &g);
   tc_store_split(xb, xs, e, h, l, g);
 }
@@ -276,6 +284,7 @@ template <> struct tcq<MEMRA_TYPE_Q4_K> {
   static constexpr int SBB = 144;
   typedef tc_raw raw;
   typedef tc_xin xin;
+  typedef float2 xs_t; /* the prep's per-group form (tc_prep_bytes) */
   template <bool G>
   static __device__ __forceinline__ void load(raw &r, const uint8_t *b0, const uint8_t *b1,
                                               const tc_role &ro) {
@@ -310,12 +319,13 @@ template <> struct tcq<MEMRA_TYPE_Q6_K> {
   static constexpr int SBB = 210;
   typedef tc6_raw raw;
   typedef tc6_xin xin;
+  typedef float4 xs_t;
   template <bool G>
   static __device__ __forceinline__ void load(raw &r, const uint8_t *b0, const uint8_t *b1,
                                               const tc_role &ro) {
     tc6_load<G>(r, b0, b1, ro.t);
   }
-  static __device__ __forceinline__ void load_x(xin &x, const uint4 *xb, const float2 *xs,
+  static __device__ __forceinline__ void load_x(xin &x, const uint4 *xb, const float4 *xs,
                                                 int64_t sb, const tc_role &ro) {
     tc6_load_x(x, xb, xs, sb, ro.g, ro.t);
   }
@@ -329,7 +339,7 @@ template <> struct tcq<MEMRA_TYPE_Q6_K> {
       tc6_chunks_mma(cc, cur, xm, ro.g);
 #pragma unroll
       for (int ch = 0; ch < 4; ++ch) /* chunks in order into row m's acc: the order of the bits */
-        tc6_chunk_acc(acc[m], cur, ch, cc[ch], xm);
+        tc6_chunk_acc(acc[m], cur, ch, cc[ch], xm, ro.t);
     }
   }
 };
@@ -356,10 +366,11 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
   const uint8_t *w1 = jb.w + (uint64_t)(n0 + g + 8 < N ? n0 + g + 8 : N - 1) * jb.w_nb1;
   const tc_role ro = tc_role_of(g, t);
   /* x row m's prep (rows past the batch read row m0's: computed, never stored) */
-  const uint64_t pb = tc_prep_bytes(K);
+  typedef typename Q::xs_t XS;
+  const uint64_t pb = tc_prep_bytes<XS>(K);
   const uint8_t *ws0 = ws + m0 * pb;
 #define TC_XB(m) ((const uint4 *)(ws0 + ((m) < mrows ? (m) : 0) * pb))
-#define TC_XS(m) ((const float2 *)(ws0 + ((m) < mrows ? (m) : 0) * pb + (uint64_t)K * 4))
+#define TC_XS(m) ((const XS *)(ws0 + ((m) < mrows ? (m) : 0) * pb + (uint64_t)K * 4))
   /* Weights are constant: the first super-block's bytes are loaded and the rest fetched into
    * L2 before waiting for x (launch.cuh). */
   int64_t sb = warp;
@@ -412,13 +423,13 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
 
 /* The prep kernel over x's rows, then the v7 grid over J (TC_ROWS rows per block, mt = 1, 2,
  * 4, 8 or 16 rows of x per block); ws holds
- * rows * tc_prep_bytes(K). False when a grid is too large. */
+ * rows * tc_prep_bytes(K) (tcq<T>'s form). False when a grid is too large. */
 template <int T, bool VEC>
 static bool mtc_launch(int mt, const memra_backend *be, mm_jobs J, const float *x, int64_t x_ld,
                        int64_t K, int64_t rows, uint8_t *ws) {
   const int64_t gx = mm_jobs_layout(&J, TC_ROWS);
   if (gx == 0 || rows > 65535) return false;
-  (void)memra_cu_launch(be, tc_prep_kernel<VEC>,
+  (void)memra_cu_launch(be, tc_prep_kernel<VEC, typename tcq<T>::xs_t>,
                         dim3((unsigned)((K + 1023) / 1024), (unsigned)rows), dim3(128), 0, x, x_ld,
                         K, ws);
   const dim3 grid((unsigned)gx, (unsigned)((rows + mt - 1) / mt));

@@ -32,13 +32,14 @@ enum {
  * so a block's ring + x stay under half an H200 SM's shared memory and two blocks share an SM
  * (K 14336 at 16: one block an SM, 19.0 us; at 8: 16.0 us, H200). */
 template <int T> static inline int t11_sb(int64_t K) {
-  return T == MEMRA_TYPE_Q4_K && K <= 4096 ? 16 : 8; /* Q6_K: 16 x 16 x 210 bytes would be 53 KB */
+  /* Q6_K (K <= 4096 only, mm_check): 16 x 16 x 210 bytes would be 53 KB a stage */
+  return T == MEMRA_TYPE_Q4_K && K <= 4096 ? 16 : 8;
 }
 
 /* Shared memory of a v11 block: the ring, x's split (tc_prep_bytes), the warps' partials and
  * the ring's 2 T11_ST barriers. */
 template <int T> static inline uint64_t t11_smem(int64_t K, int SB) {
-  return (uint64_t)T11_ST * TC_ROWS * SB * tcq<T>::SBB + tc_prep_bytes(K) +
+  return (uint64_t)T11_ST * TC_ROWS * SB * tcq<T>::SBB + tc_prep_bytes<typename tcq<T>::xs_t>(K) +
          sizeof(float) * T11_CW * TC_ROWS + 16u * T11_ST;
 }
 
@@ -54,9 +55,10 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   extern __shared__ __align__(128) uint8_t sm[];
   uint8_t *ring = sm;
   uint4 *xb = (uint4 *)(sm + (uint64_t)T11_ST * T11_STAGE);
-  float2 *xs = (float2 *)((uint8_t *)xb + (uint64_t)K * 4);
+  typedef typename Q::xs_t XS;
+  XS *xs = (XS *)((uint8_t *)xb + (uint64_t)K * 4);
   float(&part)[T11_CW][1][TC_ROWS] =
-      *(float(*)[T11_CW][1][TC_ROWS])(sm + (uint64_t)T11_ST * T11_STAGE + tc_prep_bytes(K));
+      *(float(*)[T11_CW][1][TC_ROWS])(sm + (uint64_t)T11_ST * T11_STAGE + tc_prep_bytes<XS>(K));
   uint64_t *full = (uint64_t *)(&part[T11_CW - 1][0][TC_ROWS - 1] + 1), *empty = full + T11_ST;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t nsb = K / 256, ngrp = (nsb + T11_SB - 1) / T11_SB;
@@ -114,7 +116,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       const int64_t e = e0 + 8 * T11_CW * 32 * i;
       if (e >= K) break;
       uint4 h, l;
-      float2 gs;
+      float4 gs;
       tc_split8(v[i], &h, &l, &gs);
       tc_store_split(xb, xs, e, h, l, gs);
     }
@@ -176,7 +178,7 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   const int64_t smem = (int64_t)t11_smem<T>(K, SB);
   const int64_t slots = mm_block_slots(be, smem + 1024, 4);
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
-  /* Q6_K has stages of 8 super-blocks at every K (t11_sb) */
+  /* Q6_K has stages of 8 super-blocks (t11_sb) */
   void (*kernel)(const mm_jobs, const float *, int64_t, int64_t) = SB == 16 ? matmul_v11_kernel < T,
                                                         VEC,
                                                         T == MEMRA_TYPE_Q4_K ? 16 : 8 >

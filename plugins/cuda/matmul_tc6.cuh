@@ -12,9 +12,13 @@
  * one word of each of ql's two 32-byte halves and one of qh. As in v7 the k index of an A
  * element is where its byte sits (pair (b, b + 2) of the word, b = hh < 2), and B's eight
  * columns are (kind, part): four MMAs per chunk, A's k < 8 one kind and k >= 8 another, so
- * C[g][2t] + C[g][2t + 1] is row g's sum over kind t. A holds q - 32 itself, exact in f16:
- * 1024 + q by LOP3 under the exponent of 1024, then HSUB2 of 1056; no sum of x is needed.
- * Epilogue per chunk and row: acc += (d sc) ((C0 + C1) 2^-es), d sc F32-rounded as ggml.
+ * C[g][2t] + C[g][2t + 1] is row g's sum over kind t. A holds the 6-bit q as an f16 subnormal,
+ * as v7 holds a nibble: kinds 0, 1 (low nibbles) q 2^-24, kinds 2, 3 the high nibble in place,
+ * 16 q 2^-24, qh's two bits put above the nibble; one shift and one LOP3 per register (the
+ * first form, 1024 + q and an HSUB2 of 1056, cost ~6 instructions a register and lost to v5).
+ * Epilogue per chunk and row: acc += (d sc) ((C0 + C1) f) - 32 (d sc) X16, f = 2^-es (/ 16 for
+ * kinds 2, 3), X16 the F32 sum of the sub-block's 16 x (the prep's X0 / X1), d sc F32-rounded
+ * as ggml.
  * x comes in v7's prep layout (tc_prep_bytes), every thread supplying B for its (kind, part). */
 #ifndef MEMRA_CUDA_MATMUL_TC6_CUH
 #define MEMRA_CUDA_MATMUL_TC6_CUH
@@ -55,12 +59,13 @@ __device__ __forceinline__ void tc6_load(tc6_raw &r, const uint8_t *b0, const ui
 }
 
 /* What this thread needs of x for super-block sb: for each chunk the pair of words of its B
- * role (kind g >> 1, part g & 1), and for each half n the unscale u of its epilogue's kind t. */
+ * role (kind g >> 1, part g & 1), and for each half n, of its epilogue's kind t: the unscale u
+ * and the sums of the two 16-element halves (chunks j = 0, 1). */
 struct tc6_xin {
   uint2 w[4];
-  float u[2];
+  float u[2], x16[2][2];
 };
-__device__ __forceinline__ void tc6_load_x(tc6_xin &r, const uint4 *xb, const float2 *xs,
+__device__ __forceinline__ void tc6_load_x(tc6_xin &r, const uint4 *xb, const float4 *xs,
                                            int64_t sb, int g, int t) {
   const int kind = g >> 1, part = g & 1;
 #pragma unroll
@@ -71,18 +76,22 @@ __device__ __forceinline__ void tc6_load_x(tc6_xin &r, const uint4 *xb, const fl
       r.w[2 * n + j] = ((const uint2 *)(xb + 4 * seg + 2 * part + (t >> 1)))[t & 1];
     }
 #pragma unroll
-  for (int n = 0; n < 2; ++n)
-    r.u[n] = xs[8 * sb + 4 * n + t].y;
+  for (int n = 0; n < 2; ++n) {
+    const float4 v = xs[8 * sb + 4 * n + t];
+    r.u[n] = v.y;
+    r.x16[n][0] = v.z;
+    r.x16[n][1] = v.w;
+  }
 }
 
-/* q - 32 of bytes (hh, hh + 2) of kind k as an f16 pair: nib holds the ql word (low nibbles for
- * k < 2), qh the qh word. */
+/* q of bytes (hh, hh + 2) of kind k as an f16 subnormal pair: nib holds the ql word (low
+ * nibbles for k < 2: q 2^-24; high nibbles in place for k >= 2: 16 q 2^-24), qh the qh word
+ * (bits 2k, 2k + 1 of a byte go just above the nibble). */
 __device__ __forceinline__ uint32_t tc6_pair(uint32_t nib, uint32_t qh, int k, int hh) {
-  const uint32_t lo = (nib >> (8 * hh + 4 * (k >> 1))) & 0x000F000Fu;
-  const uint32_t hi = ((qh >> (8 * hh + 2 * k)) << 4) & 0x00300030u;
-  const uint32_t v = lo | hi | 0x64006400u; /* 1024 + q in each half, exact */
-  const __half2 r = __hsub2(*(const __half2 *)&v, __float2half2_rn(1056.f));
-  return *(const uint32_t *)&r;
+  const uint32_t n = hh ? nib >> 8 : nib;
+  const int s = 8 * hh + 2 * k - (k < 2 ? 4 : 8); /* qh bit 8 hh + 2 k -> 4 (k < 2) or 8 */
+  const uint32_t h = s >= 0 ? qh >> s : qh << -s;
+  return k < 2 ? (n & 0x000F000Fu) | (h & 0x00300030u) : (n & 0x00F000F0u) | (h & 0x03000300u);
 }
 
 /* The four chunks ch = 2 n + j of the super-block . one row of x: 4 MMAs each (kinds (0, 1)
@@ -110,16 +119,20 @@ __device__ __forceinline__ void tc6_chunks_mma(float (&cc)[4][4], const tc6_raw 
       }
 }
 
-/* acc (rows g, g + 8) += chunk ch's C (cc) scaled: the epilogue of kind t. */
+/* acc (rows g, g + 8) += chunk ch's C (cc) scaled, minus 32 x the sub-block's x sum: the
+ * epilogue of kind t. */
 __device__ __forceinline__ void tc6_chunk_acc(float acc[2], const tc6_raw &r, int ch,
-                                              const float cc[4], const tc6_xin &x) {
+                                              const float cc[4], const tc6_xin &x, int t) {
   const int n = ch >> 1, j = ch & 1;
-  const float f = __fmul_rn(x.u[n], 0x1p-24f); /* u = 2^(24 - es): the subnormal scheme's */
+  /* A = q 2^-24 (subnormal) and B = 2^es x: C u = sum q x, u = 2^(24 - es), as v7's f (the
+   * first form's A = q - 32 was a normal f16, hence its u 2^-24); high nibbles count 16 q */
+  const float f = __fmul_rn(x.u[n], t >= 2 ? 0.0625f : 1.f);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int8_t s = (int8_t)((r.sc[i][n] >> (8 * j)) & 0xFF);
     const float d1 = __fmul_rn(r.d[i], (float)s);
     acc[i] = __fmaf_rn(d1, __fmul_rn(__fadd_rn(cc[2 * i], cc[2 * i + 1]), f), acc[i]);
+    acc[i] = __fmaf_rn(__fmul_rn(-32.f, d1), x.x16[n][j], acc[i]);
   }
 }
 

@@ -114,6 +114,7 @@ int main(int argc, char **argv) {
       {"attn_q/out 4096x4096", 4096, 4096, 1}, {"ffn_gate/up 14336x4096", 14336, 4096, 1},
       {"ffn_down 4096x14336", 4096, 14336, 1}, {"output 128256x4096", 128256, 4096, 1},
       {"ffn_gate/up M=8", 14336, 4096, 8},     {"ffn_gate/up M=4", 14336, 4096, 4},
+      {"output 151936x2048", 151936, 2048, 1},
   };
   static const int32_t types[] = {MEMRA_TYPE_F16,  MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0,
                                   MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_1, MEMRA_TYPE_Q4_K,
