@@ -106,7 +106,8 @@ static memra_status alloc_act(memra_ctx *c, memra_err *err) {
       c->router = carve(b, &off, MEMRA_TYPE_F32, hp->n_expert, R);
       c->moe_ids = carve(b, &off, MEMRA_TYPE_I32, K, R);
       c->moe_w = carve(b, &off, MEMRA_TYPE_F32, K, R);
-      c->moe_gate = carve(b, &off, MEMRA_TYPE_F32, hp->n_ff_exp, R * K);
+      /* gate (and, for a fused gate/up stack, up) in one row: [R K, 2 n_ff_exp] */
+      c->moe_gate = carve(b, &off, MEMRA_TYPE_F32, 2 * (int64_t)hp->n_ff_exp, R * K);
       c->moe_up = carve(b, &off, MEMRA_TYPE_F32, hp->n_ff_exp, R * K);
       c->moe_out = carve(b, &off, MEMRA_TYPE_F32, E, R * K);
       c->sh_logit = carve(b, &off, MEMRA_TYPE_F32, 1, R);

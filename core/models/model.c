@@ -1,4 +1,5 @@
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/base/alloc.h"
@@ -179,6 +180,36 @@ static memra_status split_ba(memra_model *m, memra_layer *l, memra_err *err) {
   return MEMRA_OK;
 }
 
+/* A MoE layer's gate and up expert stacks, when they share type and shape and lie back to back
+ * in the weights buffer, are interleaved per expert on the device ([gate_e | up_e] for each e)
+ * into one stack: one matmul_id launch computes a token's gate and up rows for its experts (a
+ * row's arithmetic is matmul_id's per row either way: the same bits). MEMRA_MOE_FUSE=0 keeps
+ * them apart. */
+static memra_status fuse_gate_up(memra_model *m, memra_layer *l, memra_err *err) {
+  const memra_tensor g = l->ffn_gate_exps, u = l->ffn_up_exps;
+  const char *env = getenv("MEMRA_MOE_FUSE");
+  if ((env && env[0] == '0') || !g.buf || g.buf != u.buf || g.type != u.type || g.ne0 != u.ne0 ||
+      g.ne1 != u.ne1 || g.nb1 != u.nb1 || u.offset != g.offset + g.nb1 * (uint64_t)g.ne1)
+    return MEMRA_OK;
+  const int64_t E = m->hp.n_expert;
+  const uint64_t part = g.nb1 * (uint64_t)(g.ne1 / E), all = 2 * g.nb1 * (uint64_t)g.ne1;
+  memra_buf *tmp;
+  memra_status st = m->vt->buf_alloc(m->be, all, &tmp);
+  if (st) return memra_errf(err, st, "gate/up interleave: %s", m->vt->last_error(m->be));
+  for (int64_t e = 0; e < E && !st; ++e) {
+    st = m->vt->buf_copy(m->be, tmp, 2 * e * part, g.buf, g.offset + e * part, part);
+    if (!st) st = m->vt->buf_copy(m->be, tmp, (2 * e + 1) * part, u.buf, u.offset + e * part, part);
+  }
+  if (!st) st = m->vt->buf_copy(m->be, g.buf, g.offset, tmp, 0, all);
+  m->vt->buf_free(m->be, tmp);
+  if (st) return memra_errf(err, st, "gate/up interleave: %s", m->vt->last_error(m->be));
+  l->ffn_gate_up_exps = g;
+  l->ffn_gate_up_exps.ne1 = 2 * g.ne1;
+  memset(&l->ffn_gate_exps, 0, sizeof l->ffn_gate_exps);
+  memset(&l->ffn_up_exps, 0, sizeof l->ffn_up_exps);
+  return MEMRA_OK;
+}
+
 static memra_status plan(loader *L, memra_model *m) {
   memra_hparams *hp = &m->hp;
   const memra_gguf_tensor *emb = memra_gguf_tensor_find(L->g, "token_embd.weight");
@@ -280,6 +311,9 @@ memra_status memra_model_load(const memra_gguf *g, const memra_backend_vt *vt, m
     for (int il = 0; il < m->hp.n_layer; ++il)
       if (memra_hparams_layer_recurrent(&m->hp, il) && (st = split_ba(m, &m->layers[il], err)))
         goto fail;
+  if (m->hp.n_expert > 0)
+    for (int il = 0; il < m->hp.n_layer; ++il)
+      if ((st = fuse_gate_up(m, &m->layers[il], err))) goto fail;
   memra_free(L.refs);
   *out = m;
   return MEMRA_OK;

@@ -94,6 +94,10 @@ typedef struct memra_layer {
   /* MoE: router [n_embd -> n_expert]; experts stacked [n_expert * n_ff_exp rows of n_embd]
    * (gate, up) and [n_expert * n_embd rows of n_ff_exp] (down), GGUF block layout */
   memra_tensor ffn_gate_inp, ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+  /* gate and up interleaved per expert at load ([n_expert * 2 n_ff_exp rows]: expert e's gate
+   * rows, then its up rows), so one matmul_id computes both (model.c fuse_gate_up); buf NULL
+   * when not fused, and when fused ffn_gate_exps / ffn_up_exps are absent (their bytes moved) */
+  memra_tensor ffn_gate_up_exps;
   /* shared expert: gate logit [n_embd -> 1]; SwiGLU [n_embd -> n_ff_shexp -> n_embd] */
   memra_tensor ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
   /* Gated DeltaNet: qkv [n_embd -> 2 H_k d + H_v d], z gate [n_embd -> H_v d];

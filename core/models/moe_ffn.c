@@ -23,6 +23,7 @@ memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tenso
   memra_tensor router = memra_rows(c->router, n), ids = memra_rows(c->moe_ids, n),
                w = memra_rows(c->moe_w, n), gate = memra_rows(c->moe_gate, n * k),
                up = memra_rows(c->moe_up, n * k), down = memra_rows(c->moe_out, n * k);
+  gate.ne0 = hp->n_ff_exp; /* the buffer's rows hold 2 n_ff_exp: gate, then (fused) up */
   const bool shexp = l->ffn_gate_shexp.buf != NULL;
   if (shexp && !vt->sigmoid_gate)
     return memra_errf(err, MEMRA_E_UNSUPPORTED, "backend %s has no sigmoid_gate op", vt->name);
@@ -41,8 +42,16 @@ memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tenso
                                 shexp ? 4 : 1, ys, xn, ws, NULL, err));
   }
   CALL("moe_route", vt->moe_route(be, &ids, &w, &router, 1));
-  CALL("matmul_id gate", vt->matmul_id(be, &gate, xn, &l->ffn_gate_exps, &ids, hp->n_expert));
-  CALL("matmul_id up", vt->matmul_id(be, &up, xn, &l->ffn_up_exps, &ids, hp->n_expert));
+  if (l->ffn_gate_up_exps.buf) { /* one launch for gate and up (model.c fuse_gate_up) */
+    memra_tensor gu = gate;
+    gu.ne0 = 2 * hp->n_ff_exp;
+    CALL("matmul_id gate+up", vt->matmul_id(be, &gu, xn, &l->ffn_gate_up_exps, &ids, hp->n_expert));
+    up = gate;
+    up.offset += 4u * (uint64_t)hp->n_ff_exp;
+  } else {
+    CALL("matmul_id gate", vt->matmul_id(be, &gate, xn, &l->ffn_gate_exps, &ids, hp->n_expert));
+    CALL("matmul_id up", vt->matmul_id(be, &up, xn, &l->ffn_up_exps, &ids, hp->n_expert));
+  }
   CALL("expert glu", vt->glu(be, &gate, &gate, &up, MEMRA_ACT_SILU));
   CALL("matmul_id down", vt->matmul_id(be, &down, &gate, &l->ffn_down_exps, &ids, hp->n_expert));
   CALL("moe_combine", vt->moe_combine(be, out, &down, &w));

@@ -24,6 +24,12 @@ memra_status rec_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
   return g_real->matmul_n(be, n, y, x, w, b);
 }
 
+memra_status rec_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                           const memra_tensor *w, const memra_tensor *ids, int32_t n_expert) {
+  g_log.push_back("matmul_id " + std::to_string(y->ne0));
+  return g_real->matmul_id(be, y, x, w, ids, n_expert);
+}
+
 size_t count(const std::vector<std::string> &log, const std::string &what) {
   size_t n = 0;
   for (const std::string &s : log)
@@ -113,6 +119,71 @@ TEST_P(MatmulsRoute, DecodeGroupsProjectionsWithTheSameBits) {
 
 INSTANTIATE_TEST_SUITE_P(Families, MatmulsRoute,
                          ::testing::Values("qwen3moe", "qwen3next", "qwen35", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// The MoE layers' gate and up expert stacks interleaved at load (model.c fuse_gate_up): one
+// matmul_id of 2 n_ff_exp columns per layer and step instead of two, logits bit-identical to a
+// model loaded with MEMRA_MOE_FUSE=0, prompt and decode steps alike.
+class GateUpFuse : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(GateUpFuse, OneMatmulIdForGateAndUpWithTheSameBits) {
+  const std::string name = GetParam();
+  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
+  ASSERT_GE(ids.size(), 6u);
+  Engine fused, apart;
+  ASSERT_TRUE(fused.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << fused.err.msg;
+  setenv("MEMRA_MOE_FUSE", "0", 1);
+  const bool opened = apart.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64);
+  unsetenv("MEMRA_MOE_FUSE");
+  ASSERT_TRUE(opened) << apart.err.msg;
+  const memra_hparams *hp = &fused.m->hp;
+  ASSERT_GT(hp->n_expert, 0);
+  for (int il = 0; il < hp->n_layer; ++il) {
+    EXPECT_NE(nullptr, fused.m->layers[il].ffn_gate_up_exps.buf) << name << " layer " << il;
+    EXPECT_EQ(nullptr, fused.m->layers[il].ffn_gate_exps.buf) << "its bytes moved";
+    EXPECT_EQ(nullptr, apart.m->layers[il].ffn_gate_up_exps.buf);
+  }
+  g_real = fused.bh.vt;
+  memra_backend_vt vt = *fused.bh.vt;
+  vt.matmul_id = rec_matmul_id;
+  fused.m->vt = apart.m->vt = &vt;
+  const size_t nv = (size_t)hp->n_vocab, n_pre = 4;
+  const std::string F = std::to_string(hp->n_ff_exp), F2 = std::to_string(2 * hp->n_ff_exp);
+  for (Engine *en : {&fused, &apart})
+    ASSERT_EQ(MEMRA_OK, memra_kv_pages_reserve(&en->c->pages, 0, (int32_t)ids.size(), &en->err));
+  std::vector<float> a(nv), b(nv);
+  for (size_t p = n_pre - 1; p < ids.size(); ++p) {
+    const bool prompt = p == n_pre - 1;
+    const int32_t n = prompt ? (int32_t)n_pre : 1, p0 = prompt ? 0 : (int32_t)p, out = n - 1;
+    std::vector<int32_t> pos(n), seq(n, 0);
+    for (int32_t i = 0; i < n; ++i)
+      pos[i] = p0 + i;
+    std::vector<std::string> log[2];
+    for (int e = 0; e < 2; ++e) {
+      Engine &en = e ? apart : fused;
+      g_log.clear();
+      ASSERT_EQ(MEMRA_OK,
+                memra_ctx_set_rows(en.c, n, &ids[p0], pos.data(), seq.data(), 1, &out, &en.err))
+          << en.err.msg;
+      ASSERT_EQ(MEMRA_OK, memra_ctx_forward(en.c, &en.err)) << en.err.msg;
+      ASSERT_EQ(MEMRA_OK, memra_ctx_get_logits(en.c, (e ? b : a).data(), &en.err)) << en.err.msg;
+      log[e] = g_log;
+    }
+    ASSERT_EQ(0, memcmp(a.data(), b.data(), nv * sizeof(float))) << name << " position " << p;
+    const size_t L = (size_t)hp->n_layer;
+    EXPECT_EQ(L, count(log[0], "matmul_id " + F2)) << name; // gate and up together
+    EXPECT_EQ(0u, count(log[0], "matmul_id " + F)) << name;
+    EXPECT_EQ(2 * L, count(log[1], "matmul_id " + F)) << name; // gate, up apart
+    EXPECT_EQ(L, count(log[0], "matmul_id " + std::to_string(hp->n_embd))) << name; // down
+  }
+  fused.m->vt = fused.bh.vt;
+  apart.m->vt = apart.bh.vt;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GateUpFuse,
+                         ::testing::Values("qwen3moe", "qwen3next", "qwen35moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });
