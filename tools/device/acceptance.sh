@@ -96,13 +96,15 @@ MEMRA_GEMV=tc "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-tc.txt" 2>"$O/gem
 diff <(grep -E '^Q4_K' "$O/gemv-tc.txt" | awk '{print $1,$2,$3,$NF}') \
   <(grep -E '^Q4_K' "$O/gemv.txt" | awk '{print $1,$2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
 row "Q4_K v11 == v7 output hashes (gemv_bench)" "$r"
-# Q6_K on the tensor cores is opt-in (MEMRA_GEMV_Q6=tc): its v11 == its v7, and its speed
+# Q6_K on the tensor cores: by default its output matrices, MEMRA_GEMV_Q6=tc every K <= 4096;
+# its v11 == its v7, and its speed
 MEMRA_GEMV_Q6=tc "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-q6.txt" 2>"$O/gemv-q6.err"
 MEMRA_GEMV_Q6=tc MEMRA_GEMV=tc "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-q6tc.txt" 2>"$O/gemv-q6tc.err"
 diff <(grep -E '^Q6_K' "$O/gemv-q6tc.txt" | awk '{print $1,$2,$3,$NF}') \
   <(grep -E '^Q6_K' "$O/gemv-q6.txt" | awk '{print $1,$2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
 row "Q6_K (MEMRA_GEMV_Q6=tc) v11 == v7 output hashes (gemv_bench)" "$r"
-row "gemv_bench Q6_K us, v11 opt-in (v5 default): q/o, gate/up, down, output" "$(paste <(grep '^Q6_K' "$O/gemv-q6.txt" | head -4 | awk '{print $4}') <(grep '^Q6_K' "$O/gemv.txt" | head -4 | awk '{print $4}') | awk '{printf "%s (%s)  ", $1, $2}')"
+row "gemv_bench Q6_K us, MEMRA_GEMV_Q6=tc (default): q/o, gate/up, down, output, 151936x2048" "$(paste <(grep '^Q6_K' "$O/gemv-q6.txt" | grep -v 'M=' | awk '{print $4}') <(grep '^Q6_K' "$O/gemv.txt" | grep -v 'M=' | awk '{print $4}') | awk '{printf "%s (%s)  ", $1, $2}')"
+row "gemv_bench Q6_K us, default (MEMRA_GEMV=v5): same shapes" "$(paste <(grep '^Q6_K' "$O/gemv.txt" | grep -v 'M=' | awk '{print $4}') <(grep '^Q6_K' "$O/gemv-old.txt" | grep -v 'M=' | awk '{print $4}') | awk '{printf "%s (%s)  ", $1, $2}')"
 row "gemv_bench Q4_K us, v11 (v5): q/o, gate/up, down, output" "$(paste <(grep '^Q4_K' "$O/gemv.txt" | head -4 | awk '{print $4}') <(grep '^Q4_K' "$O/gemv-old.txt" | head -4 | awk '{print $4}') | awk '{printf "%s (%s)  ", $1, $2}')"
 BW=$(grep -oE 'copy bandwidth [0-9]+' "$O/gemv.txt" | grep -oE '[0-9]+$' | head -1)
 row "copy bandwidth this run (GB/s)" "${BW:-?}"
