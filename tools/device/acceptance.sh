@@ -1,5 +1,5 @@
 #!/bin/bash
-# acceptance.sh — the acceptance figures of the GPU issues in ONE device call, from the
+# acceptance.sh — the acceptance figures of the GPU issues in one or two device calls (PARTS), from the
 # repo root with dist/ (or pack.sh's dist-carry/ and DIST=dist-carry: the plugins xz-packed
 # to fit a call's 64 MiB) and .whl/ (for the transformers comparison) carried (tools/device/pack.sh; the sm120a sm_90 test build in
 # dist/test90/, outside the plugin folder, since it probes as a working "sm120a" here).
@@ -25,6 +25,10 @@ export PATH="$PATH:/usr/local/cuda/bin"
 export LD_LIBRARY_PATH="$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 T90="$D/test90/libmemra_sm120a_sm90test.so"
 OPTS=(--plugin-dir "$D" --backend sm90a)
+# PARTS picks sections (a fresh machine takes more than one call's 600 s for all four):
+# PARTS="checks gates" in one call, PARTS="bench hybrid" in the next.
+PARTS=${PARTS:-checks gates bench hybrid}
+want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 declare -a SUMMARY
 row() { # also to $O/summary.txt as it goes: a call cut short still returns what ran
   SUMMARY+=("$(printf '%-44s %s' "$1" "$2")")
@@ -52,6 +56,7 @@ SYNTH_PID=$!
 wait_for() { while [ ! -s "$1" ] && kill -0 $SYNTH_PID 2>/dev/null; do sleep 1; done; [ -s "$1" ]; }
 
 # 1. Op checks.
+if want checks; then
 "$D/opcheck" "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/opcheck.txt" 2>"$O/opcheck.err"
 row "opcheck sm90a vs cpu (rc $?)" "$(tail -1 "$O/opcheck.txt")"
 "$D/opcheck" "$D/libmemra_cpu.so" "$T90" >"$O/opcheck-t90.txt" 2>"$O/opcheck-t90.err"
@@ -121,6 +126,7 @@ if ls .whl/gguf-*.whl >/dev/null 2>&1; then
     tools/device/hf_compare.py "$W/s135.gguf" "$W/ids.txt" "$W/s135.f32" 2>"$O/hf.err" | tail -1)"
 fi
 echo "op checks done at $(since)"
+fi
 
 # 2. Gates on the 8B shape.
 gate() { # name args...
@@ -131,6 +137,7 @@ gate() { # name args...
   row "  detail" "$(head -2 "$O/gate-$name.txt" | tr '\n' ' ' | cut -c1-150)"
 }
 L8=$W/l8-q4_k_m.gguf
+if want gates; then
 if wait_for "$L8"; then
   gate graph-q4_k_m graph "${OPTS[@]}" -m "$L8" --gate-p 200 -n 512
   gate batch-8 batch "${OPTS[@]}" -m "$L8" --gate-b 8 --gate-p 512 -n 128
@@ -173,8 +180,10 @@ print(f'{int((agree&keep).sum())}/{int(keep.sum())} positions with margin > 1e-2
   done
 fi
 echo "gates done at $(since)"
+fi
 
 # 3. Benchmarks on the 8B shape.
+if want bench; then
 for ty in $TYPES; do
   wait_for "$W/l8-$ty.gguf" || { row "synth l8 $ty" FAIL; continue; }
   [ "$ty" = f16 ] && gate graph-f16 graph "${OPTS[@]}" -m "$W/l8-f16.gguf" --gate-p 200 -n 512
@@ -193,8 +202,10 @@ timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$L8" --kv-type f8 --bench-p 512 --
 timeout 120 "$D/memra" bench --plugin-dir "$D" --backend "$T90" -m "$L8" --bench-p 512 --bench-n 128 \
   --bench-d 512 -r 3 >"$O/bench-q4_k_m-t90.md" 2>"$O/bench-t90.err"
 echo "benches done at $(since)"
+fi
 
 # 5. Hybrid.
+if want hybrid; then
 for ty in q4_k_m f16; do
   wait_for "$W/hy-$ty.gguf" || { row "synth hybrid $ty" FAIL; continue; }
   timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$W/hy-$ty.gguf" --bench-p 512 --bench-n 128 -r 3 \
@@ -205,6 +216,7 @@ if wait_for "$W/moe8-q4_k_m.gguf"; then
   timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$W/moe8-q4_k_m.gguf" --bench-p 512 --bench-n 128 -r 3 \
     >"$O/bench-moe8-q4_k_m.md" 2>"$O/bench-moe8.err"
   gate graph-moe8 graph "${OPTS[@]}" -m "$W/moe8-q4_k_m.gguf" --gate-p 200 -n 512
+fi
 fi
 kill $SYNTH_PID 2>/dev/null
 
