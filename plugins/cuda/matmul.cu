@@ -51,8 +51,10 @@
  *      shared memory; batches run v7 itself. Default for Q4_K (MEMRA_GEMV=v5 / tc: v5 / v7
  *      everywhere). The two MMA chains of a super-block interleaved (same bits): 4096^2 5.7
  *      us, 14336x4096 12.8, 4096x14336 15.7, 128256x4096 79.6; v7 at 8 rows 69.4 -> 53.9.
- *      Q6_K on both (matmul_tc6.cuh) is opt-in, MEMRA_GEMV_Q6=tc: slower than v5 alone.
- *                                                                         <- vtable (Q4_K)
+ *      Q6_K on both (matmul_tc6.cuh, the 6-bit q as an f16 subnormal) for its output
+ *      matrices (N >= 32768, K <= 4096: 128256x4096 168.9 -> 159.4 us, 151936x2048 106.2 ->
+ *      90.3); its smaller matrices stay on v5, faster there for one row (mm_q6tc_for).
+ *                                                                  <- vtable (Q4_K, Q6_K out)
  * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows
  * into L2 before waiting for x; under 4096 rows the v5/v6 kernels take 2 rows per block.
  * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read

@@ -16,9 +16,9 @@
  * as v7 holds a nibble: kinds 0, 1 (low nibbles) q 2^-24, kinds 2, 3 the high nibble in place,
  * 16 q 2^-24, qh's two bits put above the nibble; one shift and one LOP3 per register (the
  * first form, 1024 + q and an HSUB2 of 1056, cost ~6 instructions a register and lost to v5).
- * Epilogue per chunk and row: acc += (d sc) ((C0 + C1) f) - 32 (d sc) X16, f = 2^-es (/ 16 for
- * kinds 2, 3), X16 the F32 sum of the sub-block's 16 x (the prep's X0 / X1), d sc F32-rounded
- * as ggml.
+ * Epilogue per chunk and row: acc += (d sc) ((C0 + C1) f) - 32 (d sc) X16, f = u = 2^(24 - es)
+ * (/ 16 for kinds 2, 3, whose nibble sits 4 bits up), X16 the F32 sum of the sub-block's 16 x
+ * (the prep's X0 / X1), d sc F32-rounded as ggml.
  * x comes in v7's prep layout (tc_prep_bytes), every thread supplying B for its (kind, part). */
 #ifndef MEMRA_CUDA_MATMUL_TC6_CUH
 #define MEMRA_CUDA_MATMUL_TC6_CUH
