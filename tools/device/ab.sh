@@ -1,0 +1,55 @@
+#!/bin/bash
+# ab.sh — A/B decode timings on the GPU machine: every variant on every model, alternated over
+# rounds in one call, so machine-to-machine drift cancels (a fresh machine can differ from the
+# last call's by 2-3%). From the repo root, with memra and memra-synth in $D (default dist):
+#   bash tools/device/ab.sh MODELS -- VARIANTS
+#   MODELS:   preset:type[:layers], e.g. llama31-8b:q4_k_m qwen3-30b-a3b:q4_k_m:8
+#   VARIANTS: label=plugin_dir[:ENV=value[,ENV=value...]], e.g. main=old new=dist new-v5=dist:MEMRA_GEMV=v5
+# Env: R rounds (2), DEPTH the --bench-d list (512), BACKEND (sm90a), D, WORK (models, kept
+# between runs), OUT.
+# Prints one line per run as it goes, then a table of tg128 medians (each memra bench -r 3).
+set -u
+D=${D:-dist}
+W=${WORK:-/tmp/memra-models}
+O=${OUT:-/tmp/memra-ab}
+R=${R:-2}
+DEPTH=${DEPTH:-512}
+mkdir -p "$W" "$O"
+export LD_LIBRARY_PATH="$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+models=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do models+=("$1"); shift; done
+[ "${1:-}" = "--" ] && shift
+[ ${#models[@]} -gt 0 ] && [ $# -gt 0 ] || { echo "usage: ab.sh MODEL... -- LABEL=DIR[:ENV=V,...]..." >&2; exit 2; }
+file_of() { # preset:type[:layers] -> model path
+  local p t l
+  IFS=: read -r p t l <<<"$1"
+  echo "$W/$p-$t${l:+-l$l}.gguf"
+}
+( for m in "${models[@]}"; do
+    f=$(file_of "$m"); IFS=: read -r p t l <<<"$m"
+    [ -s "$f" ] || { "$D/memra-synth" --preset "$p" --types "$t" --seed 1 ${l:+--layers "$l"} \
+      -o "$f.tmp" >>"$O/synth.log" 2>&1 && mv "$f.tmp" "$f"; }
+  done ) &
+SP=$!
+declare -A sum
+for r in $(seq "$R"); do
+  for m in "${models[@]}"; do
+    f=$(file_of "$m")
+    while [ ! -s "$f" ] && kill -0 $SP 2>/dev/null; do sleep 1; done
+    [ -s "$f" ] || { echo "ab: no model $f (synth.log)"; continue; }
+    for v in "$@"; do
+      label=${v%%=*}; rest=${v#*=}; dir=${rest%%:*}; envs=""
+      [ "$rest" != "$dir" ] && envs=${rest#*:}
+      out=$(env ${envs//,/ } timeout 150 "$D/memra" bench --plugin-dir "$dir" --backend "${BACKEND:-sm90a}" -m "$f" \
+        --bench-p 0 --bench-n 128 --bench-d "$DEPTH" -r 3 2>"$O/err.txt" | grep 'tg128' |
+        cut -d'|' -f5,6 | tr -s ' ' | tr '\n' ' ')
+      echo "round $r  $m  $label: $out"
+      sum["$m $label"]+="$out; "
+    done
+  done
+done
+echo
+echo "tg128 tok/s (test | median, one entry per round)"
+for m in "${models[@]}"; do for v in "$@"; do
+  label=${v%%=*}; printf '%-32s %-12s %s\n' "$m" "$label" "${sum["$m $label"]:-}"
+done; done
