@@ -46,6 +46,26 @@ size_t outputs(const std::vector<std::string> &log) {
 }
 
 std::string fx(const std::string &name) { return "tests/families/fixtures/" + name; }
+
+// The step that ends at position p of ids on sequence 0: the prompt rows 0..n_pre-1 when
+// p == n_pre - 1, else one decode row (n_decode 1); its last row's logits into out, the
+// recorded calls into *log.
+void run_step(Engine &en, const std::vector<int32_t> &ids, size_t p, size_t n_pre, float *out,
+              std::vector<std::string> *log) {
+  const bool prompt = p == n_pre - 1;
+  const int32_t n = prompt ? (int32_t)n_pre : 1, p0 = prompt ? 0 : (int32_t)p, last = n - 1;
+  std::vector<int32_t> pos(n), seq(n, 0);
+  for (int32_t i = 0; i < n; ++i)
+    pos[i] = p0 + i;
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK,
+            memra_ctx_set_rows(en.c, n, &ids[p0], pos.data(), seq.data(), 1, &last, &en.err))
+      << en.err.msg;
+  ASSERT_EQ(prompt ? 0 : 1, en.c->n_decode);
+  ASSERT_EQ(MEMRA_OK, memra_ctx_forward(en.c, &en.err)) << en.err.msg;
+  ASSERT_EQ(MEMRA_OK, memra_ctx_get_logits(en.c, out, &en.err)) << en.err.msg;
+  *log = g_log;
+}
 } // namespace
 
 class MatmulsRoute : public ::testing::TestWithParam<const char *> {};
@@ -82,23 +102,10 @@ TEST_P(MatmulsRoute, DecodeGroupsProjectionsWithTheSameBits) {
   // a prompt step of n_pre rows, then one decode row a step (n_decode = 1: the grouped path)
   for (size_t p = n_pre - 1; p < ids.size(); ++p) {
     const bool prompt = p == n_pre - 1;
-    const int32_t n = prompt ? (int32_t)n_pre : 1, p0 = prompt ? 0 : (int32_t)p;
-    std::vector<int32_t> pos(n), seq(n, 0);
-    for (int32_t i = 0; i < n; ++i)
-      pos[i] = p0 + i;
-    const int32_t out = n - 1;
     std::vector<std::string> log[2];
-    for (int e = 0; e < 2; ++e) {
-      Engine &en = e ? without : with;
-      g_log.clear();
-      ASSERT_EQ(MEMRA_OK,
-                memra_ctx_set_rows(en.c, n, &ids[p0], pos.data(), seq.data(), 1, &out, &en.err))
-          << en.err.msg;
-      ASSERT_EQ(prompt ? 0 : 1, en.c->n_decode);
-      ASSERT_EQ(MEMRA_OK, memra_ctx_forward(en.c, &en.err)) << en.err.msg;
-      ASSERT_EQ(MEMRA_OK, memra_ctx_get_logits(en.c, (e ? b : a).data(), &en.err)) << en.err.msg;
-      log[e] = g_log;
-    }
+    run_step(with, ids, p, n_pre, a.data(), &log[0]);
+    run_step(without, ids, p, n_pre, b.data(), &log[1]);
+    if (HasFatalFailure()) return;
     ASSERT_EQ(0, memcmp(a.data(), b.data(), nv * sizeof(float))) << name << " position " << p;
     EXPECT_LT(rel_l2(a.data(), ref.data() + p * nv, nv), 1e-4) << name << " position " << p;
     EXPECT_EQ(outputs(log[1]), outputs(log[0])) << name;
@@ -155,22 +162,10 @@ TEST_P(GateUpFuse, OneMatmulIdForGateAndUpWithTheSameBits) {
     ASSERT_EQ(MEMRA_OK, memra_kv_pages_reserve(&en->c->pages, 0, (int32_t)ids.size(), &en->err));
   std::vector<float> a(nv), b(nv);
   for (size_t p = n_pre - 1; p < ids.size(); ++p) {
-    const bool prompt = p == n_pre - 1;
-    const int32_t n = prompt ? (int32_t)n_pre : 1, p0 = prompt ? 0 : (int32_t)p, out = n - 1;
-    std::vector<int32_t> pos(n), seq(n, 0);
-    for (int32_t i = 0; i < n; ++i)
-      pos[i] = p0 + i;
     std::vector<std::string> log[2];
-    for (int e = 0; e < 2; ++e) {
-      Engine &en = e ? apart : fused;
-      g_log.clear();
-      ASSERT_EQ(MEMRA_OK,
-                memra_ctx_set_rows(en.c, n, &ids[p0], pos.data(), seq.data(), 1, &out, &en.err))
-          << en.err.msg;
-      ASSERT_EQ(MEMRA_OK, memra_ctx_forward(en.c, &en.err)) << en.err.msg;
-      ASSERT_EQ(MEMRA_OK, memra_ctx_get_logits(en.c, (e ? b : a).data(), &en.err)) << en.err.msg;
-      log[e] = g_log;
-    }
+    run_step(fused, ids, p, n_pre, a.data(), &log[0]);
+    run_step(apart, ids, p, n_pre, b.data(), &log[1]);
+    if (HasFatalFailure()) return;
     ASSERT_EQ(0, memcmp(a.data(), b.data(), nv * sizeof(float))) << name << " position " << p;
     const size_t L = (size_t)hp->n_layer;
     EXPECT_EQ(L, count(log[0], "matmul_id " + F2)) << name; // gate and up together
