@@ -21,6 +21,8 @@
  * An id outside [0, n_expert) cannot be seen on the host without a sync: its output row is
  * NaN (as get_rows does), so the fault shows downstream. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "plugins/cuda/dequant.cuh"
 #include "plugins/cuda/device_util.cuh"
@@ -320,9 +322,9 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_v1_kernel(mmid_args
  * the DRAM bandwidth. S is 4 from 3 super-blocks up, else nsb (1 or 2), so every K keeps at
  * least 3/4 of the lanes busy. A row's sum: the lane's chain over the steps, then a fixed
  * butterfly over its row set's lanes: the same for every rj, token count and grid. */
-enum { MMID_R = 4 };
+enum { MMID_R = 4 }; /* rows a row set (K-quants: MEMRA_MMID_R=2 for 2, the same bits) */
 
-template <int T, bool VEC, int S>
+template <int T, bool VEC, int S, int MMID_R>
 __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_kq_v2_kernel(mmid_args a) {
   constexpr int B = T == MEMRA_TYPE_Q4_K ? 4 : T == MEMRA_TYPE_Q5_K ? 5 : 6;
   constexpr int NRS = 4 / S, RW = NRS * MMID_R; /* row sets, rows per warp */
@@ -487,10 +489,15 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
   const bool kq16 = (w->type == MEMRA_TYPE_Q4_K || w->type == MEMRA_TYPE_Q5_K) && walign >= 16;
   if (kq16 || w->type == MEMRA_TYPE_Q6_K) {
     const int64_t nsb = K / 256;
-    const int S = nsb >= 3 ? 4 : nsb == 2 ? 2 : 1, rw = 4 / S * MMID_R;
+    const char *r_env = getenv("MEMRA_MMID_R");
+    const int R = r_env && strcmp(r_env, "2") == 0 ? 2 : MMID_R;
+    const int S = nsb >= 3 ? 4 : nsb == 2 ? 2 : 1, rw = 4 / S * R;
     const dim3 grid((unsigned)((N + rw * MMID_WARPS - 1) / (rw * MMID_WARPS)), gy);
 #define KQ_GO(TY, V, SS)                                                                           \
-  (void)memra_cu_launch(be, matmul_id_kq_v2_kernel<TY, V, SS>, grid, dim3(MMID_WARPS * 32), 0, a)
+  (void)memra_cu_launch(be,                                                                        \
+                        R == 2 ? matmul_id_kq_v2_kernel<TY, V, SS, 2>                              \
+                               : matmul_id_kq_v2_kernel<TY, V, SS, MMID_R>,                        \
+                        grid, dim3(MMID_WARPS * 32), 0, a)
 #define KQ_CASE(TY)                                                                                \
   case TY:                                                                                         \
     if (S == 4)                                                                                    \
