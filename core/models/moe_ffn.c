@@ -54,10 +54,17 @@ memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tenso
   }
   CALL("expert glu", vt->glu(be, &gate, &gate, &up, MEMRA_ACT_SILU));
   CALL("matmul_id down", vt->matmul_id(be, &down, &gate, &l->ffn_down_exps, &ids, hp->n_expert));
-  CALL("moe_combine", vt->moe_combine(be, out, &down, &w));
-  if (!shexp) return MEMRA_OK;
+  if (!shexp) {
+    CALL("moe_combine", vt->moe_combine(be, out, &down, &w));
+    return MEMRA_OK;
+  }
   CALL("shared glu", vt->glu(be, &sg, &sg, &su, MEMRA_ACT_SILU));
   MEMRA_TRY(memra_blk_matmul(c, "matmul shared down", &sh, &sg, &l->ffn_down_shexp, &none, err));
+  if (vt->moe_combine_gated) { /* ABI 1.7: the three calls below in one, the same bits */
+    CALL("moe_combine_gated", vt->moe_combine_gated(be, out, &down, &w, &sh, &logit));
+    return MEMRA_OK;
+  }
+  CALL("moe_combine", vt->moe_combine(be, out, &down, &w));
   CALL("sigmoid_gate shared", vt->sigmoid_gate(be, &sh, &sh, &logit));
   CALL("add shared expert", vt->add(be, out, out, &sh));
   return MEMRA_OK;

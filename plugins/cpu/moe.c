@@ -24,16 +24,19 @@ static void route_rows(void *p, int64_t begin, int64_t end, int tid) {
     int32_t *ids = (int32_t *)(void *)cpu_row(c->ids, r);
     float *w = cpu_row_f32(c->w, r);
     float mx = l[0];
-    for (int64_t e = 1; e < ne; ++e) mx = l[e] > mx ? l[e] : mx;
+    for (int64_t e = 1; e < ne; ++e)
+      mx = l[e] > mx ? l[e] : mx;
     float sum = 0;
-    for (int64_t e = 0; e < ne; ++e) sum += expf(l[e] - mx);
+    for (int64_t e = 0; e < ne; ++e)
+      sum += expf(l[e] - mx);
     /* top-k by repeated selection: k is small; ties go to the lower index */
     float ksum = 0;
     for (int64_t j = 0; j < k; ++j) {
       int64_t best = -1;
       for (int64_t e = 0; e < ne; ++e) {
         bool taken = false;
-        for (int64_t i = 0; i < j; ++i) taken |= ids[i] == e;
+        for (int64_t i = 0; i < j; ++i)
+          taken |= ids[i] == e;
         if (!taken && (best < 0 || l[e] > l[best])) best = e;
       }
       ids[j] = (int32_t)best;
@@ -42,7 +45,8 @@ static void route_rows(void *p, int64_t begin, int64_t end, int tid) {
     }
     if (c->normalize) {
       float d = ksum > 6.1e-5f ? ksum : 6.1e-5f;
-      for (int64_t j = 0; j < k; ++j) w[j] /= d;
+      for (int64_t j = 0; j < k; ++j)
+        w[j] /= d;
     }
   }
 }
@@ -128,6 +132,7 @@ memra_status cpu_matmul_id(memra_backend *be, const memra_tensor *y, const memra
 
 typedef struct comb_ctx {
   const memra_tensor *y, *x, *w;
+  const memra_tensor *sh, *g; /* moe_combine_gated: + sh sigmoid(g), else NULL */
 } comb_ctx;
 
 static void comb_rows(void *p, int64_t begin, int64_t end, int tid) {
@@ -137,10 +142,19 @@ static void comb_rows(void *p, int64_t begin, int64_t end, int tid) {
   for (int64_t r = begin; r < end; ++r) {
     const float *w = cpu_row_f32(c->w, r);
     float *y = cpu_row_f32(c->y, r);
-    for (int64_t i = 0; i < E; ++i) y[i] = 0;
+    for (int64_t i = 0; i < E; ++i)
+      y[i] = 0;
     for (int64_t j = 0; j < k; ++j) {
       const float *x = cpu_row_f32(c->x, r * k + j);
-      for (int64_t i = 0; i < E; ++i) y[i] += w[j] * x[i];
+      for (int64_t i = 0; i < E; ++i)
+        y[i] += w[j] * x[i];
+    }
+    if (c->sh) { /* sigmoid_gate's then add's arithmetic (ssm_conv.c, elementwise.c) */
+      const float *sh = cpu_row_f32(c->sh, r), gv = cpu_row_f32(c->g, r)[0];
+      for (int64_t i = 0; i < E; ++i) {
+        const float v = sh[i] / (1.0f + expf(-gv));
+        y[i] = y[i] + v;
+      }
     }
   }
 }
@@ -155,7 +169,25 @@ memra_status cpu_moe_combine(memra_backend *be, const memra_tensor *y, const mem
     return st;
   if (cpu_overlap(y, x) || cpu_overlap(y, weights))
     return cpu_fail(be, MEMRA_E_INVALID, "moe_combine: y overlaps an input");
-  comb_ctx c = {y, x, weights};
+  comb_ctx c = {y, x, weights, NULL, NULL};
   cpu_run(be, n, cpu_mul_sat(2 * k, x->ne0), comb_rows, &c);
+  return MEMRA_OK;
+}
+
+memra_status cpu_moe_combine_gated(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                   const memra_tensor *weights, const memra_tensor *sh,
+                                   const memra_tensor *g) {
+  memra_status st;
+  if ((st = cpu_check(be, "moe_combine_gated", "weights", weights, CPU_F32))) return st;
+  const int64_t n = weights->ne1, k = weights->ne0;
+  if ((st = cpu_check_shape(be, "moe_combine_gated", "x", x, CPU_F32, -1, n * k)) ||
+      (st = cpu_check_shape(be, "moe_combine_gated", "y", y, CPU_F32, x->ne0, n)) ||
+      (st = cpu_check_shape(be, "moe_combine_gated", "sh", sh, CPU_F32, x->ne0, n)) ||
+      (st = cpu_check_shape(be, "moe_combine_gated", "g", g, CPU_F32, 1, n)))
+    return st;
+  if (cpu_overlap(y, x) || cpu_overlap(y, weights) || cpu_overlap(y, sh) || cpu_overlap(y, g))
+    return cpu_fail(be, MEMRA_E_INVALID, "moe_combine_gated: y overlaps an input");
+  comb_ctx c = {y, x, weights, sh, g};
+  cpu_run(be, n, cpu_mul_sat(2 * k + 8, x->ne0), comb_rows, &c);
   return MEMRA_OK;
 }

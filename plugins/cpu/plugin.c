@@ -127,6 +127,9 @@ static const memra_backend_vt cpu_vt = {
 #if MEMRA_ABI_MINOR >= 5 /* grouped prompt GEMM: matmul per output, the oracle (matmul.c) */
     .gemm_n = cpu_gemm_n,
 #endif
+#if MEMRA_ABI_MINOR >= 7 /* the shared expert in the routed combine (moe.c) */
+    .moe_combine_gated = cpu_moe_combine_gated,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

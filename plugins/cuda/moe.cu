@@ -557,9 +557,13 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
 
 /* --- moe_combine ----------------------------------------------------------------------- */
 
+/* GATED (moe_combine_gated, ABI 1.7): + sh sigmoid(g) after the sum, with sigmoid_gate's
+ * (gdn.cu) and add's (elementwise.cu) arithmetic: the composition's bits in one pass. */
+template <bool GATED>
 __global__ void moe_combine_v1_kernel(float *y, int64_t y_ld, const float *x, int64_t x_ld,
                                       const float *w, int64_t w_ld, int64_t k, int64_t E,
-                                      int64_t total) {
+                                      int64_t total, const float *sh, int64_t sh_ld, const float *g,
+                                      int64_t g_ld) {
   memra_pdl_enter();
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total;
        t += (int64_t)gridDim.x * blockDim.x) {
@@ -568,6 +572,10 @@ __global__ void moe_combine_v1_kernel(float *y, int64_t y_ld, const float *x, in
     float s = 0.f;
     for (int64_t j = 0; j < k; ++j)
       s = __fadd_rn(s, __fmul_rn(wr[j], x[(r * k + j) * x_ld + i]));
+    if (GATED) {
+      const float v = sh[r * sh_ld + i] / (1.0f + expf(-g[r * g_ld]));
+      s = __fadd_rn(s, v);
+    }
     y[r * y_ld + i] = s;
   }
 }
@@ -588,9 +596,39 @@ memra_status memra_cu_moe_combine(memra_backend *be, const memra_tensor *y, cons
   int64_t g = (total + 255) / 256;
   if (g > 65536) g = 65536;
   (void)memra_cu_launch(
-      be, moe_combine_v1_kernel, dim3((unsigned)g), dim3(256), 0, (float *)memra_cu_ptr(y),
+      be, moe_combine_v1_kernel<false>, dim3((unsigned)g), dim3(256), 0, (float *)memra_cu_ptr(y),
       (int64_t)(y->nb1 / 4), (const float *)memra_cu_ptr(x), (int64_t)(x->nb1 / 4),
-      (const float *)memra_cu_ptr(weights), (int64_t)(weights->nb1 / 4), k, x->ne0, total);
+      (const float *)memra_cu_ptr(weights), (int64_t)(weights->nb1 / 4), k, x->ne0, total,
+      (const float *)NULL, (int64_t)0, (const float *)NULL, (int64_t)0);
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}
+
+memra_status memra_cu_moe_combine_gated(memra_backend *be, const memra_tensor *y,
+                                        const memra_tensor *x, const memra_tensor *weights,
+                                        const memra_tensor *sh, const memra_tensor *gt) {
+  memra_status st;
+  if ((st = memra_cu_check_f(be, "moe_combine_gated", "weights", weights, MEMRA_TYPE_F32, -1, -1)))
+    return st;
+  const int64_t n = weights->ne1, k = weights->ne0;
+  if ((st = memra_cu_check_f(be, "moe_combine_gated", "x", x, MEMRA_TYPE_F32, -1, n * k)) ||
+      (st = memra_cu_check_f(be, "moe_combine_gated", "y", y, MEMRA_TYPE_F32, x->ne0, n)) ||
+      (st = memra_cu_check_f(be, "moe_combine_gated", "sh", sh, MEMRA_TYPE_F32, x->ne0, n)) ||
+      (st = memra_cu_check_f(be, "moe_combine_gated", "g", gt, MEMRA_TYPE_F32, 1, n)))
+    return st;
+  if (memra_cu_overlap(y, x) || memra_cu_overlap(y, weights) || memra_cu_overlap(y, sh) ||
+      memra_cu_overlap(y, gt))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "moe_combine_gated: y overlaps an input");
+  const int64_t total = n * x->ne0;
+  if (total == 0) return MEMRA_OK;
+  int64_t g = (total + 255) / 256;
+  if (g > 65536) g = 65536;
+  (void)memra_cu_launch(be, moe_combine_v1_kernel<true>, dim3((unsigned)g), dim3(256), 0,
+                        (float *)memra_cu_ptr(y), (int64_t)(y->nb1 / 4),
+                        (const float *)memra_cu_ptr(x), (int64_t)(x->nb1 / 4),
+                        (const float *)memra_cu_ptr(weights), (int64_t)(weights->nb1 / 4), k,
+                        x->ne0, total, (const float *)memra_cu_ptr(sh), (int64_t)(sh->nb1 / 4),
+                        (const float *)memra_cu_ptr(gt), (int64_t)(gt->nb1 / 4));
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
 }

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 6u
+#define MEMRA_ABI_MINOR 7u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -367,6 +367,15 @@ typedef struct memra_backend_vt {
    * overlap x or the weights. */
   memra_status (*gemm_glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                            const memra_tensor *w_gate, const memra_tensor *w_up, int32_t act);
+
+  /* --- ABI minor 7: a shared expert folded into the routed combine (optional: NULL = the
+   * core calls moe_combine, sigmoid_gate and add) ---
+   * moe_combine_gated: y[r] = moe_combine's sum for row r, then + sh[r] * sigmoid(g[r]) with
+   * the bits of sigmoid_gate (g F32 [n, 1] broadcast over sh F32 [n, E]) and of add; y must
+   * not overlap x, weights, sh or g. */
+  memra_status (*moe_combine_gated)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                    const memra_tensor *weights, const memra_tensor *sh,
+                                    const memra_tensor *g);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -30,6 +30,18 @@ memra_status rec_matmul_id(memra_backend *be, const memra_tensor *y, const memra
   return g_real->matmul_id(be, y, x, w, ids, n_expert);
 }
 
+memra_status rec_combine(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                         const memra_tensor *w) {
+  g_log.push_back("moe_combine");
+  return g_real->moe_combine(be, y, x, w);
+}
+memra_status rec_combine_gated(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *w, const memra_tensor *sh,
+                               const memra_tensor *g) {
+  g_log.push_back("moe_combine_gated");
+  return g_real->moe_combine_gated(be, y, x, w, sh, g);
+}
+
 size_t count(const std::vector<std::string> &log, const std::string &what) {
   size_t n = 0;
   for (const std::string &s : log)
@@ -184,6 +196,50 @@ TEST_P(GateUpFuse, OneMatmulIdForGateAndUpWithTheSameBits) {
 
 INSTANTIATE_TEST_SUITE_P(Families, GateUpFuse,
                          ::testing::Values("qwen3moe", "qwen3next", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// ABI 1.7: with a shared expert, one moe_combine_gated a layer instead of moe_combine,
+// sigmoid_gate and add; logits bit-identical to a plugin without the slot.
+class CombineGated : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(CombineGated, OneCallForTheSharedExpertWithTheSameBits) {
+  const std::string name = GetParam();
+  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
+  ASSERT_GE(ids.size(), 6u);
+  Engine with, without;
+  ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
+  ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
+  ASSERT_NE(nullptr, with.bh.vt->moe_combine_gated) << "the CPU plugin lost its moe_combine_gated";
+  ASSERT_NE(nullptr, with.m->layers[0].ffn_gate_shexp.buf) << name << " has a shared expert";
+  g_real = with.bh.vt;
+  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
+  vt_with.moe_combine = vt_without.moe_combine = rec_combine;
+  vt_with.moe_combine_gated = rec_combine_gated;
+  vt_without.moe_combine_gated = nullptr;
+  with.m->vt = &vt_with;
+  without.m->vt = &vt_without;
+  const size_t nv = (size_t)with.m->hp.n_vocab, L = (size_t)with.m->hp.n_layer;
+  std::vector<float> a(ids.size() * nv), b(ids.size() * nv);
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(with.c, 0, ids.data(), (int32_t)ids.size(), 0, true, a.data(),
+                                     &with.err))
+      << with.err.msg;
+  EXPECT_EQ(L * ((ids.size() + 6) / 7), count(g_log, "moe_combine_gated")) << "one a layer a chunk";
+  EXPECT_EQ(0u, count(g_log, "moe_combine"));
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(without.c, 0, ids.data(), (int32_t)ids.size(), 0, true,
+                                     b.data(), &without.err))
+      << without.err.msg;
+  EXPECT_EQ(0u, count(g_log, "moe_combine_gated"));
+  EXPECT_LT(0u, count(g_log, "moe_combine"));
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name;
+  with.m->vt = with.bh.vt;
+  without.m->vt = without.bh.vt;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CombineGated, ::testing::Values("qwen3next", "qwen35moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });

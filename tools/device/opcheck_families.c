@@ -262,6 +262,62 @@ static void check_combine(int64_t n, int64_t k, int64_t E) {
   free(w);
 }
 
+/* ABI 1.7 moe_combine_gated: against the CPU, and on plugin 1 bitwise against its own
+ * moe_combine, sigmoid_gate and add (the composition it replaces). */
+static void check_combine_gated(int64_t n, int64_t k, int64_t E) {
+  float *x = ck_frand_vec(n * k * E, -2, 2), *w = ck_frand_vec(n * k, 0, 1),
+        *sh = ck_frand_vec(n * E, -2, 2), *g = ck_frand_vec(n, -6, 6);
+  ck_buf dx = ck_new((uint64_t)(n * k * E) * 4, x), dw = ck_new((uint64_t)(n * k) * 4, w),
+         ds = ck_new((uint64_t)(n * E) * 4, sh), dg = ck_new((uint64_t)n * 4, g),
+         dy = ck_new((uint64_t)(n * E) * 4 + 4, NULL), d2 = ck_new((uint64_t)(n * E) * 4, NULL);
+  char what[80];
+  snprintf(what, sizeof what, "n %" PRId64 " k %" PRId64 " E %" PRId64, n, k, E);
+  int ok = 1;
+  for (int i = 0; i < 2; ++i) {
+    if (!P[i].vt->moe_combine_gated) {
+      ck_record("moe_combine_gated", what, INFINITY, 0, 0, "slot missing");
+      ok = 0;
+      break;
+    }
+    memra_tensor tx = ck_view(&dx, i, MEMRA_TYPE_F32, E, n * k, 0, 0),
+                 tw = ck_view(&dw, i, MEMRA_TYPE_F32, k, n, 0, 0),
+                 ts = ck_view(&ds, i, MEMRA_TYPE_F32, E, n, 0, 0),
+                 tg = ck_view(&dg, i, MEMRA_TYPE_F32, 1, n, 0, 0),
+                 ty = ck_view(&dy, i, MEMRA_TYPE_F32, E, n, 0, 0);
+    ok &= must_ok(i, P[i].vt->moe_combine_gated(P[i].be, &ty, &tx, &tw, &ts, &tg),
+                  "moe_combine_gated");
+  }
+  if (ok) {
+    cmp_f32("moe_combine_gated", what, &dy, 0, n * E, 1e-6, NULL);
+    /* plugin 1's composition: combine into d2, gate sh in place, add */
+    memra_tensor tx = ck_view(&dx, 1, MEMRA_TYPE_F32, E, n * k, 0, 0),
+                 tw = ck_view(&dw, 1, MEMRA_TYPE_F32, k, n, 0, 0),
+                 ts = ck_view(&ds, 1, MEMRA_TYPE_F32, E, n, 0, 0),
+                 tg = ck_view(&dg, 1, MEMRA_TYPE_F32, 1, n, 0, 0),
+                 t2 = ck_view(&d2, 1, MEMRA_TYPE_F32, E, n, 0, 0);
+    if (must_ok(1, P[1].vt->moe_combine(P[1].be, &t2, &tx, &tw), "moe_combine") &&
+        must_ok(1, P[1].vt->sigmoid_gate(P[1].be, &ts, &ts, &tg), "sigmoid_gate") &&
+        must_ok(1, P[1].vt->add(P[1].be, &t2, &t2, &ts), "add")) {
+      float *a = ck_get(&dy, 1), *b = ck_get(&d2, 1);
+      const int same = !memcmp(a, b, (size_t)(n * E) * 4);
+      ck_record("moe_combine_gated == combine + sigmoid_gate + add", what, same ? 0 : 1, 0, same,
+                "bitwise");
+      free(a);
+      free(b);
+    }
+  }
+  ck_free(&dx);
+  ck_free(&dw);
+  ck_free(&ds);
+  ck_free(&dg);
+  ck_free(&dy);
+  ck_free(&d2);
+  free(x);
+  free(w);
+  free(sh);
+  free(g);
+}
+
 /* bcast: g [n, 1]. strided: x and g are per-head views of wider rows, y aliases x (the
  * attention output gate of qwen3next). */
 static void check_sigmoid_gate(int64_t n, int64_t ne0, int bcast, int strided) {
@@ -549,6 +605,8 @@ static int run_ops(void) {
   check_combine(13, 8, 101);
   check_combine(1, 2, 2048);
   check_combine(0, 8, 64);
+  check_combine_gated(13, 10, 101);
+  check_combine_gated(1, 10, 2048);
   check_sigmoid_gate(19, 133, 0, 0);
   check_sigmoid_gate(7, 257, 1, 0);
   check_sigmoid_gate(23, 64, 0, 1);
