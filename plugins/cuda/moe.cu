@@ -18,6 +18,7 @@
  *      separate multiply and add roundings, as the CPU does: bit-exact.
  *  2   moe_route: one warp per token (v2 below); K-quant matmul_id: the warp owns rows and
  *      walks all of K (matmul_id_kq_v2_kernel); every kernel here launched with PDL.
+ *  3   moe_route: v2's selection on the warp reduction instructions (MEMRA_ROUTE=2: v2).
  * An id outside [0, n_expert) cannot be seen on the host without a sync: its output row is
  * NaN (as get_rows does), so the fault shows downstream. */
 #include <math.h>
@@ -181,6 +182,91 @@ __global__ void __launch_bounds__(ROUTE2_WARPS * 32)
   }
 }
 
+/* v3: v2's warp per token with the selection on the hardware warp reductions (REDUX, sm_80+):
+ * a logit becomes an order-preserving 32-bit key (-0 as +0, NaN below -inf), a round takes
+ * the warp's largest key, then the lowest index among the lanes holding it: two
+ * __reduce_*_sync and one shuffle where v2 ran five dependent shuffle pairs; the winning lane
+ * refinds its best untaken logit by a 4-level tree over (key, ~index) pairs, not a 16-step
+ * chain. The same rule (logit desc, index asc), the same ids; max, sum and the weights are
+ * v2's arithmetic. */
+__device__ __forceinline__ uint32_t route_key(float v) {
+  if (v != v) return 0u; /* NaN: never above a number */
+  const uint32_t u = __float_as_uint(v == 0.f ? 0.f : v);
+  return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+template <int NPL>
+__device__ __forceinline__ uint64_t route_best(const uint64_t (&kv)[NPL], uint32_t taken) {
+  uint64_t t[NPL];
+#pragma unroll
+  for (int i = 0; i < NPL; ++i)
+    t[i] = taken >> i & 1 ? 0u : kv[i];
+#pragma unroll
+  for (int w = 1; w < NPL; w <<= 1)
+#pragma unroll
+    for (int i = 0; i + w < NPL; i += 2 * w)
+      t[i] = t[i + w] > t[i] ? t[i + w] : t[i];
+  return t[0];
+}
+
+template <int NPL>
+__global__ void __launch_bounds__(ROUTE2_WARPS * 32)
+    moe_route_v3_kernel(int32_t *ids, int64_t ids_ld, float *wout, int64_t w_ld,
+                        const float *logits, int64_t l_ld, int ne, int k, int normalize,
+                        int64_t n) {
+  memra_pdl_enter();
+  const int lane = threadIdx.x & 31;
+  const int64_t r = (int64_t)blockIdx.x * ROUTE2_WARPS + (threadIdx.x >> 5);
+  if (r >= n) return;
+  const float *lr = logits + r * l_ld;
+  float l[NPL];
+  uint64_t kv[NPL]; /* (key << 32 | ~index), 0 past ne */
+  uint32_t taken = 0;
+  float mx = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < NPL; ++i) {
+    const int e = lane + 32 * i;
+    l[i] = e < ne ? lr[e] : -INFINITY;
+    if (e < ne) mx = fmaxf(mx, l[i]);
+  }
+  mx = memra_warp_max(mx);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < NPL; ++i) {
+    const int e = lane + 32 * i;
+    if (e < ne) s += expf(l[i] - mx);
+    kv[i] = e < ne ? (uint64_t)route_key(l[i]) << 32 | (uint32_t)~e : 0u;
+  }
+  const float sum = memra_warp_sum(s);
+  uint64_t c = route_best(kv, 0u);
+  float ksum = 0.f, pj = 0.f; /* lane j keeps selection j's weight and id */
+  int idj = -1;
+  for (int j = 0; j < k; ++j) {
+    const uint32_t ck = (uint32_t)(c >> 32);
+    const uint32_t m = __reduce_max_sync(0xffffffffu, ck);
+    /* c == 0: nothing left in this lane (k <= ne keeps some lane's c non-zero) */
+    const uint32_t lo = __reduce_max_sync(0xffffffffu, c != 0 && ck == m ? (uint32_t)c : 0u);
+    const int bi = (int)~lo;
+    if ((bi & 31) == lane) {
+      taken |= 1u << (bi >> 5);
+      c = route_best(kv, taken);
+    }
+    /* the key's inverse: the logit itself (a -0 read back as +0 gives the same expf) */
+    const float bv = __uint_as_float(m & 0x80000000u ? m ^ 0x80000000u : ~m);
+    const float p = expf(bv - mx) / sum; /* the same bits in every lane */
+    ksum += p;
+    if (lane == j) {
+      pj = p;
+      idj = bi;
+    }
+  }
+  if (lane < k) {
+    const float d = ksum > 6.1e-5f ? ksum : 6.1e-5f;
+    ids[r * ids_ld + lane] = idj;
+    wout[r * w_ld + lane] = normalize ? pj / d : pj;
+  }
+}
+
 memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
                                 const memra_tensor *weights, const memra_tensor *logits,
                                 int32_t normalize) {
@@ -209,6 +295,8 @@ memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "moe_route: %lld rows", (long long)n);
   const int ne = (int)logits->ne0, k = (int)ids->ne0;
   if (ne <= ROUTE2_MAX && k <= 32) {
+    const char *v_env = getenv("MEMRA_ROUTE");
+    const bool v2 = v_env && strcmp(v_env, "2") == 0; /* A/B: v3 is the default */
     const dim3 grid((unsigned)((n + ROUTE2_WARPS - 1) / ROUTE2_WARPS));
     int32_t *ip = (int32_t *)memra_cu_ptr(ids);
     float *wp = (float *)memra_cu_ptr(weights);
@@ -216,8 +304,9 @@ memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
     const int64_t ild = (int64_t)(ids->nb1 / 4), wld = (int64_t)(weights->nb1 / 4),
                   lld = (int64_t)(logits->nb1 / 4);
 #define ROUTE2_GO(NPL)                                                                             \
-  (void)memra_cu_launch(be, moe_route_v2_kernel<NPL>, grid, dim3(ROUTE2_WARPS * 32), 0, ip, ild,   \
-                        wp, wld, lp, lld, ne, k, normalize, n)
+  (void)memra_cu_launch(be, v2 ? moe_route_v2_kernel<NPL> : moe_route_v3_kernel<NPL>, grid,        \
+                        dim3(ROUTE2_WARPS * 32), 0, ip, ild, wp, wld, lp, lld, ne, k, normalize,   \
+                        n)
     if (ne <= 128)
       ROUTE2_GO(4);
     else if (ne <= 256)
@@ -324,7 +413,7 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_v1_kernel(mmid_args
  * butterfly over its row set's lanes: the same for every rj, token count and grid. */
 enum { MMID_R = 4 }; /* rows a row set (K-quants: MEMRA_MMID_R=2 for 2, the same bits) */
 
-template <int T, bool VEC, int S, int MMID_R>
+template <int T, bool VEC, int S, int MMID_R, bool PF>
 __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_kq_v2_kernel(mmid_args a) {
   constexpr int B = T == MEMRA_TYPE_Q4_K ? 4 : T == MEMRA_TYPE_Q5_K ? 5 : 6;
   constexpr int NRS = 4 / S, RW = NRS * MMID_R; /* row sets, rows per warp */
@@ -354,21 +443,44 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_kq_v2_kernel(mmid_a
 #pragma unroll
     for (int r = 0; r < MMID_R; ++r)
       acc[r] = 0.f;
+    constexpr int eh = B == 6 ? 64 : 32;
+    uint4 hd[MMID_R], q[MMID_R], qh[MMID_R];
+    if (PF && sbo < nsb) /* step 0's bytes; each step then loads the next one's first */
+#pragma unroll
+      for (int r = 0; r < MMID_R; ++r)
+        mkq_load_raw<T>(wr[r], sbo, g, p, &hd[r], &q[r], &qh[r]);
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t sb = S * s + sbo;
-      if (sb >= nsb) continue; /* tail step (or K of 3 super-blocks): idle lanes */
-      const int64_t e0 = 256 * sb + (B == 6 ? 128 * (g >> 1) + 32 * (g & 1) : 64 * g) + 16 * p;
-      constexpr int eh = B == 6 ? 64 : 32;
-      uint4 hd[MMID_R], q[MMID_R], qh[MMID_R];
+      uint4 nhd[MMID_R], nq[MMID_R], nqh[MMID_R];
+      if (PF && s + 1 < steps && sb + S < nsb) {
 #pragma unroll
-      for (int r = 0; r < MMID_R; ++r)
-        mkq_load_raw<T>(wr[r], sb, g, p, &hd[r], &q[r], &qh[r]);
-      float xl[16], xh[16];
-      const float Xl = mkq_load_x16<VEC>(xr + e0, xl), Xh = mkq_load_x16<VEC>(xr + e0 + eh, xh);
+        for (int r = 0; r < MMID_R; ++r)
+          mkq_load_raw<T>(wr[r], sb + S, g, p, &nhd[r], &nq[r], &nqh[r]);
+      } else if (PF) {
 #pragma unroll
-      for (int r = 0; r < MMID_R; ++r)
-        acc[r] = B == 6 ? mkq_row_step6(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh)
-                        : mkq_row_step<B>(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh);
+        for (int r = 0; r < MMID_R; ++r)
+          nhd[r] = nq[r] = nqh[r] = make_uint4(0, 0, 0, 0);
+      }
+      if (sb < nsb) { /* else a tail step (or K of 3 super-blocks): idle lanes */
+        const int64_t e0 = 256 * sb + (B == 6 ? 128 * (g >> 1) + 32 * (g & 1) : 64 * g) + 16 * p;
+        if (!PF)
+#pragma unroll
+          for (int r = 0; r < MMID_R; ++r)
+            mkq_load_raw<T>(wr[r], sb, g, p, &hd[r], &q[r], &qh[r]);
+        float xl[16], xh[16];
+        const float Xl = mkq_load_x16<VEC>(xr + e0, xl), Xh = mkq_load_x16<VEC>(xr + e0 + eh, xh);
+#pragma unroll
+        for (int r = 0; r < MMID_R; ++r)
+          acc[r] = B == 6 ? mkq_row_step6(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh)
+                          : mkq_row_step<B>(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh);
+      }
+      if (PF)
+#pragma unroll
+        for (int r = 0; r < MMID_R; ++r) {
+          hd[r] = nhd[r];
+          q[r] = nq[r];
+          qh[r] = nqh[r];
+        }
     }
 #pragma unroll
     for (int r = 0; r < MMID_R; ++r) {
@@ -491,12 +603,19 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
     const int64_t nsb = K / 256;
     const char *r_env = getenv("MEMRA_MMID_R");
     const int R = r_env && strcmp(r_env, "2") == 0 ? 2 : MMID_R;
+    const char *pf_env = getenv("MEMRA_MMID_PF"); /* A/B: =0 loads each step's bytes in it */
+    const bool pf = !(pf_env && strcmp(pf_env, "0") == 0);
     const int S = nsb >= 3 ? 4 : nsb == 2 ? 2 : 1, rw = 4 / S * R;
     const dim3 grid((unsigned)((N + rw * MMID_WARPS - 1) / (rw * MMID_WARPS)), gy);
+    /* PF (the next step's bytes loaded before this step's arithmetic) only where a warp has
+     * more than one step: S 4 */
 #define KQ_GO(TY, V, SS)                                                                           \
   (void)memra_cu_launch(be,                                                                        \
-                        R == 2 ? matmul_id_kq_v2_kernel<TY, V, SS, 2>                              \
-                               : matmul_id_kq_v2_kernel<TY, V, SS, MMID_R>,                        \
+                        R == 2                                                                     \
+                            ? (SS == 4 && pf ? matmul_id_kq_v2_kernel<TY, V, SS, 2, SS == 4>       \
+                                             : matmul_id_kq_v2_kernel<TY, V, SS, 2, false>)        \
+                            : (SS == 4 && pf ? matmul_id_kq_v2_kernel<TY, V, SS, MMID_R, SS == 4>  \
+                                             : matmul_id_kq_v2_kernel<TY, V, SS, MMID_R, false>),  \
                         grid, dim3(MMID_WARPS * 32), 0, a)
 #define KQ_CASE(TY)                                                                                \
   case TY:                                                                                         \
