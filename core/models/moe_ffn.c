@@ -52,8 +52,13 @@ memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tenso
     CALL("matmul_id gate", vt->matmul_id(be, &gate, xn, &l->ffn_gate_exps, &ids, hp->n_expert));
     CALL("matmul_id up", vt->matmul_id(be, &up, xn, &l->ffn_up_exps, &ids, hp->n_expert));
   }
-  CALL("expert glu", vt->glu(be, &gate, &gate, &up, MEMRA_ACT_SILU));
-  CALL("matmul_id down", vt->matmul_id(be, &down, &gate, &l->ffn_down_exps, &ids, hp->n_expert));
+  if (vt->matmul_id_glu) { /* ABI 1.7: glu's rows read by the down projection itself */
+    CALL("matmul_id glu+down", vt->matmul_id_glu(be, &down, &gate, &up, &l->ffn_down_exps, &ids,
+                                                 hp->n_expert, MEMRA_ACT_SILU));
+  } else {
+    CALL("expert glu", vt->glu(be, &gate, &gate, &up, MEMRA_ACT_SILU));
+    CALL("matmul_id down", vt->matmul_id(be, &down, &gate, &l->ffn_down_exps, &ids, hp->n_expert));
+  }
   if (!shexp) {
     CALL("moe_combine", vt->moe_combine(be, out, &down, &w));
     return MEMRA_OK;

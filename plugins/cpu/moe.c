@@ -128,6 +128,21 @@ memra_status cpu_matmul_id(memra_backend *be, const memra_tensor *y, const memra
   return MEMRA_OK;
 }
 
+/* The oracle of the fused form is its definition: glu into gate (scratch), then matmul_id. */
+memra_status cpu_matmul_id_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *gate,
+                               const memra_tensor *up, const memra_tensor *w,
+                               const memra_tensor *ids, int32_t n_expert, int32_t act) {
+  memra_status st;
+  if ((st = cpu_check(be, "matmul_id_glu", "y", y, CPU_F32)) ||
+      (st = cpu_check(be, "matmul_id_glu", "gate", gate, CPU_F32)) ||
+      (st = cpu_check(be, "matmul_id_glu", "up", up, CPU_F32)))
+    return st;
+  if (cpu_overlap(y, gate) || cpu_overlap(y, up))
+    return cpu_fail(be, MEMRA_E_INVALID, "matmul_id_glu: y overlaps gate or up");
+  if ((st = cpu_glu(be, gate, gate, up, act))) return st;
+  return cpu_matmul_id(be, y, gate, w, ids, n_expert);
+}
+
 /* --- moe_combine ----------------------------------------------------------------------- */
 
 typedef struct comb_ctx {

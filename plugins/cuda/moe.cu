@@ -339,6 +339,8 @@ struct mmid_args {
   int64_t y_ld;
   const float *x;
   int64_t x_ld;
+  const float *u; /* matmul_id_glu: x holds gate, u up; a row is silu(gate) * up */
+  int64_t u_ld;
   int shared_x; /* x has one row per token */
   const uint8_t *w;
   uint64_t w_nb1;
@@ -401,6 +403,21 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_v1_kernel(mmid_args
   }
 }
 
+/* 16 elements of silu(gate) * up (glu's expression and bits; 16-byte aligned rows) and their
+ * sum, as mkq_load_x16 gives for glu's output. */
+__device__ __forceinline__ float mmid_load_glu16(const float *__restrict__ gp,
+                                                 const float *__restrict__ up, float v[16]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float4 g = __ldg((const float4 *)gp + i), u = __ldg((const float4 *)up + i);
+    v[4 * i] = memra_act_silu(g.x) * u.x;
+    v[4 * i + 1] = memra_act_silu(g.y) * u.y;
+    v[4 * i + 2] = memra_act_silu(g.z) * u.z;
+    v[4 * i + 3] = memra_act_silu(g.w) * u.w;
+  }
+  return mkq_sum16(v);
+}
+
 /* Q4_K / Q5_K (16-byte aligned rows) and Q6_K, v2: v5's lane layout and arithmetic
  * (matmul_kq.cuh: lane = super-block sbl, group g, half p; 32 weights per lane per row) with
  * the WARP as the unit of work: a warp owns 4 / S row sets of MMID_R rows of one (token,
@@ -413,8 +430,9 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_v1_kernel(mmid_args
  * butterfly over its row set's lanes: the same for every rj, token count and grid. */
 enum { MMID_R = 4 }; /* rows a row set (K-quants: MEMRA_MMID_R=2 for 2, the same bits) */
 
-template <int T, bool VEC, int S, int MMID_R, bool PF>
+template <int T, bool VEC, int S, int MMID_R, bool PF, bool GLU>
 __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_kq_v2_kernel(mmid_args a) {
+  static_assert(!GLU || VEC, "the glu x rows are read as float4s");
   constexpr int B = T == MEMRA_TYPE_Q4_K ? 4 : T == MEMRA_TYPE_Q5_K ? 5 : 6;
   constexpr int NRS = 4 / S, RW = NRS * MMID_R; /* row sets, rows per warp */
   memra_pdl_enter();
@@ -438,7 +456,8 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_kq_v2_kernel(mmid_a
     for (int r = 0; r < MMID_R; ++r)
       wr[r] = a.w +
               ((uint64_t)e * (uint64_t)a.N + (uint64_t)(n0 + r < a.N ? n0 + r : a.N - 1)) * a.w_nb1;
-    const float *xr = a.x + (a.shared_x ? rj / a.k : rj) * a.x_ld;
+    const int64_t xrow = a.shared_x ? rj / a.k : rj;
+    const float *xr = a.x + xrow * a.x_ld, *ur = GLU ? a.u + xrow * a.u_ld : NULL;
     float acc[MMID_R];
 #pragma unroll
     for (int r = 0; r < MMID_R; ++r)
@@ -468,7 +487,10 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_kq_v2_kernel(mmid_a
           for (int r = 0; r < MMID_R; ++r)
             mkq_load_raw<T>(wr[r], sb, g, p, &hd[r], &q[r], &qh[r]);
         float xl[16], xh[16];
-        const float Xl = mkq_load_x16<VEC>(xr + e0, xl), Xh = mkq_load_x16<VEC>(xr + e0 + eh, xh);
+        const float Xl = GLU ? mmid_load_glu16(xr + e0, ur + e0, xl)
+                             : mkq_load_x16<VEC>(xr + e0, xl),
+                    Xh = GLU ? mmid_load_glu16(xr + e0 + eh, ur + e0 + eh, xh)
+                             : mkq_load_x16<VEC>(xr + e0 + eh, xh);
 #pragma unroll
         for (int r = 0; r < MMID_R; ++r)
           acc[r] = B == 6 ? mkq_row_step6(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh)
@@ -498,7 +520,7 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_kq_v2_kernel(mmid_a
  * for the warp's rows, four iterations' loads in flight (v1: a warp per output, one 512-byte
  * slice at a time: 12.9 us a launch at 47% of the DRAM bandwidth on the hybrid's experts).
  * A row's sum: the lane's chain in i order, then a butterfly: the same for every rj. */
-template <int T>
+template <int T, bool GLU>
 __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_h_v2_kernel(mmid_args a) {
   memra_pdl_enter();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -516,7 +538,8 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_h_v2_kernel(mmid_ar
       wr[r] = (const uint16_t *)(a.w + ((uint64_t)e * (uint64_t)a.N +
                                         (uint64_t)(n0 + r < a.N ? n0 + r : a.N - 1)) *
                                            a.w_nb1);
-    const float *xr = a.x + (a.shared_x ? rj / a.k : rj) * a.x_ld;
+    const int64_t xrow = a.shared_x ? rj / a.k : rj;
+    const float *xr = a.x + xrow * a.x_ld, *ur = GLU ? a.u + xrow * a.u_ld : NULL;
     float acc[MMID_R];
 #pragma unroll
     for (int r = 0; r < MMID_R; ++r)
@@ -528,7 +551,15 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_h_v2_kernel(mmid_ar
       for (int r = 0; r < MMID_R; ++r)
         wv[r] = __ldg((const uint4 *)(wr[r] + k0));
       const float4 xa = __ldg((const float4 *)(xr + k0)), xb = __ldg((const float4 *)(xr + k0) + 1);
-      const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+      float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+      if (GLU) { /* silu(gate) * up, glu's bits */
+        const float4 ua = __ldg((const float4 *)(ur + k0)),
+                     ub = __ldg((const float4 *)(ur + k0) + 1);
+        const float uv[8] = {ua.x, ua.y, ua.z, ua.w, ub.x, ub.y, ub.z, ub.w};
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          xv[i] = memra_act_silu(xv[i]) * uv[i];
+      }
 #pragma unroll
       for (int r = 0; r < MMID_R; ++r) {
         const uint32_t u[4] = {wv[r].x, wv[r].y, wv[r].z, wv[r].w};
@@ -548,8 +579,24 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_h_v2_kernel(mmid_ar
   }
 }
 
-memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                                const memra_tensor *w, const memra_tensor *ids, int32_t n_expert) {
+/* The K-quant and 16-bit kernels read the glu rows themselves (mmid_glu_fused says when);
+ * u is NULL for a plain matmul_id. */
+static bool mmid_glu_fused(const memra_tensor *g, const memra_tensor *u, const memra_tensor *w) {
+  const char *e = getenv("MEMRA_MMID_GLU"); /* A/B: =0 runs glu, then matmul_id */
+  if (e && strcmp(e, "0") == 0) return false;
+  const uint64_t walign = memra_cu_align_of(memra_cu_ptr(w), w->nb1 * (w->ne1 > 1));
+  const bool kq = ((w->type == MEMRA_TYPE_Q4_K || w->type == MEMRA_TYPE_Q5_K) && walign >= 16) ||
+                  w->type == MEMRA_TYPE_Q6_K;
+  const bool h =
+      (w->type == MEMRA_TYPE_F16 || w->type == MEMRA_TYPE_BF16) && w->ne0 % 8 == 0 && walign >= 16;
+  return (kq || h) && g->ne1 == u->ne1 && g->ne0 == u->ne0 &&
+         memra_cu_align_of(memra_cu_ptr(g), g->nb1 * (g->ne1 > 1)) >= 16 &&
+         memra_cu_align_of(memra_cu_ptr(u), u->nb1 * (u->ne1 > 1)) >= 16 && u->nb1 % 4 == 0;
+}
+
+static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                             const memra_tensor *u, const memra_tensor *w, const memra_tensor *ids,
+                             int32_t n_expert) {
   memra_status st;
   if ((st = memra_cu_check_tensor(be, w, "matmul_id: w", -1)) ||
       (st = memra_cu_check_f(be, "matmul_id", "ids", ids, MEMRA_TYPE_I32, -1, -1)))
@@ -584,6 +631,8 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
   a.y_ld = (int64_t)(y->nb1 / 4);
   a.x = xp;
   a.x_ld = (int64_t)(x->nb1 / 4);
+  a.u = u ? (const float *)memra_cu_ptr(u) : NULL;
+  a.u_ld = u ? (int64_t)(u->nb1 / 4) : 0;
   a.shared_x = k == 1 || x->ne1 == n; /* k == 1: either reading is the same row */
   a.w = wp;
   a.w_nb1 = w->nb1;
@@ -609,14 +658,15 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
     const dim3 grid((unsigned)((N + rw * MMID_WARPS - 1) / (rw * MMID_WARPS)), gy);
     /* PF (the next step's bytes loaded before this step's arithmetic) only where a warp has
      * more than one step: S 4 */
+#define KQ_K(TY, V, SS, RR, G)                                                                     \
+  (SS == 4 && pf ? matmul_id_kq_v2_kernel < TY, V || G, SS, RR, SS == 4,                           \
+   G >           : matmul_id_kq_v2_kernel < TY, V || G, SS, RR, false, G >)
 #define KQ_GO(TY, V, SS)                                                                           \
-  (void)memra_cu_launch(be,                                                                        \
-                        R == 2                                                                     \
-                            ? (SS == 4 && pf ? matmul_id_kq_v2_kernel<TY, V, SS, 2, SS == 4>       \
-                                             : matmul_id_kq_v2_kernel<TY, V, SS, 2, false>)        \
-                            : (SS == 4 && pf ? matmul_id_kq_v2_kernel<TY, V, SS, MMID_R, SS == 4>  \
-                                             : matmul_id_kq_v2_kernel<TY, V, SS, MMID_R, false>),  \
-                        grid, dim3(MMID_WARPS * 32), 0, a)
+  (void)memra_cu_launch(                                                                           \
+      be,                                                                                          \
+      R == 2 ? (u ? KQ_K(TY, V, SS, 2, true) : KQ_K(TY, V, SS, 2, false))                          \
+             : (u ? KQ_K(TY, V, SS, MMID_R, true) : KQ_K(TY, V, SS, MMID_R, false)),               \
+      grid, dim3(MMID_WARPS * 32), 0, a)
 #define KQ_CASE(TY)                                                                                \
   case TY:                                                                                         \
     if (S == 4)                                                                                    \
@@ -634,6 +684,7 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
     }
 #undef KQ_CASE
 #undef KQ_GO
+#undef KQ_K
     MEMRA_CU_LAUNCHED();
     return MEMRA_OK;
   }
@@ -641,8 +692,11 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
       walign >= 16) {
     const dim3 grid((unsigned)((N + MMID_R * MMID_WARPS - 1) / (MMID_R * MMID_WARPS)), gy);
     (void)memra_cu_launch(be,
-                          w->type == MEMRA_TYPE_F16 ? matmul_id_h_v2_kernel<MEMRA_TYPE_F16>
-                                                    : matmul_id_h_v2_kernel<MEMRA_TYPE_BF16>,
+                          w->type == MEMRA_TYPE_F16
+                              ? (u ? matmul_id_h_v2_kernel<MEMRA_TYPE_F16, true>
+                                   : matmul_id_h_v2_kernel<MEMRA_TYPE_F16, false>)
+                              : (u ? matmul_id_h_v2_kernel<MEMRA_TYPE_BF16, true>
+                                   : matmul_id_h_v2_kernel<MEMRA_TYPE_BF16, false>),
                           grid, dim3(MMID_WARPS * 32), 0, a);
     MEMRA_CU_LAUNCHED();
     return MEMRA_OK;
@@ -672,6 +726,32 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
 #undef ID_CASE
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
+}
+
+memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                const memra_tensor *w, const memra_tensor *ids, int32_t n_expert) {
+  return mmid_run(be, y, x, NULL, w, ids, n_expert);
+}
+
+/* ABI 1.7: silu(gate) * up read by the K-quant and 16-bit kernels (the bits of glu, then
+ * matmul_id); other types and activations run glu into gate (scratch), then matmul_id. */
+memra_status memra_cu_matmul_id_glu(memra_backend *be, const memra_tensor *y,
+                                    const memra_tensor *gate, const memra_tensor *up,
+                                    const memra_tensor *w, const memra_tensor *ids,
+                                    int32_t n_expert, int32_t act) {
+  memra_status st;
+  if ((st = memra_cu_check_f(be, "matmul_id_glu", "gate", gate, MEMRA_TYPE_F32, -1, -1)) ||
+      (st =
+           memra_cu_check_f(be, "matmul_id_glu", "up", up, MEMRA_TYPE_F32, gate->ne0, gate->ne1)) ||
+      (st = memra_cu_check_tensor(be, w, "matmul_id_glu: w", -1)) ||
+      (st = memra_cu_check_tensor(be, y, "matmul_id_glu: y", MEMRA_TYPE_F32)))
+    return st;
+  if (memra_cu_overlap(y, gate) || memra_cu_overlap(y, up))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "matmul_id_glu: y overlaps gate or up");
+  if (act == MEMRA_ACT_SILU && mmid_glu_fused(gate, up, w))
+    return mmid_run(be, y, gate, up, w, ids, n_expert);
+  if ((st = memra_cu_glu(be, gate, gate, up, act))) return st;
+  return mmid_run(be, y, gate, NULL, w, ids, n_expert);
 }
 
 /* --- moe_combine ----------------------------------------------------------------------- */

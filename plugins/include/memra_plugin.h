@@ -368,14 +368,21 @@ typedef struct memra_backend_vt {
   memra_status (*gemm_glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                            const memra_tensor *w_gate, const memra_tensor *w_up, int32_t act);
 
-  /* --- ABI minor 7: a shared expert folded into the routed combine (optional: NULL = the
-   * core calls moe_combine, sigmoid_gate and add) ---
+  /* --- ABI minor 7: fewer launches in a MoE layer ---
+   * (optional: NULL = the core calls moe_combine, sigmoid_gate and add)
    * moe_combine_gated: y[r] = moe_combine's sum for row r, then + sh[r] * sigmoid(g[r]) with
    * the bits of sigmoid_gate (g F32 [n, 1] broadcast over sh F32 [n, E]) and of add; y must
    * not overlap x, weights, sh or g. */
   memra_status (*moe_combine_gated)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                     const memra_tensor *weights, const memra_tensor *sh,
                                     const memra_tensor *g);
+  /* matmul_id_glu (optional: NULL = glu, then matmul_id): matmul_id over the rows
+   * x = act(gate) * up (gate, up F32 [n k or n, K], glu's bits), the routed experts' down
+   * projection without the glu pass; y must not overlap gate or up. gate is scratch: its
+   * contents after the call are unspecified (a plugin may run glu into it, then matmul_id). */
+  memra_status (*matmul_id_glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *gate,
+                                const memra_tensor *up, const memra_tensor *w,
+                                const memra_tensor *ids, int32_t n_expert, int32_t act);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -42,6 +42,18 @@ memra_status rec_combine_gated(memra_backend *be, const memra_tensor *y, const m
   return g_real->moe_combine_gated(be, y, x, w, sh, g);
 }
 
+memra_status rec_matmul_id_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *g,
+                               const memra_tensor *u, const memra_tensor *w,
+                               const memra_tensor *ids, int32_t n_expert, int32_t act) {
+  g_log.push_back("matmul_id_glu");
+  return g_real->matmul_id_glu(be, y, g, u, w, ids, n_expert, act);
+}
+memra_status rec_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *g,
+                     const memra_tensor *u, int32_t act) {
+  g_log.push_back("glu");
+  return g_real->glu(be, y, g, u, act);
+}
+
 size_t count(const std::vector<std::string> &log, const std::string &what) {
   size_t n = 0;
   for (const std::string &s : log)
@@ -160,6 +172,7 @@ TEST_P(GateUpFuse, OneMatmulIdForGateAndUpWithTheSameBits) {
   g_real = fused.bh.vt;
   memra_backend_vt vt = *fused.bh.vt;
   vt.matmul_id = rec_matmul_id;
+  vt.matmul_id_glu = nullptr; /* the down projection as a matmul_id: counted below */
   fused.m->vt = apart.m->vt = &vt;
   const size_t nv = (size_t)hp->n_vocab, n_pre = 4;
   const std::string F = std::to_string(hp->n_ff_exp), F2 = std::to_string(2 * hp->n_ff_exp);
@@ -240,6 +253,50 @@ TEST_P(CombineGated, OneCallForTheSharedExpertWithTheSameBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CombineGated, ::testing::Values("qwen3next", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// ABI 1.7: the routed experts' down projection reads glu's rows itself: one matmul_id_glu a
+// MoE layer and chunk, one glu fewer; logits bit-identical to a plugin without the slot.
+class GluDown : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(GluDown, OneCallForGluAndDownWithTheSameBits) {
+  const std::string name = GetParam();
+  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
+  ASSERT_GE(ids.size(), 6u);
+  Engine with, without;
+  ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
+  ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
+  ASSERT_NE(nullptr, with.bh.vt->matmul_id_glu) << "the CPU plugin lost its matmul_id_glu";
+  g_real = with.bh.vt;
+  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
+  vt_with.glu = vt_without.glu = rec_glu;
+  vt_with.matmul_id_glu = rec_matmul_id_glu;
+  vt_without.matmul_id_glu = nullptr;
+  with.m->vt = &vt_with;
+  without.m->vt = &vt_without;
+  const size_t nv = (size_t)with.m->hp.n_vocab, L = (size_t)with.m->hp.n_layer;
+  const size_t chunks = (ids.size() + 6) / 7;
+  std::vector<float> a(ids.size() * nv), b(ids.size() * nv);
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(with.c, 0, ids.data(), (int32_t)ids.size(), 0, true, a.data(),
+                                     &with.err))
+      << with.err.msg;
+  EXPECT_EQ(L * chunks, count(g_log, "matmul_id_glu")) << "one a layer a chunk";
+  const size_t glu_with = count(g_log, "glu");
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(without.c, 0, ids.data(), (int32_t)ids.size(), 0, true,
+                                     b.data(), &without.err))
+      << without.err.msg;
+  EXPECT_EQ(0u, count(g_log, "matmul_id_glu"));
+  EXPECT_EQ(glu_with + L * chunks, count(g_log, "glu")) << "the experts' glu, one a layer a chunk";
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name;
+  with.m->vt = with.bh.vt;
+  without.m->vt = without.bh.vt;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GluDown, ::testing::Values("qwen3moe", "qwen3next", "qwen35moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });
