@@ -130,6 +130,7 @@ static const memra_backend_vt cpu_vt = {
 #if MEMRA_ABI_MINOR >= 7 /* the shared expert in the routed combine (moe.c) */
     .moe_combine_gated = cpu_moe_combine_gated,
     .matmul_id_glu = cpu_matmul_id_glu,
+    .rmsnorm_gate = cpu_rmsnorm_gate,
 #endif
 };
 

@@ -207,6 +207,7 @@ static const memra_backend_vt *cu_vtable(void) {
     v.moe_combine = memra_cu_moe_combine;
     v.moe_combine_gated = memra_cu_moe_combine_gated; /* ABI 1.7 (moe.cu) */
     v.matmul_id_glu = memra_cu_matmul_id_glu;
+    v.rmsnorm_gate = memra_cu_rmsnorm_gate; /* ABI 1.7 (rmsnorm.cu) */
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;
     v.gated_delta_rule = memra_cu_gated_delta_rule;

@@ -383,6 +383,12 @@ typedef struct memra_backend_vt {
   memra_status (*matmul_id_glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *gate,
                                 const memra_tensor *up, const memra_tensor *w,
                                 const memra_tensor *ids, int32_t n_expert, int32_t act);
+  /* rmsnorm_gate (optional: NULL = rmsnorm, then glu): y = act(z) * rmsnorm(x) w, the bits of
+   * rmsnorm (no res) then glu(y, z, y); x, y, z F32 of one shape (per-head views as rmsnorm
+   * takes them), y may alias x but not z: the Gated DeltaNet output norm in one pass. */
+  memra_status (*rmsnorm_gate)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *w, const memra_tensor *z, float eps,
+                               int32_t act);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -54,6 +54,13 @@ memra_status rec_glu(memra_backend *be, const memra_tensor *y, const memra_tenso
   return g_real->glu(be, y, g, u, act);
 }
 
+memra_status rec_rmsnorm_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                              const memra_tensor *w, const memra_tensor *z, float eps,
+                              int32_t act) {
+  g_log.push_back("rmsnorm_gate");
+  return g_real->rmsnorm_gate(be, y, x, w, z, eps, act);
+}
+
 size_t count(const std::vector<std::string> &log, const std::string &what) {
   size_t n = 0;
   for (const std::string &s : log)
@@ -297,6 +304,53 @@ TEST_P(GluDown, OneCallForGluAndDownWithTheSameBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GluDown, ::testing::Values("qwen3moe", "qwen3next", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// ABI 1.7: a Gated DeltaNet layer's output norm and silu(z) gate in one rmsnorm_gate call a
+// chunk, one glu fewer; logits bit-identical to a plugin without the slot.
+class GatedNorm : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(GatedNorm, OneCallForNormAndGateWithTheSameBits) {
+  const std::string name = GetParam();
+  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
+  ASSERT_GE(ids.size(), 6u);
+  Engine with, without;
+  ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
+  ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
+  ASSERT_NE(nullptr, with.bh.vt->rmsnorm_gate) << "the CPU plugin lost its rmsnorm_gate";
+  size_t gdn = 0;
+  for (int il = 0; il < with.m->hp.n_layer; ++il)
+    gdn += memra_hparams_layer_recurrent(&with.m->hp, il);
+  ASSERT_GT(gdn, 0u) << name << " has Gated DeltaNet layers";
+  g_real = with.bh.vt;
+  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
+  vt_with.glu = vt_without.glu = rec_glu;
+  vt_with.rmsnorm_gate = rec_rmsnorm_gate;
+  vt_without.rmsnorm_gate = nullptr;
+  with.m->vt = &vt_with;
+  without.m->vt = &vt_without;
+  const size_t nv = (size_t)with.m->hp.n_vocab, chunks = (ids.size() + 6) / 7;
+  std::vector<float> a(ids.size() * nv), b(ids.size() * nv);
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(with.c, 0, ids.data(), (int32_t)ids.size(), 0, true, a.data(),
+                                     &with.err))
+      << with.err.msg;
+  EXPECT_EQ(gdn * chunks, count(g_log, "rmsnorm_gate")) << "one a GDN layer a chunk";
+  const size_t glu_with = count(g_log, "glu");
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(without.c, 0, ids.data(), (int32_t)ids.size(), 0, true,
+                                     b.data(), &without.err))
+      << without.err.msg;
+  EXPECT_EQ(0u, count(g_log, "rmsnorm_gate"));
+  EXPECT_EQ(glu_with + gdn * chunks, count(g_log, "glu")) << "the z gate, one a GDN layer a chunk";
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name;
+  with.m->vt = with.bh.vt;
+  without.m->vt = without.bh.vt;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GatedNorm, ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });

@@ -414,6 +414,52 @@ static void check_sigmoid_gate(int64_t n, int64_t ne0, int bcast, int strided) {
   free(g);
 }
 
+/* ABI 1.7 rmsnorm_gate on per-head rows (n heads of d), in place as the core runs it: against
+ * the CPU, and on plugin 1 bitwise against its own rmsnorm then glu. */
+static void check_rmsnorm_gate(int64_t rows, int64_t d) {
+  float *x = ck_frand_vec(rows * d, -3, 3), *z = ck_frand_vec(rows * d, -5, 5),
+        *w = ck_frand_vec(d, 0.5f, 1.5f);
+  const uint64_t b = (uint64_t)(rows * d) * 4;
+  ck_buf dx = ck_new(b, x), dx2 = ck_new(b, x), dz = ck_new(b, z), dw = ck_new((uint64_t)d * 4, w);
+  char what[80];
+  snprintf(what, sizeof what, "rows %" PRId64 " d %" PRId64, rows, d);
+  int ok = 1;
+  for (int i = 0; i < 2; ++i) {
+    if (!P[i].vt->rmsnorm_gate) {
+      ck_record("rmsnorm_gate", what, INFINITY, 0, 0, "slot missing");
+      ok = 0;
+      break;
+    }
+    memra_tensor tx = ck_view(&dx, i, MEMRA_TYPE_F32, d, rows, 0, 0),
+                 tz = ck_view(&dz, i, MEMRA_TYPE_F32, d, rows, 0, 0),
+                 tw = ck_view(&dw, i, MEMRA_TYPE_F32, d, 1, 0, 0);
+    ok &= must_ok(i, P[i].vt->rmsnorm_gate(P[i].be, &tx, &tx, &tw, &tz, 1e-6f, MEMRA_ACT_SILU),
+                  "rmsnorm_gate");
+  }
+  if (ok) {
+    cmp_f32("rmsnorm_gate", what, &dx, 0, rows * d, 1e-5, NULL);
+    const memra_tensor none = {0};
+    memra_tensor tx = ck_view(&dx2, 1, MEMRA_TYPE_F32, d, rows, 0, 0),
+                 tz = ck_view(&dz, 1, MEMRA_TYPE_F32, d, rows, 0, 0),
+                 tw = ck_view(&dw, 1, MEMRA_TYPE_F32, d, 1, 0, 0);
+    if (must_ok(1, P[1].vt->rmsnorm(P[1].be, &tx, &tx, &none, &tw, 1e-6f), "rmsnorm") &&
+        must_ok(1, P[1].vt->glu(P[1].be, &tx, &tz, &tx, MEMRA_ACT_SILU), "glu")) {
+      float *a = ck_get(&dx, 1), *c = ck_get(&dx2, 1);
+      const int same = !memcmp(a, c, (size_t)b);
+      ck_record("rmsnorm_gate == rmsnorm + glu", what, same ? 0 : 1, 0, same, "bitwise");
+      free(a);
+      free(c);
+    }
+  }
+  ck_free(&dx);
+  ck_free(&dx2);
+  ck_free(&dz);
+  ck_free(&dw);
+  free(x);
+  free(z);
+  free(w);
+}
+
 /* --- batches of the recurrent ops -------------------------------------------------------- */
 
 enum { NSEQ = 3, MAX_ROWS = 16 };
@@ -680,6 +726,9 @@ static int run_ops(void) {
   check_combine(0, 8, 64);
   check_combine_gated(13, 10, 101);
   check_combine_gated(1, 10, 2048);
+  check_rmsnorm_gate(32, 128); /* Qwen3-Next: 32 value heads of 128 */
+  check_rmsnorm_gate(3 * 16, 128);
+  check_rmsnorm_gate(7, 67);
   check_sigmoid_gate(19, 133, 0, 0);
   check_sigmoid_gate(7, 257, 1, 0);
   check_sigmoid_gate(23, 64, 0, 1);
