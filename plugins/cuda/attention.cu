@@ -79,10 +79,9 @@ struct att_args {
   int n_head, n_kv_head, head_dim, group, window;
   float scale, softcap;
   int n_split;
-  int64_t row0;      /* first row of this launch group */
-  float *part;       /* [rows][n_head][n_split][2 + head_dim] */
-  int fused = 0;     /* v3: combine in the last block (att_tickets [rows][n_kv_head]) */
-  int pdl_early = 1; /* v5: trigger dependents before waiting (MEMRA_ATT_EARLY=0: after) */
+  int64_t row0;  /* first row of this launch group */
+  float *part;   /* [rows][n_head][n_split][2 + head_dim] */
+  int fused = 0; /* v3: combine in the last block (att_tickets [rows][n_kv_head]) */
 };
 
 /* One output element of the log-sum-exp combine: sum_s e^(m_s - M) acc_s[d] over
@@ -488,8 +487,6 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
   const char *ver_env = getenv("MEMRA_ATT"), *fuse_env = getenv("MEMRA_ATT_FUSE");
   /* v3 (split + combine in one launch) only with MEMRA_ATT_FUSE=1: slower on the H200. */
   const bool fuse = fuse_env && strcmp(fuse_env, "1") == 0;
-  const char *early_env = getenv("MEMRA_ATT_EARLY");
-  a.pdl_early = !(early_env && strcmp(early_env, "0") == 0);
   const bool v2 = fuse || (ver_env && strcmp(ver_env, "2") == 0);
   /* 16-byte K loads when every head's row of VW elements starts 16-byte aligned (v4, v5: V
    * too). */

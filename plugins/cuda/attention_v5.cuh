@@ -148,10 +148,7 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
   __shared__ float sm5_wm[AT5_WARPS][GM], sm5_wl[AT5_WARPS][GM]; /* per warp */
   __shared__ float sm5_m[AT5_SPLITS][GM], sm5_l[AT5_SPLITS][GM]; /* pushed, per split */
   att5_cluster_arrive_relaxed(); /* "this block runs": peers may push once all have */
-  if (a.pdl_early)
-    memra_pdl_enter_early();
-  else
-    memra_pdl_enter();
+  memra_pdl_enter_early();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int split = blockIdx.x, kh = blockIdx.y, S = gridDim.x;
   const int64_t rl = blockIdx.z, r = a.row0 + rl;

@@ -39,18 +39,6 @@ __device__ __forceinline__ float mkq_half_plus(uint32_t a, int i) {
   return __int_as_float(__byte_perm(a, 0x3F000000u, 0x7044 | (i << 8)));
 }
 
-/* The sum of 16 x values in a fixed pairwise order. */
-__device__ __forceinline__ float mkq_sum16(const float v[16]) {
-  float s[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    s[i] = __fadd_rn(v[2 * i], v[2 * i + 1]);
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    s[i] = __fadd_rn(s[2 * i], s[2 * i + 1]);
-  return __fadd_rn(__fadd_rn(s[0], s[1]), __fadd_rn(s[2], s[3]));
-}
-
 /* x[e .. e + 16) of one activation row into v, and their sum (fixed pairwise order). */
 template <bool VEC>
 __device__ __forceinline__ float mkq_load_x16(const float *__restrict__ xp, float v[16]) {
@@ -68,7 +56,14 @@ __device__ __forceinline__ float mkq_load_x16(const float *__restrict__ xp, floa
     for (int i = 0; i < 16; ++i)
       v[i] = __ldg(xp + i);
   }
-  return mkq_sum16(v);
+  float s[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    s[i] = __fadd_rn(v[2 * i], v[2 * i + 1]);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    s[i] = __fadd_rn(s[2 * i], s[2 * i + 1]);
+  return __fadd_rn(__fadd_rn(s[0], s[1]), __fadd_rn(s[2], s[3]));
 }
 
 /* sum_i v_i x_i over 16 elements, v from the bytes of 4 words (element order). */

@@ -18,7 +18,9 @@
  *      separate multiply and add roundings, as the CPU does: bit-exact.
  *  2   moe_route: one warp per token (v2 below); K-quant matmul_id: the warp owns rows and
  *      walks all of K (matmul_id_kq_v2_kernel); every kernel here launched with PDL.
- *  3   moe_route: v2's selection on the warp reduction instructions (MEMRA_ROUTE=2: v2).
+ *  3   moe_route: v2's selection on the warp reduction instructions (hybrid tg128 +5%, MoE
+ *      +2.5% on the H200). matmul_id_glu (ABI 1.7): the fused gate/up stack with glu in the
+ *      epilogue (a row set's rows are two outputs' gate and up rows).
  * An id outside [0, n_expert) cannot be seen on the host without a sync: its output row is
  * NaN (as get_rows does), so the fault shows downstream. */
 #include <math.h>
@@ -110,77 +112,11 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
   }
 }
 
-/* v2: one warp per token for at most ROUTE2_MAX experts and k <= 32 (NPL logits per lane
- * in registers, expert lane + 32 i); max, sum and each of the k selections are warp
- * butterflies: no shared memory and no block barriers (v1 costs ~10-14 us a call on the
- * H200: three __syncthreads per selection round). The selection rule is v1's and the
- * CPU's (logit desc, index asc); the softmax sum is per lane, then a fixed butterfly. */
+/* v2 (replaced by v3): one warp per token for at most ROUTE2_MAX experts and k <= 32 (NPL
+ * logits per lane in registers, expert lane + 32 i); max, sum and each of the k selections
+ * warp butterflies: no shared memory and no block barriers (v1 costs ~10-14 us a call on the
+ * H200: three __syncthreads per selection round). */
 enum { ROUTE2_WARPS = 4, ROUTE2_MAX = 1024 };
-
-template <int NPL>
-__global__ void __launch_bounds__(ROUTE2_WARPS * 32)
-    moe_route_v2_kernel(int32_t *ids, int64_t ids_ld, float *wout, int64_t w_ld,
-                        const float *logits, int64_t l_ld, int ne, int k, int normalize,
-                        int64_t n) {
-  memra_pdl_enter();
-  const int lane = threadIdx.x & 31;
-  const int64_t r = (int64_t)blockIdx.x * ROUTE2_WARPS + (threadIdx.x >> 5);
-  if (r >= n) return;
-  const float *lr = logits + r * l_ld;
-  float l[NPL];
-  uint32_t taken = 0;
-  float mx = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < NPL; ++i) {
-    const int e = lane + 32 * i;
-    l[i] = e < ne ? lr[e] : -INFINITY;
-    if (e < ne) mx = fmaxf(mx, l[i]);
-  }
-  mx = memra_warp_max(mx);
-  float s = 0.f;
-#pragma unroll
-  for (int i = 0; i < NPL; ++i)
-    if (lane + 32 * i < ne) s += expf(l[i] - mx);
-  const float sum = memra_warp_sum(s);
-  /* each lane's best untaken expert; a round takes the warp's best of those, and only the
-   * winning lane rescans its NPL logits (v2a rescanned all of them every round) */
-  float cv = -INFINITY;
-  int ci = -1;
-#pragma unroll
-  for (int i = 0; i < NPL; ++i)
-    if (lane + 32 * i < ne) route_take(cv, ci, l[i], lane + 32 * i);
-  float ksum = 0.f, pj = 0.f; /* lane j keeps selection j's weight and id */
-  int idj = -1;
-  for (int j = 0; j < k; ++j) {
-    float bv = cv;
-    int bi = ci;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      route_take(bv, bi, ov, oi);
-    }
-    if ((bi & 31) == lane) { /* bi >= 0: k <= ne */
-      taken |= 1u << (bi >> 5);
-      cv = -INFINITY;
-      ci = -1;
-#pragma unroll
-      for (int i = 0; i < NPL; ++i)
-        if (lane + 32 * i < ne && !(taken >> i & 1)) route_take(cv, ci, l[i], lane + 32 * i);
-    }
-    const float p = expf(bv - mx) / sum; /* the same bits in every lane */
-    ksum += p;
-    if (lane == j) {
-      pj = p;
-      idj = bi;
-    }
-  }
-  if (lane < k) {
-    const float d = ksum > 6.1e-5f ? ksum : 6.1e-5f;
-    ids[r * ids_ld + lane] = idj;
-    wout[r * w_ld + lane] = normalize ? pj / d : pj;
-  }
-}
 
 /* v3: v2's warp per token with the selection on the hardware warp reductions (REDUX, sm_80+):
  * a logit becomes an order-preserving 32-bit key (-0 as +0, NaN below -inf), a round takes
@@ -295,8 +231,6 @@ memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "moe_route: %lld rows", (long long)n);
   const int ne = (int)logits->ne0, k = (int)ids->ne0;
   if (ne <= ROUTE2_MAX && k <= 32) {
-    const char *v_env = getenv("MEMRA_ROUTE");
-    const bool v2 = v_env && strcmp(v_env, "2") == 0; /* A/B: v3 is the default */
     const dim3 grid((unsigned)((n + ROUTE2_WARPS - 1) / ROUTE2_WARPS));
     int32_t *ip = (int32_t *)memra_cu_ptr(ids);
     float *wp = (float *)memra_cu_ptr(weights);
@@ -304,9 +238,8 @@ memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
     const int64_t ild = (int64_t)(ids->nb1 / 4), wld = (int64_t)(weights->nb1 / 4),
                   lld = (int64_t)(logits->nb1 / 4);
 #define ROUTE2_GO(NPL)                                                                             \
-  (void)memra_cu_launch(be, v2 ? moe_route_v2_kernel<NPL> : moe_route_v3_kernel<NPL>, grid,        \
-                        dim3(ROUTE2_WARPS * 32), 0, ip, ild, wp, wld, lp, lld, ne, k, normalize,   \
-                        n)
+  (void)memra_cu_launch(be, moe_route_v3_kernel<NPL>, grid, dim3(ROUTE2_WARPS * 32), 0, ip, ild,   \
+                        wp, wld, lp, lld, ne, k, normalize, n)
     if (ne <= 128)
       ROUTE2_GO(4);
     else if (ne <= 256)
@@ -339,8 +272,6 @@ struct mmid_args {
   int64_t y_ld;
   const float *x;
   int64_t x_ld;
-  const float *u; /* matmul_id_glu: x holds gate, u up; a row is silu(gate) * up */
-  int64_t u_ld;
   int shared_x; /* x has one row per token */
   const uint8_t *w;
   uint64_t w_nb1;
@@ -348,7 +279,18 @@ struct mmid_args {
   int64_t ids_ld;
   int k, n_expert;
   int64_t N, K, rows; /* rows = n k */
+  int64_t F;          /* y's columns: N, or (matmul_id_glu) N / 2 */
 };
+
+/* The weight row (within the expert) of slot r of a row set whose first output is o: plain,
+ * row o + r; GLU (4 slots: gate rows o, o + 1, then up rows F + o, F + o + 1), so one warp
+ * holds both sums of an output. Rows past the end read the last one (never stored). */
+template <bool GLU>
+__device__ __forceinline__ int64_t mmid_wrow(const mmid_args &a, int64_t o, int r) {
+  if (!GLU) return o + r < a.N ? o + r : a.N - 1;
+  const int64_t j = o + (r & 1) < a.F ? o + (r & 1) : a.F - 1;
+  return r < 2 ? j : a.F + j;
+}
 
 __device__ __forceinline__ int mmid_expert(const mmid_args &a, int64_t rj) {
   const int64_t r = rj / a.k, j = rj % a.k;
@@ -356,13 +298,14 @@ __device__ __forceinline__ int mmid_expert(const mmid_args &a, int64_t rj) {
   return e < 0 || e >= a.n_expert ? -1 : e;
 }
 
-/* Any supported type: one warp per output n of row rj (blockIdx.y strides over rows). */
-template <int T, bool VEC>
+/* Any supported type: one warp per output n of row rj (blockIdx.y strides over rows); GLU:
+ * the warp sums gate row n, then up row F + n, each as a lone row, and stores act(g) * u. */
+template <int T, bool VEC, bool GLU>
 __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_v1_kernel(mmid_args a) {
   memra_pdl_enter();
   const int lane = threadIdx.x & 31, part = lane & 3;
   const int64_t n = (int64_t)blockIdx.x * MMID_WARPS + (threadIdx.x >> 5), ul = lane >> 2;
-  if (n >= a.N) return;
+  if (n >= a.F) return;
   const bool kq = T == MEMRA_TYPE_Q4_K || T == MEMRA_TYPE_Q5_K || T == MEMRA_TYPE_Q6_K;
   const int64_t units = kq ? a.K / 64 : a.K / 32;
   for (int64_t rj = blockIdx.y; rj < a.rows; rj += gridDim.y) {
@@ -371,51 +314,40 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_v1_kernel(mmid_args
       if (lane == 0) a.y[rj * a.y_ld + n] = MOE_NAN;
       continue;
     }
-    const uint8_t *wr = a.w + ((uint64_t)e * (uint64_t)a.N + (uint64_t)n) * a.w_nb1;
     const float *xr = a.x + (a.shared_x ? rj / a.k : rj) * a.x_ld;
-    float acc = 0.f;
-    for (int64_t u0 = 0; u0 < units; u0 += 8) {
-      const int64_t u = u0 + ul;
-      if (u >= units) break;
-      if (kq) {
-        float wv[16];
-        int64_t e0, e1;
-        memra_deq16k<T, VEC>(wr, u, part, wv, &e0, &e1);
-        acc = memra_fma8<VEC>(acc, xr + e0, wv);
-        acc = memra_fma8<VEC>(acc, xr + e1, wv + 8);
-      } else {
-        float wv[8];
-        memra_deq8<T, VEC>(wr, u, part, wv);
-        acc = memra_fma8<VEC>(acc, xr + 32 * u + 8 * part, wv);
-      }
-    }
-    if (T == MEMRA_TYPE_F32 || T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
-      for (int64_t i = units * 32 + lane; i < a.K; i += 32) { /* the K % 32 tail */
-        const float wk = T == MEMRA_TYPE_F32 ? ((const float *)wr)[i]
-                         : T == MEMRA_TYPE_F16
-                             ? __half2float(__ushort_as_half(((const uint16_t *)wr)[i]))
-                             : memra_bf2f(((const uint16_t *)wr)[i]);
-        acc = fmaf(wk, __ldg(xr + i), acc);
-      }
-    }
-    acc = memra_warp_sum(acc);
-    if (lane == 0) a.y[rj * a.y_ld + n] = acc;
-  }
-}
-
-/* 16 elements of silu(gate) * up (glu's expression and bits; 16-byte aligned rows) and their
- * sum, as mkq_load_x16 gives for glu's output. */
-__device__ __forceinline__ float mmid_load_glu16(const float *__restrict__ gp,
-                                                 const float *__restrict__ up, float v[16]) {
+    float sums[2];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float4 g = __ldg((const float4 *)gp + i), u = __ldg((const float4 *)up + i);
-    v[4 * i] = memra_act_silu(g.x) * u.x;
-    v[4 * i + 1] = memra_act_silu(g.y) * u.y;
-    v[4 * i + 2] = memra_act_silu(g.z) * u.z;
-    v[4 * i + 3] = memra_act_silu(g.w) * u.w;
+    for (int h = 0; h < (GLU ? 2 : 1); ++h) {
+      const uint8_t *wr = a.w + ((uint64_t)e * (uint64_t)a.N + (uint64_t)(n + h * a.F)) * a.w_nb1;
+      float acc = 0.f;
+      for (int64_t u0 = 0; u0 < units; u0 += 8) {
+        const int64_t u = u0 + ul;
+        if (u >= units) break;
+        if (kq) {
+          float wv[16];
+          int64_t e0, e1;
+          memra_deq16k<T, VEC>(wr, u, part, wv, &e0, &e1);
+          acc = memra_fma8<VEC>(acc, xr + e0, wv);
+          acc = memra_fma8<VEC>(acc, xr + e1, wv + 8);
+        } else {
+          float wv[8];
+          memra_deq8<T, VEC>(wr, u, part, wv);
+          acc = memra_fma8<VEC>(acc, xr + 32 * u + 8 * part, wv);
+        }
+      }
+      if (T == MEMRA_TYPE_F32 || T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
+        for (int64_t i = units * 32 + lane; i < a.K; i += 32) { /* the K % 32 tail */
+          const float wk = T == MEMRA_TYPE_F32 ? ((const float *)wr)[i]
+                           : T == MEMRA_TYPE_F16
+                               ? __half2float(__ushort_as_half(((const uint16_t *)wr)[i]))
+                               : memra_bf2f(((const uint16_t *)wr)[i]);
+          acc = fmaf(wk, __ldg(xr + i), acc);
+        }
+      }
+      sums[h] = memra_warp_sum(acc);
+    }
+    if (lane == 0) a.y[rj * a.y_ld + n] = GLU ? memra_act_silu(sums[0]) * sums[1] : sums[0];
   }
-  return mkq_sum16(v);
 }
 
 /* Q4_K / Q5_K (16-byte aligned rows) and Q6_K, v2: v5's lane layout and arithmetic
@@ -428,90 +360,69 @@ __device__ __forceinline__ float mmid_load_glu16(const float *__restrict__ gp,
  * the DRAM bandwidth. S is 4 from 3 super-blocks up, else nsb (1 or 2), so every K keeps at
  * least 3/4 of the lanes busy. A row's sum: the lane's chain over the steps, then a fixed
  * butterfly over its row set's lanes: the same for every rj, token count and grid. */
-enum { MMID_R = 4 }; /* rows a row set (K-quants: MEMRA_MMID_R=2 for 2, the same bits) */
+enum { MMID_R = 4 };
 
-template <int T, bool VEC, int S, int MMID_R, bool PF, bool GLU>
+/* GLU (matmul_id_glu): a row set's 4 rows are 2 outputs' gate and up rows (mmid_wrow), and
+ * the epilogue stores act(gate) * up: each sum computed as for a lone row, then glu's
+ * expression, so the bits of matmul_id followed by glu. */
+template <int T, bool VEC, int S, bool GLU>
 __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_kq_v2_kernel(mmid_args a) {
-  static_assert(!GLU || VEC, "the glu x rows are read as float4s");
   constexpr int B = T == MEMRA_TYPE_Q4_K ? 4 : T == MEMRA_TYPE_Q5_K ? 5 : 6;
-  constexpr int NRS = 4 / S, RW = NRS * MMID_R; /* row sets, rows per warp */
+  constexpr int NRS = 4 / S, OPR = GLU ? MMID_R / 2 : MMID_R; /* row sets; outputs a row set */
   memra_pdl_enter();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sbl = lane >> 3, g = (lane >> 1) & 3, p = lane & 1;
   const int sbo = sbl % S, rs = sbl / S;
-  const int64_t nw0 = ((int64_t)blockIdx.x * MMID_WARPS + warp) * RW; /* the warp's first row */
-  if (nw0 >= a.N) return;                                             /* warp-uniform */
-  const int64_t n0 = nw0 + rs * MMID_R;
+  const int64_t ow0 = ((int64_t)blockIdx.x * MMID_WARPS + warp) * NRS * OPR; /* first output */
+  if (ow0 >= a.F) return;                                                    /* warp-uniform */
+  const int64_t n0 = ow0 + rs * OPR;
   const int64_t nsb = a.K / 256, steps = (nsb + S - 1) / S;
   for (int64_t rj = blockIdx.y; rj < a.rows; rj += gridDim.y) {
     const int e = mmid_expert(a, rj);
     if (e < 0) {
       if ((lane & (8 * S - 1)) == 0)
-        for (int r = 0; r < MMID_R; ++r)
-          if (n0 + r < a.N) a.y[rj * a.y_ld + n0 + r] = MOE_NAN;
+        for (int r = 0; r < OPR; ++r)
+          if (n0 + r < a.F) a.y[rj * a.y_ld + n0 + r] = MOE_NAN;
       continue;
     }
     const uint8_t *wr[MMID_R];
 #pragma unroll
     for (int r = 0; r < MMID_R; ++r)
-      wr[r] = a.w +
-              ((uint64_t)e * (uint64_t)a.N + (uint64_t)(n0 + r < a.N ? n0 + r : a.N - 1)) * a.w_nb1;
-    const int64_t xrow = a.shared_x ? rj / a.k : rj;
-    const float *xr = a.x + xrow * a.x_ld, *ur = GLU ? a.u + xrow * a.u_ld : NULL;
+      wr[r] = a.w + ((uint64_t)e * (uint64_t)a.N + (uint64_t)mmid_wrow<GLU>(a, n0, r)) * a.w_nb1;
+    const float *xr = a.x + (a.shared_x ? rj / a.k : rj) * a.x_ld;
     float acc[MMID_R];
 #pragma unroll
     for (int r = 0; r < MMID_R; ++r)
       acc[r] = 0.f;
-    constexpr int eh = B == 6 ? 64 : 32;
-    uint4 hd[MMID_R], q[MMID_R], qh[MMID_R];
-    if (PF && sbo < nsb) /* step 0's bytes; each step then loads the next one's first */
-#pragma unroll
-      for (int r = 0; r < MMID_R; ++r)
-        mkq_load_raw<T>(wr[r], sbo, g, p, &hd[r], &q[r], &qh[r]);
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t sb = S * s + sbo;
-      uint4 nhd[MMID_R], nq[MMID_R], nqh[MMID_R];
-      if (PF && s + 1 < steps && sb + S < nsb) {
+      if (sb >= nsb) continue; /* tail step (or K of 3 super-blocks): idle lanes */
+      const int64_t e0 = 256 * sb + (B == 6 ? 128 * (g >> 1) + 32 * (g & 1) : 64 * g) + 16 * p;
+      constexpr int eh = B == 6 ? 64 : 32;
+      uint4 hd[MMID_R], q[MMID_R], qh[MMID_R];
 #pragma unroll
-        for (int r = 0; r < MMID_R; ++r)
-          mkq_load_raw<T>(wr[r], sb + S, g, p, &nhd[r], &nq[r], &nqh[r]);
-      } else if (PF) {
+      for (int r = 0; r < MMID_R; ++r)
+        mkq_load_raw<T>(wr[r], sb, g, p, &hd[r], &q[r], &qh[r]);
+      float xl[16], xh[16];
+      const float Xl = mkq_load_x16<VEC>(xr + e0, xl), Xh = mkq_load_x16<VEC>(xr + e0 + eh, xh);
 #pragma unroll
-        for (int r = 0; r < MMID_R; ++r)
-          nhd[r] = nq[r] = nqh[r] = make_uint4(0, 0, 0, 0);
-      }
-      if (sb < nsb) { /* else a tail step (or K of 3 super-blocks): idle lanes */
-        const int64_t e0 = 256 * sb + (B == 6 ? 128 * (g >> 1) + 32 * (g & 1) : 64 * g) + 16 * p;
-        if (!PF)
-#pragma unroll
-          for (int r = 0; r < MMID_R; ++r)
-            mkq_load_raw<T>(wr[r], sb, g, p, &hd[r], &q[r], &qh[r]);
-        float xl[16], xh[16];
-        const float Xl = GLU ? mmid_load_glu16(xr + e0, ur + e0, xl)
-                             : mkq_load_x16<VEC>(xr + e0, xl),
-                    Xh = GLU ? mmid_load_glu16(xr + e0 + eh, ur + e0 + eh, xh)
-                             : mkq_load_x16<VEC>(xr + e0 + eh, xh);
-#pragma unroll
-        for (int r = 0; r < MMID_R; ++r)
-          acc[r] = B == 6 ? mkq_row_step6(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh)
-                          : mkq_row_step<B>(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh);
-      }
-      if (PF)
-#pragma unroll
-        for (int r = 0; r < MMID_R; ++r) {
-          hd[r] = nhd[r];
-          q[r] = nq[r];
-          qh[r] = nqh[r];
-        }
+      for (int r = 0; r < MMID_R; ++r)
+        acc[r] = B == 6 ? mkq_row_step6(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh)
+                        : mkq_row_step<B>(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh);
     }
+    float v[MMID_R];
 #pragma unroll
     for (int r = 0; r < MMID_R; ++r) {
-      float v = acc[r];
+      v[r] = acc[r];
 #pragma unroll
       for (int o = 1; o < 8 * S; o <<= 1) /* p, g, then the row set's super-blocks */
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-      if ((lane & (8 * S - 1)) == 0 && n0 + r < a.N) a.y[rj * a.y_ld + n0 + r] = v;
+        v[r] += __shfl_xor_sync(0xffffffffu, v[r], o);
     }
+    if ((lane & (8 * S - 1)) == 0)
+#pragma unroll
+      for (int r = 0; r < OPR; ++r)
+        if (n0 + r < a.F)
+          a.y[rj * a.y_ld + n0 + r] = GLU ? memra_act_silu(v[r]) * v[r + OPR] : v[r];
   }
 }
 
@@ -522,24 +433,24 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_kq_v2_kernel(mmid_a
  * A row's sum: the lane's chain in i order, then a butterfly: the same for every rj. */
 template <int T, bool GLU>
 __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_h_v2_kernel(mmid_args a) {
+  constexpr int OPR = GLU ? MMID_R / 2 : MMID_R; /* outputs a warp (GLU: as the K-quant v2) */
   memra_pdl_enter();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t n0 = ((int64_t)blockIdx.x * MMID_WARPS + warp) * MMID_R;
-  if (n0 >= a.N) return; /* warp-uniform */
+  const int64_t n0 = ((int64_t)blockIdx.x * MMID_WARPS + warp) * OPR;
+  if (n0 >= a.F) return; /* warp-uniform */
   for (int64_t rj = blockIdx.y; rj < a.rows; rj += gridDim.y) {
     const int e = mmid_expert(a, rj);
     if (e < 0) {
-      if (lane < MMID_R && n0 + lane < a.N) a.y[rj * a.y_ld + n0 + lane] = MOE_NAN;
+      if (lane < OPR && n0 + lane < a.F) a.y[rj * a.y_ld + n0 + lane] = MOE_NAN;
       continue;
     }
     const uint16_t *wr[MMID_R];
 #pragma unroll
     for (int r = 0; r < MMID_R; ++r)
       wr[r] = (const uint16_t *)(a.w + ((uint64_t)e * (uint64_t)a.N +
-                                        (uint64_t)(n0 + r < a.N ? n0 + r : a.N - 1)) *
+                                        (uint64_t)mmid_wrow<GLU>(a, n0, r)) *
                                            a.w_nb1);
-    const int64_t xrow = a.shared_x ? rj / a.k : rj;
-    const float *xr = a.x + xrow * a.x_ld, *ur = GLU ? a.u + xrow * a.u_ld : NULL;
+    const float *xr = a.x + (a.shared_x ? rj / a.k : rj) * a.x_ld;
     float acc[MMID_R];
 #pragma unroll
     for (int r = 0; r < MMID_R; ++r)
@@ -551,15 +462,7 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_h_v2_kernel(mmid_ar
       for (int r = 0; r < MMID_R; ++r)
         wv[r] = __ldg((const uint4 *)(wr[r] + k0));
       const float4 xa = __ldg((const float4 *)(xr + k0)), xb = __ldg((const float4 *)(xr + k0) + 1);
-      float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-      if (GLU) { /* silu(gate) * up, glu's bits */
-        const float4 ua = __ldg((const float4 *)(ur + k0)),
-                     ub = __ldg((const float4 *)(ur + k0) + 1);
-        const float uv[8] = {ua.x, ua.y, ua.z, ua.w, ub.x, ub.y, ub.z, ub.w};
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-          xv[i] = memra_act_silu(xv[i]) * uv[i];
-      }
+      const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
 #pragma unroll
       for (int r = 0; r < MMID_R; ++r) {
         const uint32_t u[4] = {wv[r].x, wv[r].y, wv[r].z, wv[r].w};
@@ -571,32 +474,22 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_h_v2_kernel(mmid_ar
         }
       }
     }
+    float v[MMID_R];
 #pragma unroll
-    for (int r = 0; r < MMID_R; ++r) {
-      const float v = memra_warp_sum(acc[r]);
-      if (lane == 0 && n0 + r < a.N) a.y[rj * a.y_ld + n0 + r] = v;
-    }
+    for (int r = 0; r < MMID_R; ++r)
+      v[r] = memra_warp_sum(acc[r]);
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < OPR; ++r)
+        if (n0 + r < a.F)
+          a.y[rj * a.y_ld + n0 + r] = GLU ? memra_act_silu(v[r]) * v[r + OPR] : v[r];
   }
 }
 
-/* The K-quant and 16-bit kernels read the glu rows themselves (mmid_glu_fused says when);
- * u is NULL for a plain matmul_id. */
-static bool mmid_glu_fused(const memra_tensor *g, const memra_tensor *u, const memra_tensor *w) {
-  const char *e = getenv("MEMRA_MMID_GLU"); /* A/B: =0 runs glu, then matmul_id */
-  if (e && strcmp(e, "0") == 0) return false;
-  const uint64_t walign = memra_cu_align_of(memra_cu_ptr(w), w->nb1 * (w->ne1 > 1));
-  const bool kq = ((w->type == MEMRA_TYPE_Q4_K || w->type == MEMRA_TYPE_Q5_K) && walign >= 16) ||
-                  w->type == MEMRA_TYPE_Q6_K;
-  const bool h =
-      (w->type == MEMRA_TYPE_F16 || w->type == MEMRA_TYPE_BF16) && w->ne0 % 8 == 0 && walign >= 16;
-  return (kq || h) && g->ne1 == u->ne1 && g->ne0 == u->ne0 &&
-         memra_cu_align_of(memra_cu_ptr(g), g->nb1 * (g->ne1 > 1)) >= 16 &&
-         memra_cu_align_of(memra_cu_ptr(u), u->nb1 * (u->ne1 > 1)) >= 16 && u->nb1 % 4 == 0;
-}
-
+/* matmul_id, and (glu) matmul_id_glu: y [n k, N / 2] = silu(gate rows) * up rows. */
 static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                             const memra_tensor *u, const memra_tensor *w, const memra_tensor *ids,
-                             int32_t n_expert) {
+                             const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                             bool glu) {
   memra_status st;
   if ((st = memra_cu_check_tensor(be, w, "matmul_id: w", -1)) ||
       (st = memra_cu_check_f(be, "matmul_id", "ids", ids, MEMRA_TYPE_I32, -1, -1)))
@@ -614,7 +507,14 @@ static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const mem
     return memra_cu_errf(
         be, MEMRA_E_INVALID, "matmul_id: x [%lld, %lld], expected [%lld or %lld, %lld]",
         (long long)x->ne1, (long long)x->ne0, (long long)n, (long long)(n * k), (long long)K);
-  if ((st = memra_cu_check_f(be, "matmul_id", "y", y, MEMRA_TYPE_F32, N, n * k))) return st;
+  if (glu && N % 2)
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "matmul_id_glu: %lld rows an expert do not split into gate and up",
+                         (long long)N);
+  const int64_t F = glu ? N / 2 : N;
+  if ((st = memra_cu_check_f(be, glu ? "matmul_id_glu" : "matmul_id", "y", y, MEMRA_TYPE_F32, F,
+                             n * k)))
+    return st;
   if (memra_cu_overlap(y, x) || memra_cu_overlap(y, w) || memra_cu_overlap(y, ids))
     return memra_cu_errf(be, MEMRA_E_INVALID, "matmul_id: y overlaps an input");
   const uint8_t *wp = (const uint8_t *)memra_cu_ptr(w);
@@ -631,8 +531,6 @@ static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const mem
   a.y_ld = (int64_t)(y->nb1 / 4);
   a.x = xp;
   a.x_ld = (int64_t)(x->nb1 / 4);
-  a.u = u ? (const float *)memra_cu_ptr(u) : NULL;
-  a.u_ld = u ? (int64_t)(u->nb1 / 4) : 0;
   a.shared_x = k == 1 || x->ne1 == n; /* k == 1: either reading is the same row */
   a.w = wp;
   a.w_nb1 = w->nb1;
@@ -643,6 +541,7 @@ static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const mem
   a.N = N;
   a.K = K;
   a.rows = rows;
+  a.F = F;
   if (k > 0x7fffffff)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul_id: k = %lld", (long long)k);
   const unsigned gy = (unsigned)(rows < 65535 ? rows : 65535);
@@ -650,23 +549,13 @@ static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const mem
   const bool kq16 = (w->type == MEMRA_TYPE_Q4_K || w->type == MEMRA_TYPE_Q5_K) && walign >= 16;
   if (kq16 || w->type == MEMRA_TYPE_Q6_K) {
     const int64_t nsb = K / 256;
-    const char *r_env = getenv("MEMRA_MMID_R");
-    const int R = r_env && strcmp(r_env, "2") == 0 ? 2 : MMID_R;
-    const char *pf_env = getenv("MEMRA_MMID_PF"); /* A/B: =0 loads each step's bytes in it */
-    const bool pf = !(pf_env && strcmp(pf_env, "0") == 0);
-    const int S = nsb >= 3 ? 4 : nsb == 2 ? 2 : 1, rw = 4 / S * R;
-    const dim3 grid((unsigned)((N + rw * MMID_WARPS - 1) / (rw * MMID_WARPS)), gy);
-    /* PF (the next step's bytes loaded before this step's arithmetic) only where a warp has
-     * more than one step: S 4 */
-#define KQ_K(TY, V, SS, RR, G)                                                                     \
-  (SS == 4 && pf ? matmul_id_kq_v2_kernel < TY, V || G, SS, RR, SS == 4,                           \
-   G >           : matmul_id_kq_v2_kernel < TY, V || G, SS, RR, false, G >)
+    const int S = nsb >= 3 ? 4 : nsb == 2 ? 2 : 1, ow = 4 / S * (glu ? MMID_R / 2 : MMID_R);
+    const dim3 grid((unsigned)((F + ow * MMID_WARPS - 1) / (ow * MMID_WARPS)), gy);
 #define KQ_GO(TY, V, SS)                                                                           \
-  (void)memra_cu_launch(                                                                           \
-      be,                                                                                          \
-      R == 2 ? (u ? KQ_K(TY, V, SS, 2, true) : KQ_K(TY, V, SS, 2, false))                          \
-             : (u ? KQ_K(TY, V, SS, MMID_R, true) : KQ_K(TY, V, SS, MMID_R, false)),               \
-      grid, dim3(MMID_WARPS * 32), 0, a)
+  (void)memra_cu_launch(be,                                                                        \
+                        glu ? matmul_id_kq_v2_kernel<TY, V, SS, true>                              \
+                            : matmul_id_kq_v2_kernel<TY, V, SS, false>,                            \
+                        grid, dim3(MMID_WARPS * 32), 0, a)
 #define KQ_CASE(TY)                                                                                \
   case TY:                                                                                         \
     if (S == 4)                                                                                    \
@@ -684,30 +573,33 @@ static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const mem
     }
 #undef KQ_CASE
 #undef KQ_GO
-#undef KQ_K
     MEMRA_CU_LAUNCHED();
     return MEMRA_OK;
   }
   if ((w->type == MEMRA_TYPE_F16 || w->type == MEMRA_TYPE_BF16) && K % 8 == 0 && xv &&
       walign >= 16) {
-    const dim3 grid((unsigned)((N + MMID_R * MMID_WARPS - 1) / (MMID_R * MMID_WARPS)), gy);
+    const int ow = glu ? MMID_R / 2 : MMID_R;
+    const dim3 grid((unsigned)((F + ow * MMID_WARPS - 1) / (ow * MMID_WARPS)), gy);
     (void)memra_cu_launch(be,
                           w->type == MEMRA_TYPE_F16
-                              ? (u ? matmul_id_h_v2_kernel<MEMRA_TYPE_F16, true>
-                                   : matmul_id_h_v2_kernel<MEMRA_TYPE_F16, false>)
-                              : (u ? matmul_id_h_v2_kernel<MEMRA_TYPE_BF16, true>
-                                   : matmul_id_h_v2_kernel<MEMRA_TYPE_BF16, false>),
+                              ? (glu ? matmul_id_h_v2_kernel<MEMRA_TYPE_F16, true>
+                                     : matmul_id_h_v2_kernel<MEMRA_TYPE_F16, false>)
+                              : (glu ? matmul_id_h_v2_kernel<MEMRA_TYPE_BF16, true>
+                                     : matmul_id_h_v2_kernel<MEMRA_TYPE_BF16, false>),
                           grid, dim3(MMID_WARPS * 32), 0, a);
     MEMRA_CU_LAUNCHED();
     return MEMRA_OK;
   }
   const bool vec = K % 32 == 0 && xv && walign >= 16;
-  const dim3 grid((unsigned)((N + MMID_WARPS - 1) / MMID_WARPS), gy);
+  const dim3 grid((unsigned)((F + MMID_WARPS - 1) / MMID_WARPS), gy);
 #define ID_CASE(TY)                                                                                \
   case TY:                                                                                         \
-    (void)memra_cu_launch(be,                                                                      \
-                          vec ? matmul_id_v1_kernel<TY, true> : matmul_id_v1_kernel<TY, false>,    \
-                          grid, dim3(MMID_WARPS * 32), 0, a);                                      \
+    (void)memra_cu_launch(                                                                         \
+        be,                                                                                        \
+        vec ? (glu ? matmul_id_v1_kernel<TY, true, true> : matmul_id_v1_kernel<TY, true, false>)   \
+            : (glu ? matmul_id_v1_kernel<TY, false, true>                                          \
+                   : matmul_id_v1_kernel<TY, false, false>),                                       \
+        grid, dim3(MMID_WARPS * 32), 0, a);                                                        \
     break;
   switch (w->type) {
     ID_CASE(MEMRA_TYPE_F32)
@@ -730,28 +622,18 @@ static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const mem
 
 memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                 const memra_tensor *w, const memra_tensor *ids, int32_t n_expert) {
-  return mmid_run(be, y, x, NULL, w, ids, n_expert);
+  return mmid_run(be, y, x, w, ids, n_expert, false);
 }
 
-/* ABI 1.7: silu(gate) * up read by the K-quant and 16-bit kernels (the bits of glu, then
- * matmul_id); other types and activations run glu into gate (scratch), then matmul_id. */
-memra_status memra_cu_matmul_id_glu(memra_backend *be, const memra_tensor *y,
-                                    const memra_tensor *gate, const memra_tensor *up,
+/* ABI 1.7: the fused gate/up stack's matmul_id with glu in its epilogue (SILU: the families'
+ * act; MEMRA_MMID_GLU=0 leaves the slot out of the vtable, backend.cu, for A/B). */
+memra_status memra_cu_matmul_id_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                     const memra_tensor *w, const memra_tensor *ids,
                                     int32_t n_expert, int32_t act) {
-  memra_status st;
-  if ((st = memra_cu_check_f(be, "matmul_id_glu", "gate", gate, MEMRA_TYPE_F32, -1, -1)) ||
-      (st =
-           memra_cu_check_f(be, "matmul_id_glu", "up", up, MEMRA_TYPE_F32, gate->ne0, gate->ne1)) ||
-      (st = memra_cu_check_tensor(be, w, "matmul_id_glu: w", -1)) ||
-      (st = memra_cu_check_tensor(be, y, "matmul_id_glu: y", MEMRA_TYPE_F32)))
-    return st;
-  if (memra_cu_overlap(y, gate) || memra_cu_overlap(y, up))
-    return memra_cu_errf(be, MEMRA_E_INVALID, "matmul_id_glu: y overlaps gate or up");
-  if (act == MEMRA_ACT_SILU && mmid_glu_fused(gate, up, w))
-    return mmid_run(be, y, gate, up, w, ids, n_expert);
-  if ((st = memra_cu_glu(be, gate, gate, up, act))) return st;
-  return mmid_run(be, y, gate, NULL, w, ids, n_expert);
+  if (act != MEMRA_ACT_SILU)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul_id_glu: activation %d (SILU only)",
+                         (int)act);
+  return mmid_run(be, y, x, w, ids, n_expert, true);
 }
 
 /* --- moe_combine ----------------------------------------------------------------------- */

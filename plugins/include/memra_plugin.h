@@ -376,13 +376,13 @@ typedef struct memra_backend_vt {
   memra_status (*moe_combine_gated)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                     const memra_tensor *weights, const memra_tensor *sh,
                                     const memra_tensor *g);
-  /* matmul_id_glu (optional: NULL = glu, then matmul_id): matmul_id over the rows
-   * x = act(gate) * up (gate, up F32 [n k or n, K], glu's bits), the routed experts' down
-   * projection without the glu pass; y must not overlap gate or up. gate is scratch: its
-   * contents after the call are unspecified (a plugin may run glu into it, then matmul_id). */
-  memra_status (*matmul_id_glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *gate,
-                                const memra_tensor *up, const memra_tensor *w,
-                                const memra_tensor *ids, int32_t n_expert, int32_t act);
+  /* matmul_id_glu (optional: NULL = matmul_id over the 2 N rows, then glu): w's experts each
+   * hold N gate rows, then N up rows (the core's fused gate/up stack); y [n k, N] =
+   * act(x . gate^T) * (x . up^T), the bits of matmul_id then glu. act: a plugin may refuse
+   * any but MEMRA_ACT_SILU (MEMRA_E_UNSUPPORTED). */
+  memra_status (*matmul_id_glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                                int32_t act);
   /* rmsnorm_gate (optional: NULL = rmsnorm, then glu): y = act(z) * rmsnorm(x) w, the bits of
    * rmsnorm (no res) then glu(y, z, y); x, y, z F32 of one shape (per-head views as rmsnorm
    * takes them), y may alias x but not z: the Gated DeltaNet output norm in one pass. */

@@ -42,11 +42,11 @@ memra_status rec_combine_gated(memra_backend *be, const memra_tensor *y, const m
   return g_real->moe_combine_gated(be, y, x, w, sh, g);
 }
 
-memra_status rec_matmul_id_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *g,
-                               const memra_tensor *u, const memra_tensor *w,
-                               const memra_tensor *ids, int32_t n_expert, int32_t act) {
+memra_status rec_matmul_id_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                               int32_t act) {
   g_log.push_back("matmul_id_glu");
-  return g_real->matmul_id_glu(be, y, g, u, w, ids, n_expert, act);
+  return g_real->matmul_id_glu(be, y, x, w, ids, n_expert, act);
 }
 memra_status rec_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *g,
                      const memra_tensor *u, int32_t act) {
@@ -264,11 +264,11 @@ INSTANTIATE_TEST_SUITE_P(Families, CombineGated, ::testing::Values("qwen3next", 
                            return std::string(i.param);
                          });
 
-// ABI 1.7: the routed experts' down projection reads glu's rows itself: one matmul_id_glu a
+// ABI 1.7: the fused gate/up stack's matmul_id with glu in its epilogue: one matmul_id_glu a
 // MoE layer and chunk, one glu fewer; logits bit-identical to a plugin without the slot.
-class GluDown : public ::testing::TestWithParam<const char *> {};
+class GateUpGlu : public ::testing::TestWithParam<const char *> {};
 
-TEST_P(GluDown, OneCallForGluAndDownWithTheSameBits) {
+TEST_P(GateUpGlu, OneCallForGateUpAndGluWithTheSameBits) {
   const std::string name = GetParam();
   const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
   ASSERT_GE(ids.size(), 6u);
@@ -303,7 +303,8 @@ TEST_P(GluDown, OneCallForGluAndDownWithTheSameBits) {
   without.m->vt = without.bh.vt;
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GluDown, ::testing::Values("qwen3moe", "qwen3next", "qwen35moe"),
+INSTANTIATE_TEST_SUITE_P(Families, GateUpGlu,
+                         ::testing::Values("qwen3moe", "qwen3next", "qwen35moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });

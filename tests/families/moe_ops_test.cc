@@ -151,44 +151,39 @@ TEST(MoeCombineGated, BitIdenticalToCombineSigmoidGateAdd) {
   EXPECT_EQ(MEMRA_E_INVALID, c.vt->moe_combine_gated(c.be, &Y.t, &X.t, &Wt.t, &S.t, &Gbad.t));
 }
 
-// ABI 1.7: matmul_id over glu's rows gives the bits of glu, then matmul_id (gate and up as
-// the core lays them out: one row of 2 K, gate then up), and refuses a y on top of up.
-TEST(MatmulIdGlu, BitIdenticalToGluThenMatmulId) {
+// ABI 1.7: matmul_id_glu over a fused gate/up stack (per expert N gate rows, then N up
+// rows) gives the bits of matmul_id over the 2 N rows, then glu; odd N and K, a shared x; and
+// refuses an odd row count an expert and a y of the wrong width.
+TEST(MatmulIdGlu, BitIdenticalToMatmulIdThenGlu) {
   Cpu c;
-  const int E = 5, N = 13, K = 64, n = 3, k = 2;
-  std::vector<float> gu = rnd((size_t)n * k * 2 * K, 9, -3, 3), w = rnd((size_t)E * N * K, 10);
+  const int E = 5, N = 13, K = 67, n = 3, k = 2;
+  std::vector<float> x = rnd((size_t)n * K, 9), w = rnd((size_t)E * 2 * N * K, 10);
   const std::vector<int32_t> ids = {4, 1, 0, 3, 2, 4};
-  Dev GU(c, MEMRA_TYPE_F32, 2 * K, n * k), GU2(c, MEMRA_TYPE_F32, 2 * K, n * k),
-      W(c, MEMRA_TYPE_F32, K, E * N), I(c, MEMRA_TYPE_I32, k, n), Y(c, MEMRA_TYPE_F32, N, n * k),
+  Dev X(c, MEMRA_TYPE_F32, K, n), W(c, MEMRA_TYPE_F32, K, E * 2 * N), I(c, MEMRA_TYPE_I32, k, n),
+      Y(c, MEMRA_TYPE_F32, N, n * k), GU(c, MEMRA_TYPE_F32, 2 * N, n * k),
       Y2(c, MEMRA_TYPE_F32, N, n * k);
-  GU.put(gu.data());
-  GU2.put(gu.data());
+  X.put(x.data());
   W.put(w.data());
   I.put(ids.data());
-  memra_tensor g = GU.t, u = GU.t, g2 = GU2.t, u2 = GU2.t;
-  g.ne0 = u.ne0 = g2.ne0 = u2.ne0 = K;
-  u.offset += 4u * K;
-  u2.offset += 4u * K;
   ASSERT_NE(nullptr, c.vt->matmul_id_glu);
-  ASSERT_EQ(MEMRA_OK, c.vt->matmul_id_glu(c.be, &Y.t, &g, &u, &W.t, &I.t, E, MEMRA_ACT_SILU))
+  ASSERT_EQ(MEMRA_OK, c.vt->matmul_id_glu(c.be, &Y.t, &X.t, &W.t, &I.t, E, MEMRA_ACT_SILU))
       << c.err();
-  ASSERT_EQ(MEMRA_OK, c.vt->glu(c.be, &g2, &g2, &u2, MEMRA_ACT_SILU)) << c.err();
-  ASSERT_EQ(MEMRA_OK, c.vt->matmul_id(c.be, &Y2.t, &g2, &W.t, &I.t, E)) << c.err();
+  ASSERT_EQ(MEMRA_OK, c.vt->matmul_id(c.be, &GU.t, &X.t, &W.t, &I.t, E)) << c.err();
+  memra_tensor g = GU.t, u = GU.t;
+  g.ne0 = u.ne0 = N;
+  u.offset += 4u * N;
+  ASSERT_EQ(MEMRA_OK, c.vt->glu(c.be, &Y2.t, &g, &u, MEMRA_ACT_SILU)) << c.err();
   const std::vector<float> a = Y.get<float>(), b = Y2.get<float>();
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float)));
-  // and not matmul_id of the raw gate: the activation and up were applied
-  Dev GU3(c, MEMRA_TYPE_F32, 2 * K, n * k), Y3(c, MEMRA_TYPE_F32, N, n * k);
-  GU3.put(gu.data());
-  memra_tensor g3 = GU3.t;
-  g3.ne0 = K;
-  ASSERT_EQ(MEMRA_OK, c.vt->matmul_id(c.be, &Y3.t, &g3, &W.t, &I.t, E)) << c.err();
-  EXPECT_NE(0, memcmp(a.data(), Y3.get<float>().data(), a.size() * sizeof(float)));
-  memra_tensor ybad = u; /* y on top of up */
-  ybad.ne0 = N;
+  // and not the gate rows' plain products: the activation and up were applied
+  const std::vector<float> gu = GU.get<float>();
+  EXPECT_NE(0, memcmp(a.data(), gu.data(), (size_t)N * sizeof(float)));
+  Dev Wodd(c, MEMRA_TYPE_F32, K, E * 3);
   EXPECT_EQ(MEMRA_E_INVALID,
-            c.vt->matmul_id_glu(c.be, &ybad, &g, &u, &W.t, &I.t, E, MEMRA_ACT_SILU));
-  EXPECT_EQ("matmul_id_glu: y overlaps gate or up", c.err());
+            c.vt->matmul_id_glu(c.be, &Y.t, &X.t, &Wodd.t, &I.t, E, MEMRA_ACT_SILU));
+  EXPECT_EQ("matmul_id_glu: 3 rows an expert do not split into gate and up", c.err());
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul_id_glu(c.be, &GU.t, &X.t, &W.t, &I.t, E, MEMRA_ACT_SILU));
 }
 
 } // namespace

@@ -239,26 +239,26 @@ static void check_matmul_id_alone(int32_t type, int64_t n_expert, int64_t N, int
   free(ids);
 }
 
-/* ABI 1.7 matmul_id_glu: gate and up as the core lays them out (one row of 2 K per (token,
- * expert): gate, then up), against the CPU, and on plugin 1 bitwise against its own glu then
- * matmul_id on a fresh copy (gate is scratch). */
+/* ABI 1.7 matmul_id_glu over a fused gate/up stack (per expert N gate rows, then N up
+ * rows): against the CPU, and on plugin 1 bitwise against its own matmul_id over the 2 N
+ * rows, then glu. */
 static void check_matmul_id_glu(int32_t type, int64_t n_expert, int64_t N, int64_t K, int64_t n,
-                                int64_t k) {
+                                int64_t k, int shared) {
   uint64_t wbytes;
-  void *w = ck_rand_rows(type, K, n_expert * N, &wbytes);
-  const int64_t rows = n * k;
-  float *gu = ck_frand_vec(rows * 2 * K, -3, 3);
+  void *w = ck_rand_rows(type, K, n_expert * 2 * N, &wbytes);
+  const int64_t rows = n * k, xr = shared ? n : rows;
+  float *x = ck_frand_vec(xr * K, -1, 1);
   int32_t *ids = ck_xmalloc((size_t)rows * 4 + 4);
   for (int64_t i = 0; i < rows; ++i) /* distinct within a token: a rotation */
     ids[i] = (int32_t)((i / k * 5 + i % k * 3) % n_expert);
-  const uint64_t gub = (uint64_t)(rows * 2 * K) * 4, row_nb = (uint64_t)(2 * K) * 4;
-  ck_buf dw = ck_new(wbytes, w), dgu = ck_new(gub, gu), dgu2 = ck_new(gub, gu),
+  ck_buf dw = ck_new(wbytes, w), dx = ck_new((uint64_t)(xr * K) * 4, x),
          di = ck_new((uint64_t)rows * 4, ids), dy = ck_new((uint64_t)(rows * N) * 4, NULL),
+         dgu = ck_new((uint64_t)(rows * 2 * N) * 4, NULL),
          dy2 = ck_new((uint64_t)(rows * N) * 4, NULL);
   char what[80];
   snprintf(what, sizeof what,
-           "%s E %" PRId64 " N %" PRId64 " K %" PRId64 " n %" PRId64 " k %" PRId64, tname(type),
-           n_expert, N, K, n, k);
+           "%s E %" PRId64 " N %" PRId64 " K %" PRId64 " n %" PRId64 " k %" PRId64 "%s",
+           tname(type), n_expert, N, K, n, k, shared ? " shared-x" : "");
   int ok = 1;
   for (int i = 0; i < 2; ++i) {
     if (!P[i].vt->matmul_id_glu) {
@@ -266,41 +266,42 @@ static void check_matmul_id_glu(int32_t type, int64_t n_expert, int64_t N, int64
       ok = 0;
       break;
     }
-    memra_tensor tw = ck_view(&dw, i, type, K, n_expert * N, 0, 0),
-                 tg = ck_view(&dgu, i, MEMRA_TYPE_F32, K, rows, row_nb, 0),
-                 tu = ck_view(&dgu, i, MEMRA_TYPE_F32, K, rows, row_nb, (uint64_t)K * 4),
+    memra_tensor tw = ck_view(&dw, i, type, K, n_expert * 2 * N, 0, 0),
+                 tx = ck_view(&dx, i, MEMRA_TYPE_F32, K, xr, 0, 0),
                  ti = ck_view(&di, i, MEMRA_TYPE_I32, k, n, 0, 0),
                  ty = ck_view(&dy, i, MEMRA_TYPE_F32, N, rows, 0, 0);
     ok &= must_ok(
-        i,
-        P[i].vt->matmul_id_glu(P[i].be, &ty, &tg, &tu, &tw, &ti, (int32_t)n_expert, MEMRA_ACT_SILU),
+        i, P[i].vt->matmul_id_glu(P[i].be, &ty, &tx, &tw, &ti, (int32_t)n_expert, MEMRA_ACT_SILU),
         "matmul_id_glu");
   }
   if (ok) {
     cmp_f32("matmul_id_glu", what, &dy, 0, rows * N, 1e-5, NULL);
-    memra_tensor tw = ck_view(&dw, 1, type, K, n_expert * N, 0, 0),
-                 tg = ck_view(&dgu2, 1, MEMRA_TYPE_F32, K, rows, row_nb, 0),
-                 tu = ck_view(&dgu2, 1, MEMRA_TYPE_F32, K, rows, row_nb, (uint64_t)K * 4),
+    memra_tensor tw = ck_view(&dw, 1, type, K, n_expert * 2 * N, 0, 0),
+                 tx = ck_view(&dx, 1, MEMRA_TYPE_F32, K, xr, 0, 0),
                  ti = ck_view(&di, 1, MEMRA_TYPE_I32, k, n, 0, 0),
+                 tgu = ck_view(&dgu, 1, MEMRA_TYPE_F32, 2 * N, rows, 0, 0),
+                 tg = ck_view(&dgu, 1, MEMRA_TYPE_F32, N, rows, (uint64_t)(2 * N) * 4, 0),
+                 tu = ck_view(&dgu, 1, MEMRA_TYPE_F32, N, rows, (uint64_t)(2 * N) * 4,
+                              (uint64_t)N * 4),
                  ty = ck_view(&dy2, 1, MEMRA_TYPE_F32, N, rows, 0, 0);
-    if (must_ok(1, P[1].vt->glu(P[1].be, &tg, &tg, &tu, MEMRA_ACT_SILU), "glu") &&
-        must_ok(1, P[1].vt->matmul_id(P[1].be, &ty, &tg, &tw, &ti, (int32_t)n_expert),
-                "matmul_id")) {
+    if (must_ok(1, P[1].vt->matmul_id(P[1].be, &tgu, &tx, &tw, &ti, (int32_t)n_expert),
+                "matmul_id") &&
+        must_ok(1, P[1].vt->glu(P[1].be, &ty, &tg, &tu, MEMRA_ACT_SILU), "glu")) {
       float *a = ck_get(&dy, 1), *b = ck_get(&dy2, 1);
       const int same = !memcmp(a, b, (size_t)(rows * N) * 4);
-      ck_record("matmul_id_glu == glu + matmul_id", what, same ? 0 : 1, 0, same, "bitwise");
+      ck_record("matmul_id_glu == matmul_id + glu", what, same ? 0 : 1, 0, same, "bitwise");
       free(a);
       free(b);
     }
   }
   ck_free(&dw);
-  ck_free(&dgu);
-  ck_free(&dgu2);
+  ck_free(&dx);
   ck_free(&di);
   ck_free(&dy);
+  ck_free(&dgu);
   ck_free(&dy2);
   free(w);
-  free(gu);
+  free(x);
   free(ids);
 }
 
@@ -713,14 +714,16 @@ static int run_ops(void) {
   check_matmul_id(MEMRA_TYPE_Q4_K, 7, 33, 256, 4, 2, 1, 1);
   check_matmul_id(MEMRA_TYPE_Q8_0, 7, 33, 64, 4, 2, 1, 1);
   check_matmul_id(MEMRA_TYPE_F16, 7, 9, 64, 0, 2, 1, 0);
-  /* the hybrid's and Qwen3-30B-A3B's down shapes, odd N, a fallback type (Q8_0) */
-  check_matmul_id_glu(MEMRA_TYPE_Q4_K, 16, 45, 512, 1, 10);
-  check_matmul_id_glu(MEMRA_TYPE_Q6_K, 16, 37, 768, 3, 8);
-  check_matmul_id_glu(MEMRA_TYPE_Q5_K, 9, 29, 1280, 2, 4);
-  check_matmul_id_glu(MEMRA_TYPE_Q4_K, 9, 19, 2048, 5, 3);
-  check_matmul_id_glu(MEMRA_TYPE_F16, 12, 33, 512, 2, 10);
-  check_matmul_id_glu(MEMRA_TYPE_BF16, 7, 21, 264, 3, 2);
-  check_matmul_id_glu(MEMRA_TYPE_Q8_0, 7, 33, 544, 4, 2);
+  /* the hybrid's (F 512, K 2048) and Qwen3-30B-A3B's (768, 2048) gate/up shapes, odd F and K,
+   * each kernel family (K-quant v2 at S 1, 2, 4; 16-bit v2; v1 for Q8_0) */
+  check_matmul_id_glu(MEMRA_TYPE_Q4_K, 16, 45, 2048, 1, 10, 1);
+  check_matmul_id_glu(MEMRA_TYPE_Q6_K, 16, 37, 768, 3, 8, 1);
+  check_matmul_id_glu(MEMRA_TYPE_Q5_K, 9, 29, 512, 2, 4, 0);
+  check_matmul_id_glu(MEMRA_TYPE_Q4_K, 9, 19, 256, 5, 3, 1);
+  check_matmul_id_glu(MEMRA_TYPE_F16, 12, 33, 520, 2, 10, 1);
+  check_matmul_id_glu(MEMRA_TYPE_BF16, 7, 21, 264, 3, 2, 0);
+  check_matmul_id_glu(MEMRA_TYPE_Q8_0, 7, 33, 544, 4, 2, 1);
+  check_matmul_id_glu(MEMRA_TYPE_F16, 7, 9, 97, 3, 2, 1);
   check_combine(13, 8, 101);
   check_combine(1, 2, 2048);
   check_combine(0, 8, 64);
