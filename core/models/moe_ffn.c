@@ -42,22 +42,33 @@ memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tenso
                                 shexp ? 4 : 1, ys, xn, ws, NULL, err));
   }
   CALL("moe_route", vt->moe_route(be, &ids, &w, &router, 1));
-  if (l->ffn_gate_up_exps.buf) { /* one launch for gate and up (model.c fuse_gate_up) */
+  if (l->ffn_gate_up_exps.buf && vt->matmul_id_glu) { /* ABI 1.7: gate, up and glu at once */
+    CALL("matmul_id gate+up+glu", vt->matmul_id_glu(be, &gate, xn, &l->ffn_gate_up_exps, &ids,
+                                                    hp->n_expert, MEMRA_ACT_SILU));
+  } else if (l->ffn_gate_up_exps.buf) { /* one launch for gate and up (model.c fuse_gate_up) */
     memra_tensor gu = gate;
     gu.ne0 = 2 * hp->n_ff_exp;
     CALL("matmul_id gate+up", vt->matmul_id(be, &gu, xn, &l->ffn_gate_up_exps, &ids, hp->n_expert));
     up = gate;
     up.offset += 4u * (uint64_t)hp->n_ff_exp;
+    CALL("expert glu", vt->glu(be, &gate, &gate, &up, MEMRA_ACT_SILU));
   } else {
     CALL("matmul_id gate", vt->matmul_id(be, &gate, xn, &l->ffn_gate_exps, &ids, hp->n_expert));
     CALL("matmul_id up", vt->matmul_id(be, &up, xn, &l->ffn_up_exps, &ids, hp->n_expert));
+    CALL("expert glu", vt->glu(be, &gate, &gate, &up, MEMRA_ACT_SILU));
   }
-  CALL("expert glu", vt->glu(be, &gate, &gate, &up, MEMRA_ACT_SILU));
   CALL("matmul_id down", vt->matmul_id(be, &down, &gate, &l->ffn_down_exps, &ids, hp->n_expert));
-  CALL("moe_combine", vt->moe_combine(be, out, &down, &w));
-  if (!shexp) return MEMRA_OK;
+  if (!shexp) {
+    CALL("moe_combine", vt->moe_combine(be, out, &down, &w));
+    return MEMRA_OK;
+  }
   CALL("shared glu", vt->glu(be, &sg, &sg, &su, MEMRA_ACT_SILU));
   MEMRA_TRY(memra_blk_matmul(c, "matmul shared down", &sh, &sg, &l->ffn_down_shexp, &none, err));
+  if (vt->moe_combine_gated) { /* ABI 1.7: the three calls below in one, the same bits */
+    CALL("moe_combine_gated", vt->moe_combine_gated(be, out, &down, &w, &sh, &logit));
+    return MEMRA_OK;
+  }
+  CALL("moe_combine", vt->moe_combine(be, out, &down, &w));
   CALL("sigmoid_gate shared", vt->sigmoid_gate(be, &sh, &sh, &logit));
   CALL("add shared expert", vt->add(be, out, out, &sh));
   return MEMRA_OK;

@@ -52,8 +52,14 @@ static memra_status gdn_mixer(memra_ctx *c, int il, const memra_tensor *xn, cons
   CALL("gated_delta_rule", vt->gated_delta_rule(be, &o, &q, &k, &v, &a, &b, &l->ssm_a, &l->ssm_dt,
                                                 &c->ssm_state[il], &c->batch, &gp));
   memra_tensor oh = memra_per_head(o, n, d);
-  CALL("ssm gated norm", vt->rmsnorm(be, &oh, &oh, &none, &l->ssm_norm, hp->eps));
-  CALL("ssm gate", vt->glu(be, &o, &z, &o, MEMRA_ACT_SILU));
+  if (vt->rmsnorm_gate) { /* ABI 1.7: the norm and the silu(z) gate in one pass */
+    const memra_tensor zh = memra_per_head(z, n, d);
+    CALL("ssm gated norm",
+         vt->rmsnorm_gate(be, &oh, &oh, &l->ssm_norm, &zh, hp->eps, MEMRA_ACT_SILU));
+  } else {
+    CALL("ssm norm", vt->rmsnorm(be, &oh, &oh, &none, &l->ssm_norm, hp->eps));
+    CALL("ssm gate", vt->glu(be, &o, &z, &o, MEMRA_ACT_SILU));
+  }
   MEMRA_TRY(memra_blk_matmul(c, "matmul ssm out", out, &o, &l->ssm_out, &none, err));
   return MEMRA_OK;
 }

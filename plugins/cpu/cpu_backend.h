@@ -4,6 +4,7 @@
 #ifndef MEMRA_CPU_BACKEND_H
 #define MEMRA_CPU_BACKEND_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -88,6 +89,14 @@ static inline uint16_t cpu_op16(float v, bool bf16) {
   return memra_f32_to_fp16(v);
 }
 #define CPU_OP16 (CPU_T(MEMRA_TYPE_F16) | CPU_T(MEMRA_TYPE_BF16))
+
+/* glu's activations (elementwise.c, moe.c): SiLU in float32, g / (1 + e^-g); GELU with
+ * ggml's tanh approximation. */
+static inline float cpu_silu(float g) { return g / (1.0f + expf(-g)); }
+static inline float cpu_gelu_tanh(float g) {
+  const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
+  return 0.5f * g * (1.0f + tanhf(k * g * (1.0f + 0.044715f * g * g)));
+}
 /* True when views a and b share bytes of one buffer. */
 bool cpu_overlap(const memra_tensor *a, const memra_tensor *b);
 
@@ -149,6 +158,8 @@ memra_status cpu_get_rows(memra_backend *be, const memra_tensor *y, const memra_
                           const memra_tensor *ids);
 memra_status cpu_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                          const memra_tensor *res, const memra_tensor *w, float eps);
+memra_status cpu_rmsnorm_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                              const memra_tensor *w, const memra_tensor *z, float eps, int32_t act);
 memra_status cpu_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                         const memra_tensor *w, const memra_tensor *bias);
 /* ABI 1.3 matmul_n: matmul for each of n outputs sharing x (matmul.c). */
@@ -185,6 +196,12 @@ memra_status cpu_matmul_id(memra_backend *be, const memra_tensor *y, const memra
 memra_status cpu_moe_combine(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                              const memra_tensor *weights);
 /* ABI minor 1 (ssm_conv.c, delta_rule.c) */
+memra_status cpu_matmul_id_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                               int32_t act);
+memra_status cpu_moe_combine_gated(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                   const memra_tensor *weights, const memra_tensor *sh,
+                                   const memra_tensor *g);
 memra_status cpu_sigmoid_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                               const memra_tensor *g);
 memra_status cpu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,

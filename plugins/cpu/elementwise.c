@@ -13,12 +13,7 @@ typedef struct ew_ctx {
   int32_t act;
 } ew_ctx;
 
-/* act(g) * u. SiLU in float32: g / (1 + e^-g); GELU with ggml's tanh approximation. */
-static inline float silu(float g) { return g / (1.0f + expf(-g)); }
-static inline float gelu_tanh(float g) {
-  const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
-  return 0.5f * g * (1.0f + tanhf(k * g * (1.0f + 0.044715f * g * g)));
-}
+/* act(g) * u (cpu_silu, cpu_gelu_tanh: cpu_backend.h). */
 
 static void glu_rows(void *p, int64_t begin, int64_t end, int tid) {
   (void)tid;
@@ -30,16 +25,17 @@ static void glu_rows(void *p, int64_t begin, int64_t end, int tid) {
     if (op16) { /* ABI 1.6: the f32 product rounded as a gemm operand */
       uint16_t *y = (uint16_t *)(void *)cpu_row(c->y, r);
       for (int64_t i = 0; i < n; ++i)
-        y[i] = cpu_op16((c->act == MEMRA_ACT_SILU ? silu(g[i]) : gelu_tanh(g[i])) * u[i], bf16);
+        y[i] = cpu_op16((c->act == MEMRA_ACT_SILU ? cpu_silu(g[i]) : cpu_gelu_tanh(g[i])) * u[i],
+                        bf16);
       continue;
     }
     float *y = cpu_row_f32(c->y, r);
     if (c->act == MEMRA_ACT_SILU)
       for (int64_t i = 0; i < n; ++i)
-        y[i] = silu(g[i]) * u[i];
+        y[i] = cpu_silu(g[i]) * u[i];
     else
       for (int64_t i = 0; i < n; ++i)
-        y[i] = gelu_tanh(g[i]) * u[i];
+        y[i] = cpu_gelu_tanh(g[i]) * u[i];
   }
 }
 

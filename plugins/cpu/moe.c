@@ -24,16 +24,19 @@ static void route_rows(void *p, int64_t begin, int64_t end, int tid) {
     int32_t *ids = (int32_t *)(void *)cpu_row(c->ids, r);
     float *w = cpu_row_f32(c->w, r);
     float mx = l[0];
-    for (int64_t e = 1; e < ne; ++e) mx = l[e] > mx ? l[e] : mx;
+    for (int64_t e = 1; e < ne; ++e)
+      mx = l[e] > mx ? l[e] : mx;
     float sum = 0;
-    for (int64_t e = 0; e < ne; ++e) sum += expf(l[e] - mx);
+    for (int64_t e = 0; e < ne; ++e)
+      sum += expf(l[e] - mx);
     /* top-k by repeated selection: k is small; ties go to the lower index */
     float ksum = 0;
     for (int64_t j = 0; j < k; ++j) {
       int64_t best = -1;
       for (int64_t e = 0; e < ne; ++e) {
         bool taken = false;
-        for (int64_t i = 0; i < j; ++i) taken |= ids[i] == e;
+        for (int64_t i = 0; i < j; ++i)
+          taken |= ids[i] == e;
         if (!taken && (best < 0 || l[e] > l[best])) best = e;
       }
       ids[j] = (int32_t)best;
@@ -42,7 +45,8 @@ static void route_rows(void *p, int64_t begin, int64_t end, int tid) {
     }
     if (c->normalize) {
       float d = ksum > 6.1e-5f ? ksum : 6.1e-5f;
-      for (int64_t j = 0; j < k; ++j) w[j] /= d;
+      for (int64_t j = 0; j < k; ++j)
+        w[j] /= d;
     }
   }
 }
@@ -87,40 +91,89 @@ static void mmid_rows(void *p, int64_t begin, int64_t end, int tid) {
   }
 }
 
-memra_status cpu_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                           const memra_tensor *w, const memra_tensor *ids, int32_t n_expert) {
+/* matmul_id's checks (glu: matmul_id_glu, y of half the expert rows), its messages. */
+static memra_status mmid_check(memra_backend *be, const char *op, const memra_tensor *y,
+                               const memra_tensor *x, const memra_tensor *w,
+                               const memra_tensor *ids, int32_t n_expert, bool glu) {
   memra_status st;
-  if ((st = cpu_check(be, "matmul_id", "w", w, 0)) ||
-      (st = cpu_check(be, "matmul_id", "ids", ids, CPU_I32)))
+  if ((st = cpu_check(be, op, "w", w, 0)) || (st = cpu_check(be, op, "ids", ids, CPU_I32)))
     return st;
   if (!memra_quant_supported(w->type))
-    return cpu_fail(be, MEMRA_E_UNSUPPORTED, "matmul_id: weight type %s has no CPU dot product",
+    return cpu_fail(be, MEMRA_E_UNSUPPORTED, "%s: weight type %s has no CPU dot product", op,
                     memra_type_info(w->type).name);
   if (n_expert < 1 || w->ne1 % n_expert != 0)
-    return cpu_fail(be, MEMRA_E_INVALID,
-                    "matmul_id: %" PRId64 " weight rows do not split into %d experts", w->ne1,
-                    n_expert);
+    return cpu_fail(be, MEMRA_E_INVALID, "%s: %" PRId64 " weight rows do not split into %d experts",
+                    op, w->ne1, n_expert);
   const int64_t n = ids->ne1, k = ids->ne0, n_per = w->ne1 / n_expert;
-  if ((st = cpu_check(be, "matmul_id", "x", x, CPU_F32))) return st;
+  if (glu && n_per % 2)
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "%s: %" PRId64 " rows an expert do not split into gate and up", op, n_per);
+  if ((st = cpu_check(be, op, "x", x, CPU_F32))) return st;
   if (x->ne0 != w->ne0 || (x->ne1 != n && x->ne1 != n * k))
     return cpu_fail(be, MEMRA_E_INVALID,
-                    "matmul_id: x [%" PRId64 ", %" PRId64 "], expected [%" PRId64 " or %" PRId64
+                    "%s: x [%" PRId64 ", %" PRId64 "], expected [%" PRId64 " or %" PRId64
                     ", %" PRId64 "]",
-                    x->ne1, x->ne0, n, n * k, w->ne0);
-  if ((st = cpu_check_shape(be, "matmul_id", "y", y, CPU_F32, n_per, n * k))) return st;
+                    op, x->ne1, x->ne0, n, n * k, w->ne0);
+  if ((st = cpu_check_shape(be, op, "y", y, CPU_F32, glu ? n_per / 2 : n_per, n * k))) return st;
   if (cpu_overlap(y, x) || cpu_overlap(y, w) || cpu_overlap(y, ids))
-    return cpu_fail(be, MEMRA_E_INVALID, "matmul_id: y overlaps an input");
+    return cpu_fail(be, MEMRA_E_INVALID, "%s: y overlaps an input", op);
   for (int64_t r = 0; r < n; ++r)
     for (int64_t j = 0; j < k; ++j) {
       int32_t e = ((const int32_t *)(const void *)cpu_row(ids, r))[j];
       if (e < 0 || e >= n_expert)
         return cpu_fail(be, MEMRA_E_INVALID,
-                        "matmul_id: ids[%" PRId64 ", %" PRId64 "] = %d, expected 0..%d", r, j, e,
+                        "%s: ids[%" PRId64 ", %" PRId64 "] = %d, expected 0..%d", op, r, j, e,
                         n_expert - 1);
     }
+  return MEMRA_OK;
+}
+
+memra_status cpu_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                           const memra_tensor *w, const memra_tensor *ids, int32_t n_expert) {
+  memra_status st;
+  if ((st = mmid_check(be, "matmul_id", y, x, w, ids, n_expert, false))) return st;
+  const int64_t n = ids->ne1, k = ids->ne0, n_per = w->ne1 / n_expert;
   mmid_ctx c = {y, x, w, ids, n_per, x->ne1 == n && k > 1};
   if (k == 1) c.shared_x = true; /* n == n * k: either reading is the same row */
   cpu_run(be, n * k, cpu_mul_sat(2 * n_per, w->ne0), mmid_rows, &c);
+  return MEMRA_OK;
+}
+
+/* matmul_id_glu: per output j of row rj, gate row j and up row N + j of the expert's fused
+ * stack, each the dot matmul_id computes, then glu's expression: its bits, no scratch. */
+typedef struct mmid_glu_ctx {
+  mmid_ctx m;
+  int32_t act;
+} mmid_glu_ctx;
+
+static void mmid_glu_rows(void *p, int64_t begin, int64_t end, int tid) {
+  const mmid_glu_ctx *c = p;
+  (void)tid;
+  const int64_t k = c->m.ids->ne0, K = c->m.w->ne0, F = c->m.n_per / 2;
+  for (int64_t rj = begin; rj < end; ++rj) {
+    int64_t r = rj / k, j = rj % k;
+    int32_t e = ((const int32_t *)(const void *)cpu_row(c->m.ids, r))[j];
+    const float *x = cpu_row_f32(c->m.x, c->m.shared_x ? r : rj);
+    float *y = cpu_row_f32(c->m.y, rj);
+    for (int64_t n = 0; n < F; ++n) {
+      const float g = memra_vec_dot(c->m.w->type, cpu_row(c->m.w, e * c->m.n_per + n), x, K),
+                  u = memra_vec_dot(c->m.w->type, cpu_row(c->m.w, e * c->m.n_per + F + n), x, K);
+      y[n] = (c->act == MEMRA_ACT_SILU ? cpu_silu(g) : cpu_gelu_tanh(g)) * u;
+    }
+  }
+}
+
+memra_status cpu_matmul_id_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                               int32_t act) {
+  memra_status st;
+  if (act != MEMRA_ACT_SILU && act != MEMRA_ACT_GELU_TANH)
+    return cpu_fail(be, MEMRA_E_UNSUPPORTED, "matmul_id_glu: unknown activation %d", (int)act);
+  if ((st = mmid_check(be, "matmul_id_glu", y, x, w, ids, n_expert, true))) return st;
+  const int64_t n = ids->ne1, k = ids->ne0;
+  mmid_glu_ctx c = {{y, x, w, ids, w->ne1 / n_expert, x->ne1 == n && k > 1}, act};
+  if (k == 1) c.m.shared_x = true;
+  cpu_run(be, n * k, cpu_mul_sat(2 * c.m.n_per, w->ne0), mmid_glu_rows, &c);
   return MEMRA_OK;
 }
 
@@ -128,6 +181,7 @@ memra_status cpu_matmul_id(memra_backend *be, const memra_tensor *y, const memra
 
 typedef struct comb_ctx {
   const memra_tensor *y, *x, *w;
+  const memra_tensor *sh, *g; /* moe_combine_gated: + sh sigmoid(g), else NULL */
 } comb_ctx;
 
 static void comb_rows(void *p, int64_t begin, int64_t end, int tid) {
@@ -137,10 +191,19 @@ static void comb_rows(void *p, int64_t begin, int64_t end, int tid) {
   for (int64_t r = begin; r < end; ++r) {
     const float *w = cpu_row_f32(c->w, r);
     float *y = cpu_row_f32(c->y, r);
-    for (int64_t i = 0; i < E; ++i) y[i] = 0;
+    for (int64_t i = 0; i < E; ++i)
+      y[i] = 0;
     for (int64_t j = 0; j < k; ++j) {
       const float *x = cpu_row_f32(c->x, r * k + j);
-      for (int64_t i = 0; i < E; ++i) y[i] += w[j] * x[i];
+      for (int64_t i = 0; i < E; ++i)
+        y[i] += w[j] * x[i];
+    }
+    if (c->sh) { /* sigmoid_gate's then add's arithmetic (ssm_conv.c, elementwise.c) */
+      const float *sh = cpu_row_f32(c->sh, r), gv = cpu_row_f32(c->g, r)[0];
+      for (int64_t i = 0; i < E; ++i) {
+        const float v = sh[i] / (1.0f + expf(-gv));
+        y[i] = y[i] + v;
+      }
     }
   }
 }
@@ -155,7 +218,25 @@ memra_status cpu_moe_combine(memra_backend *be, const memra_tensor *y, const mem
     return st;
   if (cpu_overlap(y, x) || cpu_overlap(y, weights))
     return cpu_fail(be, MEMRA_E_INVALID, "moe_combine: y overlaps an input");
-  comb_ctx c = {y, x, weights};
+  comb_ctx c = {y, x, weights, NULL, NULL};
   cpu_run(be, n, cpu_mul_sat(2 * k, x->ne0), comb_rows, &c);
+  return MEMRA_OK;
+}
+
+memra_status cpu_moe_combine_gated(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                   const memra_tensor *weights, const memra_tensor *sh,
+                                   const memra_tensor *g) {
+  memra_status st;
+  if ((st = cpu_check(be, "moe_combine_gated", "weights", weights, CPU_F32))) return st;
+  const int64_t n = weights->ne1, k = weights->ne0;
+  if ((st = cpu_check_shape(be, "moe_combine_gated", "x", x, CPU_F32, -1, n * k)) ||
+      (st = cpu_check_shape(be, "moe_combine_gated", "y", y, CPU_F32, x->ne0, n)) ||
+      (st = cpu_check_shape(be, "moe_combine_gated", "sh", sh, CPU_F32, x->ne0, n)) ||
+      (st = cpu_check_shape(be, "moe_combine_gated", "g", g, CPU_F32, 1, n)))
+    return st;
+  if (cpu_overlap(y, x) || cpu_overlap(y, weights) || cpu_overlap(y, sh) || cpu_overlap(y, g))
+    return cpu_fail(be, MEMRA_E_INVALID, "moe_combine_gated: y overlaps an input");
+  comb_ctx c = {y, x, weights, sh, g};
+  cpu_run(be, n, cpu_mul_sat(2 * k + 8, x->ne0), comb_rows, &c);
   return MEMRA_OK;
 }

@@ -127,6 +127,11 @@ static const memra_backend_vt cpu_vt = {
 #if MEMRA_ABI_MINOR >= 5 /* grouped prompt GEMM: matmul per output, the oracle (matmul.c) */
     .gemm_n = cpu_gemm_n,
 #endif
+#if MEMRA_ABI_MINOR >= 7 /* the shared expert in the routed combine (moe.c) */
+    .moe_combine_gated = cpu_moe_combine_gated,
+    .matmul_id_glu = cpu_matmul_id_glu,
+    .rmsnorm_gate = cpu_rmsnorm_gate,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

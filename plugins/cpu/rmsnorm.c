@@ -54,3 +54,18 @@ memra_status cpu_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_t
   cpu_run(be, x->ne1, 3 * x->ne0, rmsnorm_rows, &c);
   return MEMRA_OK;
 }
+
+/* ABI 1.7: the oracle of the gated norm is its definition, rmsnorm then glu(y, z, y). */
+memra_status cpu_rmsnorm_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                              const memra_tensor *w, const memra_tensor *z, float eps,
+                              int32_t act) {
+  memra_status st;
+  if (act != MEMRA_ACT_SILU && act != MEMRA_ACT_GELU_TANH)
+    return cpu_fail(be, MEMRA_E_UNSUPPORTED, "rmsnorm_gate: unknown activation %d", (int)act);
+  if ((st = cpu_check_shape(be, "rmsnorm_gate", "y", y, CPU_F32, -1, -1)) ||
+      (st = cpu_check_shape(be, "rmsnorm_gate", "z", z, CPU_F32, y->ne0, y->ne1)))
+    return st;
+  if (cpu_overlap(y, z)) return cpu_fail(be, MEMRA_E_INVALID, "rmsnorm_gate: y overlaps z");
+  if ((st = cpu_rmsnorm(be, y, x, NULL, w, eps))) return st;
+  return cpu_glu(be, y, z, y, act);
+}

@@ -205,6 +205,12 @@ static const memra_backend_vt *cu_vtable(void) {
     v.moe_route = memra_cu_moe_route; /* moe.cu, gdn.cu (families.h) */
     v.matmul_id = memra_cu_matmul_id;
     v.moe_combine = memra_cu_moe_combine;
+    v.moe_combine_gated = memra_cu_moe_combine_gated; /* ABI 1.7 (moe.cu) */
+    /* ABI 1.7 fusions; MEMRA_MMID_GLU=0 / MEMRA_RMS_GATE=0 leave a slot out (A/B: the core
+     * then makes the calls it replaces) */
+    const char *mg = getenv("MEMRA_MMID_GLU"), *rg = getenv("MEMRA_RMS_GATE");
+    v.matmul_id_glu = mg && strcmp(mg, "0") == 0 ? NULL : memra_cu_matmul_id_glu;
+    v.rmsnorm_gate = rg && strcmp(rg, "0") == 0 ? NULL : memra_cu_rmsnorm_gate; /* rmsnorm.cu */
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;
     v.gated_delta_rule = memra_cu_gated_delta_rule;

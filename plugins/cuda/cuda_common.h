@@ -136,6 +136,9 @@ memra_status memra_cu_get_rows(memra_backend *be, const memra_tensor *y, const m
                                const memra_tensor *ids);
 memra_status memra_cu_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                               const memra_tensor *res, const memra_tensor *w, float eps);
+memra_status memra_cu_rmsnorm_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                   const memra_tensor *w, const memra_tensor *z, float eps,
+                                   int32_t act);
 memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                              const memra_tensor *w, const memra_tensor *bias);
 /* ABI 1.3: matmuls sharing x in one launch (matmul.cu). */

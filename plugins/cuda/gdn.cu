@@ -18,11 +18,15 @@
  *      The block walks its sequence's rows in order with the state in registers (d <=
  *      128): it is read from memory once before the first token and written once after
  *      the last. q/k are L2-normalised per block from shared memory. d > 128: the same
- *      with each state row read and written once per token (no register room). */
+ *      with each state row read and written once per token (no register room).
+ *  2   all three launched with PDL (launch.cuh; plain launches before): sigmoid_gate and
+ *      ssm_conv trigger their dependents first (memra_pdl_enter_early), the delta rule
+ *      after its wait. Same arithmetic. */
 #include <math.h>
 
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/families.h"
+#include "plugins/cuda/launch.cuh"
 
 #define GDN_NAN __int_as_float(0x7fc00000)
 
@@ -31,6 +35,7 @@
 __global__ void sigmoid_gate_v1_kernel(float *y, int64_t y_ld, const float *x, int64_t x_ld,
                                        const float *g, int64_t g_ld, int bcast, int64_t ne0,
                                        int64_t total) {
+  memra_pdl_enter_early();
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total;
        t += (int64_t)gridDim.x * blockDim.x) {
     const int64_t r = t / ne0, i = t % ne0;
@@ -59,10 +64,11 @@ memra_status memra_cu_sigmoid_gate(memra_backend *be, const memra_tensor *y, con
   if (total == 0) return MEMRA_OK;
   int64_t gr = (total + 255) / 256;
   if (gr > 65536) gr = 65536;
-  sigmoid_gate_v1_kernel<<<(unsigned)gr, 256, 0, be->stream>>>(
-      (float *)memra_cu_ptr(y), (int64_t)(y->nb1 / 4), (const float *)memra_cu_ptr(x),
-      (int64_t)(x->nb1 / 4), (const float *)memra_cu_ptr(g), (int64_t)(g->nb1 / 4),
-      g->ne0 == 1 && x->ne0 != 1, x->ne0, total);
+  (void)memra_cu_launch(be, sigmoid_gate_v1_kernel, dim3((unsigned)gr), dim3(256), 0,
+                        (float *)memra_cu_ptr(y), (int64_t)(y->nb1 / 4),
+                        (const float *)memra_cu_ptr(x), (int64_t)(x->nb1 / 4),
+                        (const float *)memra_cu_ptr(g), (int64_t)(g->nb1 / 4),
+                        g->ne0 == 1 && x->ne0 != 1, x->ne0, total);
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
 }
@@ -85,6 +91,7 @@ struct conv_args {
 
 /* KM = K - 1 state columns in registers; KM < 0: any K, the state in global memory. */
 template <int KM> __global__ void ssm_conv_v1_kernel(conv_args a) {
+  memra_pdl_enter_early();
   const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const int s = blockIdx.y;
   if (c >= a.C) return;
@@ -183,15 +190,15 @@ memra_status memra_cu_ssm_conv(memra_backend *be, const memra_tensor *y, const m
   a.K = (int)K;
   const dim3 grid((unsigned)((a.C + 127) / 128), (unsigned)batch->n_seqs);
   switch (K) {
-  case 1: ssm_conv_v1_kernel<0><<<grid, 128, 0, be->stream>>>(a); break;
-  case 2: ssm_conv_v1_kernel<1><<<grid, 128, 0, be->stream>>>(a); break;
-  case 3: ssm_conv_v1_kernel<2><<<grid, 128, 0, be->stream>>>(a); break;
-  case 4: ssm_conv_v1_kernel<3><<<grid, 128, 0, be->stream>>>(a); break;
-  case 5: ssm_conv_v1_kernel<4><<<grid, 128, 0, be->stream>>>(a); break;
-  case 6: ssm_conv_v1_kernel<5><<<grid, 128, 0, be->stream>>>(a); break;
-  case 7: ssm_conv_v1_kernel<6><<<grid, 128, 0, be->stream>>>(a); break;
-  case 8: ssm_conv_v1_kernel<7><<<grid, 128, 0, be->stream>>>(a); break;
-  default: ssm_conv_v1_kernel<-1><<<grid, 128, 0, be->stream>>>(a); break;
+  case 1: (void)memra_cu_launch(be, ssm_conv_v1_kernel<0>, grid, dim3(128), 0, a); break;
+  case 2: (void)memra_cu_launch(be, ssm_conv_v1_kernel<1>, grid, dim3(128), 0, a); break;
+  case 3: (void)memra_cu_launch(be, ssm_conv_v1_kernel<2>, grid, dim3(128), 0, a); break;
+  case 4: (void)memra_cu_launch(be, ssm_conv_v1_kernel<3>, grid, dim3(128), 0, a); break;
+  case 5: (void)memra_cu_launch(be, ssm_conv_v1_kernel<4>, grid, dim3(128), 0, a); break;
+  case 6: (void)memra_cu_launch(be, ssm_conv_v1_kernel<5>, grid, dim3(128), 0, a); break;
+  case 7: (void)memra_cu_launch(be, ssm_conv_v1_kernel<6>, grid, dim3(128), 0, a); break;
+  case 8: (void)memra_cu_launch(be, ssm_conv_v1_kernel<7>, grid, dim3(128), 0, a); break;
+  default: (void)memra_cu_launch(be, ssm_conv_v1_kernel<-1>, grid, dim3(128), 0, a); break;
   }
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
@@ -222,6 +229,7 @@ __device__ __forceinline__ float gdn_softplus(float x) { return x > 20.0f ? x : 
 template <int NI, bool GL>
 __global__ void __launch_bounds__(GDN_WARPS * 32) gated_delta_rule_v1_kernel(gdn_args a) {
   __shared__ float qs[GDN_MAX_D], ks[GDN_MAX_D];
+  memra_pdl_enter();
   const int h = blockIdx.x, s = blockIdx.y;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, d = a.d;
   const int j0 = blockIdx.z * GDN_ROWS + warp * GDN_RPW; /* this warp's first state row */
@@ -395,11 +403,26 @@ memra_status memra_cu_gated_delta_rule(memra_backend *be, const memra_tensor *ou
   const dim3 grid((unsigned)hv, (unsigned)batch->n_seqs, (unsigned)((d + GDN_ROWS - 1) / GDN_ROWS));
   const int ni = (int)((d + 31) / 32);
   switch (ni) {
-  case 1: gated_delta_rule_v1_kernel<1, false><<<grid, GDN_WARPS * 32, 0, be->stream>>>(g); break;
-  case 2: gated_delta_rule_v1_kernel<2, false><<<grid, GDN_WARPS * 32, 0, be->stream>>>(g); break;
-  case 3: gated_delta_rule_v1_kernel<3, false><<<grid, GDN_WARPS * 32, 0, be->stream>>>(g); break;
-  case 4: gated_delta_rule_v1_kernel<4, false><<<grid, GDN_WARPS * 32, 0, be->stream>>>(g); break;
-  default: gated_delta_rule_v1_kernel<16, true><<<grid, GDN_WARPS * 32, 0, be->stream>>>(g); break;
+  case 1:
+    (void)memra_cu_launch(be, gated_delta_rule_v1_kernel<1, false>, grid, dim3(GDN_WARPS * 32), 0,
+                          g);
+    break;
+  case 2:
+    (void)memra_cu_launch(be, gated_delta_rule_v1_kernel<2, false>, grid, dim3(GDN_WARPS * 32), 0,
+                          g);
+    break;
+  case 3:
+    (void)memra_cu_launch(be, gated_delta_rule_v1_kernel<3, false>, grid, dim3(GDN_WARPS * 32), 0,
+                          g);
+    break;
+  case 4:
+    (void)memra_cu_launch(be, gated_delta_rule_v1_kernel<4, false>, grid, dim3(GDN_WARPS * 32), 0,
+                          g);
+    break;
+  default:
+    (void)memra_cu_launch(be, gated_delta_rule_v1_kernel<16, true>, grid, dim3(GDN_WARPS * 32), 0,
+                          g);
+    break;
   }
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;

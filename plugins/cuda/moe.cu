@@ -18,9 +18,14 @@
  *      separate multiply and add roundings, as the CPU does: bit-exact.
  *  2   moe_route: one warp per token (v2 below); K-quant matmul_id: the warp owns rows and
  *      walks all of K (matmul_id_kq_v2_kernel); every kernel here launched with PDL.
+ *  3   moe_route: v2's selection on the warp reduction instructions (hybrid tg128 +5%, MoE
+ *      +2.5% on the H200). matmul_id_glu (ABI 1.7): the fused gate/up stack with glu in the
+ *      epilogue (a row set's rows are two outputs' gate and up rows).
  * An id outside [0, n_expert) cannot be seen on the host without a sync: its output row is
  * NaN (as get_rows does), so the fault shows downstream. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "plugins/cuda/dequant.cuh"
 #include "plugins/cuda/device_util.cuh"
@@ -107,16 +112,42 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
   }
 }
 
-/* v2: one warp per token for at most ROUTE2_MAX experts and k <= 32 (NPL logits per lane
- * in registers, expert lane + 32 i); max, sum and each of the k selections are warp
- * butterflies: no shared memory and no block barriers (v1 costs ~10-14 us a call on the
- * H200: three __syncthreads per selection round). The selection rule is v1's and the
- * CPU's (logit desc, index asc); the softmax sum is per lane, then a fixed butterfly. */
+/* v2 (replaced by v3): one warp per token for at most ROUTE2_MAX experts and k <= 32 (NPL
+ * logits per lane in registers, expert lane + 32 i); max, sum and each of the k selections
+ * warp butterflies: no shared memory and no block barriers (v1 costs ~10-14 us a call on the
+ * H200: three __syncthreads per selection round). */
 enum { ROUTE2_WARPS = 4, ROUTE2_MAX = 1024 };
+
+/* v3: v2's warp per token with the selection on the hardware warp reductions (REDUX, sm_80+):
+ * a logit becomes an order-preserving 32-bit key (-0 as +0, NaN below -inf), a round takes
+ * the warp's largest key, then the lowest index among the lanes holding it: two
+ * __reduce_*_sync and one shuffle where v2 ran five dependent shuffle pairs; the winning lane
+ * refinds its best untaken logit by a 4-level tree over (key, ~index) pairs, not a 16-step
+ * chain. The same rule (logit desc, index asc), the same ids; max, sum and the weights are
+ * v2's arithmetic. */
+__device__ __forceinline__ uint32_t route_key(float v) {
+  if (v != v) return 0u; /* NaN: never above a number */
+  const uint32_t u = __float_as_uint(v == 0.f ? 0.f : v);
+  return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+template <int NPL>
+__device__ __forceinline__ uint64_t route_best(const uint64_t (&kv)[NPL], uint32_t taken) {
+  uint64_t t[NPL];
+#pragma unroll
+  for (int i = 0; i < NPL; ++i)
+    t[i] = taken >> i & 1 ? 0u : kv[i];
+#pragma unroll
+  for (int w = 1; w < NPL; w <<= 1)
+#pragma unroll
+    for (int i = 0; i + w < NPL; i += 2 * w)
+      t[i] = t[i + w] > t[i] ? t[i + w] : t[i];
+  return t[0];
+}
 
 template <int NPL>
 __global__ void __launch_bounds__(ROUTE2_WARPS * 32)
-    moe_route_v2_kernel(int32_t *ids, int64_t ids_ld, float *wout, int64_t w_ld,
+    moe_route_v3_kernel(int32_t *ids, int64_t ids_ld, float *wout, int64_t w_ld,
                         const float *logits, int64_t l_ld, int ne, int k, int normalize,
                         int64_t n) {
   memra_pdl_enter();
@@ -125,6 +156,7 @@ __global__ void __launch_bounds__(ROUTE2_WARPS * 32)
   if (r >= n) return;
   const float *lr = logits + r * l_ld;
   float l[NPL];
+  uint64_t kv[NPL]; /* (key << 32 | ~index), 0 past ne */
   uint32_t taken = 0;
   float mx = -INFINITY;
 #pragma unroll
@@ -136,35 +168,27 @@ __global__ void __launch_bounds__(ROUTE2_WARPS * 32)
   mx = memra_warp_max(mx);
   float s = 0.f;
 #pragma unroll
-  for (int i = 0; i < NPL; ++i)
-    if (lane + 32 * i < ne) s += expf(l[i] - mx);
+  for (int i = 0; i < NPL; ++i) {
+    const int e = lane + 32 * i;
+    if (e < ne) s += expf(l[i] - mx);
+    kv[i] = e < ne ? (uint64_t)route_key(l[i]) << 32 | (uint32_t)~e : 0u;
+  }
   const float sum = memra_warp_sum(s);
-  /* each lane's best untaken expert; a round takes the warp's best of those, and only the
-   * winning lane rescans its NPL logits (v2a rescanned all of them every round) */
-  float cv = -INFINITY;
-  int ci = -1;
-#pragma unroll
-  for (int i = 0; i < NPL; ++i)
-    if (lane + 32 * i < ne) route_take(cv, ci, l[i], lane + 32 * i);
+  uint64_t c = route_best(kv, 0u);
   float ksum = 0.f, pj = 0.f; /* lane j keeps selection j's weight and id */
   int idj = -1;
   for (int j = 0; j < k; ++j) {
-    float bv = cv;
-    int bi = ci;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      route_take(bv, bi, ov, oi);
-    }
-    if ((bi & 31) == lane) { /* bi >= 0: k <= ne */
+    const uint32_t ck = (uint32_t)(c >> 32);
+    const uint32_t m = __reduce_max_sync(0xffffffffu, ck);
+    /* c == 0: nothing left in this lane (k <= ne keeps some lane's c non-zero) */
+    const uint32_t lo = __reduce_max_sync(0xffffffffu, c != 0 && ck == m ? (uint32_t)c : 0u);
+    const int bi = (int)~lo;
+    if ((bi & 31) == lane) {
       taken |= 1u << (bi >> 5);
-      cv = -INFINITY;
-      ci = -1;
-#pragma unroll
-      for (int i = 0; i < NPL; ++i)
-        if (lane + 32 * i < ne && !(taken >> i & 1)) route_take(cv, ci, l[i], lane + 32 * i);
+      c = route_best(kv, taken);
     }
+    /* the key's inverse: the logit itself (a -0 read back as +0 gives the same expf) */
+    const float bv = __uint_as_float(m & 0x80000000u ? m ^ 0x80000000u : ~m);
     const float p = expf(bv - mx) / sum; /* the same bits in every lane */
     ksum += p;
     if (lane == j) {
@@ -214,7 +238,7 @@ memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
     const int64_t ild = (int64_t)(ids->nb1 / 4), wld = (int64_t)(weights->nb1 / 4),
                   lld = (int64_t)(logits->nb1 / 4);
 #define ROUTE2_GO(NPL)                                                                             \
-  (void)memra_cu_launch(be, moe_route_v2_kernel<NPL>, grid, dim3(ROUTE2_WARPS * 32), 0, ip, ild,   \
+  (void)memra_cu_launch(be, moe_route_v3_kernel<NPL>, grid, dim3(ROUTE2_WARPS * 32), 0, ip, ild,   \
                         wp, wld, lp, lld, ne, k, normalize, n)
     if (ne <= 128)
       ROUTE2_GO(4);
@@ -255,7 +279,18 @@ struct mmid_args {
   int64_t ids_ld;
   int k, n_expert;
   int64_t N, K, rows; /* rows = n k */
+  int64_t F;          /* y's columns: N, or (matmul_id_glu) N / 2 */
 };
+
+/* The weight row (within the expert) of slot r of a row set whose first output is o: plain,
+ * row o + r; GLU (4 slots: gate rows o, o + 1, then up rows F + o, F + o + 1), so one warp
+ * holds both sums of an output. Rows past the end read the last one (never stored). */
+template <bool GLU>
+__device__ __forceinline__ int64_t mmid_wrow(const mmid_args &a, int64_t o, int r) {
+  if (!GLU) return o + r < a.N ? o + r : a.N - 1;
+  const int64_t j = o + (r & 1) < a.F ? o + (r & 1) : a.F - 1;
+  return r < 2 ? j : a.F + j;
+}
 
 __device__ __forceinline__ int mmid_expert(const mmid_args &a, int64_t rj) {
   const int64_t r = rj / a.k, j = rj % a.k;
@@ -263,13 +298,14 @@ __device__ __forceinline__ int mmid_expert(const mmid_args &a, int64_t rj) {
   return e < 0 || e >= a.n_expert ? -1 : e;
 }
 
-/* Any supported type: one warp per output n of row rj (blockIdx.y strides over rows). */
-template <int T, bool VEC>
+/* Any supported type: one warp per output n of row rj (blockIdx.y strides over rows); GLU:
+ * the warp sums gate row n, then up row F + n, each as a lone row, and stores act(g) * u. */
+template <int T, bool VEC, bool GLU>
 __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_v1_kernel(mmid_args a) {
   memra_pdl_enter();
   const int lane = threadIdx.x & 31, part = lane & 3;
   const int64_t n = (int64_t)blockIdx.x * MMID_WARPS + (threadIdx.x >> 5), ul = lane >> 2;
-  if (n >= a.N) return;
+  if (n >= a.F) return;
   const bool kq = T == MEMRA_TYPE_Q4_K || T == MEMRA_TYPE_Q5_K || T == MEMRA_TYPE_Q6_K;
   const int64_t units = kq ? a.K / 64 : a.K / 32;
   for (int64_t rj = blockIdx.y; rj < a.rows; rj += gridDim.y) {
@@ -278,35 +314,39 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_v1_kernel(mmid_args
       if (lane == 0) a.y[rj * a.y_ld + n] = MOE_NAN;
       continue;
     }
-    const uint8_t *wr = a.w + ((uint64_t)e * (uint64_t)a.N + (uint64_t)n) * a.w_nb1;
     const float *xr = a.x + (a.shared_x ? rj / a.k : rj) * a.x_ld;
-    float acc = 0.f;
-    for (int64_t u0 = 0; u0 < units; u0 += 8) {
-      const int64_t u = u0 + ul;
-      if (u >= units) break;
-      if (kq) {
-        float wv[16];
-        int64_t e0, e1;
-        memra_deq16k<T, VEC>(wr, u, part, wv, &e0, &e1);
-        acc = memra_fma8<VEC>(acc, xr + e0, wv);
-        acc = memra_fma8<VEC>(acc, xr + e1, wv + 8);
-      } else {
-        float wv[8];
-        memra_deq8<T, VEC>(wr, u, part, wv);
-        acc = memra_fma8<VEC>(acc, xr + 32 * u + 8 * part, wv);
+    float sums[2];
+#pragma unroll
+    for (int h = 0; h < (GLU ? 2 : 1); ++h) {
+      const uint8_t *wr = a.w + ((uint64_t)e * (uint64_t)a.N + (uint64_t)(n + h * a.F)) * a.w_nb1;
+      float acc = 0.f;
+      for (int64_t u0 = 0; u0 < units; u0 += 8) {
+        const int64_t u = u0 + ul;
+        if (u >= units) break;
+        if (kq) {
+          float wv[16];
+          int64_t e0, e1;
+          memra_deq16k<T, VEC>(wr, u, part, wv, &e0, &e1);
+          acc = memra_fma8<VEC>(acc, xr + e0, wv);
+          acc = memra_fma8<VEC>(acc, xr + e1, wv + 8);
+        } else {
+          float wv[8];
+          memra_deq8<T, VEC>(wr, u, part, wv);
+          acc = memra_fma8<VEC>(acc, xr + 32 * u + 8 * part, wv);
+        }
       }
-    }
-    if (T == MEMRA_TYPE_F32 || T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
-      for (int64_t i = units * 32 + lane; i < a.K; i += 32) { /* the K % 32 tail */
-        const float wk = T == MEMRA_TYPE_F32 ? ((const float *)wr)[i]
-                         : T == MEMRA_TYPE_F16
-                             ? __half2float(__ushort_as_half(((const uint16_t *)wr)[i]))
-                             : memra_bf2f(((const uint16_t *)wr)[i]);
-        acc = fmaf(wk, __ldg(xr + i), acc);
+      if (T == MEMRA_TYPE_F32 || T == MEMRA_TYPE_F16 || T == MEMRA_TYPE_BF16) {
+        for (int64_t i = units * 32 + lane; i < a.K; i += 32) { /* the K % 32 tail */
+          const float wk = T == MEMRA_TYPE_F32 ? ((const float *)wr)[i]
+                           : T == MEMRA_TYPE_F16
+                               ? __half2float(__ushort_as_half(((const uint16_t *)wr)[i]))
+                               : memra_bf2f(((const uint16_t *)wr)[i]);
+          acc = fmaf(wk, __ldg(xr + i), acc);
+        }
       }
+      sums[h] = memra_warp_sum(acc);
     }
-    acc = memra_warp_sum(acc);
-    if (lane == 0) a.y[rj * a.y_ld + n] = acc;
+    if (lane == 0) a.y[rj * a.y_ld + n] = GLU ? memra_act_silu(sums[0]) * sums[1] : sums[0];
   }
 }
 
@@ -322,31 +362,33 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_v1_kernel(mmid_args
  * butterfly over its row set's lanes: the same for every rj, token count and grid. */
 enum { MMID_R = 4 };
 
-template <int T, bool VEC, int S>
+/* GLU (matmul_id_glu): a row set's 4 rows are 2 outputs' gate and up rows (mmid_wrow), and
+ * the epilogue stores act(gate) * up: each sum computed as for a lone row, then glu's
+ * expression, so the bits of matmul_id followed by glu. */
+template <int T, bool VEC, int S, bool GLU>
 __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_kq_v2_kernel(mmid_args a) {
   constexpr int B = T == MEMRA_TYPE_Q4_K ? 4 : T == MEMRA_TYPE_Q5_K ? 5 : 6;
-  constexpr int NRS = 4 / S, RW = NRS * MMID_R; /* row sets, rows per warp */
+  constexpr int NRS = 4 / S, OPR = GLU ? MMID_R / 2 : MMID_R; /* row sets; outputs a row set */
   memra_pdl_enter();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sbl = lane >> 3, g = (lane >> 1) & 3, p = lane & 1;
   const int sbo = sbl % S, rs = sbl / S;
-  const int64_t nw0 = ((int64_t)blockIdx.x * MMID_WARPS + warp) * RW; /* the warp's first row */
-  if (nw0 >= a.N) return;                                             /* warp-uniform */
-  const int64_t n0 = nw0 + rs * MMID_R;
+  const int64_t ow0 = ((int64_t)blockIdx.x * MMID_WARPS + warp) * NRS * OPR; /* first output */
+  if (ow0 >= a.F) return;                                                    /* warp-uniform */
+  const int64_t n0 = ow0 + rs * OPR;
   const int64_t nsb = a.K / 256, steps = (nsb + S - 1) / S;
   for (int64_t rj = blockIdx.y; rj < a.rows; rj += gridDim.y) {
     const int e = mmid_expert(a, rj);
     if (e < 0) {
       if ((lane & (8 * S - 1)) == 0)
-        for (int r = 0; r < MMID_R; ++r)
-          if (n0 + r < a.N) a.y[rj * a.y_ld + n0 + r] = MOE_NAN;
+        for (int r = 0; r < OPR; ++r)
+          if (n0 + r < a.F) a.y[rj * a.y_ld + n0 + r] = MOE_NAN;
       continue;
     }
     const uint8_t *wr[MMID_R];
 #pragma unroll
     for (int r = 0; r < MMID_R; ++r)
-      wr[r] = a.w +
-              ((uint64_t)e * (uint64_t)a.N + (uint64_t)(n0 + r < a.N ? n0 + r : a.N - 1)) * a.w_nb1;
+      wr[r] = a.w + ((uint64_t)e * (uint64_t)a.N + (uint64_t)mmid_wrow<GLU>(a, n0, r)) * a.w_nb1;
     const float *xr = a.x + (a.shared_x ? rj / a.k : rj) * a.x_ld;
     float acc[MMID_R];
 #pragma unroll
@@ -368,14 +410,19 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_kq_v2_kernel(mmid_a
         acc[r] = B == 6 ? mkq_row_step6(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh)
                         : mkq_row_step<B>(acc[r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh);
     }
+    float v[MMID_R];
 #pragma unroll
     for (int r = 0; r < MMID_R; ++r) {
-      float v = acc[r];
+      v[r] = acc[r];
 #pragma unroll
       for (int o = 1; o < 8 * S; o <<= 1) /* p, g, then the row set's super-blocks */
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-      if ((lane & (8 * S - 1)) == 0 && n0 + r < a.N) a.y[rj * a.y_ld + n0 + r] = v;
+        v[r] += __shfl_xor_sync(0xffffffffu, v[r], o);
     }
+    if ((lane & (8 * S - 1)) == 0)
+#pragma unroll
+      for (int r = 0; r < OPR; ++r)
+        if (n0 + r < a.F)
+          a.y[rj * a.y_ld + n0 + r] = GLU ? memra_act_silu(v[r]) * v[r + OPR] : v[r];
   }
 }
 
@@ -384,23 +431,24 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_kq_v2_kernel(mmid_a
  * for the warp's rows, four iterations' loads in flight (v1: a warp per output, one 512-byte
  * slice at a time: 12.9 us a launch at 47% of the DRAM bandwidth on the hybrid's experts).
  * A row's sum: the lane's chain in i order, then a butterfly: the same for every rj. */
-template <int T>
+template <int T, bool GLU>
 __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_h_v2_kernel(mmid_args a) {
+  constexpr int OPR = GLU ? MMID_R / 2 : MMID_R; /* outputs a warp (GLU: as the K-quant v2) */
   memra_pdl_enter();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t n0 = ((int64_t)blockIdx.x * MMID_WARPS + warp) * MMID_R;
-  if (n0 >= a.N) return; /* warp-uniform */
+  const int64_t n0 = ((int64_t)blockIdx.x * MMID_WARPS + warp) * OPR;
+  if (n0 >= a.F) return; /* warp-uniform */
   for (int64_t rj = blockIdx.y; rj < a.rows; rj += gridDim.y) {
     const int e = mmid_expert(a, rj);
     if (e < 0) {
-      if (lane < MMID_R && n0 + lane < a.N) a.y[rj * a.y_ld + n0 + lane] = MOE_NAN;
+      if (lane < OPR && n0 + lane < a.F) a.y[rj * a.y_ld + n0 + lane] = MOE_NAN;
       continue;
     }
     const uint16_t *wr[MMID_R];
 #pragma unroll
     for (int r = 0; r < MMID_R; ++r)
       wr[r] = (const uint16_t *)(a.w + ((uint64_t)e * (uint64_t)a.N +
-                                        (uint64_t)(n0 + r < a.N ? n0 + r : a.N - 1)) *
+                                        (uint64_t)mmid_wrow<GLU>(a, n0, r)) *
                                            a.w_nb1);
     const float *xr = a.x + (a.shared_x ? rj / a.k : rj) * a.x_ld;
     float acc[MMID_R];
@@ -426,16 +474,22 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_h_v2_kernel(mmid_ar
         }
       }
     }
+    float v[MMID_R];
 #pragma unroll
-    for (int r = 0; r < MMID_R; ++r) {
-      const float v = memra_warp_sum(acc[r]);
-      if (lane == 0 && n0 + r < a.N) a.y[rj * a.y_ld + n0 + r] = v;
-    }
+    for (int r = 0; r < MMID_R; ++r)
+      v[r] = memra_warp_sum(acc[r]);
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < OPR; ++r)
+        if (n0 + r < a.F)
+          a.y[rj * a.y_ld + n0 + r] = GLU ? memra_act_silu(v[r]) * v[r + OPR] : v[r];
   }
 }
 
-memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                                const memra_tensor *w, const memra_tensor *ids, int32_t n_expert) {
+/* matmul_id, and (glu) matmul_id_glu: y [n k, N / 2] = silu(gate rows) * up rows. */
+static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                             const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                             bool glu) {
   memra_status st;
   if ((st = memra_cu_check_tensor(be, w, "matmul_id: w", -1)) ||
       (st = memra_cu_check_f(be, "matmul_id", "ids", ids, MEMRA_TYPE_I32, -1, -1)))
@@ -453,7 +507,14 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
     return memra_cu_errf(
         be, MEMRA_E_INVALID, "matmul_id: x [%lld, %lld], expected [%lld or %lld, %lld]",
         (long long)x->ne1, (long long)x->ne0, (long long)n, (long long)(n * k), (long long)K);
-  if ((st = memra_cu_check_f(be, "matmul_id", "y", y, MEMRA_TYPE_F32, N, n * k))) return st;
+  if (glu && N % 2)
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "matmul_id_glu: %lld rows an expert do not split into gate and up",
+                         (long long)N);
+  const int64_t F = glu ? N / 2 : N;
+  if ((st = memra_cu_check_f(be, glu ? "matmul_id_glu" : "matmul_id", "y", y, MEMRA_TYPE_F32, F,
+                             n * k)))
+    return st;
   if (memra_cu_overlap(y, x) || memra_cu_overlap(y, w) || memra_cu_overlap(y, ids))
     return memra_cu_errf(be, MEMRA_E_INVALID, "matmul_id: y overlaps an input");
   const uint8_t *wp = (const uint8_t *)memra_cu_ptr(w);
@@ -480,6 +541,7 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
   a.N = N;
   a.K = K;
   a.rows = rows;
+  a.F = F;
   if (k > 0x7fffffff)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul_id: k = %lld", (long long)k);
   const unsigned gy = (unsigned)(rows < 65535 ? rows : 65535);
@@ -487,10 +549,13 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
   const bool kq16 = (w->type == MEMRA_TYPE_Q4_K || w->type == MEMRA_TYPE_Q5_K) && walign >= 16;
   if (kq16 || w->type == MEMRA_TYPE_Q6_K) {
     const int64_t nsb = K / 256;
-    const int S = nsb >= 3 ? 4 : nsb == 2 ? 2 : 1, rw = 4 / S * MMID_R;
-    const dim3 grid((unsigned)((N + rw * MMID_WARPS - 1) / (rw * MMID_WARPS)), gy);
+    const int S = nsb >= 3 ? 4 : nsb == 2 ? 2 : 1, ow = 4 / S * (glu ? MMID_R / 2 : MMID_R);
+    const dim3 grid((unsigned)((F + ow * MMID_WARPS - 1) / (ow * MMID_WARPS)), gy);
 #define KQ_GO(TY, V, SS)                                                                           \
-  (void)memra_cu_launch(be, matmul_id_kq_v2_kernel<TY, V, SS>, grid, dim3(MMID_WARPS * 32), 0, a)
+  (void)memra_cu_launch(be,                                                                        \
+                        glu ? matmul_id_kq_v2_kernel<TY, V, SS, true>                              \
+                            : matmul_id_kq_v2_kernel<TY, V, SS, false>,                            \
+                        grid, dim3(MMID_WARPS * 32), 0, a)
 #define KQ_CASE(TY)                                                                                \
   case TY:                                                                                         \
     if (S == 4)                                                                                    \
@@ -513,21 +578,28 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
   }
   if ((w->type == MEMRA_TYPE_F16 || w->type == MEMRA_TYPE_BF16) && K % 8 == 0 && xv &&
       walign >= 16) {
-    const dim3 grid((unsigned)((N + MMID_R * MMID_WARPS - 1) / (MMID_R * MMID_WARPS)), gy);
+    const int ow = glu ? MMID_R / 2 : MMID_R;
+    const dim3 grid((unsigned)((F + ow * MMID_WARPS - 1) / (ow * MMID_WARPS)), gy);
     (void)memra_cu_launch(be,
-                          w->type == MEMRA_TYPE_F16 ? matmul_id_h_v2_kernel<MEMRA_TYPE_F16>
-                                                    : matmul_id_h_v2_kernel<MEMRA_TYPE_BF16>,
+                          w->type == MEMRA_TYPE_F16
+                              ? (glu ? matmul_id_h_v2_kernel<MEMRA_TYPE_F16, true>
+                                     : matmul_id_h_v2_kernel<MEMRA_TYPE_F16, false>)
+                              : (glu ? matmul_id_h_v2_kernel<MEMRA_TYPE_BF16, true>
+                                     : matmul_id_h_v2_kernel<MEMRA_TYPE_BF16, false>),
                           grid, dim3(MMID_WARPS * 32), 0, a);
     MEMRA_CU_LAUNCHED();
     return MEMRA_OK;
   }
   const bool vec = K % 32 == 0 && xv && walign >= 16;
-  const dim3 grid((unsigned)((N + MMID_WARPS - 1) / MMID_WARPS), gy);
+  const dim3 grid((unsigned)((F + MMID_WARPS - 1) / MMID_WARPS), gy);
 #define ID_CASE(TY)                                                                                \
   case TY:                                                                                         \
-    (void)memra_cu_launch(be,                                                                      \
-                          vec ? matmul_id_v1_kernel<TY, true> : matmul_id_v1_kernel<TY, false>,    \
-                          grid, dim3(MMID_WARPS * 32), 0, a);                                      \
+    (void)memra_cu_launch(                                                                         \
+        be,                                                                                        \
+        vec ? (glu ? matmul_id_v1_kernel<TY, true, true> : matmul_id_v1_kernel<TY, true, false>)   \
+            : (glu ? matmul_id_v1_kernel<TY, false, true>                                          \
+                   : matmul_id_v1_kernel<TY, false, false>),                                       \
+        grid, dim3(MMID_WARPS * 32), 0, a);                                                        \
     break;
   switch (w->type) {
     ID_CASE(MEMRA_TYPE_F32)
@@ -548,11 +620,31 @@ memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const 
   return MEMRA_OK;
 }
 
+memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                const memra_tensor *w, const memra_tensor *ids, int32_t n_expert) {
+  return mmid_run(be, y, x, w, ids, n_expert, false);
+}
+
+/* ABI 1.7: the fused gate/up stack's matmul_id with glu in its epilogue (SILU: the families'
+ * act; MEMRA_MMID_GLU=0 leaves the slot out of the vtable, backend.cu, for A/B). */
+memra_status memra_cu_matmul_id_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                    const memra_tensor *w, const memra_tensor *ids,
+                                    int32_t n_expert, int32_t act) {
+  if (act != MEMRA_ACT_SILU)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul_id_glu: activation %d (SILU only)",
+                         (int)act);
+  return mmid_run(be, y, x, w, ids, n_expert, true);
+}
+
 /* --- moe_combine ----------------------------------------------------------------------- */
 
+/* GATED (moe_combine_gated, ABI 1.7): + sh sigmoid(g) after the sum, with sigmoid_gate's
+ * (gdn.cu) and add's (elementwise.cu) arithmetic: the composition's bits in one pass. */
+template <bool GATED>
 __global__ void moe_combine_v1_kernel(float *y, int64_t y_ld, const float *x, int64_t x_ld,
                                       const float *w, int64_t w_ld, int64_t k, int64_t E,
-                                      int64_t total) {
+                                      int64_t total, const float *sh, int64_t sh_ld, const float *g,
+                                      int64_t g_ld) {
   memra_pdl_enter();
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total;
        t += (int64_t)gridDim.x * blockDim.x) {
@@ -561,6 +653,10 @@ __global__ void moe_combine_v1_kernel(float *y, int64_t y_ld, const float *x, in
     float s = 0.f;
     for (int64_t j = 0; j < k; ++j)
       s = __fadd_rn(s, __fmul_rn(wr[j], x[(r * k + j) * x_ld + i]));
+    if (GATED) {
+      const float v = sh[r * sh_ld + i] / (1.0f + expf(-g[r * g_ld]));
+      s = __fadd_rn(s, v);
+    }
     y[r * y_ld + i] = s;
   }
 }
@@ -581,9 +677,39 @@ memra_status memra_cu_moe_combine(memra_backend *be, const memra_tensor *y, cons
   int64_t g = (total + 255) / 256;
   if (g > 65536) g = 65536;
   (void)memra_cu_launch(
-      be, moe_combine_v1_kernel, dim3((unsigned)g), dim3(256), 0, (float *)memra_cu_ptr(y),
+      be, moe_combine_v1_kernel<false>, dim3((unsigned)g), dim3(256), 0, (float *)memra_cu_ptr(y),
       (int64_t)(y->nb1 / 4), (const float *)memra_cu_ptr(x), (int64_t)(x->nb1 / 4),
-      (const float *)memra_cu_ptr(weights), (int64_t)(weights->nb1 / 4), k, x->ne0, total);
+      (const float *)memra_cu_ptr(weights), (int64_t)(weights->nb1 / 4), k, x->ne0, total,
+      (const float *)NULL, (int64_t)0, (const float *)NULL, (int64_t)0);
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}
+
+memra_status memra_cu_moe_combine_gated(memra_backend *be, const memra_tensor *y,
+                                        const memra_tensor *x, const memra_tensor *weights,
+                                        const memra_tensor *sh, const memra_tensor *gt) {
+  memra_status st;
+  if ((st = memra_cu_check_f(be, "moe_combine_gated", "weights", weights, MEMRA_TYPE_F32, -1, -1)))
+    return st;
+  const int64_t n = weights->ne1, k = weights->ne0;
+  if ((st = memra_cu_check_f(be, "moe_combine_gated", "x", x, MEMRA_TYPE_F32, -1, n * k)) ||
+      (st = memra_cu_check_f(be, "moe_combine_gated", "y", y, MEMRA_TYPE_F32, x->ne0, n)) ||
+      (st = memra_cu_check_f(be, "moe_combine_gated", "sh", sh, MEMRA_TYPE_F32, x->ne0, n)) ||
+      (st = memra_cu_check_f(be, "moe_combine_gated", "g", gt, MEMRA_TYPE_F32, 1, n)))
+    return st;
+  if (memra_cu_overlap(y, x) || memra_cu_overlap(y, weights) || memra_cu_overlap(y, sh) ||
+      memra_cu_overlap(y, gt))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "moe_combine_gated: y overlaps an input");
+  const int64_t total = n * x->ne0;
+  if (total == 0) return MEMRA_OK;
+  int64_t g = (total + 255) / 256;
+  if (g > 65536) g = 65536;
+  (void)memra_cu_launch(be, moe_combine_v1_kernel<true>, dim3((unsigned)g), dim3(256), 0,
+                        (float *)memra_cu_ptr(y), (int64_t)(y->nb1 / 4),
+                        (const float *)memra_cu_ptr(x), (int64_t)(x->nb1 / 4),
+                        (const float *)memra_cu_ptr(weights), (int64_t)(weights->nb1 / 4), k,
+                        x->ne0, total, (const float *)memra_cu_ptr(sh), (int64_t)(sh->nb1 / 4),
+                        (const float *)memra_cu_ptr(gt), (int64_t)(gt->nb1 / 4));
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
 }

@@ -22,16 +22,26 @@ template <int OUT16> __device__ __forceinline__ void rms_put(void *yr, int64_t i
     ((uint16_t *)yr)[i] = memra_op16<OUT16 == 2>(v);
 }
 
-template <bool VEC, int OUT16>
+/* GATE (ABI 1.7 rmsnorm_gate): y = act(z) * (the f32 result), glu's expression and bits. */
+template <int GATE> __device__ __forceinline__ float rms_gate(float o, const float *zr, int64_t i) {
+  if (GATE == 0) return o;
+  const float g = zr[i];
+  return (GATE == 1 ? memra_act_silu(g) : memra_act_gelu_tanh(g)) * o;
+}
+
+template <bool VEC, int OUT16, int GATE = 0>
 __global__ void __launch_bounds__(1024)
     rmsnorm_v2_kernel(void *y, int64_t y_ld, float *x, int64_t x_ld, const float *res, int64_t r_ld,
-                      const float *w, int64_t ne0, float eps) {
+                      const float *w, int64_t ne0, float eps, const float *z = NULL,
+                      int64_t z_ld = 0) {
+  static_assert(GATE == 0 || OUT16 == 0, "a gated norm writes f32");
   __shared__ float sh[32];
   memra_pdl_enter_early();
   const int64_t r = blockIdx.x;
   float *xr = x + r * x_ld;
   void *yr = OUT16 ? (void *)((uint16_t *)y + r * y_ld) : (void *)((float *)y + r * y_ld);
   const float *rr = res ? res + r * r_ld : NULL;
+  const float *zr = GATE ? z + r * z_ld : NULL;
   const int tid = threadIdx.x, nt = blockDim.x;
   float ss = 0.f;
   if constexpr (VEC) {
@@ -72,8 +82,10 @@ __global__ void __launch_bounds__(1024)
         v = ((const float4 *)xr)[i];
       }
       const float4 g = __ldg((const float4 *)w + i);
-      const float4 o =
-          make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
+      const float4 o = make_float4(rms_gate<GATE>(v.x * inv * g.x, zr, 4 * i),
+                                   rms_gate<GATE>(v.y * inv * g.y, zr, 4 * i + 1),
+                                   rms_gate<GATE>(v.z * inv * g.z, zr, 4 * i + 2),
+                                   rms_gate<GATE>(v.w * inv * g.w, zr, 4 * i + 3));
       if (OUT16 == 0) {
         ((float4 *)yr)[i] = o;
       } else {
@@ -95,21 +107,23 @@ __global__ void __launch_bounds__(1024)
     ss = memra_block_sum(ss, sh);
     const float inv = rsqrtf(ss / (float)ne0 + eps);
     for (int64_t i = tid; i < ne0; i += nt)
-      rms_put<OUT16>(yr, i, xr[i] * inv * w[i]);
+      rms_put<OUT16>(yr, i, rms_gate<GATE>(xr[i] * inv * w[i], zr, i));
   }
 }
 
-/* One launch of the kernel for y's type (OUT16) and the load path (VEC). */
-template <bool VEC, int OUT16>
+/* One launch of the kernel for y's type (OUT16), the load path (VEC) and the gate. */
+template <bool VEC, int OUT16, int GATE = 0>
 static void rms_launch(memra_backend *be, dim3 grid, int threads, void *yp, int64_t y_ld, float *xp,
                        int64_t x_ld, const float *rp, int64_t r_ld, const float *wp, int64_t ne0,
-                       float eps) {
-  (void)memra_cu_launch(be, rmsnorm_v2_kernel<VEC, OUT16>, grid, dim3(threads), 0, yp, y_ld, xp,
-                        x_ld, rp, r_ld, wp, ne0, eps);
+                       float eps, const float *zp = NULL, int64_t z_ld = 0) {
+  (void)memra_cu_launch(be, rmsnorm_v2_kernel<VEC, OUT16, GATE>, grid, dim3(threads), 0, yp, y_ld,
+                        xp, x_ld, rp, r_ld, wp, ne0, eps, zp, z_ld);
 }
 
-memra_status memra_cu_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                              const memra_tensor *res, const memra_tensor *w, float eps) {
+/* rmsnorm, and (gate 1 silu, 2 gelu_tanh; z present) rmsnorm_gate. */
+static memra_status rms_run(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                            const memra_tensor *res, const memra_tensor *w, float eps,
+                            const memra_tensor *z, int gate) {
   memra_status st;
   /* ABI 1.6: y may be a 16-bit gemm operand (F16 or BF16), written by the memra_op16 rule */
   const int out16 = !y ? 0 : y->type == MEMRA_TYPE_F16 ? 1 : y->type == MEMRA_TYPE_BF16 ? 2 : 0;
@@ -155,6 +169,22 @@ memra_status memra_cu_rmsnorm(memra_backend *be, const memra_tensor *y, const me
   const int threads = per >= 1024 ? 1024 : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
   const dim3 grid((unsigned)x->ne1);
   const int64_t y_ld = (int64_t)(y->nb1 / esz), x_ld = (int64_t)(x->nb1 / 4);
+  if (gate) {
+    const float *zp = (const float *)memra_cu_ptr(z);
+    const int64_t z_ld = (int64_t)(z->nb1 / 4);
+    if (vec)
+      gate == 1 ? rms_launch<true, 0, 1>(be, grid, threads, yp, y_ld, xp, x_ld, NULL, 0, wp, x->ne0,
+                                         eps, zp, z_ld)
+                : rms_launch<true, 0, 2>(be, grid, threads, yp, y_ld, xp, x_ld, NULL, 0, wp, x->ne0,
+                                         eps, zp, z_ld);
+    else
+      gate == 1 ? rms_launch<false, 0, 1>(be, grid, threads, yp, y_ld, xp, x_ld, NULL, 0, wp,
+                                          x->ne0, eps, zp, z_ld)
+                : rms_launch<false, 0, 2>(be, grid, threads, yp, y_ld, xp, x_ld, NULL, 0, wp,
+                                          x->ne0, eps, zp, z_ld);
+    MEMRA_CU_LAUNCHED();
+    return MEMRA_OK;
+  }
 #define RMS_GO(V, O)                                                                               \
   rms_launch<V, O>(be, grid, threads, yp, y_ld, xp, x_ld, rp, r_ld, wp, x->ne0, eps)
   if (vec) {
@@ -175,4 +205,27 @@ memra_status memra_cu_rmsnorm(memra_backend *be, const memra_tensor *y, const me
 #undef RMS_GO
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
+}
+
+memra_status memra_cu_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                              const memra_tensor *res, const memra_tensor *w, float eps) {
+  return rms_run(be, y, x, res, w, eps, NULL, 0);
+}
+
+/* ABI 1.7: rmsnorm then glu(y, z, y) in one pass, their bits. */
+memra_status memra_cu_rmsnorm_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                   const memra_tensor *w, const memra_tensor *z, float eps,
+                                   int32_t act) {
+  memra_status st;
+  if (act != MEMRA_ACT_SILU && act != MEMRA_ACT_GELU_TANH)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "rmsnorm_gate: unknown activation %d", (int)act);
+  if ((st = memra_cu_check_tensor(be, y, "rmsnorm_gate: y", MEMRA_TYPE_F32)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, z, "rmsnorm_gate: z", MEMRA_TYPE_F32)) != MEMRA_OK ||
+      (st = memra_cu_check_same_shape(be, z, y, "rmsnorm_gate: z and y")) != MEMRA_OK)
+    return st;
+  if (z->nb1 % 4)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "rmsnorm_gate: z stride not whole floats");
+  if (memra_cu_overlap(y, z))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "rmsnorm_gate: y overlaps z");
+  return rms_run(be, y, x, NULL, w, eps, z, act == MEMRA_ACT_SILU ? 1 : 2);
 }

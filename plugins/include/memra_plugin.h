@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 6u
+#define MEMRA_ABI_MINOR 7u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -367,6 +367,28 @@ typedef struct memra_backend_vt {
    * overlap x or the weights. */
   memra_status (*gemm_glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                            const memra_tensor *w_gate, const memra_tensor *w_up, int32_t act);
+
+  /* --- ABI minor 7: fewer launches in a MoE layer ---
+   * (optional: NULL = the core calls moe_combine, sigmoid_gate and add)
+   * moe_combine_gated: y[r] = moe_combine's sum for row r, then + sh[r] * sigmoid(g[r]) with
+   * the bits of sigmoid_gate (g F32 [n, 1] broadcast over sh F32 [n, E]) and of add; y must
+   * not overlap x, weights, sh or g. */
+  memra_status (*moe_combine_gated)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                    const memra_tensor *weights, const memra_tensor *sh,
+                                    const memra_tensor *g);
+  /* matmul_id_glu (optional: NULL = matmul_id over the 2 N rows, then glu): w's experts each
+   * hold N gate rows, then N up rows (the core's fused gate/up stack); y [n k, N] =
+   * act(x . gate^T) * (x . up^T), the bits of matmul_id then glu. act: a plugin may refuse
+   * any but MEMRA_ACT_SILU (MEMRA_E_UNSUPPORTED). */
+  memra_status (*matmul_id_glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                                int32_t act);
+  /* rmsnorm_gate (optional: NULL = rmsnorm, then glu): y = act(z) * rmsnorm(x) w, the bits of
+   * rmsnorm (no res) then glu(y, z, y); x, y, z F32 of one shape (per-head views as rmsnorm
+   * takes them), y may alias x but not z: the Gated DeltaNet output norm in one pass. */
+  memra_status (*rmsnorm_gate)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *w, const memra_tensor *z, float eps,
+                               int32_t act);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -36,12 +36,42 @@ TEST(SigmoidGate, ElementwiseAndBroadcastMatchDoubleReference) {
     std::vector<double> ref;
     for (int r = 0; r < n; ++r)
       for (int i = 0; i < w; ++i)
-        ref.push_back(x[(size_t)r * w + i] / (1 + std::exp(-(double)g[(size_t)r * gw + (gw == 1 ? 0 : i)])));
+        ref.push_back(x[(size_t)r * w + i] /
+                      (1 + std::exp(-(double)g[(size_t)r * gw + (gw == 1 ? 0 : i)])));
     EXPECT_LT(rel_l2(X.get<float>(), ref), 1e-6) << "g width " << gw;
   }
   Dev X(c, MEMRA_TYPE_F32, 7, 3), G(c, MEMRA_TYPE_F32, 2, 3);
   EXPECT_EQ(MEMRA_E_INVALID, c.vt->sigmoid_gate(c.be, &X.t, &X.t, &G.t));
   EXPECT_EQ("sigmoid_gate: g [3, 2] for x [3, 7] (need the same shape or one column)", c.err());
+}
+
+// ABI 1.7: the Gated DeltaNet output norm in one pass gives the bits of rmsnorm, then
+// glu(y, z, y), on per-head views of an odd head size, in place; and refuses a y on z.
+TEST(RmsnormGate, BitIdenticalToRmsnormThenGlu) {
+  Cpu c;
+  const int n = 3, heads = 4, d = 19;
+  std::vector<float> x = rnd((size_t)n * heads * d, 21), z = rnd((size_t)n * heads * d, 22, -4, 4),
+                     w = rnd((size_t)d, 23, 0.5f, 1.5f);
+  Dev X(c, MEMRA_TYPE_F32, d, n * heads), X2(c, MEMRA_TYPE_F32, d, n * heads),
+      Z(c, MEMRA_TYPE_F32, d, n * heads), W(c, MEMRA_TYPE_F32, d, 1);
+  X.put(x.data());
+  X2.put(x.data());
+  Z.put(z.data());
+  W.put(w.data());
+  const memra_tensor none{};
+  ASSERT_NE(nullptr, c.vt->rmsnorm_gate);
+  ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm_gate(c.be, &X.t, &X.t, &W.t, &Z.t, 1e-6f, MEMRA_ACT_SILU))
+      << c.err();
+  ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm(c.be, &X2.t, &X2.t, &none, &W.t, 1e-6f)) << c.err();
+  const std::vector<float> normed = X2.get<float>();
+  ASSERT_EQ(MEMRA_OK, c.vt->glu(c.be, &X2.t, &Z.t, &X2.t, MEMRA_ACT_SILU)) << c.err();
+  const std::vector<float> a = X.get<float>(), b = X2.get<float>();
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  EXPECT_NE(0, memcmp(a.data(), normed.data(), a.size() * sizeof(float))) << "the gate applied";
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->rmsnorm_gate(c.be, &Z.t, &X.t, &W.t, &Z.t, 1e-6f, MEMRA_ACT_SILU));
+  EXPECT_EQ("rmsnorm_gate: y overlaps z", c.err());
 }
 
 TEST(SsmConv, CausalConvWithStateMatchesDoubleReference) {
@@ -61,11 +91,14 @@ TEST(SsmConv, CausalConvWithStateMatchesDoubleReference) {
     for (int ch = 0; ch < C; ++ch) {
       double *h = &st[(size_t)kSeq[r] * (K - 1) * C + (size_t)ch * (K - 1)];
       if (kPos[r] == 0)
-        for (int i = 0; i < K - 1; ++i) h[i] = 0;
+        for (int i = 0; i < K - 1; ++i)
+          h[i] = 0;
       double xv = x[(size_t)r * C + ch], acc = w[(size_t)ch * K + K - 1] * xv;
-      for (int i = 0; i < K - 1; ++i) acc += w[(size_t)ch * K + i] * h[i];
+      for (int i = 0; i < K - 1; ++i)
+        acc += w[(size_t)ch * K + i] * h[i];
       ref[(size_t)r * C + ch] = acc / (1 + std::exp(-acc));
-      for (int i = 0; i + 1 < K - 1; ++i) h[i] = h[i + 1];
+      for (int i = 0; i + 1 < K - 1; ++i)
+        h[i] = h[i + 1];
       h[K - 2] = xv;
     }
   EXPECT_LT(rel_l2(Y.get<float>(), ref), 1e-6);
@@ -75,15 +108,16 @@ TEST(SsmConv, CausalConvWithStateMatchesDoubleReference) {
 // The recurrence of the ABI comment, in double.
 void gdn_ref(const std::vector<float> &q, const std::vector<float> &k, const std::vector<float> &v,
              const std::vector<float> &a, const std::vector<float> &b,
-             const std::vector<float> &alog, const std::vector<float> &dt,
-             std::vector<double> &S, std::vector<double> &out, int hk, int hv, int d, bool tiled) {
+             const std::vector<float> &alog, const std::vector<float> &dt, std::vector<double> &S,
+             std::vector<double> &out, int hk, int hv, int d, bool tiled) {
   const int n = (int)kPos.size(), r_ = hv / hk;
   for (int r = 0; r < n; ++r)
     for (int h = 0; h < hv; ++h) {
       int kh = tiled ? h % hk : h / r_;
       double *Sh = &S[((size_t)kSeq[r] * hv + h) * d * d];
       if (kPos[r] == 0)
-        for (int i = 0; i < d * d; ++i) Sh[i] = 0;
+        for (int i = 0; i < d * d; ++i)
+          Sh[i] = 0;
       std::vector<double> qq(d), kk(d);
       double sq = 0, sk = 0;
       for (int i = 0; i < d; ++i) {
@@ -101,9 +135,11 @@ void gdn_ref(const std::vector<float> &q, const std::vector<float> &k, const std
       double decay = std::exp(alog[h] * (x > 20 ? x : std::log1p(std::exp(x))));
       for (int j = 0; j < d; ++j) {
         double kv = 0;
-        for (int i = 0; i < d; ++i) kv += (Sh[j * d + i] *= decay) * kk[i];
+        for (int i = 0; i < d; ++i)
+          kv += (Sh[j * d + i] *= decay) * kk[i];
         double delta = beta * (v[(size_t)r * hv * d + h * d + j] - kv), o = 0;
-        for (int i = 0; i < d; ++i) o += (Sh[j * d + i] += kk[i] * delta) * qq[i];
+        for (int i = 0; i < d; ++i)
+          o += (Sh[j * d + i] += kk[i] * delta) * qq[i];
         out[(size_t)r * hv * d + h * d + j] = o;
       }
     }

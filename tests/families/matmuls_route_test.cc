@@ -30,6 +30,37 @@ memra_status rec_matmul_id(memra_backend *be, const memra_tensor *y, const memra
   return g_real->matmul_id(be, y, x, w, ids, n_expert);
 }
 
+memra_status rec_combine(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                         const memra_tensor *w) {
+  g_log.push_back("moe_combine");
+  return g_real->moe_combine(be, y, x, w);
+}
+memra_status rec_combine_gated(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *w, const memra_tensor *sh,
+                               const memra_tensor *g) {
+  g_log.push_back("moe_combine_gated");
+  return g_real->moe_combine_gated(be, y, x, w, sh, g);
+}
+
+memra_status rec_matmul_id_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                               int32_t act) {
+  g_log.push_back("matmul_id_glu");
+  return g_real->matmul_id_glu(be, y, x, w, ids, n_expert, act);
+}
+memra_status rec_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *g,
+                     const memra_tensor *u, int32_t act) {
+  g_log.push_back("glu");
+  return g_real->glu(be, y, g, u, act);
+}
+
+memra_status rec_rmsnorm_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                              const memra_tensor *w, const memra_tensor *z, float eps,
+                              int32_t act) {
+  g_log.push_back("rmsnorm_gate");
+  return g_real->rmsnorm_gate(be, y, x, w, z, eps, act);
+}
+
 size_t count(const std::vector<std::string> &log, const std::string &what) {
   size_t n = 0;
   for (const std::string &s : log)
@@ -155,6 +186,7 @@ TEST_P(GateUpFuse, OneMatmulIdForGateAndUpWithTheSameBits) {
   g_real = fused.bh.vt;
   memra_backend_vt vt = *fused.bh.vt;
   vt.matmul_id = rec_matmul_id;
+  vt.matmul_id_glu = nullptr; /* the down projection as a matmul_id: counted below */
   fused.m->vt = apart.m->vt = &vt;
   const size_t nv = (size_t)hp->n_vocab, n_pre = 4;
   const std::string F = std::to_string(hp->n_ff_exp), F2 = std::to_string(2 * hp->n_ff_exp);
@@ -179,6 +211,142 @@ TEST_P(GateUpFuse, OneMatmulIdForGateAndUpWithTheSameBits) {
 
 INSTANTIATE_TEST_SUITE_P(Families, GateUpFuse,
                          ::testing::Values("qwen3moe", "qwen3next", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// ABI 1.7: with a shared expert, one moe_combine_gated a layer instead of moe_combine,
+// sigmoid_gate and add; logits bit-identical to a plugin without the slot.
+class CombineGated : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(CombineGated, OneCallForTheSharedExpertWithTheSameBits) {
+  const std::string name = GetParam();
+  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
+  ASSERT_GE(ids.size(), 6u);
+  Engine with, without;
+  ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
+  ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
+  ASSERT_NE(nullptr, with.bh.vt->moe_combine_gated) << "the CPU plugin lost its moe_combine_gated";
+  ASSERT_NE(nullptr, with.m->layers[0].ffn_gate_shexp.buf) << name << " has a shared expert";
+  g_real = with.bh.vt;
+  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
+  vt_with.moe_combine = vt_without.moe_combine = rec_combine;
+  vt_with.moe_combine_gated = rec_combine_gated;
+  vt_without.moe_combine_gated = nullptr;
+  with.m->vt = &vt_with;
+  without.m->vt = &vt_without;
+  const size_t nv = (size_t)with.m->hp.n_vocab, L = (size_t)with.m->hp.n_layer;
+  std::vector<float> a(ids.size() * nv), b(ids.size() * nv);
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(with.c, 0, ids.data(), (int32_t)ids.size(), 0, true, a.data(),
+                                     &with.err))
+      << with.err.msg;
+  EXPECT_EQ(L * ((ids.size() + 6) / 7), count(g_log, "moe_combine_gated")) << "one a layer a chunk";
+  EXPECT_EQ(0u, count(g_log, "moe_combine"));
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(without.c, 0, ids.data(), (int32_t)ids.size(), 0, true,
+                                     b.data(), &without.err))
+      << without.err.msg;
+  EXPECT_EQ(0u, count(g_log, "moe_combine_gated"));
+  EXPECT_LT(0u, count(g_log, "moe_combine"));
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name;
+  with.m->vt = with.bh.vt;
+  without.m->vt = without.bh.vt;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CombineGated, ::testing::Values("qwen3next", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// ABI 1.7: the fused gate/up stack's matmul_id with glu in its epilogue: one matmul_id_glu a
+// MoE layer and chunk, one glu fewer; logits bit-identical to a plugin without the slot.
+class GateUpGlu : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(GateUpGlu, OneCallForGateUpAndGluWithTheSameBits) {
+  const std::string name = GetParam();
+  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
+  ASSERT_GE(ids.size(), 6u);
+  Engine with, without;
+  ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
+  ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
+  ASSERT_NE(nullptr, with.bh.vt->matmul_id_glu) << "the CPU plugin lost its matmul_id_glu";
+  g_real = with.bh.vt;
+  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
+  vt_with.glu = vt_without.glu = rec_glu;
+  vt_with.matmul_id_glu = rec_matmul_id_glu;
+  vt_without.matmul_id_glu = nullptr;
+  with.m->vt = &vt_with;
+  without.m->vt = &vt_without;
+  const size_t nv = (size_t)with.m->hp.n_vocab, L = (size_t)with.m->hp.n_layer;
+  const size_t chunks = (ids.size() + 6) / 7;
+  std::vector<float> a(ids.size() * nv), b(ids.size() * nv);
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(with.c, 0, ids.data(), (int32_t)ids.size(), 0, true, a.data(),
+                                     &with.err))
+      << with.err.msg;
+  EXPECT_EQ(L * chunks, count(g_log, "matmul_id_glu")) << "one a layer a chunk";
+  const size_t glu_with = count(g_log, "glu");
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(without.c, 0, ids.data(), (int32_t)ids.size(), 0, true,
+                                     b.data(), &without.err))
+      << without.err.msg;
+  EXPECT_EQ(0u, count(g_log, "matmul_id_glu"));
+  EXPECT_EQ(glu_with + L * chunks, count(g_log, "glu")) << "the experts' glu, one a layer a chunk";
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name;
+  with.m->vt = with.bh.vt;
+  without.m->vt = without.bh.vt;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GateUpGlu,
+                         ::testing::Values("qwen3moe", "qwen3next", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// ABI 1.7: a Gated DeltaNet layer's output norm and silu(z) gate in one rmsnorm_gate call a
+// chunk, one glu fewer; logits bit-identical to a plugin without the slot.
+class GatedNorm : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(GatedNorm, OneCallForNormAndGateWithTheSameBits) {
+  const std::string name = GetParam();
+  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
+  ASSERT_GE(ids.size(), 6u);
+  Engine with, without;
+  ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
+  ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
+  ASSERT_NE(nullptr, with.bh.vt->rmsnorm_gate) << "the CPU plugin lost its rmsnorm_gate";
+  size_t gdn = 0;
+  for (int il = 0; il < with.m->hp.n_layer; ++il)
+    gdn += memra_hparams_layer_recurrent(&with.m->hp, il);
+  ASSERT_GT(gdn, 0u) << name << " has Gated DeltaNet layers";
+  g_real = with.bh.vt;
+  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
+  vt_with.glu = vt_without.glu = rec_glu;
+  vt_with.rmsnorm_gate = rec_rmsnorm_gate;
+  vt_without.rmsnorm_gate = nullptr;
+  with.m->vt = &vt_with;
+  without.m->vt = &vt_without;
+  const size_t nv = (size_t)with.m->hp.n_vocab, chunks = (ids.size() + 6) / 7;
+  std::vector<float> a(ids.size() * nv), b(ids.size() * nv);
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(with.c, 0, ids.data(), (int32_t)ids.size(), 0, true, a.data(),
+                                     &with.err))
+      << with.err.msg;
+  EXPECT_EQ(gdn * chunks, count(g_log, "rmsnorm_gate")) << "one a GDN layer a chunk";
+  const size_t glu_with = count(g_log, "glu");
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(without.c, 0, ids.data(), (int32_t)ids.size(), 0, true,
+                                     b.data(), &without.err))
+      << without.err.msg;
+  EXPECT_EQ(0u, count(g_log, "rmsnorm_gate"));
+  EXPECT_EQ(glu_with + gdn * chunks, count(g_log, "glu")) << "the z gate, one a GDN layer a chunk";
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name;
+  with.m->vt = with.bh.vt;
+  without.m->vt = without.bh.vt;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GatedNorm, ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });

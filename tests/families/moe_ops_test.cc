@@ -25,13 +25,16 @@ TEST(MoeRoute, TopKAndWeightsMatchDoubleReference) {
         const float *l = &lg[(size_t)r * ne];
         double mx = *std::max_element(l, l + ne), s = 0;
         std::vector<double> p(ne);
-        for (int e = 0; e < ne; ++e) s += p[e] = std::exp(l[e] - mx);
-        for (auto &x : p) x /= s;
+        for (int e = 0; e < ne; ++e)
+          s += p[e] = std::exp(l[e] - mx);
+        for (auto &x : p)
+          x /= s;
         std::vector<int> ord(ne);
         std::iota(ord.begin(), ord.end(), 0);
         std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) { return p[a] > p[b]; });
         double ks = 0;
-        for (int j = 0; j < k; ++j) ks += p[ord[j]];
+        for (int j = 0; j < k; ++j)
+          ks += p[ord[j]];
         for (int j = 0; j < k; ++j) {
           EXPECT_EQ(ord[j], ids[(size_t)r * k + j]) << "row " << r << " slot " << j;
           wref.push_back(p[ord[j]] / (norm ? ks : 1.0));
@@ -78,7 +81,8 @@ TEST(MatmulId, QuantizedExpertsMatchDoubleReference) {
           const float *xr = &x[(size_t)(shared ? rj / k : rj) * K];
           const float *wr = &deq[((size_t)ids[rj] * N + o) * K];
           double s = 0;
-          for (int i = 0; i < K; ++i) s += (double)xr[i] * wr[i];
+          for (int i = 0; i < K; ++i)
+            s += (double)xr[i] * wr[i];
           ref.push_back(s);
         }
       EXPECT_LT(rel_l2(Y.get<float>(), ref), 1e-6) << "type " << type << " shared " << shared;
@@ -116,6 +120,70 @@ TEST(MoeCombine, WeightedSumMatchesDoubleReference) {
   EXPECT_LT(rel_l2(Y.get<float>(), ref), 1e-6);
   Dev Ybad(c, MEMRA_TYPE_F32, E, n + 1);
   EXPECT_EQ(MEMRA_E_INVALID, c.vt->moe_combine(c.be, &Ybad.t, &X.t, &Wt.t));
+}
+
+// ABI 1.7: the shared expert folded into the combine gives the bits of moe_combine, then
+// sigmoid_gate (g [n, 1]) and add, on odd sizes; and refuses a g of the wrong shape.
+TEST(MoeCombineGated, BitIdenticalToCombineSigmoidGateAdd) {
+  Cpu c;
+  const int n = 3, k = 5, E = 37;
+  std::vector<float> x = rnd((size_t)n * k * E, 5), w = rnd((size_t)n * k, 6, 0, 1),
+                     sh = rnd((size_t)n * E, 7), g = rnd((size_t)n, 8, -6, 6);
+  Dev X(c, MEMRA_TYPE_F32, E, n * k), Wt(c, MEMRA_TYPE_F32, k, n), S(c, MEMRA_TYPE_F32, E, n),
+      G(c, MEMRA_TYPE_F32, 1, n), Y(c, MEMRA_TYPE_F32, E, n), Y2(c, MEMRA_TYPE_F32, E, n);
+  X.put(x.data());
+  Wt.put(w.data());
+  S.put(sh.data());
+  G.put(g.data());
+  ASSERT_NE(nullptr, c.vt->moe_combine_gated);
+  ASSERT_EQ(MEMRA_OK, c.vt->moe_combine_gated(c.be, &Y.t, &X.t, &Wt.t, &S.t, &G.t)) << c.err();
+  ASSERT_EQ(MEMRA_OK, c.vt->moe_combine(c.be, &Y2.t, &X.t, &Wt.t)) << c.err();
+  ASSERT_EQ(MEMRA_OK, c.vt->sigmoid_gate(c.be, &S.t, &S.t, &G.t)) << c.err();
+  ASSERT_EQ(MEMRA_OK, c.vt->add(c.be, &Y2.t, &Y2.t, &S.t)) << c.err();
+  const std::vector<float> a = Y.get<float>(), b = Y2.get<float>();
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  // not the composition of nothing: the gated term moved every row
+  Dev Y3(c, MEMRA_TYPE_F32, E, n);
+  ASSERT_EQ(MEMRA_OK, c.vt->moe_combine(c.be, &Y3.t, &X.t, &Wt.t));
+  EXPECT_NE(0, memcmp(a.data(), Y3.get<float>().data(), a.size() * sizeof(float)));
+  Dev Gbad(c, MEMRA_TYPE_F32, 2, n);
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->moe_combine_gated(c.be, &Y.t, &X.t, &Wt.t, &S.t, &Gbad.t));
+}
+
+// ABI 1.7: matmul_id_glu over a fused gate/up stack (per expert N gate rows, then N up
+// rows) gives the bits of matmul_id over the 2 N rows, then glu; odd N and K, a shared x; and
+// refuses an odd row count an expert and a y of the wrong width.
+TEST(MatmulIdGlu, BitIdenticalToMatmulIdThenGlu) {
+  Cpu c;
+  const int E = 5, N = 13, K = 67, n = 3, k = 2;
+  std::vector<float> x = rnd((size_t)n * K, 9), w = rnd((size_t)E * 2 * N * K, 10);
+  const std::vector<int32_t> ids = {4, 1, 0, 3, 2, 4};
+  Dev X(c, MEMRA_TYPE_F32, K, n), W(c, MEMRA_TYPE_F32, K, E * 2 * N), I(c, MEMRA_TYPE_I32, k, n),
+      Y(c, MEMRA_TYPE_F32, N, n * k), GU(c, MEMRA_TYPE_F32, 2 * N, n * k),
+      Y2(c, MEMRA_TYPE_F32, N, n * k);
+  X.put(x.data());
+  W.put(w.data());
+  I.put(ids.data());
+  ASSERT_NE(nullptr, c.vt->matmul_id_glu);
+  ASSERT_EQ(MEMRA_OK, c.vt->matmul_id_glu(c.be, &Y.t, &X.t, &W.t, &I.t, E, MEMRA_ACT_SILU))
+      << c.err();
+  ASSERT_EQ(MEMRA_OK, c.vt->matmul_id(c.be, &GU.t, &X.t, &W.t, &I.t, E)) << c.err();
+  memra_tensor g = GU.t, u = GU.t;
+  g.ne0 = u.ne0 = N;
+  u.offset += 4u * N;
+  ASSERT_EQ(MEMRA_OK, c.vt->glu(c.be, &Y2.t, &g, &u, MEMRA_ACT_SILU)) << c.err();
+  const std::vector<float> a = Y.get<float>(), b = Y2.get<float>();
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  // and not the gate rows' plain products: the activation and up were applied
+  const std::vector<float> gu = GU.get<float>();
+  EXPECT_NE(0, memcmp(a.data(), gu.data(), (size_t)N * sizeof(float)));
+  Dev Wodd(c, MEMRA_TYPE_F32, K, E * 3);
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->matmul_id_glu(c.be, &Y.t, &X.t, &Wodd.t, &I.t, E, MEMRA_ACT_SILU));
+  EXPECT_EQ("matmul_id_glu: 3 rows an expert do not split into gate and up", c.err());
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul_id_glu(c.be, &GU.t, &X.t, &W.t, &I.t, E, MEMRA_ACT_SILU));
 }
 
 } // namespace

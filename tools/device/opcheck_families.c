@@ -239,6 +239,72 @@ static void check_matmul_id_alone(int32_t type, int64_t n_expert, int64_t N, int
   free(ids);
 }
 
+/* ABI 1.7 matmul_id_glu over a fused gate/up stack (per expert N gate rows, then N up
+ * rows): against the CPU, and on plugin 1 bitwise against its own matmul_id over the 2 N
+ * rows, then glu. */
+static void check_matmul_id_glu(int32_t type, int64_t n_expert, int64_t N, int64_t K, int64_t n,
+                                int64_t k, int shared) {
+  uint64_t wbytes;
+  void *w = ck_rand_rows(type, K, n_expert * 2 * N, &wbytes);
+  const int64_t rows = n * k, xr = shared ? n : rows;
+  float *x = ck_frand_vec(xr * K, -1, 1);
+  int32_t *ids = ck_xmalloc((size_t)rows * 4 + 4);
+  for (int64_t i = 0; i < rows; ++i) /* distinct within a token: a rotation */
+    ids[i] = (int32_t)((i / k * 5 + i % k * 3) % n_expert);
+  ck_buf dw = ck_new(wbytes, w), dx = ck_new((uint64_t)(xr * K) * 4, x),
+         di = ck_new((uint64_t)rows * 4, ids), dy = ck_new((uint64_t)(rows * N) * 4, NULL),
+         dgu = ck_new((uint64_t)(rows * 2 * N) * 4, NULL),
+         dy2 = ck_new((uint64_t)(rows * N) * 4, NULL);
+  char what[80];
+  snprintf(what, sizeof what,
+           "%s E %" PRId64 " N %" PRId64 " K %" PRId64 " n %" PRId64 " k %" PRId64 "%s",
+           tname(type), n_expert, N, K, n, k, shared ? " shared-x" : "");
+  int ok = 1;
+  for (int i = 0; i < 2; ++i) {
+    if (!P[i].vt->matmul_id_glu) {
+      ck_record("matmul_id_glu", what, INFINITY, 0, 0, "slot missing");
+      ok = 0;
+      break;
+    }
+    memra_tensor tw = ck_view(&dw, i, type, K, n_expert * 2 * N, 0, 0),
+                 tx = ck_view(&dx, i, MEMRA_TYPE_F32, K, xr, 0, 0),
+                 ti = ck_view(&di, i, MEMRA_TYPE_I32, k, n, 0, 0),
+                 ty = ck_view(&dy, i, MEMRA_TYPE_F32, N, rows, 0, 0);
+    ok &= must_ok(
+        i, P[i].vt->matmul_id_glu(P[i].be, &ty, &tx, &tw, &ti, (int32_t)n_expert, MEMRA_ACT_SILU),
+        "matmul_id_glu");
+  }
+  if (ok) {
+    cmp_f32("matmul_id_glu", what, &dy, 0, rows * N, 1e-5, NULL);
+    memra_tensor tw = ck_view(&dw, 1, type, K, n_expert * 2 * N, 0, 0),
+                 tx = ck_view(&dx, 1, MEMRA_TYPE_F32, K, xr, 0, 0),
+                 ti = ck_view(&di, 1, MEMRA_TYPE_I32, k, n, 0, 0),
+                 tgu = ck_view(&dgu, 1, MEMRA_TYPE_F32, 2 * N, rows, 0, 0),
+                 tg = ck_view(&dgu, 1, MEMRA_TYPE_F32, N, rows, (uint64_t)(2 * N) * 4, 0),
+                 tu = ck_view(&dgu, 1, MEMRA_TYPE_F32, N, rows, (uint64_t)(2 * N) * 4,
+                              (uint64_t)N * 4),
+                 ty = ck_view(&dy2, 1, MEMRA_TYPE_F32, N, rows, 0, 0);
+    if (must_ok(1, P[1].vt->matmul_id(P[1].be, &tgu, &tx, &tw, &ti, (int32_t)n_expert),
+                "matmul_id") &&
+        must_ok(1, P[1].vt->glu(P[1].be, &ty, &tg, &tu, MEMRA_ACT_SILU), "glu")) {
+      float *a = ck_get(&dy, 1), *b = ck_get(&dy2, 1);
+      const int same = !memcmp(a, b, (size_t)(rows * N) * 4);
+      ck_record("matmul_id_glu == matmul_id + glu", what, same ? 0 : 1, 0, same, "bitwise");
+      free(a);
+      free(b);
+    }
+  }
+  ck_free(&dw);
+  ck_free(&dx);
+  ck_free(&di);
+  ck_free(&dy);
+  ck_free(&dgu);
+  ck_free(&dy2);
+  free(w);
+  free(x);
+  free(ids);
+}
+
 /* --- moe_combine, sigmoid_gate -------------------------------------------------------- */
 
 static void check_combine(int64_t n, int64_t k, int64_t E) {
@@ -260,6 +326,62 @@ static void check_combine(int64_t n, int64_t k, int64_t E) {
   ck_free(&dy);
   free(x);
   free(w);
+}
+
+/* ABI 1.7 moe_combine_gated: against the CPU, and on plugin 1 bitwise against its own
+ * moe_combine, sigmoid_gate and add (the composition it replaces). */
+static void check_combine_gated(int64_t n, int64_t k, int64_t E) {
+  float *x = ck_frand_vec(n * k * E, -2, 2), *w = ck_frand_vec(n * k, 0, 1),
+        *sh = ck_frand_vec(n * E, -2, 2), *g = ck_frand_vec(n, -6, 6);
+  ck_buf dx = ck_new((uint64_t)(n * k * E) * 4, x), dw = ck_new((uint64_t)(n * k) * 4, w),
+         ds = ck_new((uint64_t)(n * E) * 4, sh), dg = ck_new((uint64_t)n * 4, g),
+         dy = ck_new((uint64_t)(n * E) * 4 + 4, NULL), d2 = ck_new((uint64_t)(n * E) * 4, NULL);
+  char what[80];
+  snprintf(what, sizeof what, "n %" PRId64 " k %" PRId64 " E %" PRId64, n, k, E);
+  int ok = 1;
+  for (int i = 0; i < 2; ++i) {
+    if (!P[i].vt->moe_combine_gated) {
+      ck_record("moe_combine_gated", what, INFINITY, 0, 0, "slot missing");
+      ok = 0;
+      break;
+    }
+    memra_tensor tx = ck_view(&dx, i, MEMRA_TYPE_F32, E, n * k, 0, 0),
+                 tw = ck_view(&dw, i, MEMRA_TYPE_F32, k, n, 0, 0),
+                 ts = ck_view(&ds, i, MEMRA_TYPE_F32, E, n, 0, 0),
+                 tg = ck_view(&dg, i, MEMRA_TYPE_F32, 1, n, 0, 0),
+                 ty = ck_view(&dy, i, MEMRA_TYPE_F32, E, n, 0, 0);
+    ok &= must_ok(i, P[i].vt->moe_combine_gated(P[i].be, &ty, &tx, &tw, &ts, &tg),
+                  "moe_combine_gated");
+  }
+  if (ok) {
+    cmp_f32("moe_combine_gated", what, &dy, 0, n * E, 1e-6, NULL);
+    /* plugin 1's composition: combine into d2, gate sh in place, add */
+    memra_tensor tx = ck_view(&dx, 1, MEMRA_TYPE_F32, E, n * k, 0, 0),
+                 tw = ck_view(&dw, 1, MEMRA_TYPE_F32, k, n, 0, 0),
+                 ts = ck_view(&ds, 1, MEMRA_TYPE_F32, E, n, 0, 0),
+                 tg = ck_view(&dg, 1, MEMRA_TYPE_F32, 1, n, 0, 0),
+                 t2 = ck_view(&d2, 1, MEMRA_TYPE_F32, E, n, 0, 0);
+    if (must_ok(1, P[1].vt->moe_combine(P[1].be, &t2, &tx, &tw), "moe_combine") &&
+        must_ok(1, P[1].vt->sigmoid_gate(P[1].be, &ts, &ts, &tg), "sigmoid_gate") &&
+        must_ok(1, P[1].vt->add(P[1].be, &t2, &t2, &ts), "add")) {
+      float *a = ck_get(&dy, 1), *b = ck_get(&d2, 1);
+      const int same = !memcmp(a, b, (size_t)(n * E) * 4);
+      ck_record("moe_combine_gated == combine + sigmoid_gate + add", what, same ? 0 : 1, 0, same,
+                "bitwise");
+      free(a);
+      free(b);
+    }
+  }
+  ck_free(&dx);
+  ck_free(&dw);
+  ck_free(&ds);
+  ck_free(&dg);
+  ck_free(&dy);
+  ck_free(&d2);
+  free(x);
+  free(w);
+  free(sh);
+  free(g);
 }
 
 /* bcast: g [n, 1]. strided: x and g are per-head views of wider rows, y aliases x (the
@@ -291,6 +413,52 @@ static void check_sigmoid_gate(int64_t n, int64_t ne0, int bcast, int strided) {
   ck_free(&dy);
   free(x);
   free(g);
+}
+
+/* ABI 1.7 rmsnorm_gate on per-head rows (n heads of d), in place as the core runs it: against
+ * the CPU, and on plugin 1 bitwise against its own rmsnorm then glu. */
+static void check_rmsnorm_gate(int64_t rows, int64_t d) {
+  float *x = ck_frand_vec(rows * d, -3, 3), *z = ck_frand_vec(rows * d, -5, 5),
+        *w = ck_frand_vec(d, 0.5f, 1.5f);
+  const uint64_t b = (uint64_t)(rows * d) * 4;
+  ck_buf dx = ck_new(b, x), dx2 = ck_new(b, x), dz = ck_new(b, z), dw = ck_new((uint64_t)d * 4, w);
+  char what[80];
+  snprintf(what, sizeof what, "rows %" PRId64 " d %" PRId64, rows, d);
+  int ok = 1;
+  for (int i = 0; i < 2; ++i) {
+    if (!P[i].vt->rmsnorm_gate) {
+      ck_record("rmsnorm_gate", what, INFINITY, 0, 0, "slot missing");
+      ok = 0;
+      break;
+    }
+    memra_tensor tx = ck_view(&dx, i, MEMRA_TYPE_F32, d, rows, 0, 0),
+                 tz = ck_view(&dz, i, MEMRA_TYPE_F32, d, rows, 0, 0),
+                 tw = ck_view(&dw, i, MEMRA_TYPE_F32, d, 1, 0, 0);
+    ok &= must_ok(i, P[i].vt->rmsnorm_gate(P[i].be, &tx, &tx, &tw, &tz, 1e-6f, MEMRA_ACT_SILU),
+                  "rmsnorm_gate");
+  }
+  if (ok) {
+    cmp_f32("rmsnorm_gate", what, &dx, 0, rows * d, 1e-5, NULL);
+    const memra_tensor none = {0};
+    memra_tensor tx = ck_view(&dx2, 1, MEMRA_TYPE_F32, d, rows, 0, 0),
+                 tz = ck_view(&dz, 1, MEMRA_TYPE_F32, d, rows, 0, 0),
+                 tw = ck_view(&dw, 1, MEMRA_TYPE_F32, d, 1, 0, 0);
+    if (must_ok(1, P[1].vt->rmsnorm(P[1].be, &tx, &tx, &none, &tw, 1e-6f), "rmsnorm") &&
+        must_ok(1, P[1].vt->glu(P[1].be, &tx, &tz, &tx, MEMRA_ACT_SILU), "glu")) {
+      float *a = ck_get(&dx, 1), *c = ck_get(&dx2, 1);
+      const int same = !memcmp(a, c, (size_t)b);
+      ck_record("rmsnorm_gate == rmsnorm + glu", what, same ? 0 : 1, 0, same, "bitwise");
+      free(a);
+      free(c);
+    }
+  }
+  ck_free(&dx);
+  ck_free(&dx2);
+  ck_free(&dz);
+  ck_free(&dw);
+  free(x);
+  free(z);
+  free(w);
 }
 
 /* --- batches of the recurrent ops -------------------------------------------------------- */
@@ -546,9 +714,24 @@ static int run_ops(void) {
   check_matmul_id(MEMRA_TYPE_Q4_K, 7, 33, 256, 4, 2, 1, 1);
   check_matmul_id(MEMRA_TYPE_Q8_0, 7, 33, 64, 4, 2, 1, 1);
   check_matmul_id(MEMRA_TYPE_F16, 7, 9, 64, 0, 2, 1, 0);
+  /* the hybrid's (F 512, K 2048) and Qwen3-30B-A3B's (768, 2048) gate/up shapes, odd F and K,
+   * each kernel family (K-quant v2 at S 1, 2, 4; 16-bit v2; v1 for Q8_0) */
+  check_matmul_id_glu(MEMRA_TYPE_Q4_K, 16, 45, 2048, 1, 10, 1);
+  check_matmul_id_glu(MEMRA_TYPE_Q6_K, 16, 37, 768, 3, 8, 1);
+  check_matmul_id_glu(MEMRA_TYPE_Q5_K, 9, 29, 512, 2, 4, 0);
+  check_matmul_id_glu(MEMRA_TYPE_Q4_K, 9, 19, 256, 5, 3, 1);
+  check_matmul_id_glu(MEMRA_TYPE_F16, 12, 33, 520, 2, 10, 1);
+  check_matmul_id_glu(MEMRA_TYPE_BF16, 7, 21, 264, 3, 2, 0);
+  check_matmul_id_glu(MEMRA_TYPE_Q8_0, 7, 33, 544, 4, 2, 1);
+  check_matmul_id_glu(MEMRA_TYPE_F16, 7, 9, 97, 3, 2, 1);
   check_combine(13, 8, 101);
   check_combine(1, 2, 2048);
   check_combine(0, 8, 64);
+  check_combine_gated(13, 10, 101);
+  check_combine_gated(1, 10, 2048);
+  check_rmsnorm_gate(32, 128); /* Qwen3-Next: 32 value heads of 128 */
+  check_rmsnorm_gate(3 * 16, 128);
+  check_rmsnorm_gate(7, 67);
   check_sigmoid_gate(19, 133, 0, 0);
   check_sigmoid_gate(7, 257, 1, 0);
   check_sigmoid_gate(23, 64, 0, 1);
