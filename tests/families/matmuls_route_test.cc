@@ -3,6 +3,8 @@
 // same-type weights (GDN: qkv, z, beta, alpha; gated attention: q+gate, k, v; MoE: the router
 // with the shared expert's gate, up and gate logit), the logits bit-identical to an engine
 // whose plugin lacks matmul_n (one matmul each), and every output computed exactly once.
+#include <functional>
+
 #include "tests/e2e/engine_fixture.h"
 
 extern "C" {
@@ -215,43 +217,69 @@ INSTANTIATE_TEST_SUITE_P(Families, GateUpFuse,
                            return std::string(i.param);
                          });
 
-// ABI 1.7: with a shared expert, one moe_combine_gated a layer instead of moe_combine,
-// sigmoid_gate and add; logits bit-identical to a plugin without the slot.
-class CombineGated : public ::testing::TestWithParam<const char *> {};
+// ABI 1.7's fusion slots: the fixture's prompt (chunks of 7) on two engines, "with" the
+// slot (recorded) and "without" it (NULL: the core makes the calls it replaces); `patch` sets
+// both vtables. The logits must be bit-identical; the logs come back for the counts.
+struct SlotRun {
+  std::vector<std::string> with, without;
+  size_t layers = 0, chunks = 0, gdn_layers = 0;
+};
 
-TEST_P(CombineGated, OneCallForTheSharedExpertWithTheSameBits) {
-  const std::string name = GetParam();
+void run_slot(const std::string &name, const char *slot, bool (*has)(const memra_backend_vt *),
+              const std::function<void(memra_backend_vt *with, memra_backend_vt *without)> &patch,
+              SlotRun *out) {
   const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
   ASSERT_GE(ids.size(), 6u);
   Engine with, without;
   ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
   ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
-  ASSERT_NE(nullptr, with.bh.vt->moe_combine_gated) << "the CPU plugin lost its moe_combine_gated";
-  ASSERT_NE(nullptr, with.m->layers[0].ffn_gate_shexp.buf) << name << " has a shared expert";
+  ASSERT_TRUE(has(with.bh.vt)) << "the CPU plugin lost its " << slot;
   g_real = with.bh.vt;
   memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
-  vt_with.moe_combine = vt_without.moe_combine = rec_combine;
-  vt_with.moe_combine_gated = rec_combine_gated;
-  vt_without.moe_combine_gated = nullptr;
+  patch(&vt_with, &vt_without);
   with.m->vt = &vt_with;
   without.m->vt = &vt_without;
-  const size_t nv = (size_t)with.m->hp.n_vocab, L = (size_t)with.m->hp.n_layer;
+  const size_t nv = (size_t)with.m->hp.n_vocab;
+  out->layers = (size_t)with.m->hp.n_layer;
+  out->chunks = (ids.size() + 6) / 7;
+  for (int il = 0; il < with.m->hp.n_layer; ++il)
+    out->gdn_layers += memra_hparams_layer_recurrent(&with.m->hp, il);
   std::vector<float> a(ids.size() * nv), b(ids.size() * nv);
   g_log.clear();
-  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(with.c, 0, ids.data(), (int32_t)ids.size(), 0, true, a.data(),
-                                     &with.err))
-      << with.err.msg;
-  EXPECT_EQ(L * ((ids.size() + 6) / 7), count(g_log, "moe_combine_gated")) << "one a layer a chunk";
-  EXPECT_EQ(0u, count(g_log, "moe_combine"));
+  memra_status st =
+      memra_ctx_eval(with.c, 0, ids.data(), (int32_t)ids.size(), 0, true, a.data(), &with.err);
+  out->with = g_log;
   g_log.clear();
-  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(without.c, 0, ids.data(), (int32_t)ids.size(), 0, true,
-                                     b.data(), &without.err))
-      << without.err.msg;
-  EXPECT_EQ(0u, count(g_log, "moe_combine_gated"));
-  EXPECT_LT(0u, count(g_log, "moe_combine"));
-  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name;
+  if (st == MEMRA_OK)
+    st = memra_ctx_eval(without.c, 0, ids.data(), (int32_t)ids.size(), 0, true, b.data(),
+                        &without.err);
+  out->without = g_log;
   with.m->vt = with.bh.vt;
   without.m->vt = without.bh.vt;
+  ASSERT_EQ(MEMRA_OK, st) << with.err.msg << without.err.msg;
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name << ": " << slot;
+}
+
+// With a shared expert, one moe_combine_gated a layer and chunk instead of moe_combine,
+// sigmoid_gate and add.
+class CombineGated : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(CombineGated, OneCallForTheSharedExpertWithTheSameBits) {
+  SlotRun r;
+  run_slot(
+      GetParam(), "moe_combine_gated",
+      [](const memra_backend_vt *v) { return v->moe_combine_gated != nullptr; },
+      [](memra_backend_vt *with, memra_backend_vt *without) {
+        with->moe_combine = without->moe_combine = rec_combine;
+        with->moe_combine_gated = rec_combine_gated;
+        without->moe_combine_gated = nullptr;
+      },
+      &r);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(r.layers * r.chunks, count(r.with, "moe_combine_gated")) << "one a layer a chunk";
+  EXPECT_EQ(0u, count(r.with, "moe_combine"));
+  EXPECT_EQ(0u, count(r.without, "moe_combine_gated"));
+  EXPECT_EQ(r.layers * r.chunks, count(r.without, "moe_combine"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CombineGated, ::testing::Values("qwen3next", "qwen35moe"),
@@ -259,43 +287,26 @@ INSTANTIATE_TEST_SUITE_P(Families, CombineGated, ::testing::Values("qwen3next", 
                            return std::string(i.param);
                          });
 
-// ABI 1.7: the fused gate/up stack's matmul_id with glu in its epilogue: one matmul_id_glu a
-// MoE layer and chunk, one glu fewer; logits bit-identical to a plugin without the slot.
+// The fused gate/up stack's matmul_id with glu in its epilogue: one matmul_id_glu a MoE
+// layer and chunk, one glu fewer.
 class GateUpGlu : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(GateUpGlu, OneCallForGateUpAndGluWithTheSameBits) {
-  const std::string name = GetParam();
-  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
-  ASSERT_GE(ids.size(), 6u);
-  Engine with, without;
-  ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
-  ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
-  ASSERT_NE(nullptr, with.bh.vt->matmul_id_glu) << "the CPU plugin lost its matmul_id_glu";
-  g_real = with.bh.vt;
-  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
-  vt_with.glu = vt_without.glu = rec_glu;
-  vt_with.matmul_id_glu = rec_matmul_id_glu;
-  vt_without.matmul_id_glu = nullptr;
-  with.m->vt = &vt_with;
-  without.m->vt = &vt_without;
-  const size_t nv = (size_t)with.m->hp.n_vocab, L = (size_t)with.m->hp.n_layer;
-  const size_t chunks = (ids.size() + 6) / 7;
-  std::vector<float> a(ids.size() * nv), b(ids.size() * nv);
-  g_log.clear();
-  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(with.c, 0, ids.data(), (int32_t)ids.size(), 0, true, a.data(),
-                                     &with.err))
-      << with.err.msg;
-  EXPECT_EQ(L * chunks, count(g_log, "matmul_id_glu")) << "one a layer a chunk";
-  const size_t glu_with = count(g_log, "glu");
-  g_log.clear();
-  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(without.c, 0, ids.data(), (int32_t)ids.size(), 0, true,
-                                     b.data(), &without.err))
-      << without.err.msg;
-  EXPECT_EQ(0u, count(g_log, "matmul_id_glu"));
-  EXPECT_EQ(glu_with + L * chunks, count(g_log, "glu")) << "the experts' glu, one a layer a chunk";
-  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name;
-  with.m->vt = with.bh.vt;
-  without.m->vt = without.bh.vt;
+  SlotRun r;
+  run_slot(
+      GetParam(), "matmul_id_glu",
+      [](const memra_backend_vt *v) { return v->matmul_id_glu != nullptr; },
+      [](memra_backend_vt *with, memra_backend_vt *without) {
+        with->glu = without->glu = rec_glu;
+        with->matmul_id_glu = rec_matmul_id_glu;
+        without->matmul_id_glu = nullptr;
+      },
+      &r);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(r.layers * r.chunks, count(r.with, "matmul_id_glu")) << "one a layer a chunk";
+  EXPECT_EQ(0u, count(r.without, "matmul_id_glu"));
+  EXPECT_EQ(count(r.with, "glu") + r.layers * r.chunks, count(r.without, "glu"))
+      << "the experts' glu, one a layer a chunk";
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GateUpGlu,
@@ -304,46 +315,27 @@ INSTANTIATE_TEST_SUITE_P(Families, GateUpGlu,
                            return std::string(i.param);
                          });
 
-// ABI 1.7: a Gated DeltaNet layer's output norm and silu(z) gate in one rmsnorm_gate call a
-// chunk, one glu fewer; logits bit-identical to a plugin without the slot.
+// A Gated DeltaNet layer's output norm and silu(z) gate in one rmsnorm_gate call a chunk,
+// one glu fewer.
 class GatedNorm : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(GatedNorm, OneCallForNormAndGateWithTheSameBits) {
-  const std::string name = GetParam();
-  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
-  ASSERT_GE(ids.size(), 6u);
-  Engine with, without;
-  ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
-  ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
-  ASSERT_NE(nullptr, with.bh.vt->rmsnorm_gate) << "the CPU plugin lost its rmsnorm_gate";
-  size_t gdn = 0;
-  for (int il = 0; il < with.m->hp.n_layer; ++il)
-    gdn += memra_hparams_layer_recurrent(&with.m->hp, il);
-  ASSERT_GT(gdn, 0u) << name << " has Gated DeltaNet layers";
-  g_real = with.bh.vt;
-  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
-  vt_with.glu = vt_without.glu = rec_glu;
-  vt_with.rmsnorm_gate = rec_rmsnorm_gate;
-  vt_without.rmsnorm_gate = nullptr;
-  with.m->vt = &vt_with;
-  without.m->vt = &vt_without;
-  const size_t nv = (size_t)with.m->hp.n_vocab, chunks = (ids.size() + 6) / 7;
-  std::vector<float> a(ids.size() * nv), b(ids.size() * nv);
-  g_log.clear();
-  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(with.c, 0, ids.data(), (int32_t)ids.size(), 0, true, a.data(),
-                                     &with.err))
-      << with.err.msg;
-  EXPECT_EQ(gdn * chunks, count(g_log, "rmsnorm_gate")) << "one a GDN layer a chunk";
-  const size_t glu_with = count(g_log, "glu");
-  g_log.clear();
-  ASSERT_EQ(MEMRA_OK, memra_ctx_eval(without.c, 0, ids.data(), (int32_t)ids.size(), 0, true,
-                                     b.data(), &without.err))
-      << without.err.msg;
-  EXPECT_EQ(0u, count(g_log, "rmsnorm_gate"));
-  EXPECT_EQ(glu_with + gdn * chunks, count(g_log, "glu")) << "the z gate, one a GDN layer a chunk";
-  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name;
-  with.m->vt = with.bh.vt;
-  without.m->vt = without.bh.vt;
+  SlotRun r;
+  run_slot(
+      GetParam(), "rmsnorm_gate",
+      [](const memra_backend_vt *v) { return v->rmsnorm_gate != nullptr; },
+      [](memra_backend_vt *with, memra_backend_vt *without) {
+        with->glu = without->glu = rec_glu;
+        with->rmsnorm_gate = rec_rmsnorm_gate;
+        without->rmsnorm_gate = nullptr;
+      },
+      &r);
+  if (HasFatalFailure()) return;
+  ASSERT_GT(r.gdn_layers, 0u) << GetParam() << " has Gated DeltaNet layers";
+  EXPECT_EQ(r.gdn_layers * r.chunks, count(r.with, "rmsnorm_gate")) << "one a GDN layer a chunk";
+  EXPECT_EQ(0u, count(r.without, "rmsnorm_gate"));
+  EXPECT_EQ(count(r.with, "glu") + r.gdn_layers * r.chunks, count(r.without, "glu"))
+      << "the z gate, one a GDN layer a chunk";
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GatedNorm, ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
