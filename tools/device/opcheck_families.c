@@ -194,6 +194,16 @@ static void check_matmul_id(int32_t type, int64_t n_expert, int64_t N, int64_t K
   free(ids);
 }
 
+/* Records whether plugin i's buffers a (from byte off_a) and b hold the same `bytes` bytes. */
+static void record_same_bits(const char *name, const char *what, const ck_buf *a, uint64_t off_a,
+                             const ck_buf *b, int i, uint64_t bytes) {
+  uint8_t *pa = ck_get(a, i), *pb = ck_get(b, i);
+  const int same = !memcmp(pa + off_a, pb, (size_t)bytes);
+  ck_record(name, what, same ? 0 : 1, 0, same, "bitwise");
+  free(pa);
+  free(pb);
+}
+
 /* Batch invariance on the test plugin: token t of n, run alone (its ids and x rows as
  * views), gives the same bits as in the batch. */
 static void check_matmul_id_alone(int32_t type, int64_t n_expert, int64_t N, int64_t K, int64_t n,
@@ -223,11 +233,8 @@ static void check_matmul_id_alone(int32_t type, int64_t n_expert, int64_t N, int
   snprintf(what, sizeof what, "%s N %" PRId64 " K %" PRId64 " token %" PRId64 " of %" PRId64,
            tname(type), N, K, t, n);
   if (ok) {
-    float *a = ck_get(&dy, i), *b = ck_get(&d1, i);
-    const int same = !memcmp(a + t * k * N, b, (size_t)(k * N) * 4);
-    ck_record("matmul_id alone == batched", what, same ? 0 : 1, 0, same, "bitwise");
-    free(a);
-    free(b);
+    record_same_bits("matmul_id alone == batched", what, &dy, (uint64_t)(t * k * N) * 4, &d1, i,
+                     (uint64_t)(k * N) * 4);
   }
   ck_free(&dw);
   ck_free(&dx);
@@ -287,11 +294,8 @@ static void check_matmul_id_glu(int32_t type, int64_t n_expert, int64_t N, int64
     if (must_ok(1, P[1].vt->matmul_id(P[1].be, &tgu, &tx, &tw, &ti, (int32_t)n_expert),
                 "matmul_id") &&
         must_ok(1, P[1].vt->glu(P[1].be, &ty, &tg, &tu, MEMRA_ACT_SILU), "glu")) {
-      float *a = ck_get(&dy, 1), *b = ck_get(&dy2, 1);
-      const int same = !memcmp(a, b, (size_t)(rows * N) * 4);
-      ck_record("matmul_id_glu == matmul_id + glu", what, same ? 0 : 1, 0, same, "bitwise");
-      free(a);
-      free(b);
+      record_same_bits("matmul_id_glu == matmul_id + glu", what, &dy, 0, &dy2, 1,
+                       (uint64_t)(rows * N) * 4);
     }
   }
   ck_free(&dw);
@@ -364,12 +368,8 @@ static void check_combine_gated(int64_t n, int64_t k, int64_t E) {
     if (must_ok(1, P[1].vt->moe_combine(P[1].be, &t2, &tx, &tw), "moe_combine") &&
         must_ok(1, P[1].vt->sigmoid_gate(P[1].be, &ts, &ts, &tg), "sigmoid_gate") &&
         must_ok(1, P[1].vt->add(P[1].be, &t2, &t2, &ts), "add")) {
-      float *a = ck_get(&dy, 1), *b = ck_get(&d2, 1);
-      const int same = !memcmp(a, b, (size_t)(n * E) * 4);
-      ck_record("moe_combine_gated == combine + sigmoid_gate + add", what, same ? 0 : 1, 0, same,
-                "bitwise");
-      free(a);
-      free(b);
+      record_same_bits("moe_combine_gated == combine + sigmoid_gate + add", what, &dy, 0, &d2, 1,
+                       (uint64_t)(n * E) * 4);
     }
   }
   ck_free(&dx);
@@ -445,11 +445,7 @@ static void check_rmsnorm_gate(int64_t rows, int64_t d) {
                  tw = ck_view(&dw, 1, MEMRA_TYPE_F32, d, 1, 0, 0);
     if (must_ok(1, P[1].vt->rmsnorm(P[1].be, &tx, &tx, &none, &tw, 1e-6f), "rmsnorm") &&
         must_ok(1, P[1].vt->glu(P[1].be, &tx, &tz, &tx, MEMRA_ACT_SILU), "glu")) {
-      float *a = ck_get(&dx, 1), *c = ck_get(&dx2, 1);
-      const int same = !memcmp(a, c, (size_t)b);
-      ck_record("rmsnorm_gate == rmsnorm + glu", what, same ? 0 : 1, 0, same, "bitwise");
-      free(a);
-      free(c);
+      record_same_bits("rmsnorm_gate == rmsnorm + glu", what, &dx, 0, &dx2, 1, b);
     }
   }
   ck_free(&dx);
