@@ -97,6 +97,8 @@ static inline float cpu_gelu_tanh(float g) {
   const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
   return 0.5f * g * (1.0f + tanhf(k * g * (1.0f + 0.044715f * g * g)));
 }
+/* The activations glu takes: MEMRA_E_UNSUPPORTED naming op otherwise. */
+memra_status cpu_check_act(memra_backend *be, const char *op, int32_t act);
 /* True when views a and b share bytes of one buffer. */
 bool cpu_overlap(const memra_tensor *a, const memra_tensor *b);
 

@@ -63,11 +63,15 @@ static void scale_rows(void *p, int64_t begin, int64_t end, int tid) {
   }
 }
 
+memra_status cpu_check_act(memra_backend *be, const char *op, int32_t act) {
+  if (act == MEMRA_ACT_SILU || act == MEMRA_ACT_GELU_TANH) return MEMRA_OK;
+  return cpu_fail(be, MEMRA_E_UNSUPPORTED, "%s: unknown activation %d", op, (int)act);
+}
+
 memra_status cpu_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *gate,
                      const memra_tensor *up, int32_t act) {
   memra_status st;
-  if (act != MEMRA_ACT_SILU && act != MEMRA_ACT_GELU_TANH)
-    return cpu_fail(be, MEMRA_E_UNSUPPORTED, "glu: unknown activation %d", (int)act);
+  if ((st = cpu_check_act(be, "glu", act))) return st;
   if ((st = cpu_check(be, "glu", "gate", gate, CPU_F32)) ||
       (st = cpu_check_shape(be, "glu", "up", up, CPU_F32, gate->ne0, gate->ne1)) ||
       (st = cpu_check_shape(be, "glu", "y", y, CPU_F32 | CPU_OP16, gate->ne0, gate->ne1)))

@@ -167,8 +167,7 @@ memra_status cpu_matmul_id_glu(memra_backend *be, const memra_tensor *y, const m
                                const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
                                int32_t act) {
   memra_status st;
-  if (act != MEMRA_ACT_SILU && act != MEMRA_ACT_GELU_TANH)
-    return cpu_fail(be, MEMRA_E_UNSUPPORTED, "matmul_id_glu: unknown activation %d", (int)act);
+  if ((st = cpu_check_act(be, "matmul_id_glu", act))) return st;
   if ((st = mmid_check(be, "matmul_id_glu", y, x, w, ids, n_expert, true))) return st;
   const int64_t n = ids->ne1, k = ids->ne0;
   mmid_glu_ctx c = {{y, x, w, ids, w->ne1 / n_expert, x->ne1 == n && k > 1}, act};

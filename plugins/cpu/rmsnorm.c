@@ -60,8 +60,7 @@ memra_status cpu_rmsnorm_gate(memra_backend *be, const memra_tensor *y, const me
                               const memra_tensor *w, const memra_tensor *z, float eps,
                               int32_t act) {
   memra_status st;
-  if (act != MEMRA_ACT_SILU && act != MEMRA_ACT_GELU_TANH)
-    return cpu_fail(be, MEMRA_E_UNSUPPORTED, "rmsnorm_gate: unknown activation %d", (int)act);
+  if ((st = cpu_check_act(be, "rmsnorm_gate", act))) return st;
   if ((st = cpu_check_shape(be, "rmsnorm_gate", "y", y, CPU_F32, -1, -1)) ||
       (st = cpu_check_shape(be, "rmsnorm_gate", "z", z, CPU_F32, y->ne0, y->ne1)))
     return st;
