@@ -350,6 +350,51 @@ __device__ __forceinline__ float tc_quad_sum(float v) {
   return __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
+/* One row of x (K elements) split into the prep layout in shared memory (xb, xs) by the block's
+ * first TC_WARPS warps, XB loads in flight a thread (elements e, e + 1024, ...); K % 256 == 0,
+ * so whole warps leave together. The ring kernels (v11, matmul_id v3) call it after the PDL wait.
+ */
+template <bool VEC, int XB, typename XS>
+__device__ __forceinline__ void tc_split_row(const float *__restrict__ x, int64_t K, uint4 *xb,
+                                             XS *xs) {
+  constexpr int STRIDE = 8 * TC_WARPS * 32;
+  for (int64_t e0 = 8 * (int64_t)threadIdx.x; e0 < K; e0 += STRIDE * XB) {
+    float v[XB][8];
+#pragma unroll
+    for (int i = 0; i < XB; ++i)
+      if (e0 + STRIDE * i < K) tc_load_x8<VEC>(x + e0 + STRIDE * i, v[i]);
+#pragma unroll
+    for (int i = 0; i < XB; ++i) {
+      const int64_t e = e0 + STRIDE * i;
+      if (e >= K) break;
+      uint4 h, l;
+      float4 gs;
+      tc_split8(v[i], &h, &l, &gs);
+      tc_store_split(xb, xs, e, h, l, gs);
+    }
+  }
+}
+
+/* A ring stage's super-blocks applied to one row of x (the ring kernels' consumer step): the
+ * stage holds 16 rows of rowb bytes (rows g and g + 8 of thread (g, t) at g rowb and (g + 8)
+ * rowb), nv super-blocks of each, the row's sb0 .. sb0 + nv - 1; warp w takes w, w + TC_WARPS,
+ * ...: v7's sequence, so the same bits as v7 for these rows. */
+template <int T>
+__device__ __forceinline__ void
+tc_stage_apply(float (&acc)[1][2], const uint8_t *stage, int rowb, int64_t nv, int64_t sb0,
+               const uint4 *xb, const typename tcq<T>::xs_t *xs, const tc_role &ro, int warp) {
+  typedef tcq<T> Q;
+  for (int j = warp; j < nv; j += TC_WARPS) {
+    const uint8_t *b0 = stage + ro.g * rowb + j * Q::SBB;
+    typename Q::raw cur;
+    typename Q::xin xm;
+    Q::template load<false>(cur, b0, b0 + 8 * rowb, ro);
+    Q::load_x(xm, xb, xs, sb0 + j, ro);
+    Q::template body<1>(
+        acc, cur, xm, [](int) { return typename Q::xin(); }, ro);
+  }
+}
+
 template <int T, int M, bool VEC>
 __global__ void __launch_bounds__(TC_WARPS * 32)
     matmul_v7_kernel(const mm_jobs J, const uint8_t *__restrict__ ws, int64_t K, int64_t rows) {

@@ -64,14 +64,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   const int64_t nsb = K / 256, ngrp = (nsb + T11_SB - 1) / T11_SB;
   const int64_t my_tiles = (n_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x;
   const int64_t units = my_tiles * ngrp;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < T11_ST; ++s) {
-      memra_mbar_init(&full[s], 1);
-      memra_mbar_init(&empty[s], T11_CW);
-    }
-    memra_mbar_fence_init();
-  }
-  __syncthreads();
+  memra_ring_init(full, empty, T11_ST, T11_CW);
 
   if (warp == T11_CW) { /* producer: one copy per stage, or lane r < 16 copies row r */
     for (int64_t u = 0; u < units; ++u) {
@@ -103,24 +96,9 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
     return;
   }
 
-  /* consumers: x split once, into the prep layout, T11_XB loads in flight per thread (whole
-   * warps leave together: K % 256 == 0) */
+  /* consumers: x split once, into the prep layout */
   memra_pdl_enter();
-  for (int64_t e0 = 8 * (int64_t)threadIdx.x; e0 < K; e0 += 8 * T11_CW * 32 * T11_XB) {
-    float v[T11_XB][8];
-#pragma unroll
-    for (int i = 0; i < T11_XB; ++i)
-      if (e0 + 8 * T11_CW * 32 * i < K) tc_load_x8<VEC>(x + e0 + 8 * T11_CW * 32 * i, v[i]);
-#pragma unroll
-    for (int i = 0; i < T11_XB; ++i) {
-      const int64_t e = e0 + 8 * T11_CW * 32 * i;
-      if (e >= K) break;
-      uint4 h, l;
-      float4 gs;
-      tc_split8(v[i], &h, &l, &gs);
-      tc_store_split(xb, xs, e, h, l, gs);
-    }
-  }
+  tc_split_row<VEC, T11_XB>(x, K, xb, xs);
   t11_consumers_sync();
 
   const int g = lane >> 2, t = lane & 3;
@@ -134,16 +112,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       memra_mbar_wait(&full[s], (uint32_t)(u / T11_ST) & 1);
       const int64_t sb0 = T11_SB * gi, nv = nsb - sb0 < T11_SB ? nsb - sb0 : T11_SB;
       const int rowb = (int)nv * T11_SBB;
-      for (int j = warp; j < nv; j += T11_CW) { /* super-blocks warp, warp + 4, ...: v7's */
-        const uint8_t *b0 = ring + s * T11_STAGE + g * rowb + j * T11_SBB;
-        const uint8_t *b1 = b0 + 8 * rowb;
-        typename Q::raw cur;
-        typename Q::xin xm;
-        Q::template load<false>(cur, b0, b1, ro);
-        Q::load_x(xm, xb, xs, sb0 + j, ro);
-        Q::template body<1>(
-            acc, cur, xm, [](int) { return typename Q::xin(); }, ro);
-      }
+      tc_stage_apply<T>(acc, ring + s * T11_STAGE, rowb, nv, sb0, xb, xs, ro, warp);
       __syncwarp();
       if (lane == 0) memra_mbar_arrive(&empty[s]);
     }

@@ -38,6 +38,20 @@ __device__ __forceinline__ void memra_mbar_wait(uint64_t *b, uint32_t parity) {
   } while (!done);
 }
 
+/* A ring's barriers, by thread 0, then the block synchronized: full[s] completes on the
+ * producer's one arrival (with its bytes), empty[s] on the consumers' `consumers` arrivals. */
+__device__ __forceinline__ void memra_ring_init(uint64_t *full, uint64_t *empty, int stages,
+                                                int consumers) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      memra_mbar_init(&full[s], 1);
+      memra_mbar_init(&empty[s], consumers);
+    }
+    memra_mbar_fence_init();
+  }
+  __syncthreads();
+}
+
 /* bytes (a multiple of 16; both addresses 16-byte aligned) from global src to shared dst by
  * the copy engine; completion is counted in bytes on bar. */
 __device__ __forceinline__ void memra_bulk_load(void *dst, const void *src, uint32_t bytes,

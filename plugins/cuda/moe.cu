@@ -32,8 +32,8 @@
 #include "plugins/cuda/families.h"
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_kq.cuh"
-
-#define MOE_NAN __int_as_float(0x7fc00000)
+#include "plugins/cuda/moe_id.cuh"
+#include "plugins/cuda/moe_tc.cuh"
 
 /* --- moe_route ----------------------------------------------------------------------- */
 
@@ -265,23 +265,6 @@ memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
 
 enum { MMID_WARPS = 4 };
 
-/* Where row rj = r k + j of y reads: the expert (or -1 when the id is out of range) and
- * its x row. */
-struct mmid_args {
-  float *y;
-  int64_t y_ld;
-  const float *x;
-  int64_t x_ld;
-  int shared_x; /* x has one row per token */
-  const uint8_t *w;
-  uint64_t w_nb1;
-  const int32_t *ids;
-  int64_t ids_ld;
-  int k, n_expert;
-  int64_t N, K, rows; /* rows = n k */
-  int64_t F;          /* y's columns: N, or (matmul_id_glu) N / 2 */
-};
-
 /* The weight row (within the expert) of slot r of a row set whose first output is o: plain,
  * row o + r; GLU (4 slots: gate rows o, o + 1, then up rows F + o, F + o + 1), so one warp
  * holds both sums of an output. Rows past the end read the last one (never stored). */
@@ -290,12 +273,6 @@ __device__ __forceinline__ int64_t mmid_wrow(const mmid_args &a, int64_t o, int 
   if (!GLU) return o + r < a.N ? o + r : a.N - 1;
   const int64_t j = o + (r & 1) < a.F ? o + (r & 1) : a.F - 1;
   return r < 2 ? j : a.F + j;
-}
-
-__device__ __forceinline__ int mmid_expert(const mmid_args &a, int64_t rj) {
-  const int64_t r = rj / a.k, j = rj % a.k;
-  const int32_t e = a.ids[r * a.ids_ld + j];
-  return e < 0 || e >= a.n_expert ? -1 : e;
 }
 
 /* Any supported type: one warp per output n of row rj (blockIdx.y strides over rows); GLU:
@@ -486,6 +463,18 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_h_v2_kernel(mmid_ar
   }
 }
 
+/* Which expert types run v3 (moe_tc.cuh): Q4_K and Q6_K by default; MEMRA_MMID=v2 none,
+ * MEMRA_MMID=q4 Q4_K only (A/B timing; v3's bits are the tensor cores', v2's the float GEMV's).
+ * Read once: fixed for the process, so a row's arithmetic never depends on the batch. */
+static bool midtc_mode(int32_t type) {
+  static int mode = -1; /* 0 none, 1 Q4_K, 2 Q4_K and Q6_K */
+  if (mode < 0) {
+    const char *e = getenv("MEMRA_MMID");
+    mode = e && !strcmp(e, "v2") ? 0 : e && !strcmp(e, "q4") ? 1 : 2;
+  }
+  return type == MEMRA_TYPE_Q4_K ? mode >= 1 : type == MEMRA_TYPE_Q6_K && mode == 2;
+}
+
 /* matmul_id, and (glu) matmul_id_glu: y [n k, N / 2] = silu(gate rows) * up rows. */
 static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                              const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
@@ -546,6 +535,24 @@ static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const mem
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul_id: k = %lld", (long long)k);
   const unsigned gy = (unsigned)(rows < 65535 ? rows : 65535);
   const bool xv = memra_cu_align_of(xp, x->nb1 * (x->ne1 > 1)) >= 16;
+  if (midtc_mode(w->type) && midtc_fits(w->type, wp, w->nb1, N, K)) {
+    cudaError_t err = cudaSuccess;
+    bool done;
+#define TC_GO(TY)                                                                                  \
+  (xv ? (glu ? midtc_launch<TY, true, true>(be, a, &err)                                           \
+             : midtc_launch<TY, true, false>(be, a, &err))                                         \
+      : (glu ? midtc_launch<TY, false, true>(be, a, &err)                                          \
+             : midtc_launch<TY, false, false>(be, a, &err)))
+    done = w->type == MEMRA_TYPE_Q4_K ? TC_GO(MEMRA_TYPE_Q4_K) : TC_GO(MEMRA_TYPE_Q6_K);
+#undef TC_GO
+    if (err != cudaSuccess)
+      return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul_id: %s kernel's launch setup: %s",
+                           memra_type_info(w->type).name, cudaGetErrorString(err));
+    if (done) {
+      MEMRA_CU_LAUNCHED();
+      return MEMRA_OK;
+    }
+  }
   const bool kq16 = (w->type == MEMRA_TYPE_Q4_K || w->type == MEMRA_TYPE_Q5_K) && walign >= 16;
   if (kq16 || w->type == MEMRA_TYPE_Q6_K) {
     const int64_t nsb = K / 256;

@@ -699,6 +699,19 @@ static int run_ops(void) {
       check_matmul_id(ty, 5, 21, kq ? 4352 : 96, 2, 3, 0, 0);
     }
   }
+  /* matmul_id v3 (moe_tc.cuh: Q4_K / Q6_K stacks whose experts' rows cut into 16-row tiles):
+   * decode-shaped, odd K (3 super-blocks), an out-of-range id, and prompts long enough that a
+   * block streams many units through its ring and splits a new x row as it goes */
+  check_matmul_id(MEMRA_TYPE_Q4_K, 12, 64, 2048, 1, 10, 1, 0);
+  check_matmul_id(MEMRA_TYPE_Q6_K, 12, 48, 512, 1, 10, 0, 0);
+  check_matmul_id(MEMRA_TYPE_Q6_K, 9, 32, 768, 5, 3, 0, 0);
+  check_matmul_id(MEMRA_TYPE_Q4_K, 9, 48, 768, 7, 4, 1, 0);
+  check_matmul_id(MEMRA_TYPE_Q4_K, 7, 32, 256, 4, 2, 1, 1);
+  check_matmul_id(MEMRA_TYPE_Q6_K, 7, 16, 512, 3, 2, 0, 1);
+  check_matmul_id(MEMRA_TYPE_Q4_K, 32, 256, 2048, 37, 10, 1, 0);
+  check_matmul_id(MEMRA_TYPE_Q6_K, 16, 1024, 512, 23, 10, 0, 0);
+  check_matmul_id_alone(MEMRA_TYPE_Q4_K, 16, 48, 2048, 7, 4, 5);
+  check_matmul_id_alone(MEMRA_TYPE_Q6_K, 16, 32, 768, 6, 3, 2);
   check_matmul_id_alone(MEMRA_TYPE_Q4_K, 16, 45, 2048, 7, 4, 5);
   check_matmul_id_alone(MEMRA_TYPE_Q6_K, 16, 29, 768, 6, 3, 2);
   check_matmul_id_alone(MEMRA_TYPE_Q5_K, 16, 19, 512, 5, 2, 4);
@@ -713,6 +726,11 @@ static int run_ops(void) {
   /* the hybrid's (F 512, K 2048) and Qwen3-30B-A3B's (768, 2048) gate/up shapes, odd F and K,
    * each kernel family (K-quant v2 at S 1, 2, 4; 16-bit v2; v1 for Q8_0) */
   check_matmul_id_glu(MEMRA_TYPE_Q4_K, 16, 45, 2048, 1, 10, 1);
+  /* v3's GLU tiles (8 gate rows, their 8 up rows): F % 8 == 0 */
+  check_matmul_id_glu(MEMRA_TYPE_Q4_K, 16, 64, 2048, 1, 10, 1);
+  check_matmul_id_glu(MEMRA_TYPE_Q4_K, 9, 40, 768, 3, 8, 1);
+  check_matmul_id_glu(MEMRA_TYPE_Q6_K, 9, 24, 512, 2, 4, 0);
+  check_matmul_id_glu(MEMRA_TYPE_Q4_K, 24, 96, 2048, 19, 8, 1);
   check_matmul_id_glu(MEMRA_TYPE_Q6_K, 16, 37, 768, 3, 8, 1);
   check_matmul_id_glu(MEMRA_TYPE_Q5_K, 9, 29, 512, 2, 4, 0);
   check_matmul_id_glu(MEMRA_TYPE_Q4_K, 9, 19, 256, 5, 3, 1);

@@ -1,0 +1,218 @@
+/* moe_tc.cuh — matmul_id v3: Q4_K and Q6_K expert rows on the tensor cores (included by moe.cu
+ * only).
+ *
+ * Why (docs/PERF.md): matmul_id v2 runs v5's float arithmetic (~6 instructions a weight) in a
+ * grid of about one short wave: 9-13 us a launch at 13-20% of the DRAM bandwidth on the
+ * hybrid's and the MoE's experts, the largest item of their decode steps after the output
+ * matrix. The dense Q4_K GEMV left the same arithmetic for v7's tensor-core form (matmul_tc.cuh)
+ * fed by v11's ring of bulk copies (matmul_tc11.cuh); v3 is that scheme over the chosen experts:
+ *  - persistent blocks, each a contiguous range of units u = (row rj = u / tpr, tile u % tpr),
+ *    so consecutive units mostly share their x row (x is split into shared memory again only
+ *    when it changes: once a block for a decode step's gate/up, whose x is the token's);
+ *  - a producer warp reads the unit's expert id and bulk-copies its 16-row tile (whole rows:
+ *    K <= 4096) into a ring of up to MIDTC_ST stages, as far ahead as the ring allows;
+ *  - four consumer warps run v7's per-row arithmetic from shared memory (v11's loop).
+ * A tile is 16 weight rows of the expert: rows 16 i .. 16 i + 15 (matmul_id), or (GLU,
+ * matmul_id_glu) gate rows 8 i .. 8 i + 7 in slots 0-7 and their up rows F + 8 i .. in slots
+ * 8-15, so the thread holding an output's gate sum (row g) holds its up sum (row g + 8) too.
+ * Bits: a row's sum is v7's for that row (warp w takes super-blocks w, w + 4, ..., the quad
+ * butterfly, then the warps in order), whatever its tile, the batch or the grid: matmul_id of
+ * one row == the same row in a batch, matmul_id_glu == matmul_id then glu (act(gate) * up in
+ * glu's expression), and a row's value is the dense tensor-core GEMV's for the expert's matrix. */
+#ifndef MEMRA_CUDA_MOE_TC_CUH
+#define MEMRA_CUDA_MOE_TC_CUH
+
+#include "plugins/cuda/matmul_tc.cuh"
+#include "plugins/cuda/mbarrier.cuh"
+#include "plugins/cuda/moe_id.cuh"
+
+enum {
+  MIDTC_CW = TC_WARPS, /* consumer warps: v7's split of K */
+  MIDTC_ST = 4,        /* stages in the ring, at most */
+  MIDTC_XB = 4         /* x loads in flight per consumer thread while splitting */
+};
+
+/* A launch's layout: units (rows x tiles a row), the contiguous range a block takes, the ring. */
+struct midtc_plan {
+  int64_t tpr, units, per;
+  uint32_t stage; /* bytes of a stage: 16 whole weight rows */
+  int st;         /* stages */
+};
+
+/* The expert of row rj, read from ids once a row (a block's consecutive units mostly share it:
+ * one dependent load a row, not a unit, on the producer's path to its next copy). */
+struct midtc_expert {
+  int64_t row = -1;
+  int e = -1;
+  __device__ __forceinline__ int at(const mmid_args &a, int64_t rj) {
+    if (rj != row) {
+      e = mmid_expert(a, rj);
+      row = rj;
+    }
+    return e;
+  }
+};
+
+__device__ __forceinline__ void midtc_consumers_sync() {
+  asm volatile("bar.sync 1, %0;" ::"n"(MIDTC_CW * 32) : "memory");
+}
+
+template <int T, bool VEC, bool GLU>
+__global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
+    matmul_id_tc_kernel(const mmid_args a, const midtc_plan p) {
+  typedef tcq<T> Q;
+  typedef typename Q::xs_t XS;
+  extern __shared__ __align__(128) uint8_t sm[];
+  const int64_t K = a.K, nsb = K / 256;
+  const uint32_t rowb = (uint32_t)a.w_nb1; /* whole rows: nsb Q::SBB bytes (midtc_fits) */
+  uint8_t *ring = sm;
+  uint4 *xb = (uint4 *)(sm + (uint64_t)p.st * p.stage);
+  XS *xs = (XS *)((uint8_t *)xb + (uint64_t)K * 4);
+  float(*part)[TC_ROWS] = (float(*)[TC_ROWS])((uint8_t *)xb + tc_prep_bytes<XS>(K));
+  uint64_t *full = (uint64_t *)(part + MIDTC_CW), *empty = full + MIDTC_ST;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t u0 = (int64_t)blockIdx.x * p.per;
+  const int64_t u1 = u0 + p.per < p.units ? u0 + p.per : p.units;
+  memra_ring_init(full, empty, p.st, MIDTC_CW);
+  /* ids and x come from the kernels before: nothing is read before the wait */
+  memra_pdl_enter();
+
+  if (warp == MIDTC_CW) { /* producer: one or (GLU) two copies a unit, by lane 0 */
+    if (lane != 0) return;
+    midtc_expert ex;
+    for (int64_t u = u0, i = 0; u < u1; ++u, ++i) {
+      const int s = (int)(i % p.st);
+      const int64_t rj = u / p.tpr, tile = u % p.tpr;
+      const int e = ex.at(a, rj);
+      if (i >= p.st) memra_mbar_wait(&empty[s], (uint32_t)(i / p.st - 1) & 1);
+      if (e < 0) { /* the consumers write NaN: the phase completes on the arrival alone */
+        memra_mbar_expect(&full[s], 0);
+        continue;
+      }
+      uint8_t *dst = ring + (uint64_t)s * p.stage;
+      const uint8_t *we = a.w + (uint64_t)e * (uint64_t)a.N * rowb;
+      memra_mbar_expect(&full[s], 16 * rowb);
+      if (!GLU) {
+        memra_bulk_load(dst, we + (uint64_t)(16 * tile) * rowb, 16 * rowb, &full[s]);
+      } else {
+        memra_bulk_load(dst, we + (uint64_t)(8 * tile) * rowb, 8 * rowb, &full[s]);
+        memra_bulk_load(dst + 8 * rowb, we + (uint64_t)(a.F + 8 * tile) * rowb, 8 * rowb, &full[s]);
+      }
+    }
+    return;
+  }
+
+  const int g = lane >> 2, t = lane & 3;
+  const tc_role ro = tc_role_of(g, t);
+  int64_t xrow = -1;
+  midtc_expert ex;
+  for (int64_t u = u0, i = 0; u < u1; ++u, ++i) {
+    const int s = (int)(i % p.st);
+    const int64_t rj = u / p.tpr, tile = u % p.tpr;
+    const int e = ex.at(a, rj);
+    const int64_t xr = a.shared_x ? rj / a.k : rj;
+    if (xr != xrow) { /* block-uniform; the last unit's readers of xb / xs have synced */
+      tc_split_row<VEC, MIDTC_XB>(a.x + xr * a.x_ld, K, xb, xs);
+      midtc_consumers_sync();
+      xrow = xr;
+    }
+    memra_mbar_wait(&full[s], (uint32_t)(i / p.st) & 1);
+    float acc[1][2] = {{0.f, 0.f}};
+    if (e >= 0)
+      tc_stage_apply<T>(acc, ring + (uint64_t)s * p.stage, (int)rowb, nsb, 0, xb, xs, ro, warp);
+    __syncwarp();
+    if (lane == 0) memra_mbar_arrive(&empty[s]);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float v = tc_quad_sum(acc[0][r]);
+      if (t == 0) part[warp][g + 8 * r] = v;
+    }
+    midtc_consumers_sync();
+    /* the warps' partials in order (mm_store_parts' sum) */
+    float *yr = a.y + rj * a.y_ld;
+    if (!GLU && threadIdx.x < TC_ROWS) {
+      const int r = threadIdx.x;
+      float v = part[0][r];
+#pragma unroll
+      for (int w = 1; w < MIDTC_CW; ++w)
+        v = __fadd_rn(v, part[w][r]);
+      yr[16 * tile + r] = e < 0 ? MOE_NAN : v;
+    } else if (GLU && threadIdx.x < TC_ROWS / 2) {
+      const int r = threadIdx.x;
+      float gs = part[0][r], us = part[0][r + 8];
+#pragma unroll
+      for (int w = 1; w < MIDTC_CW; ++w) {
+        gs = __fadd_rn(gs, part[w][r]);
+        us = __fadd_rn(us, part[w][r + 8]);
+      }
+      yr[8 * tile + r] = e < 0 ? MOE_NAN : memra_act_silu(gs) * us;
+    }
+    midtc_consumers_sync();
+  }
+}
+
+/* Shared memory of a v3 block with st stages of 16 whole rows of K: the ring, x's split, the
+ * warps' partials, the barriers. */
+template <int T> static inline uint64_t midtc_smem(int64_t K, uint64_t rowb, int st) {
+  return (uint64_t)st * 16u * rowb + tc_prep_bytes<typename tcq<T>::xs_t>(K) +
+         sizeof(float) * MIDTC_CW * TC_ROWS + 16u * MIDTC_ST;
+}
+
+/* Whether v3 takes this expert stack: a type of tcq, whole rows of K <= 4096 (a tile is one or,
+ * GLU, two contiguous copies), 16-byte aligned, tiles that cut the experts' rows evenly. A
+ * property of the matrix alone (never of the batch); GLU and plain agree on a gate/up stack
+ * (F % 8 == 0 exactly when N = 2 F % 16 == 0). */
+static inline bool midtc_fits(int32_t type, const uint8_t *w, uint64_t nb1, int64_t N, int64_t K) {
+  const uint64_t sbb = type == MEMRA_TYPE_Q4_K ? 144 : type == MEMRA_TYPE_Q6_K ? 210 : 0;
+  if (sbb == 0 || K % 256 != 0 || K > 4096 || nb1 != (uint64_t)(K / 256) * sbb) return false;
+  if ((uintptr_t)w % 16 != 0) return false;
+  return N % 16 == 0;
+}
+
+/* Launches v3 over a (rows a.rows, outputs a.F). False (nothing launched) when the ring cannot
+ * hold two stages; *err: the attribute or occupancy call's error (no launch then). */
+template <int T, bool VEC, bool GLU>
+static bool midtc_launch(const memra_backend *be, const mmid_args &a, cudaError_t *err) {
+  *err = cudaSuccess;
+  const uint64_t rowb = a.w_nb1, optin = (uint64_t)be->prop.sharedMemPerBlockOptin;
+  const uint64_t fixed = midtc_smem<T>(a.K, rowb, 0);
+  if (optin < fixed + 1024 + 2 * 16 * rowb) return false;
+  int st_max = (int)((optin - 1024 - fixed) / (16 * rowb));
+  st_max = st_max > MIDTC_ST ? MIDTC_ST : st_max;
+  void (*kernel)(const mmid_args, const midtc_plan) = matmul_id_tc_kernel<T, VEC, GLU>;
+  static bool raised; /* one per instantiation: the limit raised once to all a block may have */
+  if (!raised) {
+    *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)optin - 1024);
+    if (*err != cudaSuccess) return true;
+    raised = true;
+  }
+  midtc_plan p;
+  p.tpr = GLU ? a.F / 8 : a.N / 16;
+  p.units = a.rows * p.tpr;
+  p.stage = (uint32_t)(16 * rowb);
+  /* As many blocks as are resident at once (by registers and shared memory, at most 4 an SM:
+   * the grid is one wave), each a contiguous range of units; the fewest stages that hold a
+   * block's whole range (a decode step: every copy in flight at once, and more blocks an SM),
+   * else all that fit (prompts stream). */
+  int64_t per = 0, grid = 0;
+  for (int st = 2; st <= st_max; ++st) {
+    int bps = 0;
+    *err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, (MIDTC_CW + 1) * 32,
+                                                         (size_t)midtc_smem<T>(a.K, rowb, st));
+    if (*err != cudaSuccess) return true;
+    bps = bps > 4 ? 4 : bps < 1 ? 1 : bps;
+    const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps;
+    per = (p.units + slots - 1) / slots;
+    grid = (p.units + per - 1) / per;
+    p.st = st;
+    if (per <= st) break;
+  }
+  p.per = per;
+  if (grid > 0x7fffffff) return false;
+  (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((MIDTC_CW + 1) * 32),
+                        (size_t)midtc_smem<T>(a.K, rowb, p.st), a, p);
+  return true;
+}
+
+#endif /* MEMRA_CUDA_MOE_TC_CUH */
