@@ -75,6 +75,7 @@
 #include "plugins/cuda/matmul_tc.cuh"
 #include "plugins/cuda/matmul_tc11.cuh"
 #include "plugins/cuda/matmul_v6.cuh"
+#include "plugins/cuda/matmul_h12.cuh"
 
 enum { MM_WARPS = 4, MM_MAX_M = 8, MM_U = 4, MM_UK = 2 };
 /* Decode (M = 1) kernels are held to 64 registers: 8 blocks (32 warps) per SM, so a
@@ -261,6 +262,20 @@ static bool mm_q6tc_for(int64_t N, int64_t K) {
   return K <= 4096 && (mode == 2 || (mode == 1 && N >= MM_Q6TC_MIN_N));
 }
 
+/* F16 / BF16 (path v6) for one row of x on v12 (matmul_h12.cuh: v6's arithmetic through a
+ * bulk-copy ring, the same bits; batches stay on v6), for K <= 4096 by default: H200 (docs/PERF.md)
+ * gate/up 14336 x 4096 34.5 -> 28.0 us, but the down projection (K 14336) 29.7 -> 31.9, its x
+ * (57 KB) no longer held by L1 beside two blocks' rings. MEMRA_GEMV_F16=v6 keeps v6 for one row
+ * too, =all puts every K on v12 (A/B timing). Read once: fixed for the process. */
+static bool mm_h12_for(int64_t K) {
+  static int mode = -1; /* 0 none, 1 K <= 4096, 2 all */
+  if (mode < 0) {
+    const char *e = getenv("MEMRA_GEMV_F16");
+    mode = e && !strcmp(e, "v6") ? 0 : e && !strcmp(e, "all") ? 2 : 1;
+  }
+  return mode == 2 || (mode == 1 && K <= 4096);
+}
+
 /* One checked matmul: device pointers, strides, shape and the kernel family it takes. */
 enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6, MM_V7 = 7, MM_V8 = 8, MM_V9 = 9, MM_V11 = 11 };
 struct mm_args {
@@ -433,6 +448,13 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
     if (e != cudaSuccess)
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: Q8_0 kernel's shared memory: %s",
                            cudaGetErrorString(e));
+  } else if (a->M == 1 && mm_h12_for(a->K) && m12_fits(be)) {
+    cudaError_t e;
+    ok = a->type == MEMRA_TYPE_F16 ? m12_launch<MEMRA_TYPE_F16>(be, J, a->x, a->K, &e)
+                                   : m12_launch<MEMRA_TYPE_BF16>(be, J, a->x, a->K, &e);
+    if (e != cudaSuccess)
+      return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: %s kernel's launch setup: %s",
+                           memra_type_info(a->type).name, cudaGetErrorString(e));
   } else if (a->type == MEMRA_TYPE_F16) {
     ok = mv6_launch<MEMRA_TYPE_F16>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
   } else {
