@@ -225,18 +225,31 @@ struct gdn_args {
 __device__ __forceinline__ float gdn_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 /* NI key dims per lane (d <= 32 NI). GL: state rows in global memory, read and written
- * once per token; else in registers for the whole call. */
+ * once per token; else in registers for the whole call, loaded before the PDL wait (only this
+ * op writes the state, and its last call for this layer is dozens of kernels back: complete
+ * before the kernel before this one could start) and, per token, the warp's GDN_RPW rows taken
+ * together: their butterflies and v loads independent, so they overlap instead of running as
+ * 2 GDN_RPW dependent chains (v2; a row's arithmetic is v1's: the same bits). */
 template <int NI, bool GL>
 __global__ void __launch_bounds__(GDN_WARPS * 32) gated_delta_rule_v1_kernel(gdn_args a) {
   __shared__ float qs[GDN_MAX_D], ks[GDN_MAX_D];
-  memra_pdl_enter();
   const int h = blockIdx.x, s = blockIdx.y;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, d = a.d;
   const int j0 = blockIdx.z * GDN_ROWS + warp * GDN_RPW; /* this warp's first state row */
-  const int kh = a.tiled ? h % a.hk : h / a.r;
-  const float a_log = a.a_log[h], dt = a.dt[h];
   float *Sg = a.state + (int64_t)s * a.s_ld + (int64_t)h * d * d;
   float S[GL ? 1 : GDN_RPW][NI];
+  if (!GL) {
+#pragma unroll
+    for (int t = 0; t < GDN_RPW; ++t)
+#pragma unroll
+      for (int u = 0; u < NI; ++u) {
+        const int j = j0 + t, i = lane + 32 * u;
+        S[GL ? 0 : t][u] = j >= d || i >= d ? 0.f : Sg[(int64_t)j * d + i];
+      }
+  }
+  memra_pdl_enter();
+  const int kh = a.tiled ? h % a.hk : h / a.r;
+  const float a_log = a.a_log[h], dt = a.dt[h];
   bool live = false;
   for (int64_t r = 0; r < a.n; ++r) {
     const int sr = a.seq[r];
@@ -248,14 +261,12 @@ __global__ void __launch_bounds__(GDN_WARPS * 32) gated_delta_rule_v1_kernel(gdn
       continue;
     }
     const bool fresh = a.pos[r] == 0;
-    if (!GL && (fresh || !live)) {
+    if (!GL && fresh) {
 #pragma unroll
       for (int t = 0; t < GDN_RPW; ++t)
 #pragma unroll
-        for (int u = 0; u < NI; ++u) {
-          const int j = j0 + t, i = lane + 32 * u;
-          S[GL ? 0 : t][u] = fresh || j >= d || i >= d ? 0.f : Sg[(int64_t)j * d + i];
-        }
+        for (int u = 0; u < NI; ++u)
+          S[GL ? 0 : t][u] = 0.f;
     }
     live = true;
     __syncthreads(); /* the previous token's q/k are no longer read */
@@ -285,34 +296,66 @@ __global__ void __launch_bounds__(GDN_WARPS * 32) gated_delta_rule_v1_kernel(gdn
     const float decay = expf(a_log * gdn_softplus(a.a[r * a.a_ld + h] + dt));
     const float *vr = a.v + r * a.v_ld + (int64_t)h * d;
     float *orow = a.out + r * a.o_ld + (int64_t)h * d;
+    if (!GL) { /* the warp's rows together (rows past d: computed on zeros, never stored) */
+      float vj[GDN_RPW], p[GDN_RPW], o[GDN_RPW];
 #pragma unroll
-    for (int t = 0; t < GDN_RPW; ++t) {
-      const int j = j0 + t;
-      if (j >= d) break; /* uniform over the warp */
-      float g[NI], *Sr = GL ? g : S[GL ? 0 : t];
-      if (GL) {
+      for (int t = 0; t < GDN_RPW; ++t)
+        vj[t] = j0 + t < d ? vr[j0 + t] : 0.f;
+#pragma unroll
+      for (int t = 0; t < GDN_RPW; ++t) {
+        p[t] = 0.f;
+#pragma unroll
+        for (int u = 0; u < NI; ++u) {
+          S[GL ? 0 : t][u] *= decay;
+          p[t] += S[GL ? 0 : t][u] * kv[u];
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < GDN_RPW; ++t)
+        p[t] = memra_warp_sum(p[t]);
+#pragma unroll
+      for (int t = 0; t < GDN_RPW; ++t) {
+        const float delta = beta * (vj[t] - p[t]);
+        o[t] = 0.f;
+#pragma unroll
+        for (int u = 0; u < NI; ++u) {
+          S[GL ? 0 : t][u] += kv[u] * delta;
+          o[t] += S[GL ? 0 : t][u] * qv[u];
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < GDN_RPW; ++t)
+        o[t] = memra_warp_sum(o[t]);
+      if (lane == 0)
+#pragma unroll
+        for (int t = 0; t < GDN_RPW; ++t)
+          if (j0 + t < d) orow[j0 + t] = o[t];
+    } else {
+#pragma unroll
+      for (int t = 0; t < GDN_RPW; ++t) {
+        const int j = j0 + t;
+        if (j >= d) break; /* uniform over the warp */
+        float g[NI];
 #pragma unroll
         for (int u = 0; u < NI; ++u) {
           const int i = lane + 32 * u;
           g[u] = fresh || i >= d ? 0.f : Sg[(int64_t)j * d + i];
         }
-      }
-      float p = 0.f;
+        float p = 0.f;
 #pragma unroll
-      for (int u = 0; u < NI; ++u) {
-        Sr[u] *= decay;
-        p += Sr[u] * kv[u];
-      }
-      const float delta = beta * (vr[j] - memra_warp_sum(p));
-      float o = 0.f;
+        for (int u = 0; u < NI; ++u) {
+          g[u] *= decay;
+          p += g[u] * kv[u];
+        }
+        const float delta = beta * (vr[j] - memra_warp_sum(p));
+        float o = 0.f;
 #pragma unroll
-      for (int u = 0; u < NI; ++u) {
-        Sr[u] += kv[u] * delta;
-        o += Sr[u] * qv[u];
-      }
-      o = memra_warp_sum(o);
-      if (lane == 0) orow[j] = o;
-      if (GL) {
+        for (int u = 0; u < NI; ++u) {
+          g[u] += kv[u] * delta;
+          o += g[u] * qv[u];
+        }
+        o = memra_warp_sum(o);
+        if (lane == 0) orow[j] = o;
 #pragma unroll
         for (int u = 0; u < NI; ++u) {
           const int i = lane + 32 * u;
