@@ -263,15 +263,15 @@ static bool mm_q6tc_for(int64_t N, int64_t K) {
 }
 
 /* F16 / BF16 (path v6) for one row of x on v12 (matmul_h12.cuh: v6's arithmetic through a
- * bulk-copy ring, the same bits; batches stay on v6), for K <= 4096 by default: H200 (docs/PERF.md)
- * gate/up 14336 x 4096 34.5 -> 28.0 us, but the down projection (K 14336) 29.7 -> 31.9, its x
- * (57 KB) no longer held by L1 beside two blocks' rings. MEMRA_GEMV_F16=v6 keeps v6 for one row
- * too, =all puts every K on v12 (A/B timing). Read once: fixed for the process. */
+ * bulk-copy ring, the same bits; batches stay on v6). MEMRA_GEMV_F16=v6 keeps v6 for one row too,
+ * =k4096 only the matrices of K <= 4096 (A/B timing: on the H200 the down projection, K 14336,
+ * took 31.9 us on v12 against v6's 29.7 alone, yet Llama-8B F16 tg128 @ d512 ran 227.2 with it on
+ * v12 against 223.2 without, docs/PERF.md). Read once: fixed for the process. */
 static bool mm_h12_for(int64_t K) {
   static int mode = -1; /* 0 none, 1 K <= 4096, 2 all */
   if (mode < 0) {
     const char *e = getenv("MEMRA_GEMV_F16");
-    mode = e && !strcmp(e, "v6") ? 0 : e && !strcmp(e, "all") ? 2 : 1;
+    mode = e && !strcmp(e, "v6") ? 0 : e && !strcmp(e, "k4096") ? 1 : 2;
   }
   return mode == 2 || (mode == 1 && K <= 4096);
 }
