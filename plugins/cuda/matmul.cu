@@ -55,6 +55,11 @@
  *      matrices (N >= 32768, K <= 4096: 128256x4096 168.9 -> 159.4 us, 151936x2048 106.2 ->
  *      90.3); its smaller matrices stay on v5, faster there for one row (mm_q6tc_for).
  *                                                                  <- vtable (Q4_K, Q6_K out)
+ * 12   F16 / BF16 in matmul_h12.cuh: v6's arithmetic (same bits) for one row of x, fed by a
+ *      ring of bulk copies as v11 (8-row tiles, stages of 2048 elements); batches run v6.
+ *      gate/up 34.5 -> 28.0 us (98% of copy), q/o 11.3 -> 9.8, output 266.9 -> 234.3; the
+ *      down projection alone 29.7 -> 31.9, yet Llama-8B F16 tg128 @ d512 205 -> 227 with
+ *      every matrix on it (MEMRA_GEMV_F16=v6 / k4096 for A/B).        <- vtable (F16, BF16)
  * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows
  * into L2 before waiting for x; under 4096 rows the v5/v6 kernels take 2 rows per block.
  * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read

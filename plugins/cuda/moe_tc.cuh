@@ -3,9 +3,10 @@
  *
  * Why (docs/PERF.md): matmul_id v2 runs v5's float arithmetic (~6 instructions a weight) in a
  * grid of about one short wave: 9-13 us a launch at 13-20% of the DRAM bandwidth on the
- * hybrid's and the MoE's experts, the largest item of their decode steps after the output
- * matrix. The dense Q4_K GEMV left the same arithmetic for v7's tensor-core form (matmul_tc.cuh)
- * fed by v11's ring of bulk copies (matmul_tc11.cuh); v3 is that scheme over the chosen experts:
+ * hybrid's and the MoE's experts. The dense Q4_K GEMV left the same arithmetic for v7's
+ * tensor-core form (matmul_tc.cuh) fed by v11's ring of bulk copies (matmul_tc11.cuh); v3 is
+ * that scheme over the chosen experts (H200: MoE tg128 +4%, pp512 +15%; the hybrid's decode
+ * unchanged, its expert launches a latency chain of ids -> copy -> 2 super-blocks a warp):
  *  - persistent blocks, each a contiguous range of units u = (row rj = u / tpr, tile u % tpr),
  *    so consecutive units mostly share their x row (x is split into shared memory again only
  *    when it changes: once a block for a decode step's gate/up, whose x is the token's);
