@@ -7,11 +7,13 @@
 #   1. op checks: opcheck (every op vs the CPU plugin), opcheck_families, gemm_check,
 #      mma_check (sm120a test build), memcheck over opcheck --quick, logits vs HF
 #      transformers for a synthetic model
-#   2. gates on the Llama-3.1-8B shape: graph (N=512, F16 and Q4_K_M), batch (B=8),
+#   2. gates on the Llama-3.1-8B shape: graph (N=512, F16 and Q4_K_M), batch (B=8; F16 too:
+#      GEMV v12 alone vs v6 in the batch),
 #      chunk (P=1000 in chunks of 67), graph on the sm120a test build
 #   3. memra bench per type: pp512, pp4096, tg128 after 512 and 4096, FP8 KV beside
 #   4. aggregate decode at 8/32/64 sequences; sm120a test build vs sm90a top-1 agreement
-#   5. hybrid (Qwen3-Next-80B-A3B layers, 4) at F16 and Q4_K_M; Qwen3-30B-A3B shape, 8 layers, Q4_K_M
+#   5. hybrid (Qwen3-Next-80B-A3B layers, 4) at F16 and Q4_K_M (graph, batch and chunk gates,
+#      MEMRA_MMID=v2 beside); Qwen3-30B-A3B shape, 8 layers, Q4_K_M
 # A short table last. Logs in $OUT.
 set -u
 D=${DIST:-dist}
@@ -93,7 +95,7 @@ row "gemm_bench 8192^3 (rc $?): op, kernel, cuBLAS, kernel/cuBLAS" "$(grep -m1 -
 timeout 120 "$D/gemv_ab" "$D/libmemra_sm90a.so" >"$O/gemv_ab.txt" 2>&1
 row "gemv_ab v9 == v5 (rc $?)" "$(tail -1 "$O/gemv_ab.txt")"
 "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv.txt" 2>"$O/gemv.err"
-MEMRA_GEMV=v5 MEMRA_GEMV_Q8=v8a "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-old.txt" 2>"$O/gemv-old.err"
+MEMRA_GEMV=v5 MEMRA_GEMV_Q8=v8a MEMRA_GEMV_F16=v6 "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-old.txt" 2>"$O/gemv-old.err"
 diff <(grep '^Q8_0' "$O/gemv-old.txt" | awk '{print $2,$3,$NF}') \
   <(grep '^Q8_0' "$O/gemv.txt" | awk '{print $2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
 row "Q8_0 v8b == v8 output hashes (gemv_bench)" "$r"
@@ -101,6 +103,10 @@ MEMRA_GEMV=tc "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-tc.txt" 2>"$O/gem
 diff <(grep -E '^Q4_K' "$O/gemv-tc.txt" | awk '{print $1,$2,$3,$NF}') \
   <(grep -E '^Q4_K' "$O/gemv.txt" | awk '{print $1,$2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
 row "Q4_K v11 == v7 output hashes (gemv_bench)" "$r"
+diff <(grep -E '^(F16|BF16)' "$O/gemv-old.txt" | awk '{print $1,$2,$3,$NF}') \
+  <(grep -E '^(F16|BF16)' "$O/gemv.txt" | awk '{print $1,$2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
+row "F16/BF16 v12 == v6 output hashes (gemv_bench)" "$r"
+row "gemv_bench F16 us, v12 (v6): q/o, gate/up, down, output, 151936x2048" "$(paste <(grep '^F16' "$O/gemv.txt" | grep -v 'M=' | awk '{print $4}') <(grep '^F16' "$O/gemv-old.txt" | grep -v 'M=' | awk '{print $4}') | awk '{printf "%s (%s)  ", $1, $2}')"
 # Q6_K on the tensor cores: by default its output matrices, MEMRA_GEMV_Q6=tc every K <= 4096;
 # its v11 == its v7, and its speed
 MEMRA_GEMV_Q6=tc "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-q6.txt" 2>"$O/gemv-q6.err"
@@ -186,7 +192,12 @@ fi
 if want bench; then
 for ty in $TYPES; do
   wait_for "$W/l8-$ty.gguf" || { row "synth l8 $ty" FAIL; continue; }
-  [ "$ty" = f16 ] && gate graph-f16 graph "${OPTS[@]}" -m "$W/l8-f16.gguf" --gate-p 200 -n 512
+  if [ "$ty" = f16 ]; then # v12 for one row, v6 for batches: the same bits
+    gate graph-f16 graph "${OPTS[@]}" -m "$W/l8-f16.gguf" --gate-p 200 -n 512
+    gate batch-f16 batch "${OPTS[@]}" -m "$W/l8-f16.gguf" --gate-b 8 --gate-p 512 -n 32
+    MEMRA_GEMV_F16=v6 timeout 90 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-f16.gguf" --bench-p 0 \
+      --bench-n 128 --bench-d 512 -r 3 >"$O/bench-f16-v6.md" 2>&1
+  fi
   timeout 240 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 512,4096 --bench-n 128 \
     --bench-d 512,4096 -r 3 >"$O/bench-$ty.md" 2>"$O/bench-$ty.err"
   tail -5 "$O/bench-$ty.err"
@@ -211,7 +222,14 @@ for ty in q4_k_m f16; do
   timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$W/hy-$ty.gguf" --bench-p 512 --bench-n 128 -r 3 \
     >"$O/bench-hy-$ty.md" 2>"$O/bench-hy-$ty.err"
 done
-wait_for "$W/hy-q4_k_m.gguf" && gate graph-hybrid-q4_k_m graph "${OPTS[@]}" -m "$W/hy-q4_k_m.gguf" --gate-p 200 -n 512
+if wait_for "$W/hy-q4_k_m.gguf"; then
+  gate graph-hybrid-q4_k_m graph "${OPTS[@]}" -m "$W/hy-q4_k_m.gguf" --gate-p 200 -n 512
+  # matmul_id v3 and the delta rule: a prompt's rows == decode rows, chunked prefill == one-shot
+  gate batch-hybrid batch "${OPTS[@]}" -m "$W/hy-q4_k_m.gguf" --gate-b 8 --gate-p 512 -n 32
+  gate chunk-hybrid chunk "${OPTS[@]}" -m "$W/hy-q4_k_m.gguf" --gate-p 1000 --ubatch 67
+  MEMRA_MMID=v2 timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$W/hy-q4_k_m.gguf" --bench-p 512 \
+    --bench-n 128 -r 3 >"$O/bench-hy-q4_k_m-mmid2.md" 2>&1
+fi
 if wait_for "$W/moe8-q4_k_m.gguf"; then
   timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$W/moe8-q4_k_m.gguf" --bench-p 512 --bench-n 128 -r 3 \
     >"$O/bench-moe8-q4_k_m.md" 2>"$O/bench-moe8.err"
