@@ -224,14 +224,7 @@ __global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
   __shared__ __align__(8) uint64_t full[S], empty[S];
   uint8_t *ring = (uint8_t *)(((uintptr_t)gw_dyn + 1023) & ~(uintptr_t)1023);
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; ++s) {
-      memra_mbar_init(&full[s], 1);
-      memra_mbar_init(&empty[s], NC);
-    }
-    memra_mbar_fence_init();
-  }
-  __syncthreads();
+  memra_ring_init(full, empty, S, NC);
   const int tiles_m = (m + C::BM - 1) / C::BM, tiles_n = jobs.tile0[jobs.n_jobs];
   const int tiles = tiles_m * tiles_n, kblocks = (k + GW_BK - 1) / GW_BK;
 
