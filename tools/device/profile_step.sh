@@ -14,11 +14,14 @@ mkdir -p "$O"
 export LD_LIBRARY_PATH="$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "profile_step: ncu not found"; exit 2; }
+[ -x "$D/memra" ] || { echo "profile_step: no $D/memra (D names the folder of the binaries)"; exit 2; }
 timeout 500 "$NCU" --csv --page raw --print-units base --graph-profiling node --clock-control none \
   --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
   --kernel-name-base demangled "$D/memra" run --plugin-dir "$D" --backend "${BACKEND:-sm90a}" \
   -m "$MODEL" --prompt-ids 1,2,3 -n "$N" --temp 0 >"$O/step_ncu.csv" 2>"$O/step_ncu.err"
-echo "ncu rc $?"
+rc=$?
+echo "ncu rc $rc"
+[ $rc -eq 0 ] || { tail -5 "$O/step_ncu.err"; exit 1; }
 python3 - "$O/step_ncu.csv" "$N" <<'PY'
 import csv, sys, collections
 rows = list(csv.reader(open(sys.argv[1])))
