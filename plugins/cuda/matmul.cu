@@ -453,7 +453,7 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
     if (e != cudaSuccess)
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: Q8_0 kernel's shared memory: %s",
                            cudaGetErrorString(e));
-  } else if (a->M == 1 && mm_h12_for(a->K) && m12_fits(be)) {
+  } else if (a->path == MM_V6 && a->M == 1 && mm_h12_for(a->K) && m12_fits(be)) {
     cudaError_t e;
     ok = a->type == MEMRA_TYPE_F16 ? m12_launch<MEMRA_TYPE_F16>(be, J, a->x, a->K, &e)
                                    : m12_launch<MEMRA_TYPE_BF16>(be, J, a->x, a->K, &e);
