@@ -252,8 +252,12 @@ memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
   }
   if (l->q_norm.buf) {
     memra_tensor qh = memra_per_head(q, n, hp->head_dim), kh = memra_per_head(k, n, hp->head_dim);
-    CALL("q norm", vt->rmsnorm(be, &qh, &qh, &none, &l->q_norm, hp->eps));
-    CALL("k norm", vt->rmsnorm(be, &kh, &kh, &none, &l->k_norm, hp->eps));
+    if (vt->rmsnorm_qk) { /* ABI 1.8: both norms in one call, their bits */
+      CALL("q/k norm", vt->rmsnorm_qk(be, &qh, &l->q_norm, &kh, &l->k_norm, hp->eps));
+    } else {
+      CALL("q norm", vt->rmsnorm(be, &qh, &qh, &none, &l->q_norm, hp->eps));
+      CALL("k norm", vt->rmsnorm(be, &kh, &kh, &none, &l->k_norm, hp->eps));
+    }
   }
   memra_status st = memra_blk_rope_attend(c, il, &q, &k, &v, &attn, cfg, err);
   if (st) return st;

@@ -162,6 +162,8 @@ memra_status cpu_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_t
                          const memra_tensor *res, const memra_tensor *w, float eps);
 memra_status cpu_rmsnorm_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                               const memra_tensor *w, const memra_tensor *z, float eps, int32_t act);
+memra_status cpu_rmsnorm_qk(memra_backend *be, const memra_tensor *q, const memra_tensor *wq,
+                            const memra_tensor *k, const memra_tensor *wk, float eps);
 memra_status cpu_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                         const memra_tensor *w, const memra_tensor *bias);
 /* ABI 1.3 matmul_n: matmul for each of n outputs sharing x (matmul.c). */

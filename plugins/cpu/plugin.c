@@ -132,6 +132,9 @@ static const memra_backend_vt cpu_vt = {
     .matmul_id_glu = cpu_matmul_id_glu,
     .rmsnorm_gate = cpu_rmsnorm_gate,
 #endif
+#if MEMRA_ABI_MINOR >= 8 /* the attention's q / k norms in one call (rmsnorm.c) */
+    .rmsnorm_qk = cpu_rmsnorm_qk,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

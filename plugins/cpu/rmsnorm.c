@@ -68,3 +68,20 @@ memra_status cpu_rmsnorm_gate(memra_backend *be, const memra_tensor *y, const me
   if ((st = cpu_rmsnorm(be, y, x, NULL, w, eps))) return st;
   return cpu_glu(be, y, z, y, act);
 }
+
+/* ABI 1.8: the oracle of the q / k norm pair is its definition, rmsnorm of q in place, then of
+ * k; every argument is checked first, so a refused call leaves q and k as they were. */
+memra_status cpu_rmsnorm_qk(memra_backend *be, const memra_tensor *q, const memra_tensor *wq,
+                            const memra_tensor *k, const memra_tensor *wk, float eps) {
+  memra_status st;
+  if ((st = cpu_check_shape(be, "rmsnorm_qk", "wq", wq, CPU_F32, -1, 1)) ||
+      (st = cpu_check_shape(be, "rmsnorm_qk", "wk", wk, CPU_F32, -1, 1)) ||
+      (st = cpu_check_shape(be, "rmsnorm_qk", "q", q, CPU_F32, wq->ne0, -1)) ||
+      (st = cpu_check_shape(be, "rmsnorm_qk", "k", k, CPU_F32, wk->ne0, -1)))
+    return st;
+  if (cpu_overlap(q, k)) return cpu_fail(be, MEMRA_E_INVALID, "rmsnorm_qk: q overlaps k");
+  if (!(eps >= 0.0f) || isinf(eps))
+    return cpu_fail(be, MEMRA_E_INVALID, "rmsnorm_qk: eps %g is not a finite value >= 0", eps);
+  if ((st = cpu_rmsnorm(be, q, q, NULL, wq, eps))) return st;
+  return cpu_rmsnorm(be, k, k, NULL, wk, eps);
+}

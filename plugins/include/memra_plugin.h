@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 7u
+#define MEMRA_ABI_MINOR 8u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -389,6 +389,13 @@ typedef struct memra_backend_vt {
   memra_status (*rmsnorm_gate)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                const memra_tensor *w, const memra_tensor *z, float eps,
                                int32_t act);
+  /* ABI 1.8. rmsnorm_qk (optional: NULL = two rmsnorm calls): the per-head RMS norms of an
+   * attention's q and k in place, q = rmsnorm(q) wq, then k = rmsnorm(k) wk (no res), the bits
+   * of those two calls: Qwen3's and Gemma 3's q / k norms in one launch. q, k: F32 per-head
+   * views as rmsnorm takes them ([rows x heads, head_dim]), not overlapping; wq [q->ne0],
+   * wk [k->ne0] F32. */
+  memra_status (*rmsnorm_qk)(memra_backend *be, const memra_tensor *q, const memra_tensor *wq,
+                             const memra_tensor *k, const memra_tensor *wk, float eps);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

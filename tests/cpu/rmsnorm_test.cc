@@ -156,3 +156,57 @@ TEST(CpuRmsnorm, SixteenBitYIsTheF32ResultRounded) {
         << c.err();
   }
 }
+
+// ABI 1.8 rmsnorm_qk: q and k per-head views normed in place in one call, bit-identical to
+// two in-place rmsnorm calls (q then k, each its own weights); every argument is checked
+// before either tensor is written.
+TEST(CpuRmsnormQk, BitIdenticalToTwoRmsnormsAndRefusesBeforeWriting) {
+  Cpu c;
+  ASSERT_NE(nullptr, c.vt->rmsnorm_qk) << "the CPU plugin lacks rmsnorm_qk";
+  std::mt19937 g(13);
+  const int64_t tokens = 5, n_head = 7, n_kv = 3, d = 67;
+  auto q = randf(g, tokens * n_head * d, -2, 2), k = randf(g, tokens * n_kv * d, -3, 3);
+  auto wq = randf(g, d, 0.5f, 1.5f), wk = randf(g, d, 0.5f, 1.5f);
+  Dev dq(c, MEMRA_TYPE_F32, n_head * d, tokens), dk(c, MEMRA_TYPE_F32, n_kv * d, tokens),
+      rq(c, MEMRA_TYPE_F32, n_head * d, tokens), rk(c, MEMRA_TYPE_F32, n_kv * d, tokens),
+      dwq(c, MEMRA_TYPE_F32, d, 1), dwk(c, MEMRA_TYPE_F32, d, 1), w5(c, MEMRA_TYPE_F32, d - 1, 1);
+  dq.put(q);
+  rq.put(q);
+  dk.put(k);
+  rk.put(k);
+  dwq.put(wq);
+  dwk.put(wk);
+  auto heads = [d](const Dev &t, int64_t rows) {
+    memra_tensor v = t.t;
+    v.ne0 = d;
+    v.ne1 = rows;
+    v.nb1 = d * 4;
+    return v;
+  };
+  memra_tensor qh = heads(dq, tokens * n_head), kh = heads(dk, tokens * n_kv),
+               rqh = heads(rq, tokens * n_head), rkh = heads(rk, tokens * n_kv);
+  const float eps = 1e-6f;
+  ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm_qk(c.be, &qh, &dwq.t, &kh, &dwk.t, eps)) << c.err();
+  ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm(c.be, &rqh, &rqh, nullptr, &dwq.t, eps)) << c.err();
+  ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm(c.be, &rkh, &rkh, nullptr, &dwk.t, eps)) << c.err();
+  const std::vector<float> gq = dq.get<float>(), gk = dk.get<float>();
+  const std::vector<float> eq = rq.get<float>(), ek = rk.get<float>();
+  EXPECT_EQ(0, memcmp(gq.data(), eq.data(), gq.size() * 4)) << "q";
+  EXPECT_EQ(0, memcmp(gk.data(), ek.data(), gk.size() * 4)) << "k";
+  std::vector<double> qs(q.begin(), q.end());
+  EXPECT_LE(rel_l2(gq, ref_rmsnorm(qs, wq, tokens * n_head, d, eps)), 1e-6);
+  EXPECT_TRUE(dq.guards_ok());
+  EXPECT_TRUE(dk.guards_ok());
+
+  // Refusals, each before q or k is written.
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_qk(c.be, &qh, &dwq.t, &kh, &w5.t, eps));
+  EXPECT_EQ(0u, c.err().find("rmsnorm_qk: k has shape [15, 67], expected [*, 66]")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_qk(c.be, &qh, &dwq.t, &qh, &dwk.t, eps));
+  EXPECT_EQ(0u, c.err().find("rmsnorm_qk: q overlaps k")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_qk(c.be, &qh, &dwq.t, &kh, &dwk.t, -1.0f));
+  EXPECT_EQ(0u, c.err().find("rmsnorm_qk: eps -1 is not a finite value >= 0")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_qk(c.be, &qh, nullptr, &kh, &dwk.t, eps));
+  EXPECT_EQ(0u, c.err().find("rmsnorm_qk: tensor wq is absent")) << c.err();
+  EXPECT_EQ(0, memcmp(dq.get<float>().data(), gq.data(), gq.size() * 4)) << "q untouched";
+  EXPECT_EQ(0, memcmp(dk.get<float>().data(), gk.data(), gk.size() * 4)) << "k untouched";
+}

@@ -63,6 +63,16 @@ memra_status rec_rmsnorm_gate(memra_backend *be, const memra_tensor *y, const me
   return g_real->rmsnorm_gate(be, y, x, w, z, eps, act);
 }
 
+memra_status rec_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                         const memra_tensor *res, const memra_tensor *w, float eps) {
+  g_log.push_back("rmsnorm");
+  return g_real->rmsnorm(be, y, x, res, w, eps);
+}
+memra_status rec_rmsnorm_qk(memra_backend *be, const memra_tensor *q, const memra_tensor *wq,
+                            const memra_tensor *k, const memra_tensor *wk, float eps) {
+  g_log.push_back("rmsnorm_qk");
+  return g_real->rmsnorm_qk(be, q, wq, k, wk, eps);
+}
 size_t count(const std::vector<std::string> &log, const std::string &what) {
   size_t n = 0;
   for (const std::string &s : log)
@@ -217,7 +227,7 @@ INSTANTIATE_TEST_SUITE_P(Families, GateUpFuse,
                            return std::string(i.param);
                          });
 
-// ABI 1.7's fusion slots: the fixture's prompt (chunks of 7) on two engines, "with" the
+// ABI 1.7 and 1.8 fusion slots: the fixture's prompt (chunks of 7) on two engines, "with" the
 // slot (recorded) and "without" it (NULL: the core makes the calls it replaces); `patch` sets
 // both vtables. The logits must be bit-identical; the logs come back for the counts.
 struct SlotRun {
@@ -339,6 +349,32 @@ TEST_P(GatedNorm, OneCallForNormAndGateWithTheSameBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GatedNorm, ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// ABI 1.8: an attention layer's q and k norms in one rmsnorm_qk call a chunk, two rmsnorm
+// calls fewer.
+class QkNorm : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(QkNorm, OneCallForTheQAndKNormsWithTheSameBits) {
+  SlotRun r;
+  run_slot(
+      GetParam(), "rmsnorm_qk", [](const memra_backend_vt *v) { return v->rmsnorm_qk != nullptr; },
+      [](memra_backend_vt *with, memra_backend_vt *without) {
+        with->rmsnorm = without->rmsnorm = rec_rmsnorm;
+        with->rmsnorm_qk = rec_rmsnorm_qk;
+        without->rmsnorm_qk = nullptr;
+      },
+      &r);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(r.layers * r.chunks, count(r.with, "rmsnorm_qk")) << "one a layer a chunk";
+  EXPECT_EQ(0u, count(r.without, "rmsnorm_qk"));
+  EXPECT_EQ(count(r.with, "rmsnorm") + 2 * r.layers * r.chunks, count(r.without, "rmsnorm"))
+      << "the q and k norms, two a layer a chunk";
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, QkNorm, ::testing::Values("qwen3moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });
