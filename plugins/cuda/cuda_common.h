@@ -139,6 +139,8 @@ memra_status memra_cu_rmsnorm(memra_backend *be, const memra_tensor *y, const me
 memra_status memra_cu_rmsnorm_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                    const memra_tensor *w, const memra_tensor *z, float eps,
                                    int32_t act);
+memra_status memra_cu_rmsnorm_qk(memra_backend *be, const memra_tensor *q, const memra_tensor *wq,
+                                 const memra_tensor *k, const memra_tensor *wk, float eps);
 memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                              const memra_tensor *w, const memra_tensor *bias);
 /* ABI 1.3: matmuls sharing x in one launch (matmul.cu). */

@@ -29,19 +29,12 @@ template <int GATE> __device__ __forceinline__ float rms_gate(float o, const flo
   return (GATE == 1 ? memra_act_silu(g) : memra_act_gelu_tanh(g)) * o;
 }
 
-template <bool VEC, int OUT16, int GATE = 0>
-__global__ void __launch_bounds__(1024)
-    rmsnorm_v2_kernel(void *y, int64_t y_ld, float *x, int64_t x_ld, const float *res, int64_t r_ld,
-                      const float *w, int64_t ne0, float eps, const float *z = NULL,
-                      int64_t z_ld = 0) {
+/* One row by the whole block: x (+= res, written back), y = x / sqrt(mean(x^2) + eps) w
+ * (then the gate); the bits depend on the row, ne0 and blockDim alone. */
+template <bool VEC, int OUT16, int GATE>
+__device__ __forceinline__ void rms_row(void *yr, float *xr, const float *rr, const float *zr,
+                                        const float *w, int64_t ne0, float eps, float *sh) {
   static_assert(GATE == 0 || OUT16 == 0, "a gated norm writes f32");
-  __shared__ float sh[32];
-  memra_pdl_enter_early();
-  const int64_t r = blockIdx.x;
-  float *xr = x + r * x_ld;
-  void *yr = OUT16 ? (void *)((uint16_t *)y + r * y_ld) : (void *)((float *)y + r * y_ld);
-  const float *rr = res ? res + r * r_ld : NULL;
-  const float *zr = GATE ? z + r * z_ld : NULL;
   const int tid = threadIdx.x, nt = blockDim.x;
   float ss = 0.f;
   if constexpr (VEC) {
@@ -111,6 +104,32 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
+template <bool VEC, int OUT16, int GATE = 0>
+__global__ void __launch_bounds__(1024)
+    rmsnorm_v2_kernel(void *y, int64_t y_ld, float *x, int64_t x_ld, const float *res, int64_t r_ld,
+                      const float *w, int64_t ne0, float eps, const float *z = NULL,
+                      int64_t z_ld = 0) {
+  __shared__ float sh[32];
+  memra_pdl_enter_early();
+  const int64_t r = blockIdx.x;
+  rms_row<VEC, OUT16, GATE>(
+      OUT16 ? (void *)((uint16_t *)y + r * y_ld) : (void *)((float *)y + r * y_ld), x + r * x_ld,
+      res ? res + r * r_ld : NULL, GATE ? z + r * z_ld : NULL, w, ne0, eps, sh);
+}
+
+/* ABI 1.8 rmsnorm_qk: blocks [0, nq) norm q's rows in place, the rest k's, each row as
+ * rmsnorm_v2 does it (the same rms_row, ne0 and blockDim): the bits of the two calls. */
+template <bool VEC>
+__global__ void __launch_bounds__(1024)
+    rmsnorm_qk_kernel(float *q, int64_t q_ld, const float *wq, int64_t nq, float *k, int64_t k_ld,
+                      const float *wk, int64_t ne0, float eps) {
+  __shared__ float sh[32];
+  memra_pdl_enter_early();
+  const int64_t r = blockIdx.x;
+  float *xr = r < nq ? q + r * q_ld : k + (r - nq) * k_ld;
+  rms_row<VEC, 0, 0>(xr, xr, NULL, NULL, r < nq ? wq : wk, ne0, eps, sh);
+}
+
 /* One launch of the kernel for y's type (OUT16), the load path (VEC) and the gate. */
 template <bool VEC, int OUT16, int GATE = 0>
 static void rms_launch(memra_backend *be, dim3 grid, int threads, void *yp, int64_t y_ld, float *xp,
@@ -118,6 +137,13 @@ static void rms_launch(memra_backend *be, dim3 grid, int threads, void *yp, int6
                        float eps, const float *zp = NULL, int64_t z_ld = 0) {
   (void)memra_cu_launch(be, rmsnorm_v2_kernel<VEC, OUT16, GATE>, grid, dim3(threads), 0, yp, y_ld,
                         xp, x_ld, rp, r_ld, wp, ne0, eps, zp, z_ld);
+}
+
+/* Threads a row takes: a float4 (VEC) or a float each, 32 to 1024 (the bits of a row depend on
+ * this count: rmsnorm_qk's rows must take rmsnorm's). */
+static int rms_threads(bool vec, int64_t ne0) {
+  const int64_t per = vec ? ne0 / 4 : ne0;
+  return per >= 1024 ? 1024 : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
 }
 
 /* rmsnorm, and (gate 1 silu, 2 gelu_tanh; z present) rmsnorm_gate. */
@@ -165,8 +191,7 @@ static memra_status rms_run(memra_backend *be, const memra_tensor *y, const memr
   const bool vec = x->ne0 % 4 == 0 && memra_cu_align_of(yp, y->nb1) >= (uint64_t)(4 * esz) &&
                    memra_cu_align_of(xp, x->nb1) >= 16 && memra_cu_align_of(wp, 0) >= 16 &&
                    (!rp || memra_cu_align_of(rp, res->nb1) >= 16);
-  const int64_t per = vec ? x->ne0 / 4 : x->ne0;
-  const int threads = per >= 1024 ? 1024 : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
+  const int threads = rms_threads(vec, x->ne0);
   const dim3 grid((unsigned)x->ne1);
   const int64_t y_ld = (int64_t)(y->nb1 / esz), x_ld = (int64_t)(x->nb1 / 4);
   if (gate) {
@@ -228,4 +253,48 @@ memra_status memra_cu_rmsnorm_gate(memra_backend *be, const memra_tensor *y, con
   if (memra_cu_overlap(y, z))
     return memra_cu_errf(be, MEMRA_E_INVALID, "rmsnorm_gate: y overlaps z");
   return rms_run(be, y, x, NULL, w, eps, z, act == MEMRA_ACT_SILU ? 1 : 2);
+}
+
+/* ABI 1.8: the q and k norms of an attention layer, in place, in one launch when their rows
+ * share ne0 and the load path (rms_run's rule for an in-place F32 norm), else as the two
+ * rmsnorm calls; either way their bits. Every argument is checked before a launch.
+ * Not yet run on a device: the vtable offers it only with MEMRA_RMS_QK=1 (backend.cu). */
+memra_status memra_cu_rmsnorm_qk(memra_backend *be, const memra_tensor *q, const memra_tensor *wq,
+                                 const memra_tensor *k, const memra_tensor *wk, float eps) {
+  memra_status st;
+  if ((st = memra_cu_check_tensor(be, q, "rmsnorm_qk: q", MEMRA_TYPE_F32)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, k, "rmsnorm_qk: k", MEMRA_TYPE_F32)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, wq, "rmsnorm_qk: wq", MEMRA_TYPE_F32)) != MEMRA_OK ||
+      (st = memra_cu_check_tensor(be, wk, "rmsnorm_qk: wk", MEMRA_TYPE_F32)) != MEMRA_OK)
+    return st;
+  if (wq->ne0 != q->ne0 || wk->ne0 != k->ne0)
+    return memra_cu_errf(
+        be, MEMRA_E_INVALID, "rmsnorm_qk: wq, wk have %lld, %lld elements, q, k rows %lld, %lld",
+        (long long)wq->ne0, (long long)wk->ne0, (long long)q->ne0, (long long)k->ne0);
+  if (q->nb1 % 4 || k->nb1 % 4)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "rmsnorm_qk: q or k stride not whole floats");
+  if (memra_cu_overlap(q, k)) return memra_cu_errf(be, MEMRA_E_INVALID, "rmsnorm_qk: q overlaps k");
+  if (!(eps >= 0.f))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "rmsnorm_qk: eps %g is negative", eps);
+  if (q->ne1 + k->ne1 > 0x7fffffff)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "rmsnorm_qk: %lld rows",
+                         (long long)(q->ne1 + k->ne1));
+  float *qp = (float *)memra_cu_ptr(q), *kp = (float *)memra_cu_ptr(k);
+  const float *wqp = (const float *)memra_cu_ptr(wq), *wkp = (const float *)memra_cu_ptr(wk);
+  const bool vq =
+      q->ne0 % 4 == 0 && memra_cu_align_of(qp, q->nb1) >= 16 && memra_cu_align_of(wqp, 0) >= 16;
+  const bool vk =
+      k->ne0 % 4 == 0 && memra_cu_align_of(kp, k->nb1) >= 16 && memra_cu_align_of(wkp, 0) >= 16;
+  if (q->ne0 != k->ne0 || vq != vk) {
+    if ((st = rms_run(be, q, q, NULL, wq, eps, NULL, 0)) != MEMRA_OK) return st;
+    return rms_run(be, k, k, NULL, wk, eps, NULL, 0);
+  }
+  if (q->ne1 + k->ne1 == 0) return MEMRA_OK;
+  const dim3 grid((unsigned)(q->ne1 + k->ne1));
+  const int threads = rms_threads(vq, q->ne0);
+  (void)memra_cu_launch(be, vq ? rmsnorm_qk_kernel<true> : rmsnorm_qk_kernel<false>, grid,
+                        dim3(threads), 0, qp, (int64_t)(q->nb1 / 4), wqp, q->ne1, kp,
+                        (int64_t)(k->nb1 / 4), wkp, q->ne0, eps);
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
 }

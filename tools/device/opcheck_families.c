@@ -457,6 +457,55 @@ static void check_rmsnorm_gate(int64_t rows, int64_t d) {
   free(w);
 }
 
+/* ABI 1.8: q [rq, d] and k [rk, dk] (per-head rows) normed in place in one call, against the
+ * CPU and, on plugin 1, bitwise against its own two rmsnorm calls. A plugin that does not offer
+ * the slot (the CUDA plugins without MEMRA_RMS_QK=1) is noted, not failed. */
+static void check_rmsnorm_qk(int64_t rq, int64_t rk, int64_t d, int64_t dk) {
+  char what[80];
+  snprintf(what, sizeof what, "q %" PRId64 "x%" PRId64 " k %" PRId64 "x%" PRId64, rq, d, rk, dk);
+  if (!P[0].vt->rmsnorm_qk || !P[1].vt->rmsnorm_qk) {
+    printf("note: rmsnorm_qk %s not checked: a plugin lacks the slot\n", what);
+    return;
+  }
+  float *q = ck_frand_vec(rq * d, -2, 2), *k = ck_frand_vec(rk * dk, -3, 3),
+        *wq = ck_frand_vec(d, 0.5f, 1.5f), *wk = ck_frand_vec(dk, 0.5f, 1.5f);
+  const uint64_t bq = (uint64_t)(rq * d) * 4, bk = (uint64_t)(rk * dk) * 4;
+  ck_buf dq = ck_new(bq, q), dk_ = ck_new(bk, k), dq2 = ck_new(bq, q), dk2 = ck_new(bk, k),
+         dwq = ck_new((uint64_t)d * 4, wq), dwk = ck_new((uint64_t)dk * 4, wk);
+  int ok = 1;
+  for (int i = 0; i < 2; ++i) {
+    memra_tensor tq = ck_view(&dq, i, MEMRA_TYPE_F32, d, rq, 0, 0),
+                 tk = ck_view(&dk_, i, MEMRA_TYPE_F32, dk, rk, 0, 0),
+                 twq = ck_view(&dwq, i, MEMRA_TYPE_F32, d, 1, 0, 0),
+                 twk = ck_view(&dwk, i, MEMRA_TYPE_F32, dk, 1, 0, 0);
+    ok &= must_ok(i, P[i].vt->rmsnorm_qk(P[i].be, &tq, &twq, &tk, &twk, 1e-6f), "rmsnorm_qk");
+  }
+  if (ok) {
+    cmp_f32("rmsnorm_qk q", what, &dq, 0, rq * d, 1e-5, NULL);
+    cmp_f32("rmsnorm_qk k", what, &dk_, 0, rk * dk, 1e-5, NULL);
+    const memra_tensor none = {0};
+    memra_tensor tq = ck_view(&dq2, 1, MEMRA_TYPE_F32, d, rq, 0, 0),
+                 tk = ck_view(&dk2, 1, MEMRA_TYPE_F32, dk, rk, 0, 0),
+                 twq = ck_view(&dwq, 1, MEMRA_TYPE_F32, d, 1, 0, 0),
+                 twk = ck_view(&dwk, 1, MEMRA_TYPE_F32, dk, 1, 0, 0);
+    if (must_ok(1, P[1].vt->rmsnorm(P[1].be, &tq, &tq, &none, &twq, 1e-6f), "rmsnorm") &&
+        must_ok(1, P[1].vt->rmsnorm(P[1].be, &tk, &tk, &none, &twk, 1e-6f), "rmsnorm")) {
+      record_same_bits("rmsnorm_qk == two rmsnorm (q)", what, &dq, 0, &dq2, 1, bq);
+      record_same_bits("rmsnorm_qk == two rmsnorm (k)", what, &dk_, 0, &dk2, 1, bk);
+    }
+  }
+  ck_free(&dq);
+  ck_free(&dk_);
+  ck_free(&dq2);
+  ck_free(&dk2);
+  ck_free(&dwq);
+  ck_free(&dwk);
+  free(q);
+  free(k);
+  free(wq);
+  free(wk);
+}
+
 /* --- batches of the recurrent ops -------------------------------------------------------- */
 
 enum { NSEQ = 3, MAX_ROWS = 16 };
@@ -746,6 +795,12 @@ static int run_ops(void) {
   check_rmsnorm_gate(32, 128); /* Qwen3-Next: 32 value heads of 128 */
   check_rmsnorm_gate(3 * 16, 128);
   check_rmsnorm_gate(7, 67);
+  /* Qwen3-30B-A3B's decode row (32 q heads, 4 kv heads of 128), a prompt's, odd widths (the
+   * scalar path), and q and k of different widths (two launches) */
+  check_rmsnorm_qk(32, 4, 128, 128);
+  check_rmsnorm_qk(37 * 16, 37 * 2, 256, 256);
+  check_rmsnorm_qk(9, 3, 67, 67);
+  check_rmsnorm_qk(8, 2, 128, 64);
   check_sigmoid_gate(19, 133, 0, 0);
   check_sigmoid_gate(7, 257, 1, 0);
   check_sigmoid_gate(23, 64, 0, 1);
