@@ -8,6 +8,7 @@
 # Env: R rounds (2), DEPTH the --bench-d list (512), BACKEND (sm90a), D, WORK (models, kept
 # between runs), OUT.
 # Prints one line per run as it goes, then a table of tg128 medians (each memra bench -r 3).
+# Models are synthesized (when not in WORK already) before the first timed run.
 set -u
 D=${D:-dist}
 W=${WORK:-/tmp/memra-models}
@@ -31,6 +32,11 @@ file_of() { # preset:type[:layers] -> model path
       -o "$f.tmp" >>"$O/synth.log" 2>&1 && mv "$f.tmp" "$f"; }
   done ) &
 SP=$!
+# Every model before the first timed run: a synthesis on the host's CPUs beside a benchmark
+# distorted it (2026-12-02: a hybrid tg128 read 1,371 against 2,625 in the next round).
+t_syn=$(date +%s)
+wait $SP
+echo "ab: models ready in $(( $(date +%s) - t_syn )) s"
 declare -A sum
 for r in $(seq "$R"); do
   for m in "${models[@]}"; do
