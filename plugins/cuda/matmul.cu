@@ -60,6 +60,10 @@
  *      gate/up 34.5 -> 28.0 us (98% of copy), q/o 11.3 -> 9.8, output 266.9 -> 234.3; the
  *      down projection alone 29.7 -> 31.9, yet Llama-8B F16 tg128 @ d512 205 -> 227 with
  *      every matrix on it (MEMRA_GEMV_F16=v6 / k4096 for A/B).        <- vtable (F16, BF16)
+ * 13   Q8_0 in matmul_q13.cuh: v8's arithmetic (same bits) for one row of x, fed by a ring of
+ *      bulk copies as v12 (8-row tiles, stages of 4 steps = 4352 bytes a row, 2 stages, x of a
+ *      step copied per consumer warp); batches run v8b. K % 256 == 0 and K >= 4096
+ *      (MEMRA_GEMV_Q8=v8b / v8a for A/B).                                     <- vtable (Q8_0)
  * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows
  * into L2 before waiting for x; under 4096 rows the v5/v6 kernels take 2 rows per block.
  * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read
@@ -77,6 +81,7 @@
 #include "plugins/cuda/matmul_kq9.cuh"
 #include "plugins/cuda/matmul_q8.cuh"
 #include "plugins/cuda/matmul_q8b.cuh"
+#include "plugins/cuda/matmul_q13.cuh"
 #include "plugins/cuda/matmul_tc.cuh"
 #include "plugins/cuda/matmul_tc11.cuh"
 #include "plugins/cuda/matmul_v6.cuh"
@@ -239,16 +244,19 @@ static bool mm_v9_size(int64_t N, int64_t K) {
   return mm_gemv_mode() == MM_GEMV_V9;
 }
 
-/* MEMRA_GEMV_Q8=v8a runs the Q8_0 GEMV v8 as first written (matmul_q8.cuh) instead of v8b
- * (matmul_q8b.cuh) for every matmul of the process: the same arithmetic, so the two are
- * compared bitwise (A/B). Read once: fixed for the process. */
-static bool mm_q8a_enabled(void) {
-  static int on = -1;
-  if (on < 0) {
+/* MEMRA_GEMV_Q8: the Q8_0 GEMV. Default: v13 (matmul_q13.cuh) for one row of x where it fits,
+ * v8b (matmul_q8b.cuh) otherwise and for batches; =v8b: v8b everywhere; =v8a: v8 as first
+ * written (matmul_q8.cuh) everywhere. The same arithmetic in all three, so they are compared
+ * bitwise (A/B). (Q8_0 on the tensor cores, v7 / v11's scheme, ran slower: docs/PERF.md.) Read
+ * once: fixed for the process. */
+enum mm_q8 { MM_Q8_V13 = 0, MM_Q8_V8B = 1, MM_Q8_V8A = 2 };
+static mm_q8 mm_q8_mode(void) {
+  static int mode = -1;
+  if (mode < 0) {
     const char *e = getenv("MEMRA_GEMV_Q8");
-    on = e && !strcmp(e, "v8a");
+    mode = e && !strcmp(e, "v8a") ? MM_Q8_V8A : e && !strcmp(e, "v8b") ? MM_Q8_V8B : MM_Q8_V13;
   }
-  return on == 1;
+  return (mm_q8)mode;
 }
 
 /* Q6_K on the tensor cores (v11 for one row, v7 for batches, the same bits; matmul_tc6.cuh):
@@ -379,7 +387,40 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
   return MEMRA_OK;
 }
 
+/* v13 takes a Q8_0 matmul (or matmul_n group) of one row when every job's rows fit it. */
+static bool mm_jobs_q13(const memra_backend *be, const mm_jobs &J, int64_t K) {
+  for (int i = 0; i < J.n; ++i)
+    if (!m13_fits(be, K, J.w_nb1[i])) return false;
+  return true;
+}
+
 static int mm_mtile(int64_t M) { return M >= 8 ? 8 : M > 2 ? 4 : (int)M; }
+
+/* The tensor-core GEMV of type T for jobs sharing a's x: v11 for one row where its block fits,
+ * else the prep kernel and v7 (mt rows of x a block); the same bits. */
+template <int T>
+static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J, int mt) {
+  bool ok;
+  if (a->path == MM_V11 && a->M == 1 && m11_fits<T>(be, a->K)) {
+    cudaError_t e;
+    ok = a->xv16 ? m11_launch<T, true>(be, J, a->x, a->K, &e)
+                 : m11_launch<T, false>(be, J, a->x, a->K, &e);
+    if (e != cudaSuccess)
+      return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: %s kernel's shared memory: %s",
+                           memra_type_info(T).name, cudaGetErrorString(e));
+  } else {
+    void *ws = NULL;
+    memra_status st =
+        memra_cu_workspace(be, (uint64_t)a->M * tc_prep_bytes<typename tcq<T>::xs_t>(a->K), &ws);
+    if (st != MEMRA_OK) return st;
+    uint8_t *w = (uint8_t *)ws;
+    ok = a->xv16 ? mtc_launch<T, true>(mt, be, J, a->x, a->x_ld, a->K, a->M, w)
+                 : mtc_launch<T, false>(mt, be, J, a->x, a->x_ld, a->K, a->M, w);
+  }
+  if (!ok) return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: output too large");
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}
 
 /* The v5 / v6 / v7 / v8 / v9 kernel for jobs sharing a's x, type and path (the jobs' R: 2 rows per
  * block under 4096 rows in all at M = 1, else 8). */
@@ -393,29 +434,9 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
   if ((a->M + mt - 1) / mt > 65535)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: %lld rows of x", (long long)a->M);
   bool ok = true;
-  const bool q6 = a->type == MEMRA_TYPE_Q6_K;
-  if (a->path == MM_V11 && a->M == 1 &&
-      (q6 ? m11_fits<MEMRA_TYPE_Q6_K>(be, a->K) : m11_fits<MEMRA_TYPE_Q4_K>(be, a->K))) {
-    cudaError_t e;
-    ok = q6 ? (a->xv16 ? m11_launch<MEMRA_TYPE_Q6_K, true>(be, J, a->x, a->K, &e)
-                       : m11_launch<MEMRA_TYPE_Q6_K, false>(be, J, a->x, a->K, &e))
-            : (a->xv16 ? m11_launch<MEMRA_TYPE_Q4_K, true>(be, J, a->x, a->K, &e)
-                       : m11_launch<MEMRA_TYPE_Q4_K, false>(be, J, a->x, a->K, &e));
-    if (e != cudaSuccess)
-      return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: %s kernel's shared memory: %s",
-                           q6 ? "Q6_K" : "Q4_K", cudaGetErrorString(e));
-  } else if (tc) {
-    void *ws = NULL;
-    memra_status st = memra_cu_workspace(
-        be, (uint64_t)a->M * (q6 ? tc_prep_bytes<float4>(a->K) : tc_prep_bytes<float2>(a->K)), &ws);
-    if (st != MEMRA_OK) return st;
-    uint8_t *w = (uint8_t *)ws;
-    if (q6)
-      ok = a->xv16 ? mtc_launch<MEMRA_TYPE_Q6_K, true>(mt, be, J, a->x, a->x_ld, a->K, a->M, w)
-                   : mtc_launch<MEMRA_TYPE_Q6_K, false>(mt, be, J, a->x, a->x_ld, a->K, a->M, w);
-    else
-      ok = a->xv16 ? mtc_launch<MEMRA_TYPE_Q4_K, true>(mt, be, J, a->x, a->x_ld, a->K, a->M, w)
-                   : mtc_launch<MEMRA_TYPE_Q4_K, false>(mt, be, J, a->x, a->x_ld, a->K, a->M, w);
+  if (tc) {
+    return a->type == MEMRA_TYPE_Q6_K ? mm_launch_tc<MEMRA_TYPE_Q6_K>(be, a, J, mt)
+                                      : mm_launch_tc<MEMRA_TYPE_Q4_K>(be, a, J, mt);
   } else if (a->path == MM_V5) {
 #define MKQ_CASE(TY)                                                                               \
   case TY:                                                                                         \
@@ -448,8 +469,11 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
                            cudaGetErrorString(e));
   } else if (a->path == MM_V8) {
     cudaError_t e;
-    ok = mm_q8a_enabled() ? mq8_launch(mt, R, be, J, a->x, a->x_ld, a->K, a->M, &e)
-                          : mq8b_launch(a->M, R, be, J, a->x, a->x_ld, a->K, a->M, &e);
+    const mm_q8 q8 = mm_q8_mode();
+    ok = q8 == MM_Q8_V8A ? mq8_launch(mt, R, be, J, a->x, a->x_ld, a->K, a->M, &e)
+         : q8 == MM_Q8_V13 && a->M == 1 && mm_jobs_q13(be, J, a->K)
+             ? m13_launch(be, J, a->x, a->K, &e)
+             : mq8b_launch(a->M, R, be, J, a->x, a->x_ld, a->K, a->M, &e);
     if (e != cudaSuccess)
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: Q8_0 kernel's shared memory: %s",
                            cudaGetErrorString(e));

@@ -74,8 +74,9 @@ __device__ __forceinline__ void mq8_unpack(const uint8_t *span, int l, uint32_t 
 }
 
 /* One M = 1 step of the lane's block: its 32 x values once from the swizzled stage xs, then
- * all R weight spans at ws (v8 and v8b share it: the same arithmetic, the same bits). */
-template <int R>
+ * all R weight spans at ws, RS bytes apart (v8, v8b and v13 share it: the same arithmetic, the
+ * same bits). */
+template <int R, int RS = MQ8_SPAN>
 __device__ __forceinline__ void mq8_step1(float (&acc)[R], const uint8_t *xs, const uint8_t *ws,
                                           int lane) {
   float xv[32];
@@ -91,9 +92,21 @@ __device__ __forceinline__ void mq8_step1(float (&acc)[R], const uint8_t *xs, co
   for (int r = 0; r < R; ++r) {
     uint32_t q[8];
     float d;
-    mq8_unpack(ws + MQ8_SPAN * r, lane, q, &d);
+    mq8_unpack(ws + RS * r, lane, q, &d);
     acc[r] = mq8_block(acc[r], q, d, xv);
   }
+}
+
+/* The cp.async copies of step s's x (nb of its 32 blocks: 8 nb 16-byte chunks) from xl (the
+ * row's element 4 lane) into a warp's 4 KiB at shared address xs, v8's swizzle; `bytes` 16,
+ * or 0 to zero-fill (rows past a batch). */
+__device__ __forceinline__ void mq8_issue_x(uint32_t xs, const float *xl, int64_t s, int nb,
+                                            int lane, int bytes) {
+  const uint32_t xo[2] = {16u * (lane ^ (lane >> 3)), 16u * (lane ^ ((lane >> 3) | 4))};
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    if (nb == 32 || lane + 32 * k < 8 * nb)
+      memra_cp_async16(xs + xo[k & 1] + 512 * k, xl + 1024 * s + 128 * k, bytes);
 }
 
 template <int M, int R>

@@ -51,14 +51,9 @@ __device__ __forceinline__ void mq8b_issue(uint32_t xs, const float *const (&xl)
                                            const uint8_t *const (&wr)[R], int64_t s, int nb,
                                            int lane) {
   const int bytes = 34 * nb, n16 = (bytes + 15) >> 4;
-  const uint32_t xo[2] = {16u * (lane ^ (lane >> 3)), 16u * (lane ^ ((lane >> 3) | 4))};
 #pragma unroll
   for (int m = 0; m < M; ++m) /* 8 nb of the step's 256 x chunks, v8's swizzle */
-#pragma unroll
-    for (int k = 0; k < 8; ++k)
-      if (nb == 32 || lane + 32 * k < 8 * nb)
-        memra_cp_async16(xs + MQ8_XSPAN * m + xo[k & 1] + 512 * k, xl[m] + 1024 * s + 128 * k,
-                         m < mrows ? 16 : 0);
+    mq8_issue_x(xs + MQ8_XSPAN * m, xl[m], s, nb, lane, m < mrows ? 16 : 0);
   const uint32_t ws = xs + M * MQ8_XSPAN + 16 * lane;
   const uint64_t off = (uint64_t)MQ8_SPAN * s + 16 * lane;
 #pragma unroll

@@ -2,7 +2,7 @@
  * Llama-3.1-8B projection shapes, per weight type, against the device-to-device copy
  * bandwidth measured in the same run.
  *
- *   gemv_bench PLUGIN.so
+ *   gemv_bench PLUGIN.so [TYPE...]     (TYPE: a type name such as Q8_0 or F16; default all)
  *
  * Weights are rotated over enough copies that the working set is far larger than L2
  * (60 MB on an H200), and each timed unit is a captured graph of many matmuls, so launch
@@ -70,10 +70,17 @@ static void fill_random(int32_t type, uint8_t *p, uint64_t bytes) {
    * their values (no data-dependent branches in the kernels). */
 }
 
+/* Whether the command line's type names (none: every type) include type. */
+static int type_wanted(int32_t type, int n, char **names) {
+  for (int i = 0; i < n; ++i)
+    if (!strcmp(names[i], memra_type_info(type).name)) return 1;
+  return n == 0;
+}
+
 int main(int argc, char **argv) {
   ck_rng = 0x2545F4914F6CDD1Dull; /* the default seed */
-  if (argc != 2) {
-    fprintf(stderr, "usage: gemv_bench PLUGIN.so\n");
+  if (argc < 2) {
+    fprintf(stderr, "usage: gemv_bench PLUGIN.so [TYPE...]\n");
     return 2;
   }
   if (memra_plug_open(&G, argv[1])) return 2;
@@ -125,6 +132,7 @@ int main(int argc, char **argv) {
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; ++si) {
       const int32_t type = types[ti];
       const int64_t N = shapes[si].n, K = shapes[si].k, M = shapes[si].m;
+      if (!type_wanted(type, argc - 2, argv + 2)) continue;
       if (M > 1 && type != MEMRA_TYPE_Q4_K && type != MEMRA_TYPE_F16 && type != MEMRA_TYPE_Q8_0)
         continue;
       if (M == 4 && type != MEMRA_TYPE_Q8_0) continue; /* Q8_0's one full group of 4 rows */

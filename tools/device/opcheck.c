@@ -351,6 +351,13 @@ static void check_matmul_q8(void) {
     matmul_q8_case(257, 32 * 453, M, 0, 1);
     if (!g_quick) matmul_q8_case(4099, 32 * 453, M, 0, 0);
   }
+  /* GEMV v13 (one row, K % 256 == 0, K >= 4096; batches on v8b): K of 456 blocks (4 stages a
+   * row, the last of 2 steps and 8 blocks), rows past N, a padded row stride of 16 bytes more,
+   * each alone against the oracle and inside a batch of 5 (bitwise). */
+  for (int64_t M = 1; M <= 5; M += 4) {
+    matmul_q8_case(4099, 32 * 456, M, 0, (int)(M & 1));
+    matmul_q8_case(257, 4352, M, 136 * 34 + 16, 1);
+  }
 }
 
 /* matmul_n (ABI 1.3) on plugin i: y[j] = x . w[j]^T (+ bias[j], absent for j == 1). */

@@ -1,0 +1,142 @@
+/* matmul_q13.cuh — matmul v13: Q8_0 GEMV for one row of x, v8's arithmetic fed by a ring of bulk
+ * copies in shared memory (included by matmul.cu only).
+ *
+ * Why (docs/PERF.md): v8b streams each warp's steps through a 2-stage cp.async ring, 2-3 copies
+ * of 16 bytes per lane per row and step, so the copy instructions, not the bytes, set the pace:
+ * gate/up at ~71% of the copy bandwidth, q/o ~50%, while F16 on v12's bulk-copy ring reached
+ * 98% / 80%. v13 is v12's scheme with v8's steps: persistent blocks walk tiles of V13_R rows; a
+ * producer warp keeps V13_ST stages of V13_R rows x V13_CW steps (4352 bytes a row, one bulk copy
+ * each) in flight, issued before the PDL wait since weights are constant; four consumer warps
+ * copy their step's x into their own 4 KiB (v8's swizzle, cp.async, overlapping the stage's wait)
+ * and run v8's step.
+ * Bits: consumer warp w takes steps w, w + 4, ... of every row (lane l block l of a step) through
+ * mq8_step1, memra_warp_sum and the warps in order (+ bias): v8's M = 1 sequence exactly, so
+ * v13 alone == v8 == v8b at any M (v8b serves the batches). Rows need K % 256 == 0 (a stage's
+ * bytes whole 16-byte pieces) and K >= 4096 (every consumer warp has a step). */
+#ifndef MEMRA_CUDA_MATMUL_Q13_CUH
+#define MEMRA_CUDA_MATMUL_Q13_CUH
+
+#include "plugins/cuda/matmul_q8b.cuh"
+#include "plugins/cuda/mbarrier.cuh"
+
+enum {
+  V13_CW = MQ8_WARPS,           /* consumer warps: v8's split of K into steps */
+  V13_R = 8,                    /* rows a tile */
+  V13_ROWB = V13_CW * MQ8_SPAN, /* bytes of a row in one stage: 4 steps, 4352 */
+  V13_ST = 2,                   /* stages in the ring (2 blocks an SM) */
+  V13_STAGE = V13_R * V13_ROWB, /* bytes of a stage */
+  V13_XS = V13_ST * V13_STAGE,  /* the consumers' x buffers */
+  V13_PART = V13_XS + V13_CW * MQ8_XSPAN,
+  V13_SMEM = V13_PART + 4 * V13_CW * V13_R + 16 * V13_ST
+};
+
+__device__ __forceinline__ void v13_consumers_sync() {
+  asm volatile("bar.sync 1, %0;" ::"n"(V13_CW * 32) : "memory");
+}
+
+__global__ void __launch_bounds__((V13_CW + 1) * 32)
+    matmul_v13_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles) {
+  extern __shared__ __align__(128) uint8_t sm[];
+  uint8_t *ring = sm;
+  float(&part)[V13_CW][1][V13_R] = *(float(*)[V13_CW][1][V13_R])(sm + V13_PART);
+  uint64_t *full = (uint64_t *)(&part[V13_CW - 1][0][V13_R - 1] + 1), *empty = full + V13_ST;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t nblk = K / 32, steps = (nblk + 31) / 32, nkc = (steps + V13_CW - 1) / V13_CW;
+  const int64_t rowbytes = 34 * nblk;
+  const int64_t my_tiles = (n_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x;
+  const int64_t units = my_tiles * nkc;
+  memra_ring_init(full, empty, V13_ST, V13_CW);
+
+  if (warp == V13_CW) { /* producer: lane r < V13_R copies row r's chunk */
+    for (int64_t u = 0; u < units; ++u) {
+      const int s = (int)(u % V13_ST);
+      if (u >= V13_ST) memra_mbar_wait(&empty[s], (uint32_t)(u / V13_ST - 1) & 1);
+      const mm_job jb = mm_pick_at(J, blockIdx.x + (u / nkc) * gridDim.x);
+      const int64_t n0 = jb.b * V13_R, off = (u % nkc) * V13_ROWB;
+      const uint32_t rowb = (uint32_t)(rowbytes - off < V13_ROWB ? rowbytes - off : V13_ROWB);
+      if (lane == 0) memra_mbar_expect(&full[s], V13_R * rowb);
+      __syncwarp();
+      if (lane < V13_R) { /* rows past N: the last row (computed, never stored) */
+        const int64_t n = n0 + lane < jb.N ? n0 + lane : jb.N - 1;
+        memra_bulk_load(ring + s * V13_STAGE + lane * V13_ROWB,
+                        jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)off, rowb, &full[s]);
+      }
+      if (u == (units < V13_ST ? units : V13_ST) - 1) memra_pdl_enter();
+    }
+    if (units == 0) memra_pdl_enter();
+    return;
+  }
+
+  memra_pdl_enter(); /* x comes from the kernel before */
+  const uint32_t xs = memra_smem_u32(sm + V13_XS + warp * MQ8_XSPAN);
+  const float *xl = x + 4 * lane;
+  int64_t u = 0;
+  for (int64_t i = 0; i < my_tiles; ++i) {
+    const mm_job jb = mm_pick_at(J, blockIdx.x + i * gridDim.x);
+    float acc[V13_R];
+#pragma unroll
+    for (int r = 0; r < V13_R; ++r)
+      acc[r] = 0.f;
+    for (int64_t c = 0; c < nkc; ++c, ++u) {
+      const int s = (int)(u % V13_ST);
+      const int64_t st = c * V13_CW + warp; /* v8's order: warp w's steps w, w + 4, ... */
+      const int nb = st < steps ? mq8b_nb(nblk, st) : 0;
+      if (nb) {
+        mq8_issue_x(xs, xl, st, nb, lane, 16);
+        memra_cp_async_commit();
+      }
+      memra_mbar_wait(&full[s], (uint32_t)(u / V13_ST) & 1);
+      if (nb) {
+        memra_cp_async_wait<0>();
+        __syncwarp();
+        if (lane < nb)
+          mq8_step1<V13_R, V13_ROWB>(acc, sm + V13_XS + warp * MQ8_XSPAN,
+                                     ring + s * V13_STAGE + warp * MQ8_SPAN, lane);
+      }
+      __syncwarp(); /* the stage and x read by every lane before they are refilled */
+      if (lane == 0) memra_mbar_arrive(&empty[s]);
+    }
+#pragma unroll
+    for (int r = 0; r < V13_R; ++r) {
+      const float v = memra_warp_sum(acc[r]);
+      if (lane == 0) part[warp][0][r] = v;
+    }
+    v13_consumers_sync();
+    mm_store_parts<V13_CW, 1, V13_R>(part, jb.b * V13_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias);
+    v13_consumers_sync();
+  }
+}
+
+/* Whether v13 may take a Q8_0 matmul of one row of x with this K and row stride: whole 16-byte
+ * stage pieces (K % 256, rows 16-byte aligned), a step for every consumer warp, the ring fits. */
+static inline bool m13_fits(const memra_backend *be, int64_t K, uint64_t w_nb1) {
+  return K % 256 == 0 && K / 1024 >= V13_CW && w_nb1 % 16 == 0 &&
+         (int64_t)be->prop.sharedMemPerBlockOptin >= (int64_t)V13_SMEM + 1024;
+}
+
+/* The v13 grid over J's V13_R-row tiles: as many blocks as are resident (by shared memory, at
+ * most 2 an SM), every block the same number of tiles. False when the grid is too large; *err:
+ * the attribute or occupancy call's error (no launch then). */
+static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64_t K,
+                       cudaError_t *err) {
+  *err = cudaSuccess;
+  const int64_t tiles = mm_jobs_layout(&J, V13_R);
+  if (tiles == 0) return false;
+  static int bps = 0; /* resident blocks an SM, asked once */
+  if (bps == 0) {
+    *err = cudaFuncSetAttribute(matmul_v13_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                V13_SMEM);
+    if (*err == cudaSuccess)
+      *err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, matmul_v13_kernel,
+                                                           (V13_CW + 1) * 32, V13_SMEM);
+    if (*err != cudaSuccess) return true;
+    bps = bps > 2 ? 2 : bps < 1 ? 1 : bps;
+  }
+  const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps;
+  const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
+  (void)memra_cu_launch(be, matmul_v13_kernel, dim3((unsigned)grid), dim3((V13_CW + 1) * 32),
+                        (size_t)V13_SMEM, J, x, K, tiles);
+  return true;
+}
+
+#endif /* MEMRA_CUDA_MATMUL_Q13_CUH */
