@@ -212,10 +212,10 @@ static const memra_backend_vt *cu_vtable(void) {
     v.matmul_id_glu = mg && strcmp(mg, "0") == 0 ? NULL : memra_cu_matmul_id_glu;
     v.rmsnorm_gate = rg && strcmp(rg, "0") == 0 ? NULL : memra_cu_rmsnorm_gate; /* rmsnorm.cu */
 #if MEMRA_ABI_MINOR >= 8
-    /* ABI 1.8 rmsnorm_qk: opt-in (MEMRA_RMS_QK=1) until a device run has checked it
-     * (opcheck_families vs the CPU and vs its own two rmsnorm calls) and timed it */
+    /* ABI 1.8 rmsnorm_qk (H200, docs/PERF.md: bitwise the two rmsnorm calls, MoE 8-layer tg128
+     * +2.2%); MEMRA_RMS_QK=0 leaves it out (A/B) */
     const char *qk = getenv("MEMRA_RMS_QK");
-    v.rmsnorm_qk = qk && strcmp(qk, "1") == 0 ? memra_cu_rmsnorm_qk : NULL;
+    v.rmsnorm_qk = qk && strcmp(qk, "0") == 0 ? NULL : memra_cu_rmsnorm_qk;
 #endif
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;

@@ -459,7 +459,7 @@ static void check_rmsnorm_gate(int64_t rows, int64_t d) {
 
 /* ABI 1.8: q [rq, d] and k [rk, dk] (per-head rows) normed in place in one call, against the
  * CPU and, on plugin 1, bitwise against its own two rmsnorm calls. A plugin that does not offer
- * the slot (the CUDA plugins without MEMRA_RMS_QK=1) is noted, not failed. */
+ * the slot (the CUDA plugins with MEMRA_RMS_QK=0) is noted, not failed. */
 static void check_rmsnorm_qk(int64_t rq, int64_t rk, int64_t d, int64_t dk) {
   char what[80];
   snprintf(what, sizeof what, "q %" PRId64 "x%" PRId64 " k %" PRId64 "x%" PRId64, rq, d, rk, dk);
