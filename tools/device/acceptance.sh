@@ -91,14 +91,15 @@ timeout 60 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn_bench.txt" 2>&1
 row "attn_bench (rc $?): F16 L512/4096/4224 B1, us v5 / v4 / v2" "$(awk '$1 == "F16" && $4 == 1 {printf "%s/%s/%s ", $5, $6, $7}' "$O/attn_bench.txt")"
 timeout 120 "$D/gemm_bench" "$D/libmemra_sm90a.so" >"$O/gemm_bench.txt" 2>&1
 row "gemm_bench 8192^3 (rc $?): op, kernel, cuBLAS, kernel/cuBLAS" "$(grep -m1 -A2 'M=N=K=8192' "$O/gemm_bench.txt" | tail -2 | tr -s ' ' | tr '\n' ';')"
-# GEMV versions that must give their predecessors' bits: v9 == v5 (K-quants), v8b == v8 (Q8_0)
+# GEMV versions that must give their predecessors' bits: v9 == v5 (K-quants), v13 / v8b == v8 (Q8_0)
 timeout 120 "$D/gemv_ab" "$D/libmemra_sm90a.so" >"$O/gemv_ab.txt" 2>&1
 row "gemv_ab v9 == v5 (rc $?)" "$(tail -1 "$O/gemv_ab.txt")"
 "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv.txt" 2>"$O/gemv.err"
 MEMRA_GEMV=v5 MEMRA_GEMV_Q8=v8a MEMRA_GEMV_F16=v6 "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-old.txt" 2>"$O/gemv-old.err"
 diff <(grep '^Q8_0' "$O/gemv-old.txt" | awk '{print $2,$3,$NF}') \
   <(grep '^Q8_0' "$O/gemv.txt" | awk '{print $2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
-row "Q8_0 v8b == v8 output hashes (gemv_bench)" "$r"
+row "Q8_0 v13 (one row), v8b (batches) == v8 output hashes (gemv_bench)" "$r"
+row "gemv_bench Q8_0 us, v13 (v8): q/o, gate/up, down, output" "$(paste <(grep '^Q8_0' "$O/gemv.txt" | head -4 | awk '{print $4}') <(grep '^Q8_0' "$O/gemv-old.txt" | head -4 | awk '{print $4}') | awk '{printf "%s (%s)  ", $1, $2}')"
 MEMRA_GEMV=tc "$D/gemv_bench" "$D/libmemra_sm90a.so" >"$O/gemv-tc.txt" 2>"$O/gemv-tc.err"
 diff <(grep -E '^Q4_K' "$O/gemv-tc.txt" | awk '{print $1,$2,$3,$NF}') \
   <(grep -E '^Q4_K' "$O/gemv.txt" | awk '{print $1,$2,$3,$NF}') >/dev/null && r=identical || r=DIFFER
