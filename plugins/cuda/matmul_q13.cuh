@@ -7,8 +7,11 @@
  * 98% / 80%. v13 is v12's scheme with v8's steps: persistent blocks walk tiles of V13_R rows; a
  * producer warp keeps V13_ST stages of V13_R rows x V13_CW steps (4352 bytes a row, one bulk copy
  * each) in flight, issued before the PDL wait since weights are constant; four consumer warps
- * copy their step's x into their own 4 KiB (v8's swizzle, cp.async, overlapping the stage's wait)
- * and run v8's step.
+ * run v8's step on x in their own 4 KiB (v8's swizzle, cp.async). At K 4096 a warp's one step is
+ * the same in every tile, so its x is copied once (H200: gate/up 20.3 -> 17.7 us, output 152.4
+ * -> 128.8, Llama-8B Q8_0 tg128 @ d512 303-305 -> 336-338); longer rows copy a step's x per tile,
+ * overlapping the stage's wait (keeping all of a warp's steps, 134 KB a block at K 14336, one
+ * block an SM, made the down projection 19.6 -> 25.9 us).
  * Bits: consumer warp w takes steps w, w + 4, ... of every row (lane l block l of a step) through
  * mq8_step1, memra_warp_sum and the warps in order (+ bias): v8's M = 1 sequence exactly, so
  * v13 alone == v8 == v8b at any M (v8b serves the batches). Rows need K % 256 == 0 (a stage's
@@ -35,7 +38,8 @@ __device__ __forceinline__ void v13_consumers_sync() {
 }
 
 __global__ void __launch_bounds__((V13_CW + 1) * 32)
-    matmul_v13_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles) {
+    matmul_v13_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles,
+                      bool v13_x_per_tile) {
   extern __shared__ __align__(128) uint8_t sm[];
   uint8_t *ring = sm;
   float(&part)[V13_CW][1][V13_R] = *(float(*)[V13_CW][1][V13_R])(sm + V13_PART);
@@ -70,6 +74,15 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32)
   memra_pdl_enter(); /* x comes from the kernel before */
   const uint32_t xs = memra_smem_u32(sm + V13_XS + warp * MQ8_XSPAN);
   const float *xl = x + 4 * lane;
+  /* K <= 4096: a row is one stage, so a warp's one step is the same for every tile and its x is
+   * copied once (MEMRA_V13_X=tile copies it per tile, the first form: A/B) */
+  const bool x_once = nkc == 1 && !(v13_x_per_tile);
+  if (x_once && warp < steps) {
+    mq8_issue_x(xs, xl, warp, mq8b_nb(nblk, warp), lane, 16);
+    memra_cp_async_commit();
+    memra_cp_async_wait<0>();
+    __syncwarp();
+  }
   int64_t u = 0;
   for (int64_t i = 0; i < my_tiles; ++i) {
     const mm_job jb = mm_pick_at(J, blockIdx.x + i * gridDim.x);
@@ -81,13 +94,13 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32)
       const int s = (int)(u % V13_ST);
       const int64_t st = c * V13_CW + warp; /* v8's order: warp w's steps w, w + 4, ... */
       const int nb = st < steps ? mq8b_nb(nblk, st) : 0;
-      if (nb) {
+      if (nb && !x_once) {
         mq8_issue_x(xs, xl, st, nb, lane, 16);
         memra_cp_async_commit();
       }
       memra_mbar_wait(&full[s], (uint32_t)(u / V13_ST) & 1);
       if (nb) {
-        memra_cp_async_wait<0>();
+        if (!x_once) memra_cp_async_wait<0>();
         __syncwarp();
         if (lane < nb)
           mq8_step1<V13_R, V13_ROWB>(acc, sm + V13_XS + warp * MQ8_XSPAN,
@@ -134,8 +147,13 @@ static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   }
   const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps;
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
+  static int per_tile = -1; /* MEMRA_V13_X=tile: x copied per tile (A/B); read once */
+  if (per_tile < 0) {
+    const char *e = getenv("MEMRA_V13_X");
+    per_tile = e && !strcmp(e, "tile");
+  }
   (void)memra_cu_launch(be, matmul_v13_kernel, dim3((unsigned)grid), dim3((V13_CW + 1) * 32),
-                        (size_t)V13_SMEM, J, x, K, tiles);
+                        (size_t)V13_SMEM, J, x, K, tiles, per_tile == 1);
   return true;
 }
 
