@@ -62,8 +62,12 @@
  *      every matrix on it (MEMRA_GEMV_F16=v6 / k4096 for A/B).        <- vtable (F16, BF16)
  * 13   Q8_0 in matmul_q13.cuh: v8's arithmetic (same bits) for one row of x, fed by a ring of
  *      bulk copies as v12 (8-row tiles, stages of 4 steps = 4352 bytes a row, 2 stages, x of a
- *      step copied per consumer warp); batches run v8b. K % 256 == 0 and K >= 4096
- *      (MEMRA_GEMV_Q8=v8b / v8a for A/B).                                     <- vtable (Q8_0)
+ *      step per consumer warp, once at K 4096); batches run v8b. K % 256 == 0 and K >= 4096
+ *      (MEMRA_GEMV_Q8=v8b / v8a for A/B). q/o 8.2 -> 7.6 us, gate/up 22.6 -> 17.7, down 20.8 ->
+ *      19.6, output 161.7 -> 128.8 (v8a -> v13); Llama-8B Q8_0 tg128 @ d512 291 -> 337.
+ *      (Q8_0 on the tensor cores in v7 / v11's scheme was slower: docs/PERF.md.) <- vtable (Q8_0)
+ *  6   also takes F32 weights (32-byte groups, one step in flight, 2 rows a block at M = 1): the
+ *      MoE routers, whose v3 launch could not join matmul_n; hybrid tg128 +3%.  <- vtable (F32)
  * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows
  * into L2 before waiting for x; under 4096 rows the v5/v6 kernels take 2 rows per block.
  * Larger M runs the same kernel over row groups of 8 (blockIdx.y): weights are re-read
@@ -289,6 +293,19 @@ static bool mm_h12_for(int64_t K) {
   return mode == 2 || (mode == 1 && K <= 4096);
 }
 
+/* F32 weights (the MoE routers and gate logits of quantized files) with 16-byte-aligned rows
+ * on v6 (matmul_v6.cuh: 8 rows a block share x, a jobs kernel, so matmul_n fuses the router with
+ * the shared expert's logit); MEMRA_GEMV_F32=v3 keeps them on v3 (other bits: A/B timing). Read
+ * once: fixed for the process. */
+static bool mm_f32_v6(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("MEMRA_GEMV_F32");
+    on = !(e && !strcmp(e, "v3"));
+  }
+  return on == 1;
+}
+
 /* One checked matmul: device pointers, strides, shape and the kernel family it takes. */
 enum mm_path { MM_V3 = 0, MM_V5 = 5, MM_V6 = 6, MM_V7 = 7, MM_V8 = 8, MM_V9 = 9, MM_V11 = 11 };
 struct mm_args {
@@ -378,7 +395,9 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
     a->path = MM_V9;
   else if (((t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K) && walign >= 16) || t == MEMRA_TYPE_Q6_K)
     a->path = MM_V5;
-  else if (a->xv16 && K % 8 == 0 && (t == MEMRA_TYPE_F16 || t == MEMRA_TYPE_BF16) && walign >= 16)
+  else if (a->xv16 && K % 8 == 0 &&
+           (t == MEMRA_TYPE_F16 || t == MEMRA_TYPE_BF16 || (t == MEMRA_TYPE_F32 && mm_f32_v6())) &&
+           walign >= 16)
     a->path = MM_V6;
   else if (a->xv16 && t == MEMRA_TYPE_Q8_0 && walign >= 16)
     a->path = MM_V8;
@@ -477,7 +496,8 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
     if (e != cudaSuccess)
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: Q8_0 kernel's shared memory: %s",
                            cudaGetErrorString(e));
-  } else if (a->path == MM_V6 && a->M == 1 && mm_h12_for(a->K) && m12_fits(be)) {
+  } else if (a->path == MM_V6 && a->type != MEMRA_TYPE_F32 && a->M == 1 && mm_h12_for(a->K) &&
+             m12_fits(be)) {
     cudaError_t e;
     ok = a->type == MEMRA_TYPE_F16 ? m12_launch<MEMRA_TYPE_F16>(be, J, a->x, a->K, &e)
                                    : m12_launch<MEMRA_TYPE_BF16>(be, J, a->x, a->K, &e);
@@ -486,6 +506,8 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
                            memra_type_info(a->type).name, cudaGetErrorString(e));
   } else if (a->type == MEMRA_TYPE_F16) {
     ok = mv6_launch<MEMRA_TYPE_F16>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
+  } else if (a->type == MEMRA_TYPE_F32) {
+    ok = mv6_launch<MEMRA_TYPE_F32>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
   } else {
     ok = mv6_launch<MEMRA_TYPE_BF16>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
   }

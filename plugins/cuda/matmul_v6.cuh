@@ -1,4 +1,4 @@
-/* matmul_v6.cuh — matmul v6 for F16 and BF16 weights (included by matmul.cu only).
+/* matmul_v6.cuh — matmul v6 for F16, BF16 and F32 weights (included by matmul.cu only).
  *
  * Why (docs/PERF.md, ncu of a Llama-8B decode step): v3 gives each warp one weight row, so
  * every lane re-reads its x slice from L1 for every row: 32 B of x per 16 B of F16 weight,
@@ -27,10 +27,19 @@
 
 enum { MV6_WARPS = 4, MV6_R = 8 };
 
-/* The 16 raw bytes of group g of a row (rows 16-byte aligned: the caller checks). */
+/* The raw bytes of a group of 8 elements: 16 (F16, BF16) or 32 (F32). */
+template <int T> struct mv6_raw { uint4 v; };
+template <> struct mv6_raw<MEMRA_TYPE_F32> { uint4 a, b; };
+
+/* Group g of a row (rows 16-byte aligned: the caller checks). */
 template <int T>
-__device__ __forceinline__ uint4 mv6_load(const uint8_t *__restrict__ row, int64_t g) {
-  return __ldg((const uint4 *)(row + 16 * g));
+__device__ __forceinline__ mv6_raw<T> mv6_load(const uint8_t *__restrict__ row, int64_t g) {
+  if constexpr (T == MEMRA_TYPE_F32) {
+    const uint4 *p = (const uint4 *)(row + 32 * g);
+    return {__ldg(p), __ldg(p + 1)};
+  } else {
+    return {__ldg((const uint4 *)(row + 16 * g))};
+  }
 }
 
 /* acc + the group's 8 weights . x, in element order. */
@@ -52,6 +61,21 @@ template <int T> __device__ __forceinline__ float mv6_dot(uint4 raw, const float
   for (int i = 0; i < 8; ++i)
     acc = fmaf(w[i], x[i], acc);
   return acc;
+}
+template <int T>
+__device__ __forceinline__ float mv6_dot(const mv6_raw<T> &raw, const float x[8], float acc) {
+  if constexpr (T == MEMRA_TYPE_F32) {
+    const float w[8] = {__uint_as_float(raw.a.x), __uint_as_float(raw.a.y),
+                        __uint_as_float(raw.a.z), __uint_as_float(raw.a.w),
+                        __uint_as_float(raw.b.x), __uint_as_float(raw.b.y),
+                        __uint_as_float(raw.b.z), __uint_as_float(raw.b.w)};
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      acc = fmaf(w[i], x[i], acc);
+    return acc;
+  } else {
+    return mv6_dot<T>(raw.v, x, acc);
+  }
 }
 
 __device__ __forceinline__ void mv6_load_x(const float *__restrict__ p, float x[8]) {
@@ -90,14 +114,16 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
       acc[m][r] = 0.f;
 
   int64_t s = warp;
-  if (M == 1) { /* two steps' weights in flight, then x once per step */
+  /* two steps' weights in flight, then x once per step (F32's 32-byte groups: one step, so 8
+   * rows stay within 128 registers) */
+  if (M == 1 && T != MEMRA_TYPE_F32) {
     for (; s + MV6_WARPS < steps; s += 2 * MV6_WARPS) {
       const int64_t g0 = s * 32 + lane, g1 = g0 + 32 * MV6_WARPS; /* g0 < g1 < G */
-      uint4 raw0[R], raw1[R];
+      mv6_raw<T> raw0[R], raw1[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         raw0[r] = mv6_load<T>(wr[r], g0);
-        raw1[r] = g1 < G ? mv6_load<T>(wr[r], g1) : make_uint4(0, 0, 0, 0);
+        raw1[r] = g1 < G ? mv6_load<T>(wr[r], g1) : mv6_raw<T>{};
       }
       const float *xp = x + m0 * x_ld;
       float xv[8];
@@ -118,7 +144,7 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
     if (g >= G) continue; /* the row's last step: lanes past its end */
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const uint4 raw = mv6_load<T>(wr[r], g);
+      const mv6_raw<T> raw = mv6_load<T>(wr[r], g);
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         if (m >= mrows) break;
@@ -131,10 +157,11 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
   mm_reduce_store<MV6_WARPS>(acc, part, n0, N, m0, mrows, y, y_ld, bias);
 }
 
-/* R rows per block as in mkq_launch. */
+/* R rows per block as in mkq_launch (F32 one row: 2). */
 template <int T>
 static bool mv6_launch(int mt, int R, const memra_backend *be, mm_jobs J, const float *x,
                        int64_t x_ld, int64_t K, int64_t rows) {
+  if (T == MEMRA_TYPE_F32 && mt == 1) R = 2; /* the grid below is laid out for these R rows */
   const int64_t gx = mm_jobs_layout(&J, R);
   if (gx == 0) return false;
   const dim3 grid((unsigned)gx, (unsigned)((rows + mt - 1) / mt));
@@ -142,8 +169,10 @@ static bool mv6_launch(int mt, int R, const memra_backend *be, mm_jobs J, const 
   (void)memra_cu_launch(be, matmul_v6_kernel<T, MM, RR>, grid, dim3(MV6_WARPS * 32), 0, J, x,      \
                         x_ld, K, rows)
   switch (mt) {
-  case 1:
-    if (R == 2)
+  case 1: /* F32 one row: 2 rows a block (8 would need more than 128 registers) */
+    if constexpr (T == MEMRA_TYPE_F32)
+      MV6_GO(1, 2);
+    else if (R == 2)
       MV6_GO(1, 2);
     else
       MV6_GO(1, MV6_R);

@@ -379,14 +379,16 @@ static memra_status call_matmul_n(int i, const ck_buf *dy, const ck_buf *dx, con
  * under test (the slot's contract); Q4_0 and Q8_0 with 2-byte-aligned rows take the unfused
  * fallback (v3). */
 static void check_matmul_n(void) {
-  /* K 0: odd_k; Q8_0 also at K = 1280 (40 blocks: 16-byte-aligned rows, GEMV v8, fused) and
-   * K = 4352 (136 blocks: v8b's ring kernel at M = 1, its jobs picked per weight block) */
+  /* K 0: odd_k; Q8_0 also at K = 1280 (40 blocks: 16-byte-aligned rows, GEMV v8, fused),
+   * K = 4352 (136 blocks: v13 at M = 1, 2 stages a row, its jobs picked per tile) and K = 4096
+   * (v13 with a warp's x copied once for all its tiles); F32 on v6 (jobs, fused) */
   static const struct {
     int32_t type;
     int64_t k;
   } types[] = {{MEMRA_TYPE_F16, 0},     {MEMRA_TYPE_BF16, 0},    {MEMRA_TYPE_Q8_0, 0},
-               {MEMRA_TYPE_Q8_0, 1280}, {MEMRA_TYPE_Q8_0, 4352}, {MEMRA_TYPE_Q4_K, 0},
-               {MEMRA_TYPE_Q6_K, 0},    {MEMRA_TYPE_Q4_0, 0}};
+               {MEMRA_TYPE_Q8_0, 1280}, {MEMRA_TYPE_Q8_0, 4352}, {MEMRA_TYPE_Q8_0, 4096},
+               {MEMRA_TYPE_Q4_K, 0},    {MEMRA_TYPE_Q6_K, 0},    {MEMRA_TYPE_Q4_0, 0},
+               {MEMRA_TYPE_F32, 0}};
   for (int t = 0; t < (int)(sizeof types / sizeof types[0]); ++t) {
     const int32_t type = types[t].type;
     for (int big = 0; big < 2; ++big) {
