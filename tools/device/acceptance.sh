@@ -10,10 +10,11 @@
 #   2. gates on the Llama-3.1-8B shape: graph (N=512, F16 and Q4_K_M), batch (B=8; F16 too:
 #      GEMV v12 alone vs v6 in the batch),
 #      chunk (P=1000 in chunks of 67), graph on the sm120a test build
-#   3. memra bench per type: pp512, pp4096, tg128 after 512 and 4096, FP8 KV beside
+#   3. memra bench per type: pp512, pp4096, tg128 after 512 and 4096, FP8 KV beside; Q8_0's
+#      graph and batch gates (GEMV v13 alone vs v8b in the batch) and MEMRA_GEMV_Q8=v8b beside
 #   4. aggregate decode at 8/32/64 sequences; sm120a test build vs sm90a top-1 agreement
 #   5. hybrid (Qwen3-Next-80B-A3B layers, 4) at F16 and Q4_K_M (graph, batch and chunk gates,
-#      MEMRA_MMID=v2 beside); Qwen3-30B-A3B shape, 8 layers, Q4_K_M
+#      MEMRA_MMID=v2 and MEMRA_GEMV_F32=v3 beside); Qwen3-30B-A3B shape, 8 layers, Q4_K_M
 # A short table last. Logs in $OUT.
 set -u
 D=${DIST:-dist}
@@ -199,6 +200,12 @@ for ty in $TYPES; do
     MEMRA_GEMV_F16=v6 timeout 90 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-f16.gguf" --bench-p 0 \
       --bench-n 128 --bench-d 512 -r 3 >"$O/bench-f16-v6.md" 2>&1
   fi
+  if [ "$ty" = q8_0 ]; then # v13 for one row, v8b for batches: the same bits
+    gate graph-q8_0 graph "${OPTS[@]}" -m "$W/l8-q8_0.gguf" --gate-p 200 -n 512
+    gate batch-q8_0 batch "${OPTS[@]}" -m "$W/l8-q8_0.gguf" --gate-b 8 --gate-p 512 -n 32
+    MEMRA_GEMV_Q8=v8b timeout 90 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-q8_0.gguf" --bench-p 0 \
+      --bench-n 128 --bench-d 512 -r 3 >"$O/bench-q8_0-v8b.md" 2>&1
+  fi
   timeout 240 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 512,4096 --bench-n 128 \
     --bench-d 512,4096 -r 3 >"$O/bench-$ty.md" 2>"$O/bench-$ty.err"
   tail -5 "$O/bench-$ty.err"
@@ -230,6 +237,10 @@ if wait_for "$W/hy-q4_k_m.gguf"; then
   gate chunk-hybrid chunk "${OPTS[@]}" -m "$W/hy-q4_k_m.gguf" --gate-p 1000 --ubatch 67
   MEMRA_MMID=v2 timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$W/hy-q4_k_m.gguf" --bench-p 512 \
     --bench-n 128 -r 3 >"$O/bench-hy-q4_k_m-mmid2.md" 2>&1
+fi
+if wait_for "$W/hy-f16.gguf"; then # F32 routers on v6 (fused with the shared expert's logit) vs v3
+  MEMRA_GEMV_F32=v3 timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$W/hy-f16.gguf" --bench-p 0 \
+    --bench-n 128 -r 3 >"$O/bench-hy-f16-f32v3.md" 2>&1
 fi
 if wait_for "$W/moe8-q4_k_m.gguf"; then
   timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$W/moe8-q4_k_m.gguf" --bench-p 512 --bench-n 128 -r 3 \
