@@ -1,10 +1,11 @@
 /* matmul_q13.cuh — matmul v13: Q8_0 GEMV for one row of x, v8's arithmetic fed by a ring of bulk
  * copies in shared memory (included by matmul.cu only).
  *
- * Why (docs/PERF.md): v8b streams each warp's steps through a 2-stage cp.async ring, 2-3 copies
- * of 16 bytes per lane per row and step, so the copy instructions, not the bytes, set the pace:
- * gate/up at ~71% of the copy bandwidth, q/o ~50%, while F16 on v12's bulk-copy ring reached
- * 98% / 80%. v13 is v12's scheme with v8's steps: persistent blocks walk tiles of V13_R rows; a
+ * Why (docs/PERF.md): v8b streams each warp's steps through a 2-stage cp.async ring (2-3 copies
+ * of 16 bytes a lane a row a step): gate/up at ~71% of the copy bandwidth, q/o ~50%, while F16 on
+ * v12's bulk-copy ring reached 98% / 80%. The ring alone changed little per kernel (its copies
+ * start before the PDL wait: tg128 +5%); what held the consumers was re-copying x for every
+ * tile (below). v13 is v12's scheme with v8's steps: persistent blocks walk tiles of V13_R rows; a
  * producer warp keeps V13_ST stages of V13_R rows x V13_CW steps (4352 bytes a row, one bulk copy
  * each) in flight, issued before the PDL wait since weights are constant; four consumer warps
  * run v8's step on x in their own 4 KiB (v8's swizzle, cp.async). At K 4096 a warp's one step is
