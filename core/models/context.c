@@ -72,6 +72,25 @@ static memra_status alloc_rs(memra_ctx *c, memra_err *err) {
   return MEMRA_OK;
 }
 
+/* Column k of every row of the ids buffer [n_ubatch, k + 1] holds n_expert, the shared
+ * expert's place in stacked layers; moe_route writes only columns [0, k). */
+static memra_status preset_shexp_ids(memra_ctx *c, memra_err *err) {
+  const memra_hparams *hp = &c->m->hp;
+  if (hp->n_expert <= 0 || hp->n_ff_shexp <= 0) return MEMRA_OK;
+  const int64_t R = c->p.n_ubatch, K1 = (int64_t)hp->n_expert_used + 1;
+  int32_t *ids = memra_calloc((size_t)(R * K1), sizeof *ids);
+  if (!ids) return memra_errf(err, MEMRA_E_OOM, "out of memory presetting expert ids");
+  for (int64_t r = 0; r < R; ++r)
+    ids[r * K1 + K1 - 1] = hp->n_expert;
+  memra_status st = c->m->vt->buf_upload(c->m->be, c->act_buf, c->moe_ids.offset, ids,
+                                         (uint64_t)(R * K1) * sizeof *ids);
+  memra_free(ids);
+  if (st)
+    return memra_errf(err, st, "presetting the shared expert's ids: %s",
+                      c->m->vt->last_error(c->m->be));
+  return MEMRA_OK;
+}
+
 static memra_status alloc_act(memra_ctx *c, memra_err *err) {
   const memra_hparams *hp = &c->m->hp;
   const int64_t R = c->p.n_ubatch, E = hp->n_embd, QD = (int64_t)hp->n_head * hp->head_dim,
@@ -102,14 +121,16 @@ static memra_status alloc_act(memra_ctx *c, memra_err *err) {
     c->next_ids = carve(b, &off, MEMRA_TYPE_I32, R, 1);
     c->block_table = carve(b, &off, MEMRA_TYPE_I32, c->pages.max_blocks, c->p.n_seq_max);
     if (hp->n_expert > 0) {
-      const int64_t K = hp->n_expert_used;
+      /* with a shared expert, k + 1 ids a token: the last, n_expert, is the shared expert
+       * when the layer stacks it (model.c stack_shexp), preset once below */
+      const int64_t K = hp->n_expert_used, K1 = K + (hp->n_ff_shexp > 0);
       c->router = carve(b, &off, MEMRA_TYPE_F32, hp->n_expert, R);
-      c->moe_ids = carve(b, &off, MEMRA_TYPE_I32, K, R);
+      c->moe_ids = carve(b, &off, MEMRA_TYPE_I32, K1, R);
       c->moe_w = carve(b, &off, MEMRA_TYPE_F32, K, R);
-      /* gate (and, for a fused gate/up stack, up) in one row: [R K, 2 n_ff_exp] */
-      c->moe_gate = carve(b, &off, MEMRA_TYPE_F32, 2 * (int64_t)hp->n_ff_exp, R * K);
-      c->moe_up = carve(b, &off, MEMRA_TYPE_F32, hp->n_ff_exp, R * K);
-      c->moe_out = carve(b, &off, MEMRA_TYPE_F32, E, R * K);
+      /* gate (and, for a fused gate/up stack, up) in one row: [R K1, 2 n_ff_exp] */
+      c->moe_gate = carve(b, &off, MEMRA_TYPE_F32, 2 * (int64_t)hp->n_ff_exp, R * K1);
+      c->moe_up = carve(b, &off, MEMRA_TYPE_F32, hp->n_ff_exp, R * K1);
+      c->moe_out = carve(b, &off, MEMRA_TYPE_F32, E, R * K1);
       c->sh_logit = carve(b, &off, MEMRA_TYPE_F32, 1, R);
       c->sh_out = carve(b, &off, MEMRA_TYPE_F32, E, R);
     }
@@ -131,7 +152,7 @@ static memra_status alloc_act(memra_ctx *c, memra_err *err) {
                           c->m->vt->last_error(c->m->be));
     }
   }
-  return MEMRA_OK;
+  return preset_shexp_ids(c, err);
 }
 
 memra_status memra_ctx_new(memra_model *m, const memra_ctx_params *p, memra_ctx **out,

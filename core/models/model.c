@@ -91,6 +91,25 @@ static memra_status want_layer(loader *L, const memra_hparams *hp, int il, memra
   return MEMRA_OK;
 }
 
+/* Whether layer il's shared expert can join its routed stacks (stack_shexp): the routed
+ * experts' width and, matrix by matrix, their type. Its matrices are then planned each right
+ * after its stack; otherwise gate and up stay back to back for fuse_gate_up. */
+static bool shexp_stackable(const loader *L, int il, int64_t FX, int64_t FS) {
+  static const char *const pair[3][2] = {{"ffn_gate_exps", "ffn_gate_shexp"},
+                                         {"ffn_up_exps", "ffn_up_shexp"},
+                                         {"ffn_down_exps", "ffn_down_shexp"}};
+  if (FS <= 0 || FS != FX) return false;
+  for (int i = 0; i < 3; ++i) {
+    char a[96], b[96];
+    snprintf(a, sizeof a, "blk.%d.%s.weight", il, pair[i][0]);
+    snprintf(b, sizeof b, "blk.%d.%s.weight", il, pair[i][1]);
+    const memra_gguf_tensor *ta = memra_gguf_tensor_find(L->g, a),
+                            *tb = memra_gguf_tensor_find(L->g, b);
+    if (!ta || !tb || ta->type != tb->type) return false;
+  }
+  return true;
+}
+
 /* Hybrids (llama.cpp qwen3next.cpp / qwen35.cpp loaders): a GDN or a gated attention
  * mixer per layer, then a routed + shared expert FFN (qwen3next, qwen35moe) or a dense
  * SwiGLU (qwen35). The FFN norm is named post_attention_norm in these files. */
@@ -133,7 +152,16 @@ static memra_status want_layer_hybrid(loader *L, const memra_hparams *hp, int il
     W(q_norm, "attn_q_norm.weight", D, 1, false)
     W(k_norm, "attn_k_norm.weight", D, 1, false)
   }
-  if (moe) {
+  if (moe && shexp_stackable(L, il, FX, FS)) { /* each shared matrix after its stack */
+    W(ffn_gate_inp, "ffn_gate_inp.weight", E, NX, false)
+    W(ffn_gate_exps, "ffn_gate_exps.weight", E, FX * NX, false)
+    W(ffn_gate_shexp, "ffn_gate_shexp.weight", E, FS, false)
+    W(ffn_up_exps, "ffn_up_exps.weight", E, FX * NX, false)
+    W(ffn_up_shexp, "ffn_up_shexp.weight", E, FS, false)
+    W(ffn_down_exps, "ffn_down_exps.weight", FX, E * NX, false)
+    W(ffn_down_shexp, "ffn_down_shexp.weight", FS, E, false)
+    W(ffn_gate_inp_shexp, "ffn_gate_inp_shexp.weight", E, 1, false)
+  } else if (moe) { /* gate and up back to back (fuse_gate_up) */
     W(ffn_gate_inp, "ffn_gate_inp.weight", E, NX, false)
     W(ffn_gate_exps, "ffn_gate_exps.weight", E, FX * NX, false)
     W(ffn_up_exps, "ffn_up_exps.weight", E, FX * NX, false)
@@ -180,6 +208,28 @@ static memra_status split_ba(memra_model *m, memra_layer *l, memra_err *err) {
   return MEMRA_OK;
 }
 
+/* A MoE layer's shared expert joins its routed stacks as expert n_expert when it has their
+ * width and types and each of its matrices lies right after its stack (want_layer_hybrid
+ * plans them so; the stack's bytes must fill its 256-byte alignment): no byte moves, the
+ * stacks just grow by one expert, and the shared expert's tensors stay views of its rows.
+ * With ABI 1.9 moe_combine_shexp the combine takes it as every token's (k+1)-th row, so the
+ * expert launches compute it (moe_ffn.c): a layer's shared glu and shared down launches go
+ * away; a backend without the slot reads the routed experts and the views apart. */
+static void stack_shexp(memra_model *m, memra_layer *l) {
+  if (!l->ffn_gate_shexp.buf) return;
+  memra_tensor *st[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+  const memra_tensor *sh[3] = {&l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp};
+  for (int i = 0; i < 3; ++i)
+    if (!st[i]->buf || sh[i]->buf != st[i]->buf || sh[i]->type != st[i]->type ||
+        sh[i]->ne0 != st[i]->ne0 || sh[i]->nb1 != st[i]->nb1 ||
+        sh[i]->ne1 * m->hp.n_expert != st[i]->ne1 ||
+        sh[i]->offset != st[i]->offset + st[i]->nb1 * (uint64_t)st[i]->ne1)
+      return;
+  for (int i = 0; i < 3; ++i)
+    st[i]->ne1 += sh[i]->ne1;
+  l->shexp_stacked = true;
+}
+
 /* A MoE layer's gate and up expert stacks, when they share type and shape and lie back to back
  * in the weights buffer, are interleaved per expert on the device ([gate_e | up_e] for each e)
  * into one stack: one matmul_id launch computes a token's gate and up rows for its experts (a
@@ -191,7 +241,7 @@ static memra_status fuse_gate_up(memra_model *m, memra_layer *l, memra_err *err)
   if ((env && env[0] == '0') || !g.buf || g.buf != u.buf || g.type != u.type || g.ne0 != u.ne0 ||
       g.ne1 != u.ne1 || g.nb1 != u.nb1 || u.offset != g.offset + g.nb1 * (uint64_t)g.ne1)
     return MEMRA_OK;
-  const int64_t E = m->hp.n_expert;
+  const int64_t E = m->hp.n_expert + l->shexp_stacked; /* the shared expert is one more */
   const uint64_t part = g.nb1 * (uint64_t)(g.ne1 / E), all = 2 * g.nb1 * (uint64_t)g.ne1;
   memra_buf *tmp;
   /* no room for the scratch copy (a model that only just fits): keep the stacks apart */
@@ -206,6 +256,10 @@ static memra_status fuse_gate_up(memra_model *m, memra_layer *l, memra_err *err)
   if (st) return memra_errf(err, st, "gate/up interleave: %s", m->vt->last_error(m->be));
   l->ffn_gate_up_exps = g;
   l->ffn_gate_up_exps.ne1 = 2 * g.ne1;
+  if (l->shexp_stacked) { /* the shared expert's gate and up rows moved with it: expert E - 1 */
+    l->ffn_gate_shexp.offset = g.offset + 2 * (uint64_t)(E - 1) * part;
+    l->ffn_up_shexp.offset = l->ffn_gate_shexp.offset + part;
+  }
   memset(&l->ffn_gate_exps, 0, sizeof l->ffn_gate_exps);
   memset(&l->ffn_up_exps, 0, sizeof l->ffn_up_exps);
   return MEMRA_OK;
@@ -313,8 +367,10 @@ memra_status memra_model_load(const memra_gguf *g, const memra_backend_vt *vt, m
       if (memra_hparams_layer_recurrent(&m->hp, il) && (st = split_ba(m, &m->layers[il], err)))
         goto fail;
   if (m->hp.n_expert > 0)
-    for (int il = 0; il < m->hp.n_layer; ++il)
+    for (int il = 0; il < m->hp.n_layer; ++il) {
+      stack_shexp(m, &m->layers[il]);
       if ((st = fuse_gate_up(m, &m->layers[il], err))) goto fail;
+    }
   memra_free(L.refs);
   *out = m;
   return MEMRA_OK;

@@ -100,6 +100,10 @@ typedef struct memra_layer {
   memra_tensor ffn_gate_up_exps;
   /* shared expert: gate logit [n_embd -> 1]; SwiGLU [n_embd -> n_ff_shexp -> n_embd] */
   memra_tensor ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
+  /* the shared expert is expert n_expert of the gate, up and down stacks (model.c
+   * stack_shexp): every token picks it as its (k+1)-th id, so the routed expert launches
+   * compute it (with ABI 1.9 moe_combine_shexp); its own tensors above stay views of its rows */
+  bool shexp_stacked;
   /* Gated DeltaNet: qkv [n_embd -> 2 H_k d + H_v d], z gate [n_embd -> H_v d];
    * beta/alpha [n_embd -> H_v] each (qwen3next's fused ssm_ba is split at load, v-head
    * order); conv F32 [C rows of K]; a_log, dt_bias F32 [H_v]; norm F32 [d]; out [H_v d ->

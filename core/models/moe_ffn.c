@@ -9,6 +9,65 @@
 
 #define CALL MEMRA_FWD_CALL
 
+/* The experts' gate, up and glu into gate [rows, n_ff_exp]: one launch when the plugin has
+ * matmul_id_glu and the stacks are fused, else the calls it replaces. */
+static memra_status experts_glu(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
+                                const memra_tensor *gate, const memra_tensor *ids, int32_t n_exp,
+                                memra_err *err) {
+  const memra_backend_vt *vt = c->m->vt;
+  memra_backend *be = c->m->be;
+  const int64_t F = c->m->hp.n_ff_exp;
+  memra_tensor up = memra_rows(c->moe_up, gate->ne1);
+  if (l->ffn_gate_up_exps.buf && vt->matmul_id_glu) { /* ABI 1.7: gate, up and glu at once */
+    CALL("matmul_id gate+up+glu",
+         vt->matmul_id_glu(be, gate, xn, &l->ffn_gate_up_exps, ids, n_exp, MEMRA_ACT_SILU));
+  } else if (l->ffn_gate_up_exps.buf) { /* one launch for gate and up (model.c fuse_gate_up) */
+    memra_tensor gu = *gate;
+    gu.ne0 = 2 * F;
+    CALL("matmul_id gate+up", vt->matmul_id(be, &gu, xn, &l->ffn_gate_up_exps, ids, n_exp));
+    up = *gate;
+    up.offset += 4u * (uint64_t)F;
+    CALL("expert glu", vt->glu(be, gate, gate, &up, MEMRA_ACT_SILU));
+  } else {
+    CALL("matmul_id gate", vt->matmul_id(be, gate, xn, &l->ffn_gate_exps, ids, n_exp));
+    CALL("matmul_id up", vt->matmul_id(be, &up, xn, &l->ffn_up_exps, ids, n_exp));
+    CALL("expert glu", vt->glu(be, gate, gate, &up, MEMRA_ACT_SILU));
+  }
+  return MEMRA_OK;
+}
+
+/* A layer whose shared expert is expert n_expert of its stacks (model.c stack_shexp): the ids
+ * buffer's column k holds n_expert for every token (context.c), so the routed launches
+ * compute the shared expert as every token's (k+1)-th expert; the router and the shared gate
+ * logit still read xn in one call. */
+static memra_status moe_ffn_stacked(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
+                                    const memra_tensor *out, memra_err *err) {
+  const memra_hparams *hp = &c->m->hp;
+  const memra_backend_vt *vt = c->m->vt;
+  memra_backend *be = c->m->be;
+  const int64_t n = xn->ne1, k1 = hp->n_expert_used + 1;
+  memra_tensor router = memra_rows(c->router, n), logit = memra_rows(c->sh_logit, n),
+               ids = memra_rows(c->moe_ids, n), route = ids, w = memra_rows(c->moe_w, n),
+               gate = memra_rows(c->moe_gate, n * k1), down = memra_rows(c->moe_out, n * k1);
+  route.ne0 = hp->n_expert_used; /* moe_route fills the routed columns only */
+  gate.ne0 = hp->n_ff_exp;
+  {
+    const memra_tensor ys[2] = {router, logit}, ws[2] = {l->ffn_gate_inp, l->ffn_gate_inp_shexp};
+    MEMRA_TRY(memra_blk_matmuls(c, "matmul router, shared logit", 2, ys, xn, ws, NULL, err));
+  }
+  CALL("moe_route", vt->moe_route(be, &route, &w, &router, 1));
+  MEMRA_TRY(experts_glu(c, l, xn, &gate, &ids, hp->n_expert + 1, err));
+  if (vt->matmul_id_combine) { /* ABI 1.9: the down projection and the combine at once */
+    CALL("matmul_id_combine", vt->matmul_id_combine(be, out, &gate, &l->ffn_down_exps, &ids,
+                                                    hp->n_expert + 1, &w, &logit));
+    return MEMRA_OK;
+  }
+  CALL("matmul_id down",
+       vt->matmul_id(be, &down, &gate, &l->ffn_down_exps, &ids, hp->n_expert + 1));
+  CALL("moe_combine_shexp", vt->moe_combine_shexp(be, out, &down, &w, &logit));
+  return MEMRA_OK;
+}
+
 memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
                            const memra_tensor *out, memra_err *err) {
   const memra_model *m = c->m;
@@ -19,10 +78,21 @@ memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tenso
   if (!vt->moe_route || !vt->matmul_id || !vt->moe_combine)
     return memra_errf(err, MEMRA_E_UNSUPPORTED, "backend %s has no mixture-of-experts ops",
                       vt->name);
+  if (l->shexp_stacked && vt->moe_combine_shexp) return moe_ffn_stacked(c, l, xn, out, err);
+  memra_layer routed;
+  if (l->shexp_stacked) { /* the routed experts only: the stacks' first n_expert */
+    routed = *l;
+    memra_tensor *st[4] = {&routed.ffn_gate_up_exps, &routed.ffn_gate_exps, &routed.ffn_up_exps,
+                           &routed.ffn_down_exps};
+    for (int i = 0; i < 4; ++i)
+      st[i]->ne1 = st[i]->ne1 / (hp->n_expert + 1) * hp->n_expert;
+    l = &routed;
+  }
   const memra_tensor none = {0};
   memra_tensor router = memra_rows(c->router, n), ids = memra_rows(c->moe_ids, n),
                w = memra_rows(c->moe_w, n), gate = memra_rows(c->moe_gate, n * k),
-               up = memra_rows(c->moe_up, n * k), down = memra_rows(c->moe_out, n * k);
+               down = memra_rows(c->moe_out, n * k);
+  ids.ne0 = k;             /* the buffer's rows hold k + 1 ids with a shared expert (context.c) */
   gate.ne0 = hp->n_ff_exp; /* the buffer's rows hold 2 n_ff_exp: gate, then (fused) up */
   const bool shexp = l->ffn_gate_shexp.buf != NULL;
   if (shexp && !vt->sigmoid_gate)
@@ -42,20 +112,11 @@ memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tenso
                                 shexp ? 4 : 1, ys, xn, ws, NULL, err));
   }
   CALL("moe_route", vt->moe_route(be, &ids, &w, &router, 1));
-  if (l->ffn_gate_up_exps.buf && vt->matmul_id_glu) { /* ABI 1.7: gate, up and glu at once */
-    CALL("matmul_id gate+up+glu", vt->matmul_id_glu(be, &gate, xn, &l->ffn_gate_up_exps, &ids,
-                                                    hp->n_expert, MEMRA_ACT_SILU));
-  } else if (l->ffn_gate_up_exps.buf) { /* one launch for gate and up (model.c fuse_gate_up) */
-    memra_tensor gu = gate;
-    gu.ne0 = 2 * hp->n_ff_exp;
-    CALL("matmul_id gate+up", vt->matmul_id(be, &gu, xn, &l->ffn_gate_up_exps, &ids, hp->n_expert));
-    up = gate;
-    up.offset += 4u * (uint64_t)hp->n_ff_exp;
-    CALL("expert glu", vt->glu(be, &gate, &gate, &up, MEMRA_ACT_SILU));
-  } else {
-    CALL("matmul_id gate", vt->matmul_id(be, &gate, xn, &l->ffn_gate_exps, &ids, hp->n_expert));
-    CALL("matmul_id up", vt->matmul_id(be, &up, xn, &l->ffn_up_exps, &ids, hp->n_expert));
-    CALL("expert glu", vt->glu(be, &gate, &gate, &up, MEMRA_ACT_SILU));
+  MEMRA_TRY(experts_glu(c, l, xn, &gate, &ids, hp->n_expert, err));
+  if (!shexp && vt->matmul_id_combine) { /* ABI 1.9 */
+    CALL("matmul_id_combine",
+         vt->matmul_id_combine(be, out, &gate, &l->ffn_down_exps, &ids, hp->n_expert, &w, NULL));
+    return MEMRA_OK;
   }
   CALL("matmul_id down", vt->matmul_id(be, &down, &gate, &l->ffn_down_exps, &ids, hp->n_expert));
   if (!shexp) {

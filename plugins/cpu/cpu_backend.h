@@ -206,6 +206,12 @@ memra_status cpu_matmul_id_glu(memra_backend *be, const memra_tensor *y, const m
 memra_status cpu_moe_combine_gated(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                    const memra_tensor *weights, const memra_tensor *sh,
                                    const memra_tensor *g);
+/* ABI minor 9 (moe.c) */
+memra_status cpu_moe_combine_shexp(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                   const memra_tensor *weights, const memra_tensor *g);
+memra_status cpu_matmul_id_combine(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                   const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                                   const memra_tensor *weights, const memra_tensor *g);
 memra_status cpu_sigmoid_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                               const memra_tensor *g);
 memra_status cpu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,

@@ -181,24 +181,26 @@ memra_status cpu_matmul_id_glu(memra_backend *be, const memra_tensor *y, const m
 typedef struct comb_ctx {
   const memra_tensor *y, *x, *w;
   const memra_tensor *sh, *g; /* moe_combine_gated: + sh sigmoid(g), else NULL */
+  bool shx;                   /* moe_combine_shexp: sh is x's (k+1)-th row of each token */
 } comb_ctx;
 
 static void comb_rows(void *p, int64_t begin, int64_t end, int tid) {
   const comb_ctx *c = p;
   (void)tid;
-  const int64_t k = c->w->ne0, E = c->y->ne0;
+  const int64_t k = c->w->ne0, E = c->y->ne0, xk = c->shx ? k + 1 : k; /* x rows a token */
   for (int64_t r = begin; r < end; ++r) {
     const float *w = cpu_row_f32(c->w, r);
     float *y = cpu_row_f32(c->y, r);
     for (int64_t i = 0; i < E; ++i)
       y[i] = 0;
     for (int64_t j = 0; j < k; ++j) {
-      const float *x = cpu_row_f32(c->x, r * k + j);
+      const float *x = cpu_row_f32(c->x, r * xk + j);
       for (int64_t i = 0; i < E; ++i)
         y[i] += w[j] * x[i];
     }
-    if (c->sh) { /* sigmoid_gate's then add's arithmetic (ssm_conv.c, elementwise.c) */
-      const float *sh = cpu_row_f32(c->sh, r), gv = cpu_row_f32(c->g, r)[0];
+    if (c->g) { /* sigmoid_gate's then add's arithmetic (ssm_conv.c, elementwise.c) */
+      const float *sh = c->shx ? cpu_row_f32(c->x, r * xk + k) : cpu_row_f32(c->sh, r),
+                  gv = cpu_row_f32(c->g, r)[0];
       for (int64_t i = 0; i < E; ++i) {
         const float v = sh[i] / (1.0f + expf(-gv));
         y[i] = y[i] + v;
@@ -217,7 +219,7 @@ memra_status cpu_moe_combine(memra_backend *be, const memra_tensor *y, const mem
     return st;
   if (cpu_overlap(y, x) || cpu_overlap(y, weights))
     return cpu_fail(be, MEMRA_E_INVALID, "moe_combine: y overlaps an input");
-  comb_ctx c = {y, x, weights, NULL, NULL};
+  comb_ctx c = {y, x, weights, NULL, NULL, false};
   cpu_run(be, n, cpu_mul_sat(2 * k, x->ne0), comb_rows, &c);
   return MEMRA_OK;
 }
@@ -235,7 +237,47 @@ memra_status cpu_moe_combine_gated(memra_backend *be, const memra_tensor *y, con
     return st;
   if (cpu_overlap(y, x) || cpu_overlap(y, weights) || cpu_overlap(y, sh) || cpu_overlap(y, g))
     return cpu_fail(be, MEMRA_E_INVALID, "moe_combine_gated: y overlaps an input");
-  comb_ctx c = {y, x, weights, sh, g};
+  comb_ctx c = {y, x, weights, sh, g, false};
   cpu_run(be, n, cpu_mul_sat(2 * k + 8, x->ne0), comb_rows, &c);
   return MEMRA_OK;
+}
+
+memra_status cpu_moe_combine_shexp(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                   const memra_tensor *weights, const memra_tensor *g) {
+  memra_status st;
+  if ((st = cpu_check(be, "moe_combine_shexp", "weights", weights, CPU_F32))) return st;
+  const int64_t n = weights->ne1, k = weights->ne0;
+  if ((st = cpu_check_shape(be, "moe_combine_shexp", "x", x, CPU_F32, -1, n * (k + 1))) ||
+      (st = cpu_check_shape(be, "moe_combine_shexp", "y", y, CPU_F32, x->ne0, n)) ||
+      (st = cpu_check_shape(be, "moe_combine_shexp", "g", g, CPU_F32, 1, n)))
+    return st;
+  if (cpu_overlap(y, x) || cpu_overlap(y, weights) || cpu_overlap(y, g))
+    return cpu_fail(be, MEMRA_E_INVALID, "moe_combine_shexp: y overlaps an input");
+  comb_ctx c = {y, x, weights, NULL, g, true};
+  cpu_run(be, n, cpu_mul_sat(2 * k + 10, x->ne0), comb_rows, &c);
+  return MEMRA_OK;
+}
+
+/* matmul_id_combine: the oracle is the composition itself, through a scratch [n ke, N]. */
+memra_status cpu_matmul_id_combine(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                   const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                                   const memra_tensor *weights, const memra_tensor *g) {
+  memra_status st;
+  if ((st = cpu_check(be, "matmul_id_combine", "ids", ids, CPU_I32))) return st;
+  if (n_expert < 1 || w->ne1 % n_expert)
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "matmul_id_combine: %" PRId64 " weight rows do not split into %d experts",
+                    w->ne1, n_expert);
+  const int64_t N = w->ne1 / n_expert, rows = ids->ne0 * ids->ne1;
+  if (cpu_overlap(y, x) || cpu_overlap(y, w) || cpu_overlap(y, ids) || cpu_overlap(y, weights) ||
+      (g && cpu_overlap(y, g)))
+    return cpu_fail(be, MEMRA_E_INVALID, "matmul_id_combine: y overlaps an input");
+  memra_buf *buf;
+  if ((st = cpu_buf_alloc(be, (uint64_t)(rows > 0 ? rows : 1) * (uint64_t)N * 4, &buf))) return st;
+  const memra_tensor d = {buf, 0, MEMRA_TYPE_F32, 0, N, rows, (uint64_t)N * 4};
+  st = cpu_matmul_id(be, &d, x, w, ids, n_expert);
+  if (!st)
+    st = g ? cpu_moe_combine_shexp(be, y, &d, weights, g) : cpu_moe_combine(be, y, &d, weights);
+  cpu_buf_free(be, buf);
+  return st;
 }

@@ -135,6 +135,10 @@ static const memra_backend_vt cpu_vt = {
 #if MEMRA_ABI_MINOR >= 8 /* the attention's q / k norms in one call (rmsnorm.c) */
     .rmsnorm_qk = cpu_rmsnorm_qk,
 #endif
+#if MEMRA_ABI_MINOR >= 9 /* the shared expert as the stacks' last expert (moe.c) */
+    .moe_combine_shexp = cpu_moe_combine_shexp,
+    .matmul_id_combine = cpu_matmul_id_combine,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 8u
+#define MEMRA_ABI_MINOR 9u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -396,6 +396,25 @@ typedef struct memra_backend_vt {
    * wk [k->ne0] F32. */
   memra_status (*rmsnorm_qk)(memra_backend *be, const memra_tensor *q, const memra_tensor *wq,
                              const memra_tensor *k, const memra_tensor *wk, float eps);
+  /* ABI 1.9. moe_combine_shexp (optional: NULL = the core computes the shared expert apart:
+   * its glu, its down projection, moe_combine_gated): the combine of a layer whose shared expert is
+   * expert n_expert of its stacks, picked by every token as its (k+1)-th id, so one matmul_id
+   * computes it with the routed ones. x [n (k+1), E]: token r's routed rows r (k+1) + j (j < k,
+   * weights[r, j]), then its shared row r (k+1) + k; y[r] = moe_combine_gated's result for the
+   * routed rows and sh = the shared row, with its bits. weights F32 [n, k], g F32 [n, 1], y [n, E]
+   * not overlapping the inputs. */
+  memra_status (*moe_combine_shexp)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                    const memra_tensor *weights, const memra_tensor *g);
+  /* ABI 1.9. matmul_id_combine (optional: NULL = matmul_id, then the combine): the experts'
+   * down projection and each token's combine in one call, with the bits of matmul_id into
+   * [n ke, N] followed by moe_combine (g NULL: ke = k = ids.ne0 = weights.ne0) or
+   * moe_combine_shexp (g F32 [n, 1]: ke = k + 1, the last id the shared expert). x [n ke, K]
+   * (a row per token and expert), w and n_expert as matmul_id, y F32 [n, N] not overlapping
+   * the inputs. */
+  memra_status (*matmul_id_combine)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                    const memra_tensor *w, const memra_tensor *ids,
+                                    int32_t n_expert, const memra_tensor *weights,
+                                    const memra_tensor *g);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -44,6 +44,13 @@ memra_status rec_combine_gated(memra_backend *be, const memra_tensor *y, const m
   return g_real->moe_combine_gated(be, y, x, w, sh, g);
 }
 
+memra_status rec_matmul_id_combine(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                   const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                                   const memra_tensor *wt, const memra_tensor *g) {
+  g_log.push_back(g ? "matmul_id_combine shexp" : "matmul_id_combine");
+  return g_real->matmul_id_combine(be, y, x, w, ids, n_expert, wt, g);
+}
+
 memra_status rec_matmul_id_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
                                int32_t act) {
@@ -198,7 +205,8 @@ TEST_P(GateUpFuse, OneMatmulIdForGateAndUpWithTheSameBits) {
   g_real = fused.bh.vt;
   memra_backend_vt vt = *fused.bh.vt;
   vt.matmul_id = rec_matmul_id;
-  vt.matmul_id_glu = nullptr; /* the down projection as a matmul_id: counted below */
+  vt.matmul_id_glu = nullptr;     /* gate and up as a matmul_id: counted below */
+  vt.matmul_id_combine = nullptr; /* the down projection as a matmul_id: counted below */
   fused.m->vt = apart.m->vt = &vt;
   const size_t nv = (size_t)hp->n_vocab, n_pre = 4;
   const std::string F = std::to_string(hp->n_ff_exp), F2 = std::to_string(2 * hp->n_ff_exp);
@@ -375,6 +383,42 @@ TEST_P(QkNorm, OneCallForTheQAndKNormsWithTheSameBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, QkNorm, ::testing::Values("qwen3moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// ABI 1.9: a MoE layer without a shared expert (the fixtures' shared experts are narrower
+// than their routed ones, so they stay apart too) makes its down projection and combine in one
+// matmul_id_combine call a chunk; the engine without the slot makes matmul_id and moe_combine.
+class IdCombine : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(IdCombine, OneCallForDownAndCombineWithTheSameBits) {
+  SlotRun r;
+  run_slot(
+      GetParam(), "matmul_id_combine",
+      [](const memra_backend_vt *v) { return v->matmul_id_combine != nullptr; },
+      [](memra_backend_vt *with, memra_backend_vt *without) {
+        with->moe_combine = without->moe_combine = rec_combine;
+        with->matmul_id = without->matmul_id = rec_matmul_id;
+        with->matmul_id_combine = rec_matmul_id_combine;
+        without->matmul_id_combine = nullptr;
+      },
+      &r);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(r.layers * r.chunks, count(r.with, "matmul_id_combine")) << "one a layer a chunk";
+  EXPECT_EQ(0u, count(r.with, "moe_combine"));
+  EXPECT_EQ(r.layers * r.chunks, count(r.without, "moe_combine"));
+  const auto ids = [](const std::vector<std::string> &log) {
+    size_t n = 0;
+    for (const std::string &s : log)
+      n += s.rfind("matmul_id ", 0) == 0;
+    return n;
+  };
+  EXPECT_EQ(ids(r.with) + r.layers * r.chunks, ids(r.without))
+      << "the down projection's matmul_id, one a layer a chunk";
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, IdCombine, ::testing::Values("qwen3moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });

@@ -151,6 +151,43 @@ TEST(MoeCombineGated, BitIdenticalToCombineSigmoidGateAdd) {
   EXPECT_EQ(MEMRA_E_INVALID, c.vt->moe_combine_gated(c.be, &Y.t, &X.t, &Wt.t, &S.t, &Gbad.t));
 }
 
+// ABI 1.9: with the shared expert as every token's (k+1)-th row of x, the combine gives the
+// bits of moe_combine_gated over the routed rows and the shared rows taken apart; odd sizes;
+// refuses an x of n k rows (the gated form's shape) with its message.
+TEST(MoeCombineShexp, BitIdenticalToGatedOnTheRowsApart) {
+  Cpu c;
+  const int n = 3, k = 5, E = 37;
+  std::vector<float> x = rnd((size_t)n * (k + 1) * E, 11), w = rnd((size_t)n * k, 12, 0, 1),
+                     g = rnd((size_t)n, 13, -6, 6), xr, sh;
+  for (int r = 0; r < n; ++r)
+    for (int j = 0; j <= k; ++j) {
+      const float *row = x.data() + ((size_t)r * (k + 1) + j) * E;
+      (j < k ? xr : sh).insert((j < k ? xr : sh).end(), row, row + E);
+    }
+  Dev X(c, MEMRA_TYPE_F32, E, n * (k + 1)), Xr(c, MEMRA_TYPE_F32, E, n * k),
+      S(c, MEMRA_TYPE_F32, E, n), Wt(c, MEMRA_TYPE_F32, k, n), G(c, MEMRA_TYPE_F32, 1, n),
+      Y(c, MEMRA_TYPE_F32, E, n), Y2(c, MEMRA_TYPE_F32, E, n);
+  X.put(x.data());
+  Xr.put(xr.data());
+  S.put(sh.data());
+  Wt.put(w.data());
+  G.put(g.data());
+  ASSERT_NE(nullptr, c.vt->moe_combine_shexp);
+  ASSERT_EQ(MEMRA_OK, c.vt->moe_combine_shexp(c.be, &Y.t, &X.t, &Wt.t, &G.t)) << c.err();
+  ASSERT_EQ(MEMRA_OK, c.vt->moe_combine_gated(c.be, &Y2.t, &Xr.t, &Wt.t, &S.t, &G.t)) << c.err();
+  const std::vector<float> a = Y.get<float>(), b = Y2.get<float>();
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  // the shared rows count: the combine of the routed rows alone differs in every row
+  ASSERT_EQ(MEMRA_OK, c.vt->moe_combine(c.be, &Y2.t, &Xr.t, &Wt.t)) << c.err();
+  const std::vector<float> d = Y2.get<float>();
+  for (int r = 0; r < n; ++r)
+    EXPECT_NE(0, memcmp(a.data() + (size_t)r * E, d.data() + (size_t)r * E, E * sizeof(float)))
+        << "row " << r;
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->moe_combine_shexp(c.be, &Y.t, &Xr.t, &Wt.t, &G.t));
+  EXPECT_EQ("moe_combine_shexp: x has shape [15, 37], expected [18, *]", c.err());
+}
+
 // ABI 1.7: matmul_id_glu over a fused gate/up stack (per expert N gate rows, then N up
 // rows) gives the bits of matmul_id over the 2 N rows, then glu; odd N and K, a shared x; and
 // refuses an odd row count an expert and a y of the wrong width.

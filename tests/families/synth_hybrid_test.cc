@@ -4,6 +4,7 @@
 // decode. The GPU machine synthesizes the real-shape presets (qwen3next-80b-a3b,
 // qwen3-30b-a3b) for the graph gate and benchmarks; this keeps the writer honest in CI.
 #include <cstdlib>
+#include <cstring>
 
 #include "tests/e2e/engine_fixture.h"
 
@@ -60,7 +61,7 @@ TEST(SynthHybrid, TinyQwen3NextLoadsAndPrefillEqualsDecode) {
     EXPECT_EQ(4, hp.n_layer);
     EXPECT_EQ(7, hp.n_expert);
     EXPECT_EQ(2, hp.n_expert_used);
-    EXPECT_EQ(32, hp.n_ff_exp);
+    EXPECT_EQ(64, hp.n_ff_exp);
     EXPECT_EQ(64, hp.n_ff_shexp);
     EXPECT_EQ(2, hp.ssm_k_heads);
     EXPECT_EQ(4, hp.ssm_v_heads);
@@ -70,6 +71,73 @@ TEST(SynthHybrid, TinyQwen3NextLoadsAndPrefillEqualsDecode) {
       EXPECT_EQ(il != 3, memra_hparams_layer_recurrent(&hp, il)) << "layer " << il;
 
     ASSERT_NO_FATAL_FAILURE(prefill_equals_decode(e, path, types));
+  }
+}
+
+// ABI 1.9: a shared expert of the routed experts' width and type is expert n_expert of the
+// stacks (model.c stack_shexp) and rides in the routed matmul_id launches, combined by
+// moe_combine_shexp. On the CPU, whose matmul and matmul_id sum in one order, the logits of a
+// prompt (one chunk, then odd chunks) and of decode steps are bit-identical to the engine whose
+// plugin lacks the slot (the shared glu, down and moe_combine_gated apart), and each eval makes
+// one moe_combine_shexp a MoE layer and no moe_combine_gated.
+namespace {
+const memra_backend_vt *g_sx_real;
+int g_sx_calls, g_sx_gated;
+memra_status rec_shexp(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                       const memra_tensor *w, const memra_tensor *g) {
+  ++g_sx_calls;
+  return g_sx_real->moe_combine_shexp(be, y, x, w, g);
+}
+memra_status rec_gated(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                       const memra_tensor *w, const memra_tensor *sh, const memra_tensor *g) {
+  ++g_sx_gated;
+  return g_sx_real->moe_combine_gated(be, y, x, w, sh, g);
+}
+} // namespace
+
+TEST(SynthHybrid, SharedExpertStackedWithTheSameBits) {
+  for (const char *types : {"f32", "q8_0"}) {
+    const std::string path =
+        synth("tiny-qwen3next", types, std::string("tq3n-sx-") + types + ".gguf");
+    ASSERT_FALSE(path.empty()) << types;
+    Engine with, without;
+    ASSERT_TRUE(with.open(path, MEMRA_TYPE_F32, 64)) << with.err.msg;
+    ASSERT_TRUE(without.open(path, MEMRA_TYPE_F32, 64)) << without.err.msg;
+    const memra_hparams &hp = with.m->hp;
+    for (int il = 0; il < hp.n_layer; ++il)
+      ASSERT_TRUE(with.m->layers[il].shexp_stacked) << types << " layer " << il;
+    ASSERT_NE(nullptr, with.bh.vt->moe_combine_shexp) << "the CPU plugin lost its slot";
+    g_sx_real = with.bh.vt;
+    memra_backend_vt vw = *with.bh.vt, vo = *without.bh.vt;
+    vw.moe_combine_shexp = vo.moe_combine_shexp = rec_shexp;
+    vw.moe_combine_gated = vo.moe_combine_gated = rec_gated;
+    vw.matmul_id_combine = vo.matmul_id_combine = nullptr; /* the combine counted apart */
+    vo.moe_combine_shexp = nullptr;
+    with.m->vt = &vw;
+    without.m->vt = &vo;
+    std::vector<int32_t> ids;
+    uint32_t s = 777;
+    for (int i = 0; i < 29; ++i)
+      ids.push_back((int32_t)((s = s * 1103515245u + 12345u) >> 16) % 300);
+    const size_t nv = (size_t)hp.n_vocab, n = ids.size();
+    std::vector<float> a(n * nv), b(n * nv);
+    // the prompt's first 20 positions in one chunk, then 9 single-token steps
+    for (Engine *e : {&with, &without}) {
+      std::vector<float> &out = e == &with ? a : b;
+      g_sx_calls = g_sx_gated = 0;
+      ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e->c, 0, ids.data(), 20, 0, true, out.data(), &e->err))
+          << e->err.msg;
+      for (size_t p = 20; p < n; ++p)
+        ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e->c, 0, &ids[p], 1, (int32_t)p, true,
+                                           out.data() + p * nv, &e->err))
+            << e->err.msg;
+      const int chunks = (20 + 6) / 7 + (int)(n - 20); /* ubatch 7 */
+      EXPECT_EQ(e == &with ? chunks * hp.n_layer : 0, g_sx_calls) << types;
+      EXPECT_EQ(e == &with ? 0 : chunks * hp.n_layer, g_sx_gated) << types;
+    }
+    with.m->vt = with.bh.vt;
+    without.m->vt = without.bh.vt;
+    EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << types;
   }
 }
 

@@ -57,11 +57,12 @@ static const preset PRESETS[] = {
     /* Qwen3-30B-A3B (qwen3moe: 128 experts, top-8, no shared expert) */
     {"qwen3-30b-a3b", {"qwen3moe", 151936, 2048, 48, 32, 4, 128, 0, 1000000.0f, false, false,
                        128,        8,      768,  0,  0,  0, 0,   0, 0,          0}},
-    /* the same structures at toy size (CPU tests of this tool) */
+    /* the same structures at toy size (CPU tests of this tool); tiny-qwen3next's shared
+     * expert has its routed experts' width, as Qwen3-Next's, so its layers stack it */
     {"tiny-qwen3moe", {"qwen3moe", 300, 64, 2, 4, 2, 32, 0, 1000000.0f, false, false,
                        7,          2,   32, 0, 0, 0, 0,  0, 0,          0}},
     {"tiny-qwen3next", {"qwen3next", 300, 64, 4,  4, 2,  32, 0, 10000000.0f, false, false,
-                        7,           2,   32, 64, 4, 32, 2,  4, 8,           4}},
+                        7,           2,   64, 64, 4, 32, 2,  4, 8,           4}},
 };
 
 /* splitmix64: a seeded stream; Box-Muller for normals. */
