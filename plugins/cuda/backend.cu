@@ -217,6 +217,17 @@ static const memra_backend_vt *cu_vtable(void) {
     const char *qk = getenv("MEMRA_RMS_QK");
     v.rmsnorm_qk = qk && strcmp(qk, "0") == 0 ? NULL : memra_cu_rmsnorm_qk;
 #endif
+#if MEMRA_ABI_MINOR >= 9
+    /* ABI 1.9 moe_combine_shexp: the shared expert rides in the routed expert launches;
+     * MEMRA_SHEXP_STACK=0 leaves it out (A/B: the core then keeps the shared expert apart) */
+    const char *sx = getenv("MEMRA_SHEXP_STACK");
+    v.moe_combine_shexp = sx && strcmp(sx, "0") == 0 ? NULL : memra_cu_moe_combine_shexp;
+    /* ABI 1.9 matmul_id_combine (the experts' down projection and the combine in one launch,
+     * F16 / BF16) is opt-in, MEMRA_MMID_COMBINE=1: on the H200 its kernel lost to matmul_id
+     * and the combine (hybrid F16 tg128 2,130 vs 2,235, docs/PERF.md) */
+    const char *mc = getenv("MEMRA_MMID_COMBINE");
+    v.matmul_id_combine = mc && strcmp(mc, "1") == 0 ? memra_cu_matmul_id_combine : NULL;
+#endif
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;
     v.gated_delta_rule = memra_cu_gated_delta_rule;

@@ -20,6 +20,13 @@ memra_status memra_cu_matmul_id_glu(memra_backend *be, const memra_tensor *y, co
 memra_status memra_cu_moe_combine_gated(memra_backend *be, const memra_tensor *y,
                                         const memra_tensor *x, const memra_tensor *weights,
                                         const memra_tensor *sh, const memra_tensor *g);
+memra_status memra_cu_moe_combine_shexp(memra_backend *be, const memra_tensor *y,
+                                        const memra_tensor *x, const memra_tensor *weights,
+                                        const memra_tensor *g);
+memra_status memra_cu_matmul_id_combine(memra_backend *be, const memra_tensor *y,
+                                        const memra_tensor *x, const memra_tensor *w,
+                                        const memra_tensor *ids, int32_t n_expert,
+                                        const memra_tensor *weights, const memra_tensor *g);
 memra_status memra_cu_sigmoid_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                    const memra_tensor *g);
 memra_status memra_cu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,

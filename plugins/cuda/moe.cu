@@ -466,6 +466,97 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_h_v2_kernel(mmid_ar
   }
 }
 
+/* matmul_id_combine for F16 / BF16 experts (ABI 1.9): a warp owns MIC_R output rows of one
+ * token and walks the token's a.k experts MIC_J at a time, their loads in flight together.
+ * A row's dot is matmul_id_h_v2's (the lane's chain in k order, then the butterfly), the sum
+ * moe_combine_v1's (j order, __fmul_rn then __fadd_rn; SH: the last expert's row / (1 +
+ * e^-g) added after): the bits of matmul_id then the combine, without the [n k, N] rows in
+ * memory or the combine's launch. kr: routed experts a token (a.k - SH). */
+enum { MIC_R = 2, MIC_J = 4 };
+template <int T, bool SH>
+__global__ void __launch_bounds__(MMID_WARPS * 32)
+    matmul_id_combine_h_kernel(mmid_args a, float *y, int64_t y_ld, const float *wt, int64_t wt_ld,
+                               int kr, const float *g, int64_t g_ld) {
+  memra_pdl_enter();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t n0 = ((int64_t)blockIdx.x * MMID_WARPS + warp) * MIC_R;
+  if (n0 >= a.N) return; /* warp-uniform */
+  const int64_t tokens = a.rows / a.k;
+  for (int64_t r = blockIdx.y; r < tokens; r += gridDim.y) {
+    float s[MIC_R], sh[MIC_R];
+#pragma unroll
+    for (int i = 0; i < MIC_R; ++i)
+      s[i] = sh[i] = 0.f;
+    for (int j0 = 0; j0 < a.k; j0 += MIC_J) {
+      const uint16_t *wr[MIC_J][MIC_R];
+      const float *xr[MIC_J];
+      bool ok[MIC_J];
+      float acc[MIC_J][MIC_R];
+#pragma unroll
+      for (int jj = 0; jj < MIC_J; ++jj) {
+        const int e = j0 + jj < a.k ? mmid_expert(a, r * a.k + j0 + jj) : -1;
+        ok[jj] = e >= 0;
+        xr[jj] = a.x + (r * a.k + j0 + jj) * a.x_ld;
+#pragma unroll
+        for (int i = 0; i < MIC_R; ++i) {
+          const int64_t n = n0 + i < a.N ? n0 + i : a.N - 1; /* a tail row reads a real one */
+          wr[jj][i] =
+              (const uint16_t *)(a.w + ((uint64_t)(ok[jj] ? e : 0) * (uint64_t)a.N + (uint64_t)n) *
+                                           a.w_nb1);
+          acc[jj][i] = 0.f;
+        }
+      }
+#pragma unroll 2
+      for (int64_t k0 = 8 * lane; k0 < a.K; k0 += 256) {
+        uint4 wv[MIC_J][MIC_R];
+#pragma unroll
+        for (int jj = 0; jj < MIC_J; ++jj)
+#pragma unroll
+          for (int i = 0; i < MIC_R; ++i)
+            if (ok[jj]) wv[jj][i] = __ldg((const uint4 *)(wr[jj][i] + k0));
+#pragma unroll
+        for (int jj = 0; jj < MIC_J; ++jj) {
+          if (!ok[jj]) continue;
+          const float4 xa = __ldg((const float4 *)(xr[jj] + k0)),
+                       xb = __ldg((const float4 *)(xr[jj] + k0) + 1);
+          const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+#pragma unroll
+          for (int i = 0; i < MIC_R; ++i) {
+            const uint32_t u[4] = {wv[jj][i].x, wv[jj][i].y, wv[jj][i].z, wv[jj][i].w};
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+              const uint16_t h = (uint16_t)(u[q >> 1] >> (16 * (q & 1)));
+              const float wf =
+                  T == MEMRA_TYPE_F16 ? __half2float(__ushort_as_half(h)) : memra_bf2f(h);
+              acc[jj][i] = fmaf(wf, xv[q], acc[jj][i]);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int jj = 0; jj < MIC_J; ++jj) {
+        const int j = j0 + jj;
+        if (j >= a.k) break;
+#pragma unroll
+        for (int i = 0; i < MIC_R; ++i) {
+          const float v = ok[jj] ? memra_warp_sum(acc[jj][i]) : MOE_NAN;
+          if (j < kr)
+            s[i] = __fadd_rn(s[i], __fmul_rn(wt[r * wt_ld + j], v));
+          else
+            sh[i] = v;
+        }
+      }
+    }
+    if (lane == 0)
+#pragma unroll
+      for (int i = 0; i < MIC_R; ++i) {
+        float v = s[i];
+        if (SH) v = __fadd_rn(v, sh[i] / (1.0f + expf(-g[r * g_ld])));
+        if (n0 + i < a.N) y[r * y_ld + n0 + i] = v;
+      }
+  }
+}
+
 /* Which expert types run v3 (moe_tc.cuh): Q4_K and Q6_K by default; MEMRA_MMID=v2 none,
  * MEMRA_MMID=q4 Q4_K only (A/B timing; v3's bits are the tensor cores', v2's the float GEMV's).
  * Read once: fixed for the process, so a row's arithmetic never depends on the batch. */
@@ -478,10 +569,11 @@ static bool midtc_mode(int32_t type) {
   return type == MEMRA_TYPE_Q4_K ? mode >= 1 : type == MEMRA_TYPE_Q6_K && mode == 2;
 }
 
-/* matmul_id, and (glu) matmul_id_glu: y [n k, N / 2] = silu(gate rows) * up rows. */
-static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                             const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
-                             bool glu) {
+/* matmul_id's (glu: matmul_id_glu's) checks, every message, and its kernel arguments; *xv:
+ * x rows 16-byte aligned, *walign: the weight rows' alignment. */
+static memra_status mmid_prep(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                              const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                              bool glu, mmid_args *ap, bool *xvp, uint64_t *walignp) {
   memra_status st;
   if ((st = memra_cu_check_tensor(be, w, "matmul_id: w", -1)) ||
       (st = memra_cu_check_f(be, "matmul_id", "ids", ids, MEMRA_TYPE_I32, -1, -1)))
@@ -516,9 +608,8 @@ static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const mem
                          memra_type_info(w->type).name,
                          (unsigned long long)memra_cu_type_align(w->type));
   const int64_t rows = n * k;
-  if (rows == 0) return MEMRA_OK;
   const float *xp = (const float *)memra_cu_ptr(x);
-  mmid_args a;
+  mmid_args &a = *ap;
   a.y = (float *)memra_cu_ptr(y);
   a.y_ld = (int64_t)(y->nb1 / 4);
   a.x = xp;
@@ -536,8 +627,18 @@ static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const mem
   a.F = F;
   if (k > 0x7fffffff)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul_id: k = %lld", (long long)k);
+  *xvp = memra_cu_align_of(xp, x->nb1 * (x->ne1 > 1)) >= 16;
+  *walignp = walign;
+  return MEMRA_OK;
+}
+
+/* matmul_id's kernels for prepared arguments (mmid_prep). */
+static memra_status mmid_launch(memra_backend *be, const mmid_args &a, const memra_tensor *w,
+                                bool glu, bool xv, uint64_t walign) {
+  const int64_t rows = a.rows, N = a.N, K = a.K, F = a.F;
+  const uint8_t *wp = a.w;
+  if (rows == 0) return MEMRA_OK;
   const unsigned gy = (unsigned)(rows < 65535 ? rows : 65535);
-  const bool xv = memra_cu_align_of(xp, x->nb1 * (x->ne1 > 1)) >= 16;
   if (midtc_mode(w->type) && midtc_fits(w->type, wp, w->nb1, N, K)) {
     cudaError_t err = cudaSuccess;
     bool done;
@@ -630,6 +731,17 @@ static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const mem
   return MEMRA_OK;
 }
 
+/* matmul_id, and (glu) matmul_id_glu: y [n k, N / 2] = silu(gate rows) * up rows. */
+static memra_status mmid_run(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                             const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                             bool glu) {
+  mmid_args a;
+  bool xv;
+  uint64_t walign;
+  const memra_status st = mmid_prep(be, y, x, w, ids, n_expert, glu, &a, &xv, &walign);
+  return st ? st : mmid_launch(be, a, w, glu, xv, walign);
+}
+
 memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                 const memra_tensor *w, const memra_tensor *ids, int32_t n_expert) {
   return mmid_run(be, y, x, w, ids, n_expert, false);
@@ -649,12 +761,14 @@ memra_status memra_cu_matmul_id_glu(memra_backend *be, const memra_tensor *y, co
 /* --- moe_combine ----------------------------------------------------------------------- */
 
 /* GATED (moe_combine_gated, ABI 1.7): + sh sigmoid(g) after the sum, with sigmoid_gate's
- * (gdn.cu) and add's (elementwise.cu) arithmetic: the composition's bits in one pass. */
+ * (gdn.cu) and add's (elementwise.cu) arithmetic: the composition's bits in one pass.
+ * xk: x rows a token, k, or k + 1 for moe_combine_shexp (ABI 1.9), whose sh is then x's row
+ * r xk + k (sh = x + k x_ld, sh_ld = xk x_ld). */
 template <bool GATED>
 __global__ void moe_combine_v1_kernel(float *y, int64_t y_ld, const float *x, int64_t x_ld,
-                                      const float *w, int64_t w_ld, int64_t k, int64_t E,
-                                      int64_t total, const float *sh, int64_t sh_ld, const float *g,
-                                      int64_t g_ld) {
+                                      const float *w, int64_t w_ld, int64_t k, int64_t xk,
+                                      int64_t E, int64_t total, const float *sh, int64_t sh_ld,
+                                      const float *g, int64_t g_ld) {
   memra_pdl_enter();
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total;
        t += (int64_t)gridDim.x * blockDim.x) {
@@ -662,7 +776,7 @@ __global__ void moe_combine_v1_kernel(float *y, int64_t y_ld, const float *x, in
     const float *wr = w + r * w_ld;
     float s = 0.f;
     for (int64_t j = 0; j < k; ++j)
-      s = __fadd_rn(s, __fmul_rn(wr[j], x[(r * k + j) * x_ld + i]));
+      s = __fadd_rn(s, __fmul_rn(wr[j], x[(r * xk + j) * x_ld + i]));
     if (GATED) {
       const float v = sh[r * sh_ld + i] / (1.0f + expf(-g[r * g_ld]));
       s = __fadd_rn(s, v);
@@ -689,7 +803,7 @@ memra_status memra_cu_moe_combine(memra_backend *be, const memra_tensor *y, cons
   (void)memra_cu_launch(
       be, moe_combine_v1_kernel<false>, dim3((unsigned)g), dim3(256), 0, (float *)memra_cu_ptr(y),
       (int64_t)(y->nb1 / 4), (const float *)memra_cu_ptr(x), (int64_t)(x->nb1 / 4),
-      (const float *)memra_cu_ptr(weights), (int64_t)(weights->nb1 / 4), k, x->ne0, total,
+      (const float *)memra_cu_ptr(weights), (int64_t)(weights->nb1 / 4), k, k, x->ne0, total,
       (const float *)NULL, (int64_t)0, (const float *)NULL, (int64_t)0);
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
@@ -717,9 +831,98 @@ memra_status memra_cu_moe_combine_gated(memra_backend *be, const memra_tensor *y
   (void)memra_cu_launch(be, moe_combine_v1_kernel<true>, dim3((unsigned)g), dim3(256), 0,
                         (float *)memra_cu_ptr(y), (int64_t)(y->nb1 / 4),
                         (const float *)memra_cu_ptr(x), (int64_t)(x->nb1 / 4),
-                        (const float *)memra_cu_ptr(weights), (int64_t)(weights->nb1 / 4), k,
+                        (const float *)memra_cu_ptr(weights), (int64_t)(weights->nb1 / 4), k, k,
                         x->ne0, total, (const float *)memra_cu_ptr(sh), (int64_t)(sh->nb1 / 4),
                         (const float *)memra_cu_ptr(gt), (int64_t)(gt->nb1 / 4));
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}
+
+memra_status memra_cu_moe_combine_shexp(memra_backend *be, const memra_tensor *y,
+                                        const memra_tensor *x, const memra_tensor *weights,
+                                        const memra_tensor *gt) {
+  memra_status st;
+  if ((st = memra_cu_check_f(be, "moe_combine_shexp", "weights", weights, MEMRA_TYPE_F32, -1, -1)))
+    return st;
+  const int64_t n = weights->ne1, k = weights->ne0;
+  if ((st = memra_cu_check_f(be, "moe_combine_shexp", "x", x, MEMRA_TYPE_F32, -1, n * (k + 1))) ||
+      (st = memra_cu_check_f(be, "moe_combine_shexp", "y", y, MEMRA_TYPE_F32, x->ne0, n)) ||
+      (st = memra_cu_check_f(be, "moe_combine_shexp", "g", gt, MEMRA_TYPE_F32, 1, n)))
+    return st;
+  if (memra_cu_overlap(y, x) || memra_cu_overlap(y, weights) || memra_cu_overlap(y, gt))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "moe_combine_shexp: y overlaps an input");
+  const int64_t total = n * x->ne0, x_ld = (int64_t)(x->nb1 / 4);
+  if (total == 0) return MEMRA_OK;
+  int64_t g = (total + 255) / 256;
+  if (g > 65536) g = 65536;
+  const float *xp = (const float *)memra_cu_ptr(x);
+  (void)memra_cu_launch(be, moe_combine_v1_kernel<true>, dim3((unsigned)g), dim3(256), 0,
+                        (float *)memra_cu_ptr(y), (int64_t)(y->nb1 / 4), xp, x_ld,
+                        (const float *)memra_cu_ptr(weights), (int64_t)(weights->nb1 / 4), k, k + 1,
+                        x->ne0, total, xp + k * x_ld, (k + 1) * x_ld,
+                        (const float *)memra_cu_ptr(gt), (int64_t)(gt->nb1 / 4));
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}
+
+/* ABI 1.9 matmul_id_combine: F16 / BF16 experts (16-byte rows, K % 8 == 0) in one launch;
+ * other types run matmul_id into the workspace, then the combine (two launches, the same
+ * bits by definition). MEMRA_MMID_COMBINE=0 leaves the slot out (backend.cu). */
+memra_status memra_cu_matmul_id_combine(memra_backend *be, const memra_tensor *y,
+                                        const memra_tensor *x, const memra_tensor *w,
+                                        const memra_tensor *ids, int32_t n_expert,
+                                        const memra_tensor *weights, const memra_tensor *gt) {
+  memra_status st;
+  const char *op = "matmul_id_combine";
+  if ((st = memra_cu_check_f(be, op, "weights", weights, MEMRA_TYPE_F32, -1, -1)) ||
+      (st = memra_cu_check_f(be, op, "ids", ids, MEMRA_TYPE_I32, weights->ne0 + (gt != NULL),
+                             weights->ne1)) ||
+      (gt && (st = memra_cu_check_f(be, op, "g", gt, MEMRA_TYPE_F32, 1, weights->ne1))))
+    return st;
+  if (n_expert < 1 || w->ne1 % n_expert != 0)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %lld weight rows do not split into %d experts",
+                         op, (long long)w->ne1, n_expert);
+  const int64_t n = weights->ne1, ke = ids->ne0, N = w->ne1 / n_expert;
+  if ((st = memra_cu_check_f(be, op, "y", y, MEMRA_TYPE_F32, N, n))) return st;
+  if (memra_cu_overlap(y, x) || memra_cu_overlap(y, w) || memra_cu_overlap(y, ids) ||
+      memra_cu_overlap(y, weights) || (gt && memra_cu_overlap(y, gt)))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y overlaps an input", op);
+  /* matmul_id's own checks, on the [n ke, N] rows the two-launch form writes into the
+   * workspace (taken only then: the fused launch needs none, even inside a capture) */
+  const uint64_t wsb = (uint64_t)(n * ke > 0 ? n * ke : 1) * (uint64_t)N * 4;
+  memra_buf wbuf = {NULL, wsb};
+  memra_tensor d = {&wbuf, 0, MEMRA_TYPE_F32, 0, N, n * ke, (uint64_t)N * 4};
+  mmid_args a;
+  bool xv;
+  uint64_t walign;
+  if ((st = mmid_prep(be, &d, x, w, ids, n_expert, false, &a, &xv, &walign))) return st;
+  if (n == 0) return MEMRA_OK;
+  const bool h16 = w->type == MEMRA_TYPE_F16 || w->type == MEMRA_TYPE_BF16;
+  if (!(h16 && a.K % 8 == 0 && xv && walign >= 16 && !a.shared_x)) {
+    if ((st = memra_cu_workspace(be, wsb, &wbuf.ptr))) return st;
+    a.y = (float *)wbuf.ptr;
+    if ((st = mmid_launch(be, a, w, false, xv, walign))) return st;
+    return gt ? memra_cu_moe_combine_shexp(be, y, &d, weights, gt)
+              : memra_cu_moe_combine(be, y, &d, weights);
+  }
+  const dim3 grid((unsigned)((N + MIC_R * MMID_WARPS - 1) / (MIC_R * MMID_WARPS)),
+                  (unsigned)(n < 65535 ? n : 65535));
+  float *yp = (float *)memra_cu_ptr(y);
+  const float *wp = (const float *)memra_cu_ptr(weights),
+              *gp = gt ? (const float *)memra_cu_ptr(gt) : NULL;
+  const int64_t y_ld = (int64_t)(y->nb1 / 4), w_ld = (int64_t)(weights->nb1 / 4),
+                g_ld = gt ? (int64_t)(gt->nb1 / 4) : 0;
+  const int kr = (int)weights->ne0;
+  if (w->type == MEMRA_TYPE_F16)
+    (void)memra_cu_launch(be,
+                          gt ? matmul_id_combine_h_kernel<MEMRA_TYPE_F16, true>
+                             : matmul_id_combine_h_kernel<MEMRA_TYPE_F16, false>,
+                          grid, dim3(MMID_WARPS * 32), 0, a, yp, y_ld, wp, w_ld, kr, gp, g_ld);
+  else
+    (void)memra_cu_launch(be,
+                          gt ? matmul_id_combine_h_kernel<MEMRA_TYPE_BF16, true>
+                             : matmul_id_combine_h_kernel<MEMRA_TYPE_BF16, false>,
+                          grid, dim3(MMID_WARPS * 32), 0, a, yp, y_ld, wp, w_ld, kr, gp, g_ld);
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
 }

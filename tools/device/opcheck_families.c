@@ -16,6 +16,8 @@
  * an F32 KV cache, prefill in odd chunks and token-by-token decode each against HF
  * transformers' float32 logits (issue 8 bound: 1e-3 relative L2 per position).
  * Exit status: 0 all PASS, 1 a failure, 2 usage, 3 a fatal plugin error. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -309,6 +311,79 @@ static void check_matmul_id_glu(int32_t type, int64_t n_expert, int64_t N, int64
   free(ids);
 }
 
+/* ABI 1.9 matmul_id_combine: against the CPU, and on plugin 1 bitwise against its own
+ * matmul_id into [n ke, N] then moe_combine (sh 0) or moe_combine_shexp (sh 1: ke = k + 1,
+ * the last id of a token expert n_expert - 1, the shared expert's place). */
+static void check_mmid_combine(int32_t type, int64_t n_expert, int64_t N, int64_t K, int64_t n,
+                               int64_t k, int sh) {
+  const int64_t ke = k + sh, rows = n * ke;
+  uint64_t wbytes;
+  void *w = ck_rand_rows(type, K, n_expert * N, &wbytes);
+  float *x = ck_frand_vec(rows * K, -1, 1), *wt = ck_frand_vec(n * k, 0, 1),
+        *g = ck_frand_vec(n + 1, -6, 6);
+  int32_t *ids = ck_xmalloc((size_t)rows * 4 + 4);
+  for (int64_t i = 0; i < rows; ++i) /* distinct within a token; the shared expert last */
+    ids[i] = sh && i % ke == k ? (int32_t)(n_expert - 1)
+                               : (int32_t)((i / ke * 5 + i % ke * 3) % (n_expert - sh));
+  ck_buf dw = ck_new(wbytes, w), dx = ck_new((uint64_t)(rows * K) * 4, x),
+         di = ck_new((uint64_t)rows * 4, ids), dt = ck_new((uint64_t)(n * k) * 4, wt),
+         dg = ck_new((uint64_t)(n + 1) * 4, g), dy = ck_new((uint64_t)(n * N) * 4, NULL),
+         dd = ck_new((uint64_t)(rows * N) * 4, NULL), dy2 = ck_new((uint64_t)(n * N) * 4, NULL);
+  char what[96];
+  snprintf(what, sizeof what,
+           "%s E %" PRId64 " N %" PRId64 " K %" PRId64 " n %" PRId64 " k %" PRId64 "%s",
+           tname(type), n_expert, N, K, n, k, sh ? " + shared" : "");
+  int ok = 1;
+  for (int i = 0; i < 2; ++i) {
+    if (!P[i].vt->matmul_id_combine) {
+      ck_record("matmul_id_combine", what, INFINITY, 0, 0, "slot missing");
+      ok = 0;
+      break;
+    }
+    memra_tensor tw = ck_view(&dw, i, type, K, n_expert * N, 0, 0),
+                 tx = ck_view(&dx, i, MEMRA_TYPE_F32, K, rows, 0, 0),
+                 ti = ck_view(&di, i, MEMRA_TYPE_I32, ke, n, 0, 0),
+                 tt = ck_view(&dt, i, MEMRA_TYPE_F32, k, n, 0, 0),
+                 tg = ck_view(&dg, i, MEMRA_TYPE_F32, 1, n, 0, 0),
+                 ty = ck_view(&dy, i, MEMRA_TYPE_F32, N, n, 0, 0);
+    ok &= must_ok(i,
+                  P[i].vt->matmul_id_combine(P[i].be, &ty, &tx, &tw, &ti, (int32_t)n_expert, &tt,
+                                             sh ? &tg : NULL),
+                  "matmul_id_combine");
+  }
+  if (ok) {
+    cmp_f32("matmul_id_combine", what, &dy, 0, n * N, 1e-5, NULL);
+    memra_tensor tw = ck_view(&dw, 1, type, K, n_expert * N, 0, 0),
+                 tx = ck_view(&dx, 1, MEMRA_TYPE_F32, K, rows, 0, 0),
+                 ti = ck_view(&di, 1, MEMRA_TYPE_I32, ke, n, 0, 0),
+                 tt = ck_view(&dt, 1, MEMRA_TYPE_F32, k, n, 0, 0),
+                 tg = ck_view(&dg, 1, MEMRA_TYPE_F32, 1, n, 0, 0),
+                 td = ck_view(&dd, 1, MEMRA_TYPE_F32, N, rows, 0, 0),
+                 ty = ck_view(&dy2, 1, MEMRA_TYPE_F32, N, n, 0, 0);
+    if (must_ok(1, P[1].vt->matmul_id(P[1].be, &td, &tx, &tw, &ti, (int32_t)n_expert),
+                "matmul_id") &&
+        must_ok(1,
+                sh ? P[1].vt->moe_combine_shexp(P[1].be, &ty, &td, &tt, &tg)
+                   : P[1].vt->moe_combine(P[1].be, &ty, &td, &tt),
+                "combine"))
+      record_same_bits("matmul_id_combine == matmul_id + combine", what, &dy, 0, &dy2, 1,
+                       (uint64_t)(n * N) * 4);
+  }
+  ck_free(&dw);
+  ck_free(&dx);
+  ck_free(&di);
+  ck_free(&dt);
+  ck_free(&dg);
+  ck_free(&dy);
+  ck_free(&dd);
+  ck_free(&dy2);
+  free(w);
+  free(x);
+  free(wt);
+  free(g);
+  free(ids);
+}
+
 /* --- moe_combine, sigmoid_gate -------------------------------------------------------- */
 
 static void check_combine(int64_t n, int64_t k, int64_t E) {
@@ -330,6 +405,55 @@ static void check_combine(int64_t n, int64_t k, int64_t E) {
   ck_free(&dy);
   free(x);
   free(w);
+}
+
+/* ABI 1.9 moe_combine_shexp (the shared expert as every token's (k+1)-th row of x): against
+ * the CPU, and on plugin 1 bitwise against its own moe_combine_gated over the same rows
+ * viewed apart (for one token the routed rows are the first k, the shared row the last). */
+static void check_combine_shexp(int64_t n, int64_t k, int64_t E) {
+  const int64_t k1 = k + 1;
+  float *x = ck_frand_vec(n * k1 * E, -2, 2), *w = ck_frand_vec(n * k, 0, 1),
+        *g = ck_frand_vec(n, -6, 6);
+  ck_buf dx = ck_new((uint64_t)(n * k1 * E) * 4, x), dw = ck_new((uint64_t)(n * k) * 4, w),
+         dg = ck_new((uint64_t)n * 4, g), dy = ck_new((uint64_t)(n * E) * 4 + 4, NULL),
+         d2 = ck_new((uint64_t)(n * E) * 4, NULL);
+  char what[80];
+  snprintf(what, sizeof what, "n %" PRId64 " k %" PRId64 " E %" PRId64, n, k, E);
+  int ok = 1;
+  for (int i = 0; i < 2; ++i) {
+    if (!P[i].vt->moe_combine_shexp) {
+      ck_record("moe_combine_shexp", what, INFINITY, 0, 0, "slot missing");
+      ok = 0;
+      break;
+    }
+    memra_tensor tx = ck_view(&dx, i, MEMRA_TYPE_F32, E, n * k1, 0, 0),
+                 tw = ck_view(&dw, i, MEMRA_TYPE_F32, k, n, 0, 0),
+                 tg = ck_view(&dg, i, MEMRA_TYPE_F32, 1, n, 0, 0),
+                 ty = ck_view(&dy, i, MEMRA_TYPE_F32, E, n, 0, 0);
+    ok &= must_ok(i, P[i].vt->moe_combine_shexp(P[i].be, &ty, &tx, &tw, &tg), "moe_combine_shexp");
+  }
+  if (ok) {
+    cmp_f32("moe_combine_shexp", what, &dy, 0, n * E, 1e-6, NULL);
+    if (n == 1) {
+      memra_tensor tx = ck_view(&dx, 1, MEMRA_TYPE_F32, E, k, 0, 0),
+                   ts = ck_view(&dx, 1, MEMRA_TYPE_F32, E, 1, 0, (uint64_t)(k * E) * 4),
+                   tw = ck_view(&dw, 1, MEMRA_TYPE_F32, k, n, 0, 0),
+                   tg = ck_view(&dg, 1, MEMRA_TYPE_F32, 1, n, 0, 0),
+                   t2 = ck_view(&d2, 1, MEMRA_TYPE_F32, E, n, 0, 0);
+      if (must_ok(1, P[1].vt->moe_combine_gated(P[1].be, &t2, &tx, &tw, &ts, &tg),
+                  "moe_combine_gated"))
+        record_same_bits("moe_combine_shexp == moe_combine_gated on the rows apart", what, &dy, 0,
+                         &d2, 1, (uint64_t)E * 4);
+    }
+  }
+  ck_free(&dx);
+  ck_free(&dw);
+  ck_free(&dg);
+  ck_free(&dy);
+  ck_free(&d2);
+  free(x);
+  free(w);
+  free(g);
 }
 
 /* ABI 1.7 moe_combine_gated: against the CPU, and on plugin 1 bitwise against its own
@@ -792,6 +916,16 @@ static int run_ops(void) {
   check_combine(0, 8, 64);
   check_combine_gated(13, 10, 101);
   check_combine_gated(1, 10, 2048);
+  check_combine_shexp(13, 10, 101);
+  check_combine_shexp(1, 10, 2048); /* Qwen3-Next's decode row */
+  /* Qwen3-Next's down shape (N 2048, K 512, 10 routed + the shared expert), odd shapes, a
+   * prompt's rows, the two-launch form (Q4_K, Q8_0) and no shared expert */
+  check_mmid_combine(MEMRA_TYPE_F16, 17, 2048, 512, 1, 10, 1);
+  check_mmid_combine(MEMRA_TYPE_BF16, 9, 37, 264, 5, 3, 1);
+  check_mmid_combine(MEMRA_TYPE_F16, 12, 101, 520, 7, 4, 0);
+  check_mmid_combine(MEMRA_TYPE_F16, 13, 2048, 512, 19, 10, 1);
+  check_mmid_combine(MEMRA_TYPE_Q4_K, 9, 96, 512, 3, 4, 1);
+  check_mmid_combine(MEMRA_TYPE_Q8_0, 7, 33, 544, 2, 2, 0);
   check_rmsnorm_gate(32, 128); /* Qwen3-Next: 32 value heads of 128 */
   check_rmsnorm_gate(3 * 16, 128);
   check_rmsnorm_gate(7, 67);
@@ -946,6 +1080,8 @@ static void e2e_one(const char *plugin, const char *dir, const char *name) {
 int main(int argc, char **argv) {
   ck_table_style_set(&(ck_table_style){19, 79, 79, 16, 60, 18, 60, "max err"});
   ck_rng = 0x2545F4914F6CDD1Dull; /* the default seed */
+  /* the GPU plugins' opt-in slots are checked too (read when a plugin opens) */
+  setenv("MEMRA_MMID_COMBINE", "1", 0);
   if ((argc == 4 || argc == 6) && !strcmp(argv[1], "--e2e")) {
     if (argc == 6) {
       g_ubatch = atoi(argv[4]);
