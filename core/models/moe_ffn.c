@@ -68,17 +68,54 @@ static memra_status moe_ffn_stacked(memra_ctx *c, const memra_layer *l, const me
   return MEMRA_OK;
 }
 
+static memra_status moe_ffn_apart(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
+                                  const memra_tensor *out, memra_err *err);
+
+/* Rows [r0, r0 + nr) of xn and out as a step of their own: nr rows, nd of them decode rows
+ * (the grouped projections inside read the split from the context). */
+static memra_status moe_rows(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
+                             const memra_tensor *out, int64_t r0, int32_t nr, int32_t nd,
+                             bool stacked, memra_err *err) {
+  memra_tensor xs = *xn, os = *out;
+  xs.offset += (uint64_t)r0 * xs.nb1;
+  os.offset += (uint64_t)r0 * os.nb1;
+  xs.ne1 = os.ne1 = nr;
+  const int32_t n_rows = c->n_rows, n_decode = c->n_decode;
+  c->n_rows = nr;
+  c->n_decode = nd;
+  const memra_status st =
+      stacked ? moe_ffn_stacked(c, l, &xs, &os, err) : moe_ffn_apart(c, l, &xs, &os, err);
+  c->n_rows = n_rows;
+  c->n_decode = n_decode;
+  return st;
+}
+
+/* A stacked layer's decode rows take the stacked path; its prompt rows keep the shared expert
+ * apart, where its gate, up and down run as prompt-row GEMMs (the stacked path would run them
+ * through matmul_id: pp512 -3 to -5%, docs/PERF.md). Each kind of row takes one path in every
+ * step, so a decode row's bits never depend on the batch, nor a prompt row's on its chunk. */
 memra_status memra_moe_ffn(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
                            const memra_tensor *out, memra_err *err) {
+  const memra_backend_vt *vt = c->m->vt;
+  if (!vt->moe_route || !vt->matmul_id || !vt->moe_combine)
+    return memra_errf(err, MEMRA_E_UNSUPPORTED, "backend %s has no mixture-of-experts ops",
+                      vt->name);
+  if (!l->shexp_stacked || !vt->moe_combine_shexp) return moe_ffn_apart(c, l, xn, out, err);
+  const int32_t n = (int32_t)xn->ne1, d = c->n_decode < n ? c->n_decode : n;
+  if (d == n) return moe_ffn_stacked(c, l, xn, out, err);
+  if (d > 0) MEMRA_TRY(moe_rows(c, l, xn, out, 0, d, d, true, err));
+  return moe_rows(c, l, xn, out, d, n - d, 0, false, err);
+}
+
+/* The shared expert apart from the routed ones (or none): its gate and up with the router,
+ * its glu and down, then the combine with its sigmoid gate. */
+static memra_status moe_ffn_apart(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
+                                  const memra_tensor *out, memra_err *err) {
   const memra_model *m = c->m;
   const memra_hparams *hp = &m->hp;
   const memra_backend_vt *vt = m->vt;
   memra_backend *be = m->be;
   const int64_t n = xn->ne1, k = hp->n_expert_used;
-  if (!vt->moe_route || !vt->matmul_id || !vt->moe_combine)
-    return memra_errf(err, MEMRA_E_UNSUPPORTED, "backend %s has no mixture-of-experts ops",
-                      vt->name);
-  if (l->shexp_stacked && vt->moe_combine_shexp) return moe_ffn_stacked(c, l, xn, out, err);
   memra_layer routed;
   if (l->shexp_stacked) { /* the routed experts only: the stacks' first n_expert */
     routed = *l;

@@ -75,11 +75,12 @@ TEST(SynthHybrid, TinyQwen3NextLoadsAndPrefillEqualsDecode) {
 }
 
 // ABI 1.9: a shared expert of the routed experts' width and type is expert n_expert of the
-// stacks (model.c stack_shexp) and rides in the routed matmul_id launches, combined by
-// moe_combine_shexp. On the CPU, whose matmul and matmul_id sum in one order, the logits of a
-// prompt (one chunk, then odd chunks) and of decode steps are bit-identical to the engine whose
-// plugin lacks the slot (the shared glu, down and moe_combine_gated apart), and each eval makes
-// one moe_combine_shexp a MoE layer and no moe_combine_gated.
+// stacks (model.c stack_shexp) and rides in the routed matmul_id launches of decode rows,
+// combined by moe_combine_shexp; prompt rows keep it apart (their GEMMs). On the CPU, whose
+// matmul and matmul_id sum in one order, every logit of a prompt (chunks of 7), of decode steps
+// and of mixed steps (sequence 0's decode row first, then a 3-row prompt chunk of sequence 1)
+// is bit-identical to the engine whose plugin lacks the slot; each decode or mixed step makes
+// one moe_combine_shexp a layer, each step with prompt rows one moe_combine_gated a layer.
 namespace {
 const memra_backend_vt *g_sx_real;
 int g_sx_calls, g_sx_gated;
@@ -100,9 +101,15 @@ TEST(SynthHybrid, SharedExpertStackedWithTheSameBits) {
     const std::string path =
         synth("tiny-qwen3next", types, std::string("tq3n-sx-") + types + ".gguf");
     ASSERT_FALSE(path.empty()) << types;
+    memra_ctx_params p = memra_ctx_defaults();
+    p.n_ctx = 64;
+    p.n_seq_max = 2;
+    p.n_ubatch = 7;
+    p.block_size = 5;
+    p.kv_type = MEMRA_TYPE_F32;
     Engine with, without;
-    ASSERT_TRUE(with.open(path, MEMRA_TYPE_F32, 64)) << with.err.msg;
-    ASSERT_TRUE(without.open(path, MEMRA_TYPE_F32, 64)) << without.err.msg;
+    ASSERT_TRUE(with.open_with(path, p)) << with.err.msg;
+    ASSERT_TRUE(without.open_with(path, p)) << without.err.msg;
     const memra_hparams &hp = with.m->hp;
     for (int il = 0; il < hp.n_layer; ++il)
       ASSERT_TRUE(with.m->layers[il].shexp_stacked) << types << " layer " << il;
@@ -117,27 +124,56 @@ TEST(SynthHybrid, SharedExpertStackedWithTheSameBits) {
     without.m->vt = &vo;
     std::vector<int32_t> ids;
     uint32_t s = 777;
-    for (int i = 0; i < 29; ++i)
+    for (int i = 0; i < 40; ++i)
       ids.push_back((int32_t)((s = s * 1103515245u + 12345u) >> 16) % 300);
-    const size_t nv = (size_t)hp.n_vocab, n = ids.size();
-    std::vector<float> a(n * nv), b(n * nv);
-    // the prompt's first 20 positions in one chunk, then 9 single-token steps
-    for (Engine *e : {&with, &without}) {
-      std::vector<float> &out = e == &with ? a : b;
+    const size_t nv = (size_t)hp.n_vocab;
+    std::vector<float> out[2];
+    int calls[2] = {0, 0}, gated[2] = {0, 0};
+    for (int v = 0; v < 2; ++v) {
+      Engine *e = v ? &without : &with;
+      std::vector<float> &o = out[v];
       g_sx_calls = g_sx_gated = 0;
-      ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e->c, 0, ids.data(), 20, 0, true, out.data(), &e->err))
+      o.resize(20 * nv);
+      // sequence 0's prompt, 20 positions in chunks of 7
+      ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e->c, 0, ids.data(), 20, 0, true, o.data(), &e->err))
           << e->err.msg;
-      for (size_t p = 20; p < n; ++p)
-        ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e->c, 0, &ids[p], 1, (int32_t)p, true,
-                                           out.data() + p * nv, &e->err))
+      ASSERT_EQ(MEMRA_OK, memra_kv_pages_reserve(&e->c->pages, 0, 40, &e->err));
+      ASSERT_EQ(MEMRA_OK, memra_kv_pages_reserve(&e->c->pages, 1, 40, &e->err));
+      // 6 decode steps of sequence 0, then 3 mixed steps: its decode row, then 3 prompt rows
+      // of sequence 1 (positions 3 i .. 3 i + 2)
+      for (int t = 0; t < 9; ++t) {
+        const bool mixed = t >= 6;
+        const int32_t n = mixed ? 4 : 1, i = t - 6;
+        int32_t tok[4], pos[4], seq[4], rows[4] = {0, 1, 2, 3};
+        tok[0] = ids[20 + t];
+        pos[0] = 20 + t;
+        seq[0] = 0;
+        for (int j = 1; j < n; ++j) {
+          tok[j] = ids[30 + 3 * i + j - 1];
+          pos[j] = 3 * i + j - 1;
+          seq[j] = 1;
+        }
+        ASSERT_EQ(MEMRA_OK, memra_ctx_set_rows(e->c, n, tok, pos, seq, n, rows, &e->err))
             << e->err.msg;
-      const int chunks = (20 + 6) / 7 + (int)(n - 20); /* ubatch 7 */
-      EXPECT_EQ(e == &with ? chunks * hp.n_layer : 0, g_sx_calls) << types;
-      EXPECT_EQ(e == &with ? 0 : chunks * hp.n_layer, g_sx_gated) << types;
+        ASSERT_EQ(1, e->c->n_decode) << "one decode row first";
+        ASSERT_EQ(MEMRA_OK, memra_ctx_forward(e->c, &e->err)) << e->err.msg;
+        const size_t at = o.size();
+        o.resize(at + (size_t)n * nv);
+        ASSERT_EQ(MEMRA_OK, memra_ctx_get_logits(e->c, o.data() + at, &e->err));
+      }
+      calls[v] = g_sx_calls;
+      gated[v] = g_sx_gated;
     }
     with.m->vt = with.bh.vt;
     without.m->vt = without.bh.vt;
-    EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << types;
+    ASSERT_EQ(out[0].size(), out[1].size());
+    EXPECT_EQ(0, memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float))) << types;
+    const int L = hp.n_layer, chunks = 3;
+    EXPECT_EQ(9 * L, calls[0]) << types << ": decode and mixed steps";
+    EXPECT_EQ((chunks + 3) * L, gated[0])
+        << types << ": prompt chunks and mixed steps' prompt rows";
+    EXPECT_EQ(0, calls[1]) << types;
+    EXPECT_EQ((chunks + 9) * L, gated[1]) << types;
   }
 }
 
