@@ -466,94 +466,81 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_h_v2_kernel(mmid_ar
   }
 }
 
-/* matmul_id_combine for F16 / BF16 experts (ABI 1.9): a warp owns MIC_R output rows of one
- * token and walks the token's a.k experts MIC_J at a time, their loads in flight together.
- * A row's dot is matmul_id_h_v2's (the lane's chain in k order, then the butterfly), the sum
- * moe_combine_v1's (j order, __fmul_rn then __fadd_rn; SH: the last expert's row / (1 +
- * e^-g) added after): the bits of matmul_id then the combine, without the [n k, N] rows in
- * memory or the combine's launch. kr: routed experts a token (a.k - SH). */
-enum { MIC_R = 2, MIC_J = 4 };
+/* matmul_id_combine for F16 / BF16 experts (ABI 1.9), v2: a block owns one output row of
+ * one token; its warp w takes the token's experts w, w + 4, ... (MIC_JW of them a round,
+ * their loads in flight together), so a token's 11 rows are one round trip as in
+ * matmul_id_h_v2; the dots meet in shared memory and one thread combines them. A dot is
+ * matmul_id_h_v2's (the lane's chain in k order, then the butterfly), the sum moe_combine_v1's
+ * (j order, __fmul_rn then __fadd_rn; SH: the last expert's row / (1 + e^-g) added after):
+ * the bits of matmul_id then the combine, without the [n k, N] rows in memory or the
+ * combine's launch. v1 (a warp walking all 11 experts for 2 rows, 1,024 warps a token) lost
+ * to the two launches: hybrid F16 tg128 2,130 vs 2,235. kr: routed experts a token. */
+enum { MIC_JW = 3, MIC_KMAX = 64 };
 template <int T, bool SH>
 __global__ void __launch_bounds__(MMID_WARPS * 32)
     matmul_id_combine_h_kernel(mmid_args a, float *y, int64_t y_ld, const float *wt, int64_t wt_ld,
                                int kr, const float *g, int64_t g_ld) {
+  __shared__ float dots[MIC_KMAX];
   memra_pdl_enter();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t n0 = ((int64_t)blockIdx.x * MMID_WARPS + warp) * MIC_R;
-  if (n0 >= a.N) return; /* warp-uniform */
+  const int64_t n = blockIdx.x;
   const int64_t tokens = a.rows / a.k;
   for (int64_t r = blockIdx.y; r < tokens; r += gridDim.y) {
-    float s[MIC_R], sh[MIC_R];
+    for (int j0 = warp; j0 < a.k; j0 += MIC_JW * MMID_WARPS) {
+      const uint16_t *wr[MIC_JW];
+      const float *xr[MIC_JW];
+      bool ok[MIC_JW];
+      float acc[MIC_JW];
 #pragma unroll
-    for (int i = 0; i < MIC_R; ++i)
-      s[i] = sh[i] = 0.f;
-    for (int j0 = 0; j0 < a.k; j0 += MIC_J) {
-      const uint16_t *wr[MIC_J][MIC_R];
-      const float *xr[MIC_J];
-      bool ok[MIC_J];
-      float acc[MIC_J][MIC_R];
-#pragma unroll
-      for (int jj = 0; jj < MIC_J; ++jj) {
-        const int e = j0 + jj < a.k ? mmid_expert(a, r * a.k + j0 + jj) : -1;
+      for (int jj = 0; jj < MIC_JW; ++jj) {
+        const int j = j0 + jj * MMID_WARPS;
+        const int e = j < a.k ? mmid_expert(a, r * a.k + j) : -1;
         ok[jj] = e >= 0;
-        xr[jj] = a.x + (r * a.k + j0 + jj) * a.x_ld;
-#pragma unroll
-        for (int i = 0; i < MIC_R; ++i) {
-          const int64_t n = n0 + i < a.N ? n0 + i : a.N - 1; /* a tail row reads a real one */
-          wr[jj][i] =
-              (const uint16_t *)(a.w + ((uint64_t)(ok[jj] ? e : 0) * (uint64_t)a.N + (uint64_t)n) *
-                                           a.w_nb1);
-          acc[jj][i] = 0.f;
-        }
+        xr[jj] = a.x + (r * a.k + j) * a.x_ld;
+        wr[jj] =
+            (const uint16_t *)(a.w + ((uint64_t)(ok[jj] ? e : 0) * (uint64_t)a.N + (uint64_t)n) *
+                                         a.w_nb1);
+        acc[jj] = 0.f;
       }
 #pragma unroll 2
       for (int64_t k0 = 8 * lane; k0 < a.K; k0 += 256) {
-        uint4 wv[MIC_J][MIC_R];
+        uint4 wv[MIC_JW];
 #pragma unroll
-        for (int jj = 0; jj < MIC_J; ++jj)
+        for (int jj = 0; jj < MIC_JW; ++jj)
+          if (ok[jj]) wv[jj] = __ldg((const uint4 *)(wr[jj] + k0));
 #pragma unroll
-          for (int i = 0; i < MIC_R; ++i)
-            if (ok[jj]) wv[jj][i] = __ldg((const uint4 *)(wr[jj][i] + k0));
-#pragma unroll
-        for (int jj = 0; jj < MIC_J; ++jj) {
+        for (int jj = 0; jj < MIC_JW; ++jj) {
           if (!ok[jj]) continue;
           const float4 xa = __ldg((const float4 *)(xr[jj] + k0)),
                        xb = __ldg((const float4 *)(xr[jj] + k0) + 1);
           const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+          const uint32_t u[4] = {wv[jj].x, wv[jj].y, wv[jj].z, wv[jj].w};
 #pragma unroll
-          for (int i = 0; i < MIC_R; ++i) {
-            const uint32_t u[4] = {wv[jj][i].x, wv[jj][i].y, wv[jj][i].z, wv[jj][i].w};
-#pragma unroll
-            for (int q = 0; q < 8; ++q) {
-              const uint16_t h = (uint16_t)(u[q >> 1] >> (16 * (q & 1)));
-              const float wf =
-                  T == MEMRA_TYPE_F16 ? __half2float(__ushort_as_half(h)) : memra_bf2f(h);
-              acc[jj][i] = fmaf(wf, xv[q], acc[jj][i]);
-            }
+          for (int q = 0; q < 8; ++q) {
+            const uint16_t h = (uint16_t)(u[q >> 1] >> (16 * (q & 1)));
+            const float wf =
+                T == MEMRA_TYPE_F16 ? __half2float(__ushort_as_half(h)) : memra_bf2f(h);
+            acc[jj] = fmaf(wf, xv[q], acc[jj]);
           }
         }
       }
 #pragma unroll
-      for (int jj = 0; jj < MIC_J; ++jj) {
-        const int j = j0 + jj;
+      for (int jj = 0; jj < MIC_JW; ++jj) {
+        const int j = j0 + jj * MMID_WARPS;
         if (j >= a.k) break;
-#pragma unroll
-        for (int i = 0; i < MIC_R; ++i) {
-          const float v = ok[jj] ? memra_warp_sum(acc[jj][i]) : MOE_NAN;
-          if (j < kr)
-            s[i] = __fadd_rn(s[i], __fmul_rn(wt[r * wt_ld + j], v));
-          else
-            sh[i] = v;
-        }
+        const float v = ok[jj] ? memra_warp_sum(acc[jj]) : MOE_NAN;
+        if (lane == 0) dots[j] = v;
       }
     }
-    if (lane == 0)
-#pragma unroll
-      for (int i = 0; i < MIC_R; ++i) {
-        float v = s[i];
-        if (SH) v = __fadd_rn(v, sh[i] / (1.0f + expf(-g[r * g_ld])));
-        if (n0 + i < a.N) y[r * y_ld + n0 + i] = v;
-      }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float s = 0.f;
+      for (int j = 0; j < kr; ++j)
+        s = __fadd_rn(s, __fmul_rn(wt[r * wt_ld + j], dots[j]));
+      if (SH) s = __fadd_rn(s, dots[kr] / (1.0f + expf(-g[r * g_ld])));
+      y[r * y_ld + n] = s;
+    }
+    __syncthreads(); /* dots is rewritten for the next token */
   }
 }
 
@@ -898,15 +885,15 @@ memra_status memra_cu_matmul_id_combine(memra_backend *be, const memra_tensor *y
   if ((st = mmid_prep(be, &d, x, w, ids, n_expert, false, &a, &xv, &walign))) return st;
   if (n == 0) return MEMRA_OK;
   const bool h16 = w->type == MEMRA_TYPE_F16 || w->type == MEMRA_TYPE_BF16;
-  if (!(h16 && a.K % 8 == 0 && xv && walign >= 16 && !a.shared_x)) {
+  if (!(h16 && a.K % 8 == 0 && xv && walign >= 16 && !a.shared_x && ke <= MIC_KMAX &&
+        N <= 0x7fffffff)) {
     if ((st = memra_cu_workspace(be, wsb, &wbuf.ptr))) return st;
     a.y = (float *)wbuf.ptr;
     if ((st = mmid_launch(be, a, w, false, xv, walign))) return st;
     return gt ? memra_cu_moe_combine_shexp(be, y, &d, weights, gt)
               : memra_cu_moe_combine(be, y, &d, weights);
   }
-  const dim3 grid((unsigned)((N + MIC_R * MMID_WARPS - 1) / (MIC_R * MMID_WARPS)),
-                  (unsigned)(n < 65535 ? n : 65535));
+  const dim3 grid((unsigned)N, (unsigned)(n < 65535 ? n : 65535));
   float *yp = (float *)memra_cu_ptr(y);
   const float *wp = (const float *)memra_cu_ptr(weights),
               *gp = gt ? (const float *)memra_cu_ptr(gt) : NULL;
