@@ -4,7 +4,10 @@
  *   out = sum_{i in S} w_i * W_down_i (silu(W_gate_i xn) * W_up_i xn)
  * Only the chosen experts are computed; expert weights stay in their GGUF layout.
  * With a shared expert (qwen3next, qwen35moe; llama.cpp qwen3next.cpp build_layer_ffn):
- *   out += sigmoid(xn . w_shexp_gate) * W_down_s (silu(W_gate_s xn) * W_up_s xn) */
+ *   out += sigmoid(xn . w_shexp_gate) * W_down_s (silu(W_gate_s xn) * W_up_s xn)
+ * Two paths compute that: apart (the shared expert's own matmuls, glu and a gated combine) and,
+ * for decode rows of a layer whose stacks hold the shared expert as expert n_expert (ABI 1.9,
+ * model.c stack_shexp), stacked (every token's (k+1)-th expert inside the routed launches). */
 #include "core/models/blocks.h"
 
 #define CALL MEMRA_FWD_CALL
