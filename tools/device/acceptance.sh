@@ -14,7 +14,7 @@
 #      graph and batch gates (GEMV v13 alone vs v8b in the batch) and MEMRA_GEMV_Q8=v8b beside
 #   4. aggregate decode at 8/32/64 sequences; sm120a test build vs sm90a top-1 agreement
 #   5. hybrid (Qwen3-Next-80B-A3B layers, 4) at F16 and Q4_K_M (graph, batch and chunk gates,
-#      MEMRA_MMID=v2 and MEMRA_GEMV_F32=v3 beside); Qwen3-30B-A3B shape, 8 layers, Q4_K_M
+#      MEMRA_MMID=v2, MEMRA_GEMV_F32=v3 and MEMRA_SHEXP_STACK=0 beside); Qwen3-30B-A3B shape, 8 layers, Q4_K_M
 # A short table last. Logs in $OUT.
 set -u
 D=${DIST:-dist}
@@ -241,6 +241,12 @@ fi
 if wait_for "$W/hy-f16.gguf"; then # F32 routers on v6 (fused with the shared expert's logit) vs v3
   MEMRA_GEMV_F32=v3 timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$W/hy-f16.gguf" --bench-p 0 \
     --bench-n 128 -r 3 >"$O/bench-hy-f16-f32v3.md" 2>&1
+  # ABI 1.9: the shared expert inside the routed launches (default) vs apart; the graph gate
+  # and the batch gate with decode rows on the stacked path
+  gate graph-hybrid-f16 graph "${OPTS[@]}" -m "$W/hy-f16.gguf" --gate-p 200 -n 512
+  gate batch-hybrid-f16 batch "${OPTS[@]}" -m "$W/hy-f16.gguf" --gate-b 8 --gate-p 512 -n 32
+  MEMRA_SHEXP_STACK=0 timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$W/hy-f16.gguf" --bench-p 0 \
+    --bench-n 128 -r 3 >"$O/bench-hy-f16-apart.md" 2>&1
 fi
 if wait_for "$W/moe8-q4_k_m.gguf"; then
   timeout 120 "$D/memra" bench "${OPTS[@]}" -m "$W/moe8-q4_k_m.gguf" --bench-p 512 --bench-n 128 -r 3 \
