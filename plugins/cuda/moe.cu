@@ -406,6 +406,27 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_kq_v2_kernel(mmid_a
   }
 }
 
+/* The 8 x elements at p (16-byte aligned). */
+__device__ __forceinline__ void mmid_x8(const float *p, float xv[8]) {
+  const float4 xa = __ldg((const float4 *)p), xb = __ldg((const float4 *)p + 1);
+  xv[0] = xa.x, xv[1] = xa.y, xv[2] = xa.z, xv[3] = xa.w;
+  xv[4] = xb.x, xv[5] = xb.y, xv[6] = xb.z, xv[7] = xb.w;
+}
+
+/* A lane's chain over 8 F16 / BF16 weights (16 bytes) and their x, elements in order: every
+ * F16 / BF16 matmul_id kernel's per-row arithmetic (so their rows share bits). */
+template <int T>
+__device__ __forceinline__ float mmid_h_fma8(uint4 wv, const float xv[8], float acc) {
+  const uint32_t u[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint16_t h = (uint16_t)(u[i >> 1] >> (16 * (i & 1)));
+    const float wf = T == MEMRA_TYPE_F16 ? __half2float(__ushort_as_half(h)) : memra_bf2f(h);
+    acc = fmaf(wf, xv[i], acc);
+  }
+  return acc;
+}
+
 /* F16 / BF16 (K % 8 == 0, 16-byte aligned rows and x), v2: a warp owns MMID_R rows of one
  * (token, expert) row rj; lane l takes elements [8 l + 256 i, + 8) of every row, x loaded once
  * for the warp's rows, four iterations' loads in flight (v1: a warp per output, one 512-byte
@@ -441,18 +462,11 @@ __global__ void __launch_bounds__(MMID_WARPS * 32) matmul_id_h_v2_kernel(mmid_ar
 #pragma unroll
       for (int r = 0; r < MMID_R; ++r)
         wv[r] = __ldg((const uint4 *)(wr[r] + k0));
-      const float4 xa = __ldg((const float4 *)(xr + k0)), xb = __ldg((const float4 *)(xr + k0) + 1);
-      const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+      float xv[8];
+      mmid_x8(xr + k0, xv);
 #pragma unroll
-      for (int r = 0; r < MMID_R; ++r) {
-        const uint32_t u[4] = {wv[r].x, wv[r].y, wv[r].z, wv[r].w};
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const uint16_t h = (uint16_t)(u[i >> 1] >> (16 * (i & 1)));
-          const float wf = T == MEMRA_TYPE_F16 ? __half2float(__ushort_as_half(h)) : memra_bf2f(h);
-          acc[r] = fmaf(wf, xv[i], acc[r]);
-        }
-      }
+      for (int r = 0; r < MMID_R; ++r)
+        acc[r] = mmid_h_fma8<T>(wv[r], xv, acc[r]);
     }
     float v[MMID_R];
 #pragma unroll
@@ -511,17 +525,9 @@ __global__ void __launch_bounds__(MMID_WARPS * 32)
 #pragma unroll
         for (int jj = 0; jj < MIC_JW; ++jj) {
           if (!ok[jj]) continue;
-          const float4 xa = __ldg((const float4 *)(xr[jj] + k0)),
-                       xb = __ldg((const float4 *)(xr[jj] + k0) + 1);
-          const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-          const uint32_t u[4] = {wv[jj].x, wv[jj].y, wv[jj].z, wv[jj].w};
-#pragma unroll
-          for (int q = 0; q < 8; ++q) {
-            const uint16_t h = (uint16_t)(u[q >> 1] >> (16 * (q & 1)));
-            const float wf =
-                T == MEMRA_TYPE_F16 ? __half2float(__ushort_as_half(h)) : memra_bf2f(h);
-            acc[jj] = fmaf(wf, xv[q], acc[jj]);
-          }
+          float xv[8];
+          mmid_x8(xr[jj] + k0, xv);
+          acc[jj] = mmid_h_fma8<T>(wv[jj], xv, acc[jj]);
         }
       }
 #pragma unroll
