@@ -180,6 +180,17 @@ memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
   const memra_batch *b = &c->batch;
   memra_rope_params rope_k = cfg->rope;
   rope_k.n_head = m->hp.n_head_kv;
+  /* Decode rows of distinct sequences: rope, kv_store and attention in one call (ABI 1.10,
+   * the same bits as the calls below) */
+  if (vt->rope_kv_attend && c->n_decode >= c->n_rows && c->n_rows <= c->n_distinct &&
+      k->ne0 == (int64_t)rope_k.n_head * rope_k.head_dim) {
+    memra_batch dec = *b;
+    dec.flags = 0;
+    CALL("rope, kv_store, attention",
+         vt->rope_kv_attend(be, attn, q, k, v, &c->k_cache[il], &c->v_cache[il], &dec, &cfg->rope,
+                            &cfg->attn));
+    return MEMRA_OK;
+  }
   /* Decode-only batches: rope q, rope k and kv_store in one call (ABI 1.4, the same bits);
    * every family's rope goes through here after its q/k norms, partial (n_rot < head_dim),
    * NEOX or with frequency factors alike, which the fused slot keeps as rope does. */

@@ -251,6 +251,15 @@ memra_status memra_ctx_set_rows(memra_ctx *c, int32_t n, const int32_t *tokens, 
   c->n_decode = 0;
   while (c->n_decode < n && (c->n_decode + 1 == n || seq[c->n_decode + 1] != seq[c->n_decode]))
     c->n_decode++;
+  /* the longest prefix of rows of pairwise distinct sequences (ABI 1.10 rope_kv_attend's
+   * precondition for decode rows; the callers' consecutive rows make it so, this proves it) */
+  uint64_t seen[4096 / 64] = {0}; /* n_seq_max <= 4096 (memra_ctx_new) */
+  c->n_distinct = 0;
+  while (c->n_distinct < n &&
+         !(seen[seq[c->n_distinct] >> 6] & (1ull << (seq[c->n_distinct] & 63)))) {
+    seen[seq[c->n_distinct] >> 6] |= 1ull << (seq[c->n_distinct] & 63);
+    c->n_distinct++;
+  }
   memra_tensor pos_t = c->pos, seq_t = c->seq;
   pos_t.ne0 = seq_t.ne0 = n;
   c->batch = (memra_batch){.n_rows = n,

@@ -44,6 +44,9 @@ typedef struct memra_ctx {
    * prompt rows (gemm and prefill attention when the plugin has them). set_rows counts
    * the leading rows whose sequence has one row; callers that know better overwrite it. */
   int32_t n_decode;
+  /* Rows [0, n_distinct) are of pairwise distinct sequences (set_rows): decode rows within
+   * them may take rope_kv_attend (ABI 1.10). */
+  int32_t n_distinct;
   /* MoE activations (absent for dense models): router logits [n_ubatch, n_expert], the
    * chosen experts I32 and their weights [n_ubatch, k], expert FFN rows [n_ubatch * k, ...] */
   memra_tensor router, moe_ids, moe_w, moe_gate, moe_up, moe_out;

@@ -139,6 +139,10 @@ static const memra_backend_vt cpu_vt = {
     .moe_combine_shexp = cpu_moe_combine_shexp,
     .matmul_id_combine = cpu_matmul_id_combine,
 #endif
+#if MEMRA_ABI_MINOR >= 10 /* rope, kv_store and attention of decode rows in one call (rope_kv.c)   \
+                           */
+    .rope_kv_attend = cpu_rope_kv_attend,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

@@ -1,8 +1,8 @@
-/* rope_kv.c — ABI 1.4 rope_kv_store: rope(q), rope(k), kv_store(k, v) in one call. The
- * oracle is the composition itself (GPU plugins fuse the three into one kernel and must
- * give these bits). The shape facts the three calls do not check between each other
- * (same rows, k's heads) are checked first; a later refusal (a bad slot) may leave q and
- * k rotated, as the ABI allows. */
+/* rope_kv.c — ABI 1.4 rope_kv_store: rope(q), rope(k), kv_store(k, v) in one call, and ABI
+ * 1.10 rope_kv_attend: that, then attention. The oracle is the composition itself (GPU
+ * plugins fuse them into one kernel and must give these bits). The shape facts the three calls do
+ * not check between each other (same rows, k's heads) are checked first; a later refusal (a bad
+ * slot) may leave q and k rotated, as the ABI allows. */
 #include <inttypes.h>
 
 #include "plugins/cpu/cpu_backend.h"
@@ -30,4 +30,13 @@ memra_status cpu_rope_kv_store(memra_backend *be, const memra_tensor *q, const m
       (st = cpu_kv_store(be, k_cache, v_cache, k, v, batch)))
     return st;
   return MEMRA_OK;
+}
+
+memra_status cpu_rope_kv_attend(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                                const memra_tensor *k, const memra_tensor *v,
+                                const memra_tensor *k_cache, const memra_tensor *v_cache,
+                                const memra_batch *batch, const memra_rope_params *rope,
+                                const memra_attn_params *attn) {
+  memra_status st = cpu_rope_kv_store(be, q, k, v, k_cache, v_cache, batch, rope);
+  return st ? st : cpu_attention(be, out, q, k_cache, v_cache, batch, attn);
 }

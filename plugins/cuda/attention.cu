@@ -48,6 +48,7 @@
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/fp8.cuh"
+#include "plugins/cuda/rope_kv.cuh"
 
 enum {
   ATT_MAX_SPLIT = 65535 /* grid x */,
@@ -82,6 +83,13 @@ struct att_args {
   int64_t row0;  /* first row of this launch group */
   float *part;   /* [rows][n_head][n_split][2 + head_dim] */
   int fused = 0; /* v3: combine in the last block (att_tickets [rows][n_kv_head]) */
+  /* v5 with rope_kv_store's work (RK, ABI 1.10 rope_kv_attend): the step's unrotated k and
+   * its v, and rope's parameters */
+  const float *kin = NULL, *vin = NULL;
+  int64_t kin_ld = 0, vin_ld = 0;
+  int n_rot = 0, neox = 0;
+  float freq_base = 0.f, freq_scale = 0.f;
+  const float *ff = NULL;
 };
 
 /* One output element of the log-sum-exp combine: sum_s e^(m_s - M) acc_s[d] over
@@ -371,22 +379,17 @@ typedef void (*att5_fn)(att_args);
 template <typename TC, int VW> static att5_fn att5_pick(int G) {
   return G <= 4 ? attention_v5_kernel<TC, VW, 4> : attention_v5_kernel<TC, VW, 8>;
 }
-static att5_fn att5_ready(int32_t ctype, bool vec, int G) {
-  static int state[12]; /* 0 not yet asked, 1 runs, 2 cannot: [cache type][vec][GM 8] */
-  const int ti = ctype == MEMRA_TYPE_F8_E4M3 ? 0 : ctype == MEMRA_TYPE_F16 ? 1 : 2;
-  att5_fn k = ti == 0   ? (vec ? att5_pick<memra_f8, 8>(G) : att5_pick<memra_f8, 1>(G))
-              : ti == 1 ? (vec ? att5_pick<__half, 8>(G) : att5_pick<__half, 1>(G))
-                        : (vec ? att5_pick<float, 8>(G) : att5_pick<float, 1>(G));
-  int *st = &state[ti * 4 + (vec ? 2 : 0) + (G > 4 ? 1 : 0)];
+/* The set-up of one kernel asking at most smem bytes; *st caches the answer (0 not yet
+ * asked, 1 runs, 2 cannot). */
+static att5_fn att5_setup(att5_fn k, size_t smem, int *st) {
   if (*st == 0) {
-    cudaError_t e =
-        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)AT5_SMEM_MAX);
+    cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess && AT5_SPLITS > 8)
       e = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(AT5_SPLITS, 1, 1);
     cfg.blockDim = dim3(AT5_THREADS);
-    cfg.dynamicSmemBytes = AT5_SMEM_MAX;
+    cfg.dynamicSmemBytes = smem;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = AT5_SPLITS;
@@ -401,6 +404,26 @@ static att5_fn att5_ready(int32_t ctype, bool vec, int G) {
   }
   return *st == 1 ? k : NULL;
 }
+static att5_fn att5_ready(int32_t ctype, bool vec, int G) {
+  static int state[12]; /* [cache type][vec][GM 8] */
+  const int ti = ctype == MEMRA_TYPE_F8_E4M3 ? 0 : ctype == MEMRA_TYPE_F16 ? 1 : 2;
+  att5_fn k = ti == 0   ? (vec ? att5_pick<memra_f8, 8>(G) : att5_pick<memra_f8, 1>(G))
+              : ti == 1 ? (vec ? att5_pick<__half, 8>(G) : att5_pick<__half, 1>(G))
+                        : (vec ? att5_pick<float, 8>(G) : att5_pick<float, 1>(G));
+  return att5_setup(k, AT5_SMEM_MAX, &state[ti * 4 + (vec ? 2 : 0) + (G > 4 ? 1 : 0)]);
+}
+/* The same for v5 with rope_kv_store's work (RK), 16-byte loads only. */
+template <typename TC> static att5_fn att5_pick_rk(int G) {
+  return G <= 4 ? attention_v5_kernel<TC, 8, 4, true> : attention_v5_kernel<TC, 8, 8, true>;
+}
+static att5_fn att5_ready_rk(int32_t ctype, int G) {
+  static int state[6]; /* [cache type][GM 8] */
+  const int ti = ctype == MEMRA_TYPE_F8_E4M3 ? 0 : ctype == MEMRA_TYPE_F16 ? 1 : 2;
+  att5_fn k = ti == 0   ? att5_pick_rk<memra_f8>(G)
+              : ti == 1 ? att5_pick_rk<__half>(G)
+                        : att5_pick_rk<float>(G);
+  return att5_setup(k, AT5_SMEM_MAX + AT5_RK_SMEM, &state[ti * 2 + (G > 4 ? 1 : 0)]);
+}
 
 /* v4's split kernel for a cache type and load width, by the group bound GM (4 or 8). */
 template <typename TC, int VW>
@@ -413,14 +436,16 @@ static void att4_launch(const memra_backend *be, dim3 grid, size_t smem, const a
                           a);
 }
 
-memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
-                                const memra_tensor *k_cache, const memra_tensor *v_cache,
-                                const memra_batch *batch, const memra_attn_params *p) {
+/* attention's checks, every message; the batch's device vectors come back as from
+ * memra_cu_check_batch. */
+static memra_status att_check(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                              const memra_tensor *k_cache, const memra_tensor *v_cache,
+                              const memra_batch *batch, const memra_attn_params *p,
+                              const int32_t **pos, const int32_t **seq, const int32_t **bt,
+                              int64_t *bt_ld) {
   memra_status st;
-  const int32_t *pos = NULL, *seq = NULL, *bt = NULL;
-  int64_t bt_ld = 0;
   if (!p) return memra_cu_errf(be, MEMRA_E_INVALID, "attention: params are NULL");
-  if ((st = memra_cu_check_batch(be, batch, "attention", &pos, &seq, &bt, &bt_ld)) != MEMRA_OK ||
+  if ((st = memra_cu_check_batch(be, batch, "attention", pos, seq, bt, bt_ld)) != MEMRA_OK ||
       (st = memra_cu_check_tensor(be, out, "attention: out", MEMRA_TYPE_F32)) != MEMRA_OK ||
       (st = memra_cu_check_tensor(be, q, "attention: q", MEMRA_TYPE_F32)) != MEMRA_OK ||
       (st = memra_cu_check_tensor(be, k_cache, "attention: k_cache", -1)) != MEMRA_OK ||
@@ -460,6 +485,17 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
   if (p->window < 0 || !(p->softcap >= 0.f))
     return memra_cu_errf(be, MEMRA_E_INVALID, "attention: window %d and softcap %g must be >= 0",
                          p->window, p->softcap);
+  return MEMRA_OK;
+}
+
+memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                                const memra_tensor *k_cache, const memra_tensor *v_cache,
+                                const memra_batch *batch, const memra_attn_params *p) {
+  memra_status st;
+  const int32_t *pos = NULL, *seq = NULL, *bt = NULL;
+  int64_t bt_ld = 0;
+  if ((st = att_check(be, out, q, k_cache, v_cache, batch, p, &pos, &seq, &bt, &bt_ld))) return st;
+  const uint64_t esz = (uint64_t)memra_type_info(k_cache->type).size;
   if (batch->n_rows == 0) return MEMRA_OK;
 #if MEMRA_CUDA_CC_MAJOR == 9 && !defined(MEMRA_CUDA_FAMILY_SM120) /* sm120a family: mma.sync */
   /* Prompt batches (MEMRA_BATCH_PROMPT) on tensor cores: wgmma on sm90a
@@ -581,6 +617,76 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
     if (a.fused) continue; /* v3: combined by each group's last block */
     (void)memra_cu_launch(be, attention_combine_v2_kernel, g2, dim3(ATT_THREADS), 0, a);
     MEMRA_CU_LAUNCHED();
+  }
+  return MEMRA_OK;
+}
+
+/* ABI 1.10 rope_kv_attend: rope_kv_store, then attention, for decode rows of distinct
+ * sequences. v5 with rope_kv_store's work in it (RK: one launch, and the K/V of earlier
+ * positions read before the projections finish) where v5 runs with 16-byte loads; the two
+ * calls otherwise. Same bits either way. In the vtable only with MEMRA_ROPE_ATT=1 (backend.cu);
+ * opcheck calls it directly. */
+memra_status memra_cu_rope_kv_attend(memra_backend *be, const memra_tensor *out,
+                                     const memra_tensor *q, const memra_tensor *k,
+                                     const memra_tensor *v, const memra_tensor *k_cache,
+                                     const memra_tensor *v_cache, const memra_batch *batch,
+                                     const memra_rope_params *rope, const memra_attn_params *p) {
+  memra_status st;
+  const int32_t *pos = NULL, *seq = NULL, *bt = NULL;
+  const float *ff = NULL;
+  int64_t bt_ld = 0;
+  if ((st = memra_cu_rope_kv_check(be, "rope_kv_attend", q, k, v, k_cache, v_cache, batch, rope,
+                                   &pos, &seq, &bt, &bt_ld, &ff)) ||
+      (st = att_check(be, out, q, k_cache, v_cache, batch, p, &pos, &seq, &bt, &bt_ld)))
+    return st;
+  if (batch->flags & MEMRA_BATCH_PROMPT)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "rope_kv_attend: decode rows only");
+  if (memra_cu_overlap(out, k) || memra_cu_overlap(out, v))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "rope_kv_attend: out overlaps k or v");
+  if (batch->n_rows == 0) return MEMRA_OK;
+  const char *ver_env = getenv("MEMRA_ATT"), *fuse_env = getenv("MEMRA_ATT_FUSE");
+  const int D = p->head_dim;
+  const uint64_t esz = (uint64_t)memra_type_info(k_cache->type).size;
+  const bool fits = !ver_env && !(fuse_env && strcmp(fuse_env, "1") == 0) && rope->head_dim == D &&
+                    k->ne0 == (int64_t)p->n_kv_head * D && v->ne0 == k->ne0 && D % 8 == 0 &&
+                    (D * esz) % 16 == 0 &&
+                    memra_cu_align_of(memra_cu_ptr(k_cache), k_cache->nb1) >= 16 &&
+                    memra_cu_align_of(memra_cu_ptr(v_cache), v_cache->nb1) >= 16;
+  const att5_fn k5 = fits ? att5_ready_rk(k_cache->type, p->n_head / p->n_kv_head) : NULL;
+  if (!k5) {
+    if ((st = memra_cu_rope_kv_store(be, q, k, v, k_cache, v_cache, batch, rope))) return st;
+    return memra_cu_attention(be, out, q, k_cache, v_cache, batch, p);
+  }
+  att_args a;
+  a.out = (float *)memra_cu_ptr(out);
+  a.out_ld = (int64_t)(out->nb1 / 4);
+  a.q = (const float *)memra_cu_ptr(q);
+  a.q_ld = (int64_t)(q->nb1 / 4);
+  memra_cu_fill_paged(&a, k_cache, v_cache, batch, pos, seq, bt, bt_ld);
+  a.n_head = p->n_head;
+  a.n_kv_head = p->n_kv_head;
+  a.head_dim = D;
+  a.group = p->n_head / p->n_kv_head;
+  a.window = p->window;
+  a.scale = p->scale;
+  a.softcap = p->softcap;
+  a.kin = (const float *)memra_cu_ptr(k);
+  a.vin = (const float *)memra_cu_ptr(v);
+  a.kin_ld = (int64_t)(k->nb1 / 4);
+  a.vin_ld = (int64_t)(v->nb1 / 4);
+  a.n_rot = rope->n_rot;
+  a.neox = rope->mode == MEMRA_ROPE_NEOX;
+  a.freq_base = rope->freq_base;
+  a.freq_scale = rope->freq_scale;
+  a.ff = ff;
+  a.n_split = att5_grid_splits(batch->kv_bucket); /* the cluster size */
+  a.part = NULL;
+  const size_t smem = att5_smem(a.group, D, a.n_split) + AT5_RK_SMEM;
+  for (int64_t r0 = 0; r0 < batch->n_rows; r0 += 65535) {
+    const int64_t nr = batch->n_rows - r0 < 65535 ? batch->n_rows - r0 : 65535;
+    a.row0 = r0;
+    const dim3 g5((unsigned)a.n_split, (unsigned)p->n_kv_head, (unsigned)nr);
+    MEMRA_CU(memra_cu_launch_cluster(be, k5, g5, dim3(AT5_THREADS), smem, (unsigned)a.n_split, a));
   }
   return MEMRA_OK;
 }

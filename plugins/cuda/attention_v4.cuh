@@ -74,6 +74,7 @@ template <typename TC, int VW> struct att4_vec {
       v[e] = d < D ? (float)p[d] : 0.f;
     }
   }
+  __device__ __forceinline__ void load_s(const TC *p, int lg, int LG, int D) { load(p, lg, LG, D); }
   __device__ __forceinline__ void zero() {
 #pragma unroll
     for (int e = 0; e < AT4_E; ++e)
@@ -89,6 +90,9 @@ template <> struct att4_vec<__half, 8> {
   uint4 u;
   __device__ __forceinline__ void load(const __half *p, int lg, int, int) {
     u = __ldg((const uint4 *)(p + 8 * lg));
+  }
+  __device__ __forceinline__ void load_s(const __half *p, int lg, int, int) {
+    u = *(const uint4 *)(p + 8 * lg);
   }
   __device__ __forceinline__ void zero() { u = make_uint4(0, 0, 0, 0); }
   __device__ __forceinline__ void get(float f[AT4_E]) const {
@@ -107,6 +111,10 @@ template <> struct att4_vec<float, 8> {
     a = __ldg((const float4 *)(p + 8 * lg));
     b = __ldg((const float4 *)(p + 8 * lg) + 1);
   }
+  __device__ __forceinline__ void load_s(const float *p, int lg, int, int) {
+    a = *(const float4 *)(p + 8 * lg);
+    b = *((const float4 *)(p + 8 * lg) + 1);
+  }
   __device__ __forceinline__ void zero() { a = b = make_float4(0.f, 0.f, 0.f, 0.f); }
   __device__ __forceinline__ void get(float f[AT4_E]) const {
     f[0] = a.x;
@@ -123,6 +131,9 @@ template <> struct att4_vec<memra_f8, 8> {
   uint2 u;
   __device__ __forceinline__ void load(const memra_f8 *p, int lg, int, int) {
     u = __ldg((const uint2 *)(p + 8 * lg));
+  }
+  __device__ __forceinline__ void load_s(const memra_f8 *p, int lg, int, int) {
+    u = *(const uint2 *)(p + 8 * lg);
   }
   __device__ __forceinline__ void zero() { u = make_uint2(0, 0); }
   __device__ __forceinline__ void get(float f[AT4_E]) const {

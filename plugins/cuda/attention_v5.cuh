@@ -139,16 +139,30 @@ __device__ __forceinline__ void att5_st_cluster(const float *local, uint32_t ran
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(ra), "f"(v) : "memory");
 }
 
+/* Bytes rope_kv_attend's kernel (RK) asks beyond att5_smem: the pairs' (cos, sin) in double
+ * and the row's rotated K and its V in the cache type, each 16-byte aligned. */
+static const size_t AT5_RK_SMEM = 16 + (ATT_MAX_D / 2) * 16 + 2 * ATT_MAX_D * sizeof(float);
+
 /* v5: block (split, KV head, row) of a cluster (S, 1, 1), S = gridDim.x = a.n_split;
- * AT5_THREADS threads; GM >= the group size. */
-template <typename TC, int VW, int GM>
+ * AT5_THREADS threads; GM >= the group size.
+ * RK (ABI 1.10 rope_kv_attend, decode rows of distinct sequences): rope_kv_store's work for the
+ * block's KV head first, with its bits: q's G heads turned into shared memory (memra_rope_turn
+ * of the (cos, sin) rope_kv_v1_kernel computes), the row's K turned and cast to the cache type,
+ * its V cast, stored at the row's slot by split 0 (memra_kv_slot's conditions) and read by the
+ * block owning the position from shared memory. What is no step's output is read before the
+ * PDL wait: the position, sequence and pages, the (cos, sin), and the first step's K/V rows of
+ * earlier positions (written by earlier steps: no other row of the call writes them). */
+template <typename TC, int VW, int GM, bool RK = false>
 __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
   /* q [G][D] | warp sums [AT5_WARPS][G][D] | push [S][E] */
   extern __shared__ __align__(16) float sm5[];
   __shared__ float sm5_wm[AT5_WARPS][GM], sm5_wl[AT5_WARPS][GM]; /* per warp */
   __shared__ float sm5_m[AT5_SPLITS][GM], sm5_l[AT5_SPLITS][GM]; /* pushed, per split */
   att5_cluster_arrive_relaxed(); /* "this block runs": peers may push once all have */
-  memra_pdl_enter_early();
+  if (RK)
+    memra_pdl_trigger(); /* the wait comes after what no step's output feeds */
+  else
+    memra_pdl_enter_early();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int split = blockIdx.x, kh = blockIdx.y, S = gridDim.x;
   const int64_t rl = blockIdx.z, r = a.row0 + rl;
@@ -157,16 +171,31 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
 
   /* the row's position and sequence, and q, all in flight before any of them is used */
   const int32_t s = a.seq[r], p_r = a.pos[r];
-  constexpr int QT = GM * ATT_MAX_D / AT5_THREADS; /* q elements a thread stages */
+  constexpr int QT = RK ? 1 : GM * ATT_MAX_D / AT5_THREADS; /* q elements a thread stages */
   const float *qr = a.q + r * a.q_ld + (int64_t)kh * GD;
   float qt[QT];
+  if (!RK) {
 #pragma unroll
-  for (int k = 0; k < QT; ++k)
-    qt[k] = tid + k * AT5_THREADS < GD ? qr[tid + k * AT5_THREADS] : 0.f;
+    for (int k = 0; k < QT; ++k)
+      qt[k] = tid + k * AT5_THREADS < GD ? qr[tid + k * AT5_THREADS] : 0.f;
+  }
   const att4_row w = att5_row_of(a, p_r, s);
+  if (!RK) {
 #pragma unroll
-  for (int k = 0; k < QT; ++k)
-    if (tid + k * AT5_THREADS < GD) sq[tid + k * AT5_THREADS] = qt[k];
+    for (int k = 0; k < QT; ++k)
+      if (tid + k * AT5_THREADS < GD) sq[tid + k * AT5_THREADS] = qt[k];
+  }
+  /* RK: (cos, sin) of the row's pairs, its rotated K and V rows (cache type) */
+  const int rk_off = ((1 + AT5_WARPS) * GD + S * E) * (int)sizeof(float) + 15 & ~15;
+  double2 *scs = (double2 *)((char *)sm5 + rk_off);
+  TC *krow = (TC *)(scs + ATT_MAX_D / 2), *vrow = krow + (D + 15) / 16 * 16;
+  const int hr = a.n_rot / 2; /* rotated pairs of a head */
+  if (RK)
+    for (int i = tid; i < hr; i += AT5_THREADS) {
+      double c, sn;
+      memra_rope_cs(p_r, i, a.n_rot, a.freq_base, a.freq_scale, a.ff, &c, &sn);
+      scs[i] = make_double2(c, sn);
+    }
   const bool mine = split < w.ns; /* this block has positions */
   const int32_t pb = w.lo + split * w.chunk;
   const int32_t pe = !mine ? pb : (pb + w.chunk < w.lo + w.n ? pb + w.chunk : w.lo + w.n);
@@ -198,13 +227,78 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
 #pragma unroll
   for (int j = 0; j < AT5_P; ++j)
     pg[j] = att5_page(a, pz, s, pb + grp * AT5_P + j, pe);
-  __syncthreads(); /* q */
+  att4_vec<TC, VW> kr[AT5_P], vr[AT5_P];
+  if (RK) { /* the first step's rows of earlier positions, before the wait */
+    const int32_t p0 = pb + grp * AT5_P, o0 = pz.off(p0);
+#pragma unroll
+    for (int j = 0; j < AT5_P; ++j) {
+      int32_t o = o0 + j;
+      while (o >= a.block_size)
+        o -= a.block_size;
+      const int64_t sl = (int64_t)pg[j] * a.block_size + o;
+      if (pg[j] >= 0 && sl < a.k_slots && sl < a.v_slots && has && p0 + j != p_r) {
+        kr[j].load((const TC *)(a.kc + (uint64_t)sl * a.k_nb1) + koff, lg, LG, D);
+        vr[j].load((const TC *)(a.vc + (uint64_t)sl * a.v_nb1) + koff, lg, LG, D);
+      }
+    }
+    memra_pdl_wait();
+    __syncthreads(); /* scs */
+    /* q: rope_kv_v1_kernel's pairs, then the unrotated tail dims */
+    for (int t = tid; t < G * hr; t += AT5_THREADS) {
+      const int g = t / hr, i = t - g * hr;
+      int e0, e1;
+      memra_rope_pair_at(i, hr, a.neox, &e0, &e1);
+      float x0 = qr[g * D + e0], x1 = qr[g * D + e1];
+      memra_rope_turn(&x0, &x1, scs[i].x, scs[i].y);
+      sq[g * D + e0] = x0;
+      sq[g * D + e1] = x1;
+    }
+    const int tail = D - a.n_rot;
+    for (int t = tid; t < G * tail; t += AT5_THREADS) {
+      const int g = t / tail, e = a.n_rot + (t - g * tail);
+      sq[g * D + e] = qr[g * D + e];
+    }
+    /* K and V of the row: into shared memory for the block owning its position, and into
+     * the caches by split 0 (whoever owns it: a bucket below the position drops the split) */
+    const bool owner = mine && p_r >= pb && p_r < pe;
+    if (owner || split == 0) {
+      const float *kx = a.kin + r * a.kin_ld + koff, *vx = a.vin + r * a.vin_ld + koff;
+      const int64_t ks = split ? -1
+                               : memra_kv_slot(r, a.pos, a.seq, a.bt, a.bt_ld, a.n_seqs,
+                                               a.block_size, a.max_blocks, a.k_slots);
+      const int64_t vs = split ? -1
+                               : memra_kv_slot(r, a.pos, a.seq, a.bt, a.bt_ld, a.n_seqs,
+                                               a.block_size, a.max_blocks, a.v_slots);
+      TC *kd = (TC *)(a.kc + (uint64_t)(ks < 0 ? 0 : ks) * a.k_nb1) + koff;
+      TC *vd = (TC *)(a.vc + (uint64_t)(vs < 0 ? 0 : vs) * a.v_nb1) + koff;
+      for (int i = tid; i < hr; i += AT5_THREADS) {
+        int e0, e1;
+        memra_rope_pair_at(i, hr, a.neox, &e0, &e1);
+        float x0 = kx[e0], x1 = kx[e1];
+        memra_rope_turn(&x0, &x1, scs[i].x, scs[i].y);
+        krow[e0] = (TC)x0;
+        krow[e1] = (TC)x1;
+        if (ks >= 0) {
+          kd[e0] = (TC)x0;
+          kd[e1] = (TC)x1;
+        }
+      }
+      for (int e = a.n_rot + tid; e < D; e += AT5_THREADS) {
+        krow[e] = (TC)kx[e];
+        if (ks >= 0) kd[e] = (TC)kx[e];
+      }
+      for (int e = tid; e < D; e += AT5_THREADS) {
+        vrow[e] = (TC)vx[e];
+        if (vs >= 0) vd[e] = (TC)vx[e];
+      }
+    }
+  }
+  __syncthreads(); /* q (RK: and the row's K / V) */
 
 #pragma unroll 1
   for (int it = 0; it < n_steps; ++it) {
     const int32_t p0 = pb + it * T + grp * AT5_P;
     int64_t slot[AT5_P];
-    att4_vec<TC, VW> kr[AT5_P], vr[AT5_P];
     const int32_t o0 = pz.off(p0);
 #pragma unroll
     for (int j = 0; j < AT5_P; ++j) {
@@ -214,12 +308,18 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
       const int64_t sl = (int64_t)pg[j] * a.block_size + o;
       slot[j] = pg[j] < 0 || sl >= a.k_slots || sl >= a.v_slots ? -1 : sl;
     }
-    /* every K and V row of the step in flight before the first score */
+    /* every K and V row of the step in flight before the first score (RK: the first step's
+     * are, but for the row's own position, in shared memory) */
 #pragma unroll
     for (int j = 0; j < AT5_P; ++j) {
       if (slot[j] >= 0 && has) {
-        kr[j].load((const TC *)(a.kc + (uint64_t)slot[j] * a.k_nb1) + koff, lg, LG, D);
-        vr[j].load((const TC *)(a.vc + (uint64_t)slot[j] * a.v_nb1) + koff, lg, LG, D);
+        if (RK && p0 + j == p_r) {
+          kr[j].load_s(krow, lg, LG, D);
+          vr[j].load_s(vrow, lg, LG, D);
+        } else if (!RK || it > 0) {
+          kr[j].load((const TC *)(a.kc + (uint64_t)slot[j] * a.k_nb1) + koff, lg, LG, D);
+          vr[j].load((const TC *)(a.vc + (uint64_t)slot[j] * a.v_nb1) + koff, lg, LG, D);
+        }
       } else {
         kr[j].zero();
         vr[j].zero();

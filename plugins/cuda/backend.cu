@@ -228,6 +228,13 @@ static const memra_backend_vt *cu_vtable(void) {
     const char *mc = getenv("MEMRA_MMID_COMBINE");
     v.matmul_id_combine = mc && strcmp(mc, "1") == 0 ? memra_cu_matmul_id_combine : NULL;
 #endif
+#if MEMRA_ABI_MINOR >= 10
+    /* ABI 1.10 rope_kv_attend (attention.cu) is opt-in, MEMRA_ROPE_ATT=1: on the H200 its one
+     * launch ran no faster than rope_kv_store and attention (Llama Q8_0 tg128 @ d512 332 vs 334,
+     * hybrid F16 2,248 vs 2,243, docs/PERF.md) */
+    const char *ra = getenv("MEMRA_ROPE_ATT");
+    v.rope_kv_attend = ra && strcmp(ra, "1") == 0 ? memra_cu_rope_kv_attend : NULL;
+#endif
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;
     v.gated_delta_rule = memra_cu_gated_delta_rule;

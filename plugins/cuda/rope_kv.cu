@@ -9,6 +9,7 @@
  *   items in 14 blocks of 256, one launch and one PDL gap instead of three
  *   (3.5 + 2.9 + 3.6 us as separate graph nodes).                          <- vtable */
 #include <cuda_fp16.h>
+#include <stdio.h>
 
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/fp8.cuh"
@@ -78,36 +79,51 @@ template <typename TK, typename TV> __global__ void rope_kv_v1_kernel(rope_kv_ar
   }
 }
 
+memra_status memra_cu_rope_kv_check(memra_backend *be, const char *what, const memra_tensor *q,
+                                    const memra_tensor *k, const memra_tensor *v,
+                                    const memra_tensor *k_cache, const memra_tensor *v_cache,
+                                    const memra_batch *batch, const memra_rope_params *p,
+                                    const int32_t **pos, const int32_t **seq, const int32_t **bt,
+                                    int64_t *bt_ld, const float **ff) {
+  memra_status st;
+  const int32_t *pp = NULL;
+  char w[48];
+  if (!q || !p) return memra_cu_errf(be, MEMRA_E_INVALID, "%s: q and params are required", what);
+  if ((st = memra_cu_kv_store_check(be, what, k_cache, v_cache, k, v, batch, pos, seq, bt,
+                                    bt_ld)) != MEMRA_OK)
+    return st;
+  if (p->head_dim <= 0 || k->ne0 % p->head_dim)
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "%s: k rows have %lld elements, not a multiple of head_dim %d", what,
+                         (long long)k->ne0, p->head_dim);
+  if (q->ne1 != batch->n_rows || k->ne1 != batch->n_rows)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: q, k, v have %lld, %lld, %lld rows, batch %d",
+                         what, (long long)q->ne1, (long long)k->ne1, (long long)v->ne1,
+                         batch->n_rows);
+  memra_rope_params pk = *p;
+  pk.n_head = (int32_t)(k->ne0 / p->head_dim);
+  snprintf(w, sizeof w, "%s: q", what);
+  if ((st = memra_cu_rope_check(be, w, q, &batch->pos, p, &pp, ff)) != MEMRA_OK) return st;
+  snprintf(w, sizeof w, "%s: k", what);
+  if ((st = memra_cu_rope_check(be, w, k, &batch->pos, &pk, &pp, ff)) != MEMRA_OK) return st;
+  /* in-place rotation of shared bytes would race */
+  if (memra_cu_overlap(q, k) || memra_cu_overlap(q, v) || memra_cu_overlap(k, v))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: q, k and v must not overlap", what);
+  return MEMRA_OK;
+}
+
 memra_status memra_cu_rope_kv_store(memra_backend *be, const memra_tensor *q, const memra_tensor *k,
                                     const memra_tensor *v, const memra_tensor *k_cache,
                                     const memra_tensor *v_cache, const memra_batch *batch,
                                     const memra_rope_params *p) {
-  memra_status st;
-  const int32_t *pos = NULL, *seq = NULL, *bt = NULL, *pp = NULL;
+  const int32_t *pos = NULL, *seq = NULL, *bt = NULL;
   const float *ff = NULL;
   int64_t bt_ld = 0;
-  if (!q || !p)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "rope_kv_store: q and params are required");
-  if ((st = memra_cu_kv_store_check(be, "rope_kv_store", k_cache, v_cache, k, v, batch, &pos, &seq,
-                                    &bt, &bt_ld)) != MEMRA_OK)
-    return st;
-  if (p->head_dim <= 0 || k->ne0 % p->head_dim)
-    return memra_cu_errf(be, MEMRA_E_INVALID,
-                         "rope_kv_store: k rows have %lld elements, not a multiple of head_dim %d",
-                         (long long)k->ne0, p->head_dim);
-  if (q->ne1 != batch->n_rows || k->ne1 != batch->n_rows)
-    return memra_cu_errf(be, MEMRA_E_INVALID,
-                         "rope_kv_store: q, k, v have %lld, %lld, %lld rows, batch %d",
-                         (long long)q->ne1, (long long)k->ne1, (long long)v->ne1, batch->n_rows);
-  memra_rope_params pk = *p;
-  pk.n_head = (int32_t)(k->ne0 / p->head_dim);
-  if ((st = memra_cu_rope_check(be, "rope_kv_store: q", q, &batch->pos, p, &pp, &ff)) != MEMRA_OK ||
-      (st = memra_cu_rope_check(be, "rope_kv_store: k", k, &batch->pos, &pk, &pp, &ff)) != MEMRA_OK)
-    return st;
-  /* in-place rotation of shared bytes would race */
-  if (memra_cu_overlap(q, k) || memra_cu_overlap(q, v) || memra_cu_overlap(k, v))
-    return memra_cu_errf(be, MEMRA_E_INVALID, "rope_kv_store: q, k and v must not overlap");
+  const memra_status st = memra_cu_rope_kv_check(be, "rope_kv_store", q, k, v, k_cache, v_cache,
+                                                 batch, p, &pos, &seq, &bt, &bt_ld, &ff);
+  if (st) return st;
   if (batch->n_rows == 0) return MEMRA_OK;
+  const int32_t kv_heads = (int32_t)(k->ne0 / p->head_dim);
   rope_kv_args a;
   a.q = (float *)memra_cu_ptr(q);
   a.k = (float *)memra_cu_ptr(k);
@@ -117,7 +133,7 @@ memra_status memra_cu_rope_kv_store(memra_backend *be, const memra_tensor *q, co
   a.v_ld = (int64_t)(v->nb1 / 4);
   memra_cu_fill_paged(&a, k_cache, v_cache, batch, pos, seq, bt, bt_ld);
   a.n_head = p->n_head;
-  a.n_kv_head = pk.n_head;
+  a.n_kv_head = kv_heads;
   a.head_dim = p->head_dim;
   a.n_rot = p->n_rot;
   a.neox = p->mode == MEMRA_ROPE_NEOX;
@@ -125,7 +141,7 @@ memra_status memra_cu_rope_kv_store(memra_backend *be, const memra_tensor *q, co
   a.freq_scale = p->freq_scale;
   a.ff = ff;
   const int64_t items = (int64_t)p->n_head * (p->n_rot / 2) +
-                        (int64_t)pk.n_head * (p->head_dim - p->n_rot / 2) + k->ne0;
+                        (int64_t)kv_heads * (p->head_dim - p->n_rot / 2) + k->ne0;
   const int threads = 256;
   if (items > (int64_t)threads * 65535)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED,

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 9u
+#define MEMRA_ABI_MINOR 10u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -415,6 +415,18 @@ typedef struct memra_backend_vt {
                                     const memra_tensor *w, const memra_tensor *ids,
                                     int32_t n_expert, const memra_tensor *weights,
                                     const memra_tensor *g);
+  /* ABI 1.10. rope_kv_attend (optional: NULL = rope_kv_store, then attention): rope_kv_store(q,
+   * k, v, k_cache, v_cache, batch, rope), then attention(out, q, k_cache, v_cache, batch, attn),
+   * with those two calls' bits on the same plugin (out and the caches; q and k are left
+   * unspecified). For decode rows only: the core calls it when every row is a decode row
+   * (batch->flags without MEMRA_BATCH_PROMPT) of its own sequence, so no row reads a position
+   * another row of the call writes; a plugin may read the rows' earlier positions before the
+   * projections that produce q, k and v have finished. */
+  memra_status (*rope_kv_attend)(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                                 const memra_tensor *k, const memra_tensor *v,
+                                 const memra_tensor *k_cache, const memra_tensor *v_cache,
+                                 const memra_batch *batch, const memra_rope_params *rope,
+                                 const memra_attn_params *attn);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -1,7 +1,8 @@
 // The core's use of ABI 1.4 rope_kv_store: a decode-only step calls it once per layer
 // instead of rope q, rope k and kv_store; a prompt step keeps the three calls; and the
 // logits are bit-identical to an engine whose plugin lacks the slot (llama: NORM rope;
-// qwen3: NEOX rope after per-head q/k norms).
+// qwen3: NEOX rope after per-head q/k norms). The same for ABI 1.10 rope_kv_attend (those
+// and attention in one call) on decode rows of distinct sequences, and not otherwise.
 #include "tests/e2e/engine_fixture.h"
 
 namespace {
@@ -23,6 +24,20 @@ memra_status rec_rope_kv(memra_backend *be, const memra_tensor *q, const memra_t
                          const memra_batch *b, const memra_rope_params *p) {
   g_log.push_back("rope_kv_store " + std::to_string(b->n_rows));
   return g_real->rope_kv_store(be, q, k, v, kc, vc, b, p);
+}
+memra_status rec_attention(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                           const memra_tensor *kc, const memra_tensor *vc, const memra_batch *b,
+                           const memra_attn_params *p) {
+  g_log.push_back("attention");
+  return g_real->attention(be, out, q, kc, vc, b, p);
+}
+memra_status rec_rope_kv_attend(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                                const memra_tensor *k, const memra_tensor *v,
+                                const memra_tensor *kc, const memra_tensor *vc,
+                                const memra_batch *b, const memra_rope_params *rp,
+                                const memra_attn_params *ap) {
+  g_log.push_back("rope_kv_attend " + std::to_string(b->n_rows));
+  return g_real->rope_kv_attend(be, out, q, k, v, kc, vc, b, rp, ap);
 }
 
 // Logits of the last row of each sequence: a prompt step (2 sequences x 4 rows), then a
@@ -79,7 +94,8 @@ TEST_P(RopeKvRoute, DecodeStepsTakeTheFusedSlotWithTheSameBits) {
   vt_with.rope = vt_without.rope = rec_rope;
   vt_with.kv_store = vt_without.kv_store = rec_kv_store;
   vt_with.rope_kv_store = rec_rope_kv;
-  vt_without.rope_kv_store = nullptr; // an older plugin: the three calls
+  vt_without.rope_kv_store = nullptr;                           // an older plugin: the three calls
+  vt_with.rope_kv_attend = vt_without.rope_kv_attend = nullptr; // ABI 1.4's form
   with.m->vt = &vt_with;
   without.m->vt = &vt_without;
   std::vector<std::string> log_with[2], log_without[2];
@@ -98,6 +114,60 @@ TEST_P(RopeKvRoute, DecodeStepsTakeTheFusedSlotWithTheSameBits) {
   EXPECT_EQ(0u, count(log_with[1], "rope") + count(log_with[1], "kv_store"));
   EXPECT_EQ(2u * layers, count(log_without[1], "rope"));
   EXPECT_EQ((size_t)layers, count(log_without[1], "kv_store"));
+}
+
+TEST_P(RopeKvRoute, DecodeRowsOfDistinctSequencesTakeRopeKvAttendWithTheSameBits) {
+  memra_ctx_params p = memra_ctx_defaults();
+  p.n_ctx = 64;
+  p.n_ubatch = 8;
+  p.n_seq_max = 2;
+  p.block_size = 3;
+  p.kv_type = MEMRA_TYPE_F16;
+  const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
+  Engine with, without;
+  ASSERT_TRUE(with.open_with(path, p)) << with.err.msg;
+  ASSERT_TRUE(without.open_with(path, p)) << without.err.msg;
+  ASSERT_NE(nullptr, with.bh.vt->rope_kv_attend) << "the CPU plugin lost its rope_kv_attend";
+  const int32_t layers = with.m->hp.n_layer;
+
+  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
+  g_real = with.bh.vt;
+  vt_with.rope = vt_without.rope = rec_rope;
+  vt_with.kv_store = vt_without.kv_store = rec_kv_store;
+  vt_with.rope_kv_store = vt_without.rope_kv_store = rec_rope_kv;
+  vt_with.attention = vt_without.attention = rec_attention;
+  vt_with.rope_kv_attend = rec_rope_kv_attend;
+  vt_without.rope_kv_attend = nullptr; // an ABI 1.9 plugin: rope_kv_store, then attention
+  with.m->vt = &vt_with;
+  without.m->vt = &vt_without;
+  std::vector<std::string> log_with[2], log_without[2];
+  std::vector<float> a = two_steps(with, log_with), b = two_steps(without, log_without);
+
+  // two decode rows of ONE sequence, flagged as decode rows by a caller: rows that read a
+  // position another row writes, so the two calls (the slot's precondition fails)
+  const int32_t t3[2] = {4, 6}, p3[2] = {5, 6}, s3[2] = {0, 0}, o3[2] = {0, 1};
+  g_log.clear();
+  ASSERT_EQ(MEMRA_OK, memra_ctx_set_rows(with.c, 2, t3, p3, s3, 2, o3, &with.err)) << with.err.msg;
+  EXPECT_EQ(1, with.c->n_distinct);
+  with.c->n_decode = 2;
+  ASSERT_EQ(MEMRA_OK, memra_ctx_forward(with.c, &with.err)) << with.err.msg;
+  const std::vector<std::string> log_same = g_log;
+  with.m->vt = g_real;
+  without.m->vt = without.bh.vt;
+
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << GetParam();
+  // prompt step: no fused call
+  EXPECT_EQ(0u, count(log_with[0], "rope_kv_attend 8"));
+  EXPECT_EQ((size_t)layers, count(log_with[0], "attention"));
+  // decode step: one call per layer, none of the four it replaces
+  EXPECT_EQ((size_t)layers, count(log_with[1], "rope_kv_attend 2"));
+  EXPECT_EQ(0u, count(log_with[1], "rope") + count(log_with[1], "kv_store") +
+                    count(log_with[1], "rope_kv_store 2") + count(log_with[1], "attention"));
+  EXPECT_EQ((size_t)layers, count(log_without[1], "rope_kv_store 2"));
+  EXPECT_EQ((size_t)layers, count(log_without[1], "attention"));
+  EXPECT_EQ(0u, count(log_same, "rope_kv_attend 2"));
+  EXPECT_EQ((size_t)layers, count(log_same, "rope_kv_store 2"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, RopeKvRoute, ::testing::Values("tiny-llama", "tiny-qwen3"));

@@ -753,6 +753,130 @@ static void check_rope_kv(void) {
   }
 }
 
+/* rope_kv_attend (ABI 1.10): decode rows of distinct sequences, their earlier positions random
+ * cache rows. Against the oracle (out), and on the plugin under test bit for bit the two calls
+ * it replaces (rope_kv_store, then attention): out and both caches whole. */
+static void check_rope_kv_attend(void) {
+  struct {
+    int mode, n_head, n_kv, hd, n_rot, ff;
+    int32_t ctype;
+    int rows, maxpos, window;
+    float softcap;
+  } cs[] = {
+      {MEMRA_ROPE_NORM, 32, 8, 128, 128, 1, MEMRA_TYPE_F16, 1, 600, 0, 0.f}, /* Llama-8B */
+      {MEMRA_ROPE_NEOX, 16, 2, 256, 64, 0, MEMRA_TYPE_F16, 1, 190, 0, 0.f},  /* Qwen3-Next */
+      {MEMRA_ROPE_NORM, 32, 8, 128, 128, 1, MEMRA_TYPE_F16, 8, 4200, 0, 0.f},
+      {MEMRA_ROPE_NEOX, 8, 2, 128, 128, 0, MEMRA_TYPE_F8_E4M3, 3, 900, 0, 0.f},
+      {MEMRA_ROPE_NEOX, 6, 3, 64, 32, 1, MEMRA_TYPE_F32, 5, 300, 50, 0.f},
+      {MEMRA_ROPE_NORM, 7, 7, 80, 80, 0, MEMRA_TYPE_F16, 4, 1500, 0, 10.f},
+      {MEMRA_ROPE_NORM, 4, 4, 36, 36, 0, MEMRA_TYPE_F8_E4M3, 3, 300, 0, 0.f}, /* two calls */
+  };
+  const int n_cases = g_quick ? 2 : (int)(sizeof cs / sizeof cs[0]);
+  for (int c = 0; c < n_cases; ++c) {
+    const int R = cs[c].rows, hd = cs[c].hd, qw = cs[c].n_head * hd, kw = cs[c].n_kv * hd;
+    int32_t pos[8], seq[8];
+    int maxp = 0;
+    for (int r = 0; r < R; ++r) { /* a row a sequence; the first at position 0 when R > 2 */
+      seq[r] = r;
+      pos[r] = R > 2 && r == 0 ? 0 : (int32_t)(ck_rnd() % (uint64_t)cs[c].maxpos);
+      if (r == R - 1) pos[r] = cs[c].maxpos - 1;
+      if (pos[r] > maxp) maxp = pos[r];
+    }
+    int bucket = 256;
+    while (bucket < maxp + 1)
+      bucket *= 2;
+    const int bs = 16, mb = (maxp + 1 + bs - 1) / bs + 1;
+    kvfix f = kv_fixture(R, bs, mb, pos, seq, R);
+    const int64_t slots = (int64_t)f.n_pages * bs;
+    uint64_t cb;
+    void *kc = ck_rand_rows(cs[c].ctype, kw, slots, &cb),
+         *vc = ck_rand_rows(cs[c].ctype, kw, slots, &cb);
+    float *q = ck_frand_vec((int64_t)R * qw, -1, 1), *k = ck_frand_vec((int64_t)R * kw, -1, 1),
+          *v = ck_frand_vec((int64_t)R * kw, -1, 1), *ff = ck_frand_vec(cs[c].n_rot / 2, 1, 8);
+    const uint64_t sz[6] = {
+        (uint64_t)R * qw * 4, (uint64_t)R * kw * 4, (uint64_t)R * kw * 4, cb, cb,
+        (uint64_t)R * qw * 4};
+    const void *init[6] = {q, k, v, kc, vc, NULL};
+    ck_buf d[6], e[6]; /* d: the fused call on both plugins; e: the two calls */
+    for (int j = 0; j < 6; ++j) {
+      d[j] = ck_new(sz[j], init[j]);
+      e[j] = ck_new(sz[j], init[j]);
+    }
+    ck_buf df = ck_new((uint64_t)cs[c].n_rot / 2 * 4, ff);
+    const memra_attn_params ap = {
+        cs[c].n_head, cs[c].n_kv, hd, cs[c].window, 1.0f / sqrtf((float)hd), cs[c].softcap};
+    char what[112];
+    snprintf(what, sizeof what, "%s h%d/kv%d d%d rot %d%s %s rows %d pos<=%d win%d cap%g",
+             cs[c].mode ? "NEOX" : "NORM", cs[c].n_head, cs[c].n_kv, hd, cs[c].n_rot,
+             cs[c].ff ? " +ff" : "", memra_type_info(cs[c].ctype).name, R, maxp, cs[c].window,
+             cs[c].softcap);
+    int ok_;
+    BOTH("rope_kv_attend", what, ({
+           const memra_rope_params p = {cs[c].n_head,
+                                        hd,
+                                        cs[c].n_rot,
+                                        cs[c].mode,
+                                        500000.f,
+                                        1.f,
+                                        cs[c].ff ? ck_t(&df, i, 0, cs[c].n_rot / 2, 1) : ck_none()};
+           memra_batch b = kv_batch(&f, i, R, bucket);
+           !P[i].vt->rope_kv_attend
+               ? MEMRA_E_UNSUPPORTED
+               : P[i].vt->rope_kv_attend(P[i].be, TP(&d[5], i, 0, qw, R), TP(&d[0], i, 0, qw, R),
+                                         TP(&d[1], i, 0, kw, R), TP(&d[2], i, 0, kw, R),
+                                         TP(&d[3], i, cs[c].ctype, kw, slots),
+                                         TP(&d[4], i, cs[c].ctype, kw, slots), &b, &p, &ap);
+         }));
+    if (ok_) {
+      compare_f32("rope_kv_attend", what, &d[5], (int64_t)R * qw, 2e-5);
+      const memra_rope_params p = {cs[c].n_head,
+                                   hd,
+                                   cs[c].n_rot,
+                                   cs[c].mode,
+                                   500000.f,
+                                   1.f,
+                                   cs[c].ff ? ck_t(&df, 1, 0, cs[c].n_rot / 2, 1) : ck_none()};
+      memra_batch b = kv_batch(&f, 1, R, bucket);
+      memra_plug_must(&P[1],
+                      P[1].vt->rope_kv_store(P[1].be, TP(&e[0], 1, 0, qw, R),
+                                             TP(&e[1], 1, 0, kw, R), TP(&e[2], 1, 0, kw, R),
+                                             TP(&e[3], 1, cs[c].ctype, kw, slots),
+                                             TP(&e[4], 1, cs[c].ctype, kw, slots), &b, &p),
+                      "rope_kv_store");
+      memra_plug_must(&P[1],
+                      P[1].vt->attention(P[1].be, TP(&e[5], 1, 0, qw, R), TP(&e[0], 1, 0, qw, R),
+                                         TP(&e[3], 1, cs[c].ctype, kw, slots),
+                                         TP(&e[4], 1, cs[c].ctype, kw, slots), &b, &ap),
+                      "attention");
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      static const int outs[3] = {5, 3, 4};
+      static const char *names[3] = {"out", "k cache", "v cache"};
+      for (int j = 0; j < 3; ++j) {
+        uint8_t *a = ck_get(&d[outs[j]], 1), *bb = ck_get(&e[outs[j]], 1);
+        const int same = memcmp(a, bb, sz[outs[j]]) == 0 && ck_guard_ok(&d[outs[j]]);
+        char w2[112];
+        snprintf(w2, sizeof w2, "rope_kv_attend %s d%d rows %d %s: == rope_kv_store, attention",
+                 memra_type_info(cs[c].ctype).name, hd, R, names[j]);
+        ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+        free(a);
+        free(bb);
+      }
+    }
+    for (int j = 0; j < 6; ++j) {
+      ck_free(&d[j]);
+      ck_free(&e[j]);
+    }
+    ck_free(&df);
+    free(kc);
+    free(vc);
+    free(q);
+    free(k);
+    free(v);
+    free(ff);
+    kv_free(&f);
+  }
+}
+
 static void check_attention(void) {
   struct {
     int32_t ctype;
@@ -1303,6 +1427,8 @@ static void check_errors(void) {
 int main(int argc, char **argv) {
   ck_table_style_set(&(ck_table_style){15, 95, 95, 10, 64, 10, 64, "rel err"});
   ck_rng = 0x9E3779B97F4A7C15ull; /* the default seed */
+  /* the GPU plugins' opt-in slots are checked too (read when a plugin opens) */
+  setenv("MEMRA_ROPE_ATT", "1", 0);
   const char *paths[2] = {NULL, NULL};
   if (ck_args(argc, argv, &g_quick, paths, 2) != 2) {
     fprintf(stderr, "usage: opcheck [--quick] [--seed N] REF.so TEST.so\n");
@@ -1320,6 +1446,7 @@ int main(int argc, char **argv) {
   check_kv_store();
   check_rope_kv();
   check_attention();
+  check_rope_kv_attend();
   check_elementwise();
   check_argmax();
   check_sample();
