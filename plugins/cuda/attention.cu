@@ -80,9 +80,10 @@ struct att_args {
   int n_head, n_kv_head, head_dim, group, window;
   float scale, softcap;
   int n_split;
-  int64_t row0;  /* first row of this launch group */
-  float *part;   /* [rows][n_head][n_split][2 + head_dim] */
-  int fused = 0; /* v3: combine in the last block (att_tickets [rows][n_kv_head]) */
+  int64_t row0;   /* first row of this launch group */
+  float *part;    /* [rows][n_head][n_split][2 + head_dim] */
+  int fused = 0;  /* v3: combine in the last block (att_tickets [rows][n_kv_head]) */
+  int hsplit = 1; /* v5: a KV head's q heads over this many clusters (group = q heads each) */
   /* v5 with rope_kv_store's work (RK, ABI 1.10 rope_kv_attend): the step's unrotated k and
    * its v, and rope's parameters */
   const float *kin = NULL, *vin = NULL;
@@ -436,6 +437,30 @@ static void att4_launch(const memra_backend *be, dim3 grid, size_t smem, const a
                           a);
 }
 
+/* Blocks of a v5 launch without a head split: splits x KV heads x rows. */
+static int64_t att5_blocks(const memra_batch *batch, const memra_attn_params *p) {
+  return (int64_t)att5_grid_splits(batch->kv_bucket) * p->n_kv_head * batch->n_rows;
+}
+
+/* v5's head split: the q heads of a KV head over hs clusters of group / hs heads each. A
+ * head's arithmetic does not change (each block's heads are whole), so neither do its bits
+ * (opcheck). hs doubles while the launch stays within one wave of blocks (blocks: those of
+ * hs = 1): on the H200 the hybrid's gated attention (2 KV heads of 8 q heads, 16 blocks) went
+ * from 2,236 to 2,292 tok/s at hs 8, while Llama-8B's (8 x 4, 128 blocks) lost at hs 2 and 4
+ * (334 -> 318 / 304, docs/PERF.md). MEMRA_ATT_HS=n forces n (read per call, as MEMRA_ATT; kept
+ * when it divides the group). */
+static int att5_hsplit(const memra_backend *be, int group, int64_t blocks) {
+  const char *e = getenv("MEMRA_ATT_HS");
+  if (e) {
+    const int want = atoi(e);
+    return want >= 1 && group % want == 0 ? want : 1;
+  }
+  int hs = 1;
+  while (group % (2 * hs) == 0 && blocks * 2 * hs <= be->n_sms)
+    hs *= 2;
+  return hs;
+}
+
 /* attention's checks, every message; the batch's device vectors come back as from
  * memra_cu_check_batch. */
 static memra_status att_check(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
@@ -532,15 +557,18 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
   /* v5 unless MEMRA_ATT names another version (or the device cannot run it) */
   const att5_fn k5 = v2 || (ver_env && strcmp(ver_env, "4") == 0)
                          ? NULL
-                         : att5_ready(k_cache->type, vec4, a.group);
+                         : att5_ready(k_cache->type, vec4,
+                                      a.group / att5_hsplit(be, a.group, att5_blocks(batch, p)));
   if (k5) {
+    a.hsplit = att5_hsplit(be, a.group, att5_blocks(batch, p));
+    a.group /= a.hsplit;
     a.n_split = att5_grid_splits(batch->kv_bucket); /* the cluster size */
     a.part = NULL;
     const size_t smem5 = att5_smem(a.group, p->head_dim, a.n_split);
     for (int64_t r0 = 0; r0 < batch->n_rows; r0 += 65535) {
       const int64_t nr = batch->n_rows - r0 < 65535 ? batch->n_rows - r0 : 65535;
       a.row0 = r0;
-      dim3 g5((unsigned)a.n_split, (unsigned)p->n_kv_head, (unsigned)nr);
+      dim3 g5((unsigned)a.n_split, (unsigned)(p->n_kv_head * a.hsplit), (unsigned)nr);
       MEMRA_CU(
           memra_cu_launch_cluster(be, k5, g5, dim3(AT5_THREADS), smem5, (unsigned)a.n_split, a));
     }
@@ -652,7 +680,8 @@ memra_status memra_cu_rope_kv_attend(memra_backend *be, const memra_tensor *out,
                     (D * esz) % 16 == 0 &&
                     memra_cu_align_of(memra_cu_ptr(k_cache), k_cache->nb1) >= 16 &&
                     memra_cu_align_of(memra_cu_ptr(v_cache), v_cache->nb1) >= 16;
-  const att5_fn k5 = fits ? att5_ready_rk(k_cache->type, p->n_head / p->n_kv_head) : NULL;
+  const int G = p->n_head / p->n_kv_head, hs = att5_hsplit(be, G, att5_blocks(batch, p));
+  const att5_fn k5 = fits ? att5_ready_rk(k_cache->type, G / hs) : NULL;
   if (!k5) {
     if ((st = memra_cu_rope_kv_store(be, q, k, v, k_cache, v_cache, batch, rope))) return st;
     return memra_cu_attention(be, out, q, k_cache, v_cache, batch, p);
@@ -666,7 +695,8 @@ memra_status memra_cu_rope_kv_attend(memra_backend *be, const memra_tensor *out,
   a.n_head = p->n_head;
   a.n_kv_head = p->n_kv_head;
   a.head_dim = D;
-  a.group = p->n_head / p->n_kv_head;
+  a.group = G / hs;
+  a.hsplit = hs;
   a.window = p->window;
   a.scale = p->scale;
   a.softcap = p->softcap;
@@ -685,7 +715,7 @@ memra_status memra_cu_rope_kv_attend(memra_backend *be, const memra_tensor *out,
   for (int64_t r0 = 0; r0 < batch->n_rows; r0 += 65535) {
     const int64_t nr = batch->n_rows - r0 < 65535 ? batch->n_rows - r0 : 65535;
     a.row0 = r0;
-    const dim3 g5((unsigned)a.n_split, (unsigned)p->n_kv_head, (unsigned)nr);
+    const dim3 g5((unsigned)a.n_split, (unsigned)(p->n_kv_head * hs), (unsigned)nr);
     MEMRA_CU(memra_cu_launch_cluster(be, k5, g5, dim3(AT5_THREADS), smem, (unsigned)a.n_split, a));
   }
   return MEMRA_OK;

@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
   const int lg = lane & (LG - 1), grp = tid / LG, T = AT5_THREADS / LG * AT5_P;
   const bool has = VW == 1 || lg < nsl; /* VW 8: D % 8 == 0, lanes past D/8 idle */
   const int n_steps = (pe - pb + T - 1) / T;
-  const int64_t koff = (int64_t)kh * D;
+  const int64_t koff = (int64_t)(kh / a.hsplit) * D; /* the KV head (a.hsplit clusters each) */
   /* 128-byte lines of one head's K (or V) row: at most LG / 4, one a lane */
   const int lines = (int)((D * sizeof(TC) + 127) / 128);
 
@@ -261,14 +261,15 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
     /* K and V of the row: into shared memory for the block owning its position, and into
      * the caches by split 0 (whoever owns it: a bucket below the position drops the split) */
     const bool owner = mine && p_r >= pb && p_r < pe;
-    if (owner || split == 0) {
+    const bool store = split == 0 && kh % a.hsplit == 0; /* one cluster of the KV head */
+    if (owner || store) {
       const float *kx = a.kin + r * a.kin_ld + koff, *vx = a.vin + r * a.vin_ld + koff;
-      const int64_t ks = split ? -1
-                               : memra_kv_slot(r, a.pos, a.seq, a.bt, a.bt_ld, a.n_seqs,
-                                               a.block_size, a.max_blocks, a.k_slots);
-      const int64_t vs = split ? -1
-                               : memra_kv_slot(r, a.pos, a.seq, a.bt, a.bt_ld, a.n_seqs,
-                                               a.block_size, a.max_blocks, a.v_slots);
+      const int64_t ks = !store ? -1
+                                : memra_kv_slot(r, a.pos, a.seq, a.bt, a.bt_ld, a.n_seqs,
+                                                a.block_size, a.max_blocks, a.k_slots);
+      const int64_t vs = !store ? -1
+                                : memra_kv_slot(r, a.pos, a.seq, a.bt, a.bt_ld, a.n_seqs,
+                                                a.block_size, a.max_blocks, a.v_slots);
       TC *kd = (TC *)(a.kc + (uint64_t)(ks < 0 ? 0 : ks) * a.k_nb1) + koff;
       TC *vd = (TC *)(a.vc + (uint64_t)(vs < 0 ? 0 : vs) * a.v_nb1) + koff;
       for (int i = tid; i < hr; i += AT5_THREADS) {

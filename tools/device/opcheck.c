@@ -1021,6 +1021,30 @@ static void check_attention(void) {
       ck_record("invariance", w2, nchk - n_same, 0, same, same ? "bit-identical" : "differs");
       ck_free(&d1);
     }
+    const int G = cs[c].n_head / cs[c].n_kv;
+    for (int hs = 1; ok_ && hs <= G; hs *= 2) { /* v5's head split (MEMRA_ATT_HS): same bits */
+      if (G % hs) continue;
+      char hv[8];
+      snprintf(hv, sizeof hv, "%d", hs);
+      setenv("MEMRA_ATT_HS", hv, 1);
+      ck_poison1(&P[1], dout.b[1], dout.size);
+      memra_batch b = kv_batch(&f, 1, n_rows, maxp + 1);
+      memra_plug_must(&P[1],
+                      P[1].vt->attention(P[1].be, TP(&dout, 1, 0, qw, n_rows),
+                                         TP(&dq, 1, 0, qw, n_rows),
+                                         TP(&dkc, 1, cs[c].ctype, width, slots),
+                                         TP(&dvc, 1, cs[c].ctype, width, slots), &b, &p),
+                      "attention");
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      unsetenv("MEMRA_ATT_HS");
+      float *oh = ck_get(&dout, 1);
+      const int same = memcmp(oh, ob4, (size_t)n_rows * qw * 4) == 0 && ck_guard_ok(&dout);
+      char w2[128];
+      snprintf(w2, sizeof w2, "attention %s group %d: v5 over %d clusters a KV head == default",
+               memra_type_info(cs[c].ctype).name, G, hs);
+      ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+      free(oh);
+    }
     free(ob4);
     ck_free(&dkc);
     ck_free(&dvc);
