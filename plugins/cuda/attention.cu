@@ -32,6 +32,10 @@
  *   of a compact step loop, q in shared memory. MEMRA_ATT=4 / MEMRA_ATT=2 (read per call,
  *   for A/B timing and opcheck) run ver 4 / ver 2, MEMRA_ATT_FUSE=1 ver 3; a device that
  *   cannot hold v5's clusters runs ver 4.
+ *   v5 also splits a KV head's q heads over up to group clusters while the launch stays within
+ *   one wave of blocks (att5_hsplit: the hybrid's 2 KV heads x 8 q heads went from 16 blocks
+ *   to 128; same bits). ABI 1.10 rope_kv_attend runs v5 with rope_kv_store's work in its
+ *   prologue (RK, opt-in).
  * v2/v3: the split count is kv_bucket / ATT_CHUNK (so one graph per bucket). The chunk
  * edges are fixed positions, not a function of the bucket, the batch or the SM count: a
  * row's result is then bit-identical whether it runs alone, in any batch, eagerly or

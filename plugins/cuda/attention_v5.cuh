@@ -144,14 +144,17 @@ __device__ __forceinline__ void att5_st_cluster(const float *local, uint32_t ran
 static const size_t AT5_RK_SMEM = 16 + (ATT_MAX_D / 2) * 16 + 2 * ATT_MAX_D * sizeof(float);
 
 /* v5: block (split, KV head, row) of a cluster (S, 1, 1), S = gridDim.x = a.n_split;
- * AT5_THREADS threads; GM >= the group size.
+ * AT5_THREADS threads; GM >= the group size. With a head split (a.hsplit > 1) blockIdx.y is a
+ * KV head's part: the KV head blockIdx.y / a.hsplit, its q heads blockIdx.y * group + [0, group)
+ * (consecutive: the whole group's heads are), each head's arithmetic the same.
  * RK (ABI 1.10 rope_kv_attend, decode rows of distinct sequences): rope_kv_store's work for the
  * block's KV head first, with its bits: q's G heads turned into shared memory (memra_rope_turn
  * of the (cos, sin) rope_kv_v1_kernel computes), the row's K turned and cast to the cache type,
- * its V cast, stored at the row's slot by split 0 (memra_kv_slot's conditions) and read by the
- * block owning the position from shared memory. What is no step's output is read before the
- * PDL wait: the position, sequence and pages, the (cos, sin), and the first step's K/V rows of
- * earlier positions (written by earlier steps: no other row of the call writes them). */
+ * its V cast, stored at the row's slot by split 0 of the KV head's first cluster (memra_kv_slot's
+ * conditions) and read by the block owning the position from shared memory. What is no step's
+ * output is read before the PDL wait: the position, sequence and pages, the (cos, sin), and the
+ * first step's K/V rows of earlier positions (written by earlier steps: no other row of the call
+ * writes them). */
 template <typename TC, int VW, int GM, bool RK = false>
 __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
   /* q [G][D] | warp sums [AT5_WARPS][G][D] | push [S][E] */
