@@ -465,6 +465,38 @@ static int att5_hsplit(const memra_backend *be, int group, int64_t blocks) {
   return hs;
 }
 
+/* att_args from checked tensors (attention's and rope_kv_attend's). */
+static void att_fill(att_args *a, const memra_tensor *out, const memra_tensor *q,
+                     const memra_tensor *k_cache, const memra_tensor *v_cache,
+                     const memra_batch *batch, const memra_attn_params *p, const int32_t *pos,
+                     const int32_t *seq, const int32_t *bt, int64_t bt_ld) {
+  a->out = (float *)memra_cu_ptr(out);
+  a->out_ld = (int64_t)(out->nb1 / 4);
+  a->q = (const float *)memra_cu_ptr(q);
+  a->q_ld = (int64_t)(q->nb1 / 4);
+  memra_cu_fill_paged(a, k_cache, v_cache, batch, pos, seq, bt, bt_ld);
+  a->n_head = p->n_head;
+  a->n_kv_head = p->n_kv_head;
+  a->head_dim = p->head_dim;
+  a->group = p->n_head / p->n_kv_head;
+  a->window = p->window;
+  a->scale = p->scale;
+  a->softcap = p->softcap;
+}
+
+/* A v5 kernel over rows in launches of at most 65535 rows: grid (a.n_split, heads, rows) in
+ * clusters of a.n_split. */
+static memra_status att5_launch(memra_backend *be, att5_fn k5, att_args a, int heads,
+                                int64_t n_rows, size_t smem) {
+  for (int64_t r0 = 0; r0 < n_rows; r0 += 65535) {
+    const int64_t nr = n_rows - r0 < 65535 ? n_rows - r0 : 65535;
+    a.row0 = r0;
+    const dim3 g5((unsigned)a.n_split, (unsigned)heads, (unsigned)nr);
+    MEMRA_CU(memra_cu_launch_cluster(be, k5, g5, dim3(AT5_THREADS), smem, (unsigned)a.n_split, a));
+  }
+  return MEMRA_OK;
+}
+
 /* attention's checks, every message; the batch's device vectors come back as from
  * memra_cu_check_batch. */
 static memra_status att_check(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
@@ -537,18 +569,7 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
     return memra_cu_attention_prefill(be, out, q, k_cache, v_cache, batch, p, pos, seq, bt, bt_ld);
 
   att_args a;
-  a.out = (float *)memra_cu_ptr(out);
-  a.out_ld = (int64_t)(out->nb1 / 4);
-  a.q = (const float *)memra_cu_ptr(q);
-  a.q_ld = (int64_t)(q->nb1 / 4);
-  memra_cu_fill_paged(&a, k_cache, v_cache, batch, pos, seq, bt, bt_ld);
-  a.n_head = p->n_head;
-  a.n_kv_head = p->n_kv_head;
-  a.head_dim = p->head_dim;
-  a.group = p->n_head / p->n_kv_head;
-  a.window = p->window;
-  a.scale = p->scale;
-  a.softcap = p->softcap;
+  att_fill(&a, out, q, k_cache, v_cache, batch, p, pos, seq, bt, bt_ld);
   const char *ver_env = getenv("MEMRA_ATT"), *fuse_env = getenv("MEMRA_ATT_FUSE");
   /* v3 (split + combine in one launch) only with MEMRA_ATT_FUSE=1: slower on the H200. */
   const bool fuse = fuse_env && strcmp(fuse_env, "1") == 0;
@@ -568,15 +589,8 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
     a.group /= a.hsplit;
     a.n_split = att5_grid_splits(batch->kv_bucket); /* the cluster size */
     a.part = NULL;
-    const size_t smem5 = att5_smem(a.group, p->head_dim, a.n_split);
-    for (int64_t r0 = 0; r0 < batch->n_rows; r0 += 65535) {
-      const int64_t nr = batch->n_rows - r0 < 65535 ? batch->n_rows - r0 : 65535;
-      a.row0 = r0;
-      dim3 g5((unsigned)a.n_split, (unsigned)(p->n_kv_head * a.hsplit), (unsigned)nr);
-      MEMRA_CU(
-          memra_cu_launch_cluster(be, k5, g5, dim3(AT5_THREADS), smem5, (unsigned)a.n_split, a));
-    }
-    return MEMRA_OK;
+    return att5_launch(be, k5, a, p->n_kv_head * a.hsplit, batch->n_rows,
+                       att5_smem(a.group, p->head_dim, a.n_split));
   }
   a.n_split =
       v2 ? (batch->kv_bucket + ATT_CHUNK - 1) / ATT_CHUNK : att4_grid_splits(batch->kv_bucket);
@@ -691,19 +705,9 @@ memra_status memra_cu_rope_kv_attend(memra_backend *be, const memra_tensor *out,
     return memra_cu_attention(be, out, q, k_cache, v_cache, batch, p);
   }
   att_args a;
-  a.out = (float *)memra_cu_ptr(out);
-  a.out_ld = (int64_t)(out->nb1 / 4);
-  a.q = (const float *)memra_cu_ptr(q);
-  a.q_ld = (int64_t)(q->nb1 / 4);
-  memra_cu_fill_paged(&a, k_cache, v_cache, batch, pos, seq, bt, bt_ld);
-  a.n_head = p->n_head;
-  a.n_kv_head = p->n_kv_head;
-  a.head_dim = D;
+  att_fill(&a, out, q, k_cache, v_cache, batch, p, pos, seq, bt, bt_ld);
   a.group = G / hs;
   a.hsplit = hs;
-  a.window = p->window;
-  a.scale = p->scale;
-  a.softcap = p->softcap;
   a.kin = (const float *)memra_cu_ptr(k);
   a.vin = (const float *)memra_cu_ptr(v);
   a.kin_ld = (int64_t)(k->nb1 / 4);
@@ -715,12 +719,6 @@ memra_status memra_cu_rope_kv_attend(memra_backend *be, const memra_tensor *out,
   a.ff = ff;
   a.n_split = att5_grid_splits(batch->kv_bucket); /* the cluster size */
   a.part = NULL;
-  const size_t smem = att5_smem(a.group, D, a.n_split) + AT5_RK_SMEM;
-  for (int64_t r0 = 0; r0 < batch->n_rows; r0 += 65535) {
-    const int64_t nr = batch->n_rows - r0 < 65535 ? batch->n_rows - r0 : 65535;
-    a.row0 = r0;
-    const dim3 g5((unsigned)a.n_split, (unsigned)(p->n_kv_head * hs), (unsigned)nr);
-    MEMRA_CU(memra_cu_launch_cluster(be, k5, g5, dim3(AT5_THREADS), smem, (unsigned)a.n_split, a));
-  }
-  return MEMRA_OK;
+  return att5_launch(be, k5, a, p->n_kv_head * hs, batch->n_rows,
+                     att5_smem(a.group, D, a.n_split) + AT5_RK_SMEM);
 }
