@@ -162,6 +162,13 @@ memra_status memra_cu_sample(memra_backend *be, const memra_tensor *ids, const m
                              const memra_tensor *rng, const memra_sample_params *p);
 #endif
 
+/* True when the environment variable name is set to value (the A/B switches of the vtable's
+ * optional slots, read when the vtable is built). */
+static bool cu_env_is(const char *name, const char *value) {
+  const char *e = getenv(name);
+  return e && strcmp(e, value) == 0;
+}
+
 /* Filled by name, not position: slots a later ABI minor appends stay NULL ("no kernel")
  * until this plugin implements them, and the file builds against either header. */
 static const memra_backend_vt *cu_vtable(void) {
@@ -208,32 +215,28 @@ static const memra_backend_vt *cu_vtable(void) {
     v.moe_combine_gated = memra_cu_moe_combine_gated; /* ABI 1.7 (moe.cu) */
     /* ABI 1.7 fusions; MEMRA_MMID_GLU=0 / MEMRA_RMS_GATE=0 leave a slot out (A/B: the core
      * then makes the calls it replaces) */
-    const char *mg = getenv("MEMRA_MMID_GLU"), *rg = getenv("MEMRA_RMS_GATE");
-    v.matmul_id_glu = mg && strcmp(mg, "0") == 0 ? NULL : memra_cu_matmul_id_glu;
-    v.rmsnorm_gate = rg && strcmp(rg, "0") == 0 ? NULL : memra_cu_rmsnorm_gate; /* rmsnorm.cu */
+    v.matmul_id_glu = cu_env_is("MEMRA_MMID_GLU", "0") ? NULL : memra_cu_matmul_id_glu;
+    v.rmsnorm_gate =
+        cu_env_is("MEMRA_RMS_GATE", "0") ? NULL : memra_cu_rmsnorm_gate; /* rmsnorm.cu */
 #if MEMRA_ABI_MINOR >= 8
     /* ABI 1.8 rmsnorm_qk (H200, docs/PERF.md: bitwise the two rmsnorm calls, MoE 8-layer tg128
      * +2.2%); MEMRA_RMS_QK=0 leaves it out (A/B) */
-    const char *qk = getenv("MEMRA_RMS_QK");
-    v.rmsnorm_qk = qk && strcmp(qk, "0") == 0 ? NULL : memra_cu_rmsnorm_qk;
+    v.rmsnorm_qk = cu_env_is("MEMRA_RMS_QK", "0") ? NULL : memra_cu_rmsnorm_qk;
 #endif
 #if MEMRA_ABI_MINOR >= 9
     /* ABI 1.9 moe_combine_shexp: the shared expert rides in the routed expert launches;
      * MEMRA_SHEXP_STACK=0 leaves it out (A/B: the core then keeps the shared expert apart) */
-    const char *sx = getenv("MEMRA_SHEXP_STACK");
-    v.moe_combine_shexp = sx && strcmp(sx, "0") == 0 ? NULL : memra_cu_moe_combine_shexp;
+    v.moe_combine_shexp = cu_env_is("MEMRA_SHEXP_STACK", "0") ? NULL : memra_cu_moe_combine_shexp;
     /* ABI 1.9 matmul_id_combine (the experts' down projection and the combine in one launch,
      * F16 / BF16) is opt-in, MEMRA_MMID_COMBINE=1: on the H200 its kernel lost to matmul_id
      * and the combine (hybrid F16 tg128 2,130 vs 2,235, docs/PERF.md) */
-    const char *mc = getenv("MEMRA_MMID_COMBINE");
-    v.matmul_id_combine = mc && strcmp(mc, "1") == 0 ? memra_cu_matmul_id_combine : NULL;
+    v.matmul_id_combine = cu_env_is("MEMRA_MMID_COMBINE", "1") ? memra_cu_matmul_id_combine : NULL;
 #endif
 #if MEMRA_ABI_MINOR >= 10
     /* ABI 1.10 rope_kv_attend (attention.cu) is opt-in, MEMRA_ROPE_ATT=1: on the H200 its one
      * launch ran no faster than rope_kv_store and attention (Llama Q8_0 tg128 @ d512 332 vs 334,
      * hybrid F16 2,248 vs 2,243, docs/PERF.md) */
-    const char *ra = getenv("MEMRA_ROPE_ATT");
-    v.rope_kv_attend = ra && strcmp(ra, "1") == 0 ? memra_cu_rope_kv_attend : NULL;
+    v.rope_kv_attend = cu_env_is("MEMRA_ROPE_ATT", "1") ? memra_cu_rope_kv_attend : NULL;
 #endif
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;

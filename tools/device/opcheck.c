@@ -641,6 +641,16 @@ static void check_kv_store(void) {
   }
 }
 
+/* An invariance row: got's bytes on the plugin under test equal want's (and got's guards
+ * hold). */
+static void record_bitwise(const char *what, const ck_buf *got, const ck_buf *want, uint64_t n) {
+  uint8_t *a = ck_get(got, 1), *b = ck_get(want, 1);
+  const int same = memcmp(a, b, n) == 0 && ck_guard_ok(got);
+  ck_record("invariance", what, !same, 0, same, same ? "bit-identical" : "differs");
+  free(a);
+  free(b);
+}
+
 /* rope_kv_store (ABI 1.4) on plugin i: q, k rotated at the batch's positions, k and v
  * stored in the caches. */
 static memra_status call_rope_kv(int i, const ck_buf *d, const kvfix *f, int rows, int qw, int kw,
@@ -728,14 +738,10 @@ static void check_rope_kv(void) {
       static const char *names[5] = {"q", "k", "v", "k cache", "v cache"};
       for (int j = 0; j < 5; ++j) {
         if (j == 2) continue; /* v is an input only */
-        uint8_t *a = ck_get(&d[j], 1), *bb = ck_get(&e[j], 1);
-        const int same = memcmp(a, bb, sz[j]) == 0 && ck_guard_ok(&d[j]);
         char w2[96];
         snprintf(w2, sizeof w2, "rope_kv %s %s: fused == rope, rope, kv_store",
                  memra_type_info(cs[c].ctype).name, names[j]);
-        ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
-        free(a);
-        free(bb);
+        record_bitwise(w2, &d[j], &e[j], sz[j]);
       }
     }
     for (int j = 0; j < 5; ++j) {
@@ -852,14 +858,10 @@ static void check_rope_kv_attend(void) {
       static const int outs[3] = {5, 3, 4};
       static const char *names[3] = {"out", "k cache", "v cache"};
       for (int j = 0; j < 3; ++j) {
-        uint8_t *a = ck_get(&d[outs[j]], 1), *bb = ck_get(&e[outs[j]], 1);
-        const int same = memcmp(a, bb, sz[outs[j]]) == 0 && ck_guard_ok(&d[outs[j]]);
         char w2[112];
         snprintf(w2, sizeof w2, "rope_kv_attend %s d%d rows %d %s: == rope_kv_store, attention",
                  memra_type_info(cs[c].ctype).name, hd, R, names[j]);
-        ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
-        free(a);
-        free(bb);
+        record_bitwise(w2, &d[outs[j]], &e[outs[j]], sz[outs[j]]);
       }
     }
     for (int j = 0; j < 6; ++j) {
