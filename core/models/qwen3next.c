@@ -35,12 +35,27 @@ static memra_status gdn_mixer(memra_ctx *c, int il, const memra_tensor *xn, cons
   memra_tensor qkv = memra_rows(c->qkv, n), u = memra_rows(c->conv_out, n), z = memra_rows(c->z, n),
                o = memra_rows(c->gdn_out, n), b = memra_rows(c->gbeta, n),
                a = memra_rows(c->galpha, n);
-  {
-    const memra_tensor ys[4] = {qkv, z, b, a},
-                       ws[4] = {l->ssm_qkv, l->ssm_z, l->ssm_beta, l->ssm_alpha};
+  const memra_tensor ys[4] = {qkv, z, b, a},
+                     ws[4] = {l->ssm_qkv, l->ssm_z, l->ssm_beta, l->ssm_alpha};
+  if (vt->matmul_n_conv && vt->matmul_n && c->n_decode >= c->n_rows) {
+    /* ABI 1.11, decode-only steps (as matmul_n): the projections of qkv's type group and the
+     * conv in one call, u in qkv's place; the other groups as memra_blk_matmuls makes them */
+    int grp[4], gn = 0, rn = 0;
+    memra_blk_same_type_groups(ws, 4, grp);
+    memra_tensor gy[4], gw[4], ry[4], rw[4];
+    for (int i = 0; i < 4; ++i) {
+      if (grp[i] == grp[0])
+        gy[gn] = i == 0 ? u : ys[i], gw[gn++] = ws[i];
+      else
+        ry[rn] = ys[i], rw[rn++] = ws[i];
+    }
+    CALL("matmul qkv (+conv), z, beta, alpha",
+         vt->matmul_n_conv(be, gn, gy, xn, gw, &l->ssm_conv1d, &c->conv_state[il], &c->batch));
+    if (rn > 0) MEMRA_TRY(memra_blk_matmuls(c, "matmul z, beta, alpha", rn, ry, xn, rw, NULL, err));
+  } else {
     MEMRA_TRY(memra_blk_matmuls(c, "matmul qkv, z, beta, alpha", 4, ys, xn, ws, NULL, err));
+    CALL("ssm_conv", vt->ssm_conv(be, &u, &qkv, &l->ssm_conv1d, &c->conv_state[il], &c->batch));
   }
-  CALL("ssm_conv", vt->ssm_conv(be, &u, &qkv, &l->ssm_conv1d, &c->conv_state[il], &c->batch));
   const memra_tensor q = cols(u, 0, KD), k = cols(u, KD, KD), v = cols(u, 2 * KD, VD);
   const memra_gdn_params gp = {.n_k_head = hp->ssm_k_heads,
                                .n_v_head = hp->ssm_v_heads,

@@ -238,6 +238,11 @@ static const memra_backend_vt *cu_vtable(void) {
      * hybrid F16 2,248 vs 2,243, docs/PERF.md) */
     v.rope_kv_attend = cu_env_is("MEMRA_ROPE_ATT", "1") ? memra_cu_rope_kv_attend : NULL;
 #endif
+#if MEMRA_ABI_MINOR >= 11
+    /* ABI 1.11 matmul_n_conv (matmul.cu: the GDN conv in the ring GEMVs' last step);
+     * MEMRA_MNCONV=0 leaves it out (A/B: the core then calls matmul_n and ssm_conv) */
+    v.matmul_n_conv = cu_env_is("MEMRA_MNCONV", "0") ? NULL : memra_cu_matmul_n_conv;
+#endif
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;
     v.gated_delta_rule = memra_cu_gated_delta_rule;

@@ -147,6 +147,10 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
 memra_status memra_cu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
                                const memra_tensor *x, const memra_tensor *w,
                                const memra_tensor *bias);
+memra_status memra_cu_matmul_n_conv(memra_backend *be, int32_t n, const memra_tensor *y,
+                                    const memra_tensor *x, const memra_tensor *w,
+                                    const memra_tensor *conv_w, const memra_tensor *state,
+                                    const memra_batch *batch);
 memra_status memra_cu_rope(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
                            const memra_rope_params *p);
 memra_status memra_cu_kv_store(memra_backend *be, const memra_tensor *k_cache,

@@ -153,9 +153,11 @@ template <int KM> __global__ void ssm_conv_v1_kernel(conv_args a) {
   }
 }
 
-memra_status memra_cu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                               const memra_tensor *w, const memra_tensor *state,
-                               const memra_batch *batch) {
+/* ssm_conv's checks and launch; in_place: y is x (matmul_n_conv's fallback: a channel's thread
+ * reads each row's value before it writes that row's result, so the conv may run in place). */
+static memra_status ssm_conv_run(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                 const memra_tensor *w, const memra_tensor *state,
+                                 const memra_batch *batch, bool in_place) {
   memra_status st;
   const int32_t *pos = NULL, *seq = NULL, *bt = NULL;
   int64_t bt_ld = 0;
@@ -171,8 +173,8 @@ memra_status memra_cu_ssm_conv(memra_backend *be, const memra_tensor *y, const m
   if ((st = memra_cu_check_f(be, "ssm_conv", "state", state, MEMRA_TYPE_F32, (K - 1) * x->ne0,
                              batch->n_seqs)))
     return st;
-  if (memra_cu_overlap(y, x) || memra_cu_overlap(y, state))
-    return memra_cu_errf(be, MEMRA_E_INVALID, "ssm_conv: y overlaps x or state");
+  if ((!in_place && memra_cu_overlap(y, x)) || memra_cu_overlap(y, state) || memra_cu_overlap(y, w))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "ssm_conv: y overlaps x, state or w");
   if (K > 0x7fffffff || batch->n_seqs > 65535)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "ssm_conv: width %lld, %d sequences",
                          (long long)K, batch->n_seqs);
@@ -206,6 +208,18 @@ memra_status memra_cu_ssm_conv(memra_backend *be, const memra_tensor *y, const m
   }
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
+}
+
+memra_status memra_cu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *w, const memra_tensor *state,
+                               const memra_batch *batch) {
+  return ssm_conv_run(be, y, x, w, state, batch, false);
+}
+
+memra_status memra_cu_ssm_conv_in_place(memra_backend *be, const memra_tensor *y,
+                                        const memra_tensor *w, const memra_tensor *state,
+                                        const memra_batch *batch) {
+  return ssm_conv_run(be, y, y, w, state, batch, true);
 }
 
 /* --- gated_delta_rule ---------------------------------------------------------------- */

@@ -80,6 +80,7 @@
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/dequant.cuh"
 #include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/families.h"
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_kq.cuh"
 #include "plugins/cuda/matmul_kq9.cuh"
@@ -418,10 +419,12 @@ static int mm_mtile(int64_t M) { return M >= 8 ? 8 : M > 2 ? 4 : (int)M; }
 /* The tensor-core GEMV of type T for jobs sharing a's x: v11 for one row where its block fits,
  * else the prep kernel and v7 (mt rows of x a block); the same bits. */
 template <int T>
-static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J, int mt) {
+static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J, int mt,
+                                 const mm_conv *cv, bool *conv_done) {
   bool ok;
   if (a->path == MM_V11 && a->M == 1 && m11_fits<T>(be, a->K)) {
     cudaError_t e;
+    if (cv) J.cv = *cv, *conv_done = true;
     ok = a->xv16 ? m11_launch<T, true>(be, J, a->x, a->K, &e)
                  : m11_launch<T, false>(be, J, a->x, a->K, &e);
     if (e != cudaSuccess)
@@ -442,9 +445,12 @@ static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J,
 }
 
 /* The v5 / v6 / v7 / v8 / v9 kernel for jobs sharing a's x, type and path (the jobs' R: 2 rows per
- * block under 4096 rows in all at M = 1, else 8). */
+ * block under 4096 rows in all at M = 1, else 8). cv (matmul_n_conv; may be NULL): the ring
+ * kernels of one row (v11, v12, v13) take job 0's conv into their last step and set *conv_done;
+ * the others leave it to the caller. */
 static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs J,
-                                   int64_t n_rows_all) {
+                                   int64_t n_rows_all, const mm_conv *cv = NULL,
+                                   bool *conv_done = NULL) {
   /* v7 takes up to 16 rows of x per weight pass (a row's arithmetic is the same in any
    * group: batch invariant) */
   const bool tc = a->path == MM_V7 || a->path == MM_V11;
@@ -454,8 +460,8 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: %lld rows of x", (long long)a->M);
   bool ok = true;
   if (tc) {
-    return a->type == MEMRA_TYPE_Q6_K ? mm_launch_tc<MEMRA_TYPE_Q6_K>(be, a, J, mt)
-                                      : mm_launch_tc<MEMRA_TYPE_Q4_K>(be, a, J, mt);
+    return a->type == MEMRA_TYPE_Q6_K ? mm_launch_tc<MEMRA_TYPE_Q6_K>(be, a, J, mt, cv, conv_done)
+                                      : mm_launch_tc<MEMRA_TYPE_Q4_K>(be, a, J, mt, cv, conv_done);
   } else if (a->path == MM_V5) {
 #define MKQ_CASE(TY)                                                                               \
   case TY:                                                                                         \
@@ -489,16 +495,18 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
   } else if (a->path == MM_V8) {
     cudaError_t e;
     const mm_q8 q8 = mm_q8_mode();
+    const bool v13 = q8 == MM_Q8_V13 && a->M == 1 && mm_jobs_q13(be, J, a->K);
+    if (v13 && cv) J.cv = *cv, *conv_done = true;
     ok = q8 == MM_Q8_V8A ? mq8_launch(mt, R, be, J, a->x, a->x_ld, a->K, a->M, &e)
-         : q8 == MM_Q8_V13 && a->M == 1 && mm_jobs_q13(be, J, a->K)
-             ? m13_launch(be, J, a->x, a->K, &e)
-             : mq8b_launch(a->M, R, be, J, a->x, a->x_ld, a->K, a->M, &e);
+         : v13           ? m13_launch(be, J, a->x, a->K, &e)
+                         : mq8b_launch(a->M, R, be, J, a->x, a->x_ld, a->K, a->M, &e);
     if (e != cudaSuccess)
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: Q8_0 kernel's shared memory: %s",
                            cudaGetErrorString(e));
   } else if (a->path == MM_V6 && a->type != MEMRA_TYPE_F32 && a->M == 1 && mm_h12_for(a->K) &&
              m12_fits(be)) {
     cudaError_t e;
+    if (cv) J.cv = *cv, *conv_done = true;
     ok = a->type == MEMRA_TYPE_F16 ? m12_launch<MEMRA_TYPE_F16>(be, J, a->x, a->K, &e)
                                    : m12_launch<MEMRA_TYPE_BF16>(be, J, a->x, a->K, &e);
     if (e != cudaSuccess)
@@ -573,14 +581,13 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
   return MEMRA_OK;
 }
 
-/* ABI 1.3 matmul_n: one v5/v6/v7/v8/v9 launch over all the outputs when every w takes the same
- * kernel family (each row keeps matmul's arithmetic: bit-identical to separate calls);
- * otherwise separate matmuls. */
-memra_status memra_cu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
-                               const memra_tensor *x, const memra_tensor *w,
-                               const memra_tensor *bias) {
+/* matmul_n's checks and launches; cv (matmul_n_conv; may be NULL): job 0's conv, taken by the
+ * kernel when it can (*conv_done), else left to the caller. */
+static memra_status mm_n_run(memra_backend *be, int32_t n, const memra_tensor *y,
+                             const memra_tensor *x, const memra_tensor *w, const memra_tensor *bias,
+                             const char *op, const mm_conv *cv, bool *conv_done) {
   if (n < 1 || n > MM_MAX_JOBS || !y || !w)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "matmul_n: %d outputs (1..%d with y and w arrays)", n,
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %d outputs (1..%d with y and w arrays)", op, n,
                          MM_MAX_JOBS);
   mm_args a[MM_MAX_JOBS];
   bool fuse = true;
@@ -590,13 +597,13 @@ memra_status memra_cu_matmul_n(memra_backend *be, int32_t n, const memra_tensor 
     if (st != MEMRA_OK) return st;
     if (w[i].type != w[0].type || w[i].ne0 != w[0].ne0)
       return memra_cu_errf(be, MEMRA_E_INVALID,
-                           "matmul_n: w[%d] is %s with K %lld, w[0] %s with "
+                           "%s: w[%d] is %s with K %lld, w[0] %s with "
                            "K %lld",
-                           i, memra_type_info(w[i].type).name, (long long)w[i].ne0,
+                           op, i, memra_type_info(w[i].type).name, (long long)w[i].ne0,
                            memra_type_info(w[0].type).name, (long long)w[0].ne0);
     for (int32_t j = 0; j < i; ++j)
       if (memra_cu_overlap(&y[i], &y[j]))
-        return memra_cu_errf(be, MEMRA_E_INVALID, "matmul_n: y[%d] overlaps y[%d]", i, j);
+        return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);
     fuse = fuse && a[i].path != MM_V3 && a[i].path == a[0].path;
     n_rows_all += a[i].N;
   }
@@ -611,5 +618,56 @@ memra_status memra_cu_matmul_n(memra_backend *be, int32_t n, const memra_tensor 
   mm_jobs J = {};
   for (int32_t i = 0; i < n; ++i)
     mm_job_add(&J, &a[i], w[i].nb1);
-  return mm_launch_jobs(be, &a[0], J, n_rows_all);
+  return mm_launch_jobs(be, &a[0], J, n_rows_all, cv, conv_done);
+}
+
+/* ABI 1.3 matmul_n: one v5/v6/v7/v8/v9 launch over all the outputs when every w takes the same
+ * kernel family (each row keeps matmul's arithmetic: bit-identical to separate calls);
+ * otherwise separate matmuls. */
+memra_status memra_cu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
+                               const memra_tensor *x, const memra_tensor *w,
+                               const memra_tensor *bias) {
+  return mm_n_run(be, n, y, x, w, bias, "matmul_n", NULL, NULL);
+}
+
+/* ABI 1.11 matmul_n_conv: for one row of x on v11 / v12 / v13 and a conv of width 4, the conv in
+ * the GEMV's last step (mm_conv_apply: ssm_conv's arithmetic, so the same bits) and no ssm_conv
+ * launch; otherwise matmul_n, then the conv in place. */
+memra_status memra_cu_matmul_n_conv(memra_backend *be, int32_t n, const memra_tensor *y,
+                                    const memra_tensor *x, const memra_tensor *w,
+                                    const memra_tensor *conv_w, const memra_tensor *state,
+                                    const memra_batch *batch) {
+  const char *op = "matmul_n_conv";
+  if (n < 1 || n > MM_MAX_JOBS || !y || !w)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %d outputs (1..%d with y and w arrays)", op, n,
+                         MM_MAX_JOBS);
+  const int32_t *pos = NULL, *seq = NULL, *bt = NULL;
+  int64_t bt_ld = 0;
+  memra_status st;
+  if ((st = memra_cu_check_f(be, op, "y[0]", &y[0], MEMRA_TYPE_F32, -1, -1)) ||
+      (st = memra_cu_check_f(be, op, "conv_w", conv_w, MEMRA_TYPE_F32, -1, y[0].ne0)) ||
+      (st = memra_cu_check_f(be, op, "state", state, MEMRA_TYPE_F32, (conv_w->ne0 - 1) * y[0].ne0,
+                             -1)) ||
+      (st = memra_cu_check_batch(be, batch, op, &pos, &seq, &bt, &bt_ld)))
+    return st;
+  if (batch->n_rows != y[0].ne1 || state->ne1 < batch->n_seqs)
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "%s: batch of %d rows and %d sequences for y[0] of "
+                         "%lld rows and a state of %lld",
+                         op, batch->n_rows, batch->n_seqs, (long long)y[0].ne1,
+                         (long long)state->ne1);
+  if (memra_cu_overlap(&y[0], state) || memra_cu_overlap(&y[0], conv_w))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[0] overlaps the conv state or weights", op);
+  mm_conv cv = {};
+  cv.w = (const float *)memra_cu_ptr(conv_w);
+  cv.state = (float *)memra_cu_ptr(state);
+  cv.pos = pos;
+  cv.seq = seq;
+  cv.w_ld = (int64_t)(conv_w->nb1 / 4);
+  cv.s_ld = (int64_t)(state->nb1 / 4);
+  cv.n_seqs = batch->n_seqs;
+  bool done = false;
+  const bool take = conv_w->ne0 == 4;
+  if ((st = mm_n_run(be, n, y, x, w, NULL, op, take ? &cv : NULL, &done))) return st;
+  return done ? MEMRA_OK : memra_cu_ssm_conv_in_place(be, &y[0], conv_w, state, batch);
 }

@@ -30,7 +30,7 @@ __device__ __forceinline__ void v12_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(V12_CW * 32) : "memory");
 }
 
-template <int T>
+template <int T, bool CV>
 __global__ void __launch_bounds__((V12_CW + 1) * 32)
     matmul_v12_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles) {
   extern __shared__ __align__(128) uint8_t sm[];
@@ -67,6 +67,10 @@ __global__ void __launch_bounds__((V12_CW + 1) * 32)
   int64_t u = 0;
   for (int64_t i = 0; i < my_tiles; ++i) {
     const mm_job jb = mm_pick_at(J, blockIdx.x + i * gridDim.x);
+    const bool cj = CV && jb.y == J.y[0]; /* matmul_n_conv's job: its conv inputs now */
+    const mm_conv_in ci =
+        mm_conv_load(J.cv, cj && threadIdx.x < V12_R && jb.b * V12_R + threadIdx.x < jb.N, 0,
+                     jb.b * V12_R + threadIdx.x);
     float acc[1][V12_R];
 #pragma unroll
     for (int r = 0; r < V12_R; ++r)
@@ -94,7 +98,8 @@ __global__ void __launch_bounds__((V12_CW + 1) * 32)
       if (lane == 0) part[warp][0][r] = v;
     }
     v12_consumers_sync();
-    mm_store_parts<V12_CW, 1, V12_R>(part, jb.b * V12_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias);
+    mm_store_parts<V12_CW, 1, V12_R>(part, jb.b * V12_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias, ci,
+                                     cj);
     v12_consumers_sync();
   }
 }
@@ -113,17 +118,21 @@ static bool m12_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   *err = cudaSuccess;
   const int64_t tiles = mm_jobs_layout(&J, V12_R);
   if (tiles == 0) return false;
-  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t) = matmul_v12_kernel<T>;
-  static int bps = 0; /* resident blocks an SM, asked once per instantiation */
-  if (bps == 0) {
+  /* J's conv (matmul_n_conv) in its own instantiation, so the plain kernel's code stays as it was
+   */
+  const bool cv = J.cv.w != NULL;
+  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t) =
+      cv ? matmul_v12_kernel<T, true> : matmul_v12_kernel<T, false>;
+  static int bps[2] = {0, 0}; /* resident blocks an SM, asked once per instantiation */
+  if (bps[cv] == 0) {
     *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, V12_SMEM);
     if (*err == cudaSuccess)
-      *err =
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, (V12_CW + 1) * 32, V12_SMEM);
+      *err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps[cv], kernel, (V12_CW + 1) * 32,
+                                                           V12_SMEM);
     if (*err != cudaSuccess) return true;
-    bps = bps > 4 ? 4 : bps < 1 ? 1 : bps;
+    bps[cv] = bps[cv] > 4 ? 4 : bps[cv] < 1 ? 1 : bps[cv];
   }
-  const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps;
+  const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps[cv];
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
   (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((V12_CW + 1) * 32), (size_t)V12_SMEM,
                         J, x, K, tiles);

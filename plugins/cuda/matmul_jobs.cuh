@@ -12,6 +12,17 @@
 
 enum { MM_MAX_JOBS = 4 };
 
+/* ABI 1.11 matmul_n_conv: the first job's outputs go through a Gated DeltaNet layer's causal conv
+ * of width 4 in the kernels' last step (mm_store_parts), each row against its sequence's state:
+ * ssm_conv_v1_kernel<3>'s arithmetic on the value the row would store. w NULL: no conv. */
+struct mm_conv {
+  const float *w; /* [C rows of 4] */
+  float *state;   /* [n_seqs rows of 3 C] */
+  const int32_t *pos, *seq;
+  int64_t w_ld, s_ld;
+  int32_t n_seqs;
+};
+
 struct mm_jobs {
   float *y[MM_MAX_JOBS];
   int64_t y_ld[MM_MAX_JOBS];
@@ -21,6 +32,7 @@ struct mm_jobs {
   int64_t N[MM_MAX_JOBS];
   int32_t blk0[MM_MAX_JOBS]; /* first blockIdx.x of each job */
   int32_t n;
+  mm_conv cv; /* job 0's conv (matmul_n_conv), or none */
 };
 
 struct mm_job {
@@ -86,13 +98,56 @@ static inline int64_t mm_jobs_layout(mm_jobs *J, int R) {
   return b;
 }
 
+/* A storing thread's conv inputs for channel n of row `row` (ssm_conv_v1_kernel<3>'s: the weights,
+ * the 3 state columns, zero at position 0), loaded when the thread's tile starts so that the
+ * dependent loads (sequence, then state) hide behind the tile's weights: the state was last
+ * written by this op in an earlier step, many grids back (complete, as gated_delta_rule's).
+ * A row whose sequence is out of range gets NaN and leaves the state alone, as ssm_conv does. */
+struct mm_conv_in {
+  float w[4], s[3];
+  float *st;
+};
+
+__device__ __forceinline__ mm_conv_in mm_conv_load(const mm_conv &cv, bool on, int64_t row,
+                                                   int64_t n) {
+  mm_conv_in c = {};
+  if (!on) return c;
+  const int sq = cv.seq[row];
+  if (sq < 0 || sq >= cv.n_seqs) return c;
+  c.st = cv.state + (int64_t)sq * cv.s_ld + n * 3;
+  const bool fresh = cv.pos[row] == 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    c.w[i] = cv.w[n * cv.w_ld + i];
+#pragma unroll
+  for (int i = 0; i < 3; ++i)
+    c.s[i] = fresh ? 0.f : c.st[i];
+  return c;
+}
+
+/* The conv's output for the row's new value xv, the state shifted. */
+__device__ __forceinline__ float mm_conv_finish(const mm_conv_in &c, float xv) {
+  if (!c.st) return __int_as_float(0x7fc00000);
+  float acc = 0.f;
+#pragma unroll
+  for (int i = 0; i < 3; ++i)
+    acc += c.w[i] * c.s[i];
+  acc += c.w[3] * xv;
+  c.st[0] = c.s[1];
+  c.st[1] = c.s[2];
+  c.st[2] = xv;
+  return acc / (1.0f + expf(-acc));
+}
+
 /* The GEMV kernels' last step, after every warp wrote its partials part[warp][m][r] and the
- * block synchronized: the warps' partials added in warp order, bias last; rows m >= mrows
- * and columns n >= N are not written. */
+ * block synchronized: the warps' partials added in warp order, bias last (then, with conv, the
+ * conv: one row, thread r storing output r, which mm_conv_load prepared); rows m >= mrows and
+ * columns n >= N are not written. */
 template <int WARPS, int M, int R>
 __device__ __forceinline__ void
 mm_store_parts(const float (&part)[WARPS][M][R], int64_t n0, int64_t N, int64_t m0, int64_t mrows,
-               float *__restrict__ y, int64_t y_ld, const float *__restrict__ bias) {
+               float *__restrict__ y, int64_t y_ld, const float *__restrict__ bias,
+               const mm_conv_in ci = mm_conv_in{}, bool conv = false) {
   for (int i = threadIdx.x; i < M * R; i += WARPS * 32) {
     const int m = i / R, r = i % R;
     const int64_t n = n0 + r;
@@ -101,7 +156,8 @@ mm_store_parts(const float (&part)[WARPS][M][R], int64_t n0, int64_t N, int64_t 
 #pragma unroll
     for (int k = 1; k < WARPS; ++k)
       v = __fadd_rn(v, part[k][m][r]);
-    y[(m0 + m) * y_ld + n] = bias ? __fadd_rn(v, bias[n]) : v;
+    v = bias ? __fadd_rn(v, bias[n]) : v;
+    y[(m0 + m) * y_ld + n] = conv ? mm_conv_finish(ci, v) : v;
   }
 }
 

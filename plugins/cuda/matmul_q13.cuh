@@ -38,6 +38,7 @@ __device__ __forceinline__ void v13_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(V13_CW * 32) : "memory");
 }
 
+template <bool CV>
 __global__ void __launch_bounds__((V13_CW + 1) * 32)
     matmul_v13_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles,
                       bool v13_x_per_tile) {
@@ -87,6 +88,10 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32)
   int64_t u = 0;
   for (int64_t i = 0; i < my_tiles; ++i) {
     const mm_job jb = mm_pick_at(J, blockIdx.x + i * gridDim.x);
+    const bool cj = CV && jb.y == J.y[0]; /* matmul_n_conv's job: its conv inputs now */
+    const mm_conv_in ci =
+        mm_conv_load(J.cv, cj && threadIdx.x < V13_R && jb.b * V13_R + threadIdx.x < jb.N, 0,
+                     jb.b * V13_R + threadIdx.x);
     float acc[V13_R];
 #pragma unroll
     for (int r = 0; r < V13_R; ++r)
@@ -116,7 +121,8 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32)
       if (lane == 0) part[warp][0][r] = v;
     }
     v13_consumers_sync();
-    mm_store_parts<V13_CW, 1, V13_R>(part, jb.b * V13_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias);
+    mm_store_parts<V13_CW, 1, V13_R>(part, jb.b * V13_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias, ci,
+                                     cj);
     v13_consumers_sync();
   }
 }
@@ -136,25 +142,29 @@ static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   *err = cudaSuccess;
   const int64_t tiles = mm_jobs_layout(&J, V13_R);
   if (tiles == 0) return false;
-  static int bps = 0; /* resident blocks an SM, asked once */
-  if (bps == 0) {
-    *err = cudaFuncSetAttribute(matmul_v13_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                V13_SMEM);
+  /* J's conv (matmul_n_conv) in its own instantiation, so the plain kernel's code stays as it was
+   */
+  const bool cv = J.cv.w != NULL;
+  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, bool) =
+      cv ? matmul_v13_kernel<true> : matmul_v13_kernel<false>;
+  static int bps[2] = {0, 0}; /* resident blocks an SM, asked once per instantiation */
+  if (bps[cv] == 0) {
+    *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, V13_SMEM);
     if (*err == cudaSuccess)
-      *err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, matmul_v13_kernel,
-                                                           (V13_CW + 1) * 32, V13_SMEM);
+      *err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps[cv], kernel, (V13_CW + 1) * 32,
+                                                           V13_SMEM);
     if (*err != cudaSuccess) return true;
-    bps = bps > 2 ? 2 : bps < 1 ? 1 : bps;
+    bps[cv] = bps[cv] > 2 ? 2 : bps[cv] < 1 ? 1 : bps[cv];
   }
-  const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps;
+  const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps[cv];
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
   static int per_tile = -1; /* MEMRA_V13_X=tile: x copied per tile (A/B); read once */
   if (per_tile < 0) {
     const char *e = getenv("MEMRA_V13_X");
     per_tile = e && !strcmp(e, "tile");
   }
-  (void)memra_cu_launch(be, matmul_v13_kernel, dim3((unsigned)grid), dim3((V13_CW + 1) * 32),
-                        (size_t)V13_SMEM, J, x, K, tiles, per_tile == 1);
+  (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((V13_CW + 1) * 32), (size_t)V13_SMEM,
+                        J, x, K, tiles, per_tile == 1);
   return true;
 }
 

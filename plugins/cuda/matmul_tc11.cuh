@@ -47,7 +47,7 @@ __device__ __forceinline__ void t11_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(T11_CW * 32) : "memory");
 }
 
-template <int T, bool VEC, int T11_SB>
+template <int T, bool VEC, int T11_SB, bool CV>
 __global__ void __launch_bounds__((T11_CW + 1) * 32)
     matmul_v11_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles) {
   typedef tcq<T> Q;
@@ -106,6 +106,10 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   int64_t u = 0;
   for (int64_t i = 0; i < my_tiles; ++i) {
     const mm_job jb = mm_pick_at(J, blockIdx.x + i * gridDim.x);
+    const bool cj = CV && jb.y == J.y[0]; /* matmul_n_conv's job: its conv inputs now */
+    const mm_conv_in ci =
+        mm_conv_load(J.cv, cj && threadIdx.x < TC_ROWS && jb.b * TC_ROWS + threadIdx.x < jb.N, 0,
+                     jb.b * TC_ROWS + threadIdx.x);
     float acc[1][2] = {{0.f, 0.f}};
     for (int64_t gi = 0; gi < ngrp; ++gi, ++u) {
       const int s = (int)(u % T11_ST);
@@ -122,7 +126,8 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       if (t == 0) part[warp][0][g + 8 * r] = v;
     }
     t11_consumers_sync();
-    mm_store_parts<T11_CW, 1, TC_ROWS>(part, jb.b * TC_ROWS, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias);
+    mm_store_parts<T11_CW, 1, TC_ROWS>(part, jb.b * TC_ROWS, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias, ci,
+                                       cj);
     t11_consumers_sync();
   }
 }
@@ -148,18 +153,21 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   const int64_t slots = mm_block_slots(be, smem + 1024, 4);
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
   /* Q6_K has stages of 8 super-blocks (t11_sb) */
-  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t) = SB == 16 ? matmul_v11_kernel < T,
-                                                        VEC,
-                                                        T == MEMRA_TYPE_Q4_K ? 16 : 8 >
-      : matmul_v11_kernel<T, VEC, 8>;
+  /* J's conv (matmul_n_conv) in its own instantiations, so the plain kernels stay as they were */
+  constexpr int SB16 = T == MEMRA_TYPE_Q4_K ? 16 : 8;
+  const bool cv = J.cv.w != NULL;
+  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t) =
+      SB == 16
+          ? (cv ? matmul_v11_kernel<T, VEC, SB16, true> : matmul_v11_kernel<T, VEC, SB16, false>)
+          : (cv ? matmul_v11_kernel<T, VEC, 8, true> : matmul_v11_kernel<T, VEC, 8, false>);
   /* the shared-memory limit is raised once per kernel, to all a block may have (a host call
    * per eager matmul otherwise) */
-  static bool raised[2];
-  if (!raised[SB == 16]) {
+  static bool raised[2][2];
+  if (!raised[SB == 16][cv]) {
     *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 (int)be->prop.sharedMemPerBlockOptin - 1024);
     if (*err != cudaSuccess) return true;
-    raised[SB == 16] = true;
+    raised[SB == 16][cv] = true;
   }
   (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((T11_CW + 1) * 32), (size_t)smem, J,
                         x, K, tiles);

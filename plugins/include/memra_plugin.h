@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 10u
+#define MEMRA_ABI_MINOR 11u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -427,6 +427,14 @@ typedef struct memra_backend_vt {
                                  const memra_tensor *k_cache, const memra_tensor *v_cache,
                                  const memra_batch *batch, const memra_rope_params *rope,
                                  const memra_attn_params *attn);
+  /* ABI 1.11. matmul_n_conv (optional: NULL = matmul_n, then ssm_conv): a Gated DeltaNet layer's
+   * projections with its causal conv: matmul_n(n, y, x, w, NULL), then ssm_conv of y[0] into
+   * y[0] (conv_w, state and batch as ssm_conv takes them), with those calls' bits: y[0] receives
+   * silu(conv(x w[0]^T)) and the state advances; y[1..n-1] are matmul_n's. */
+  memra_status (*matmul_n_conv)(memra_backend *be, int32_t n, const memra_tensor *y,
+                                const memra_tensor *x, const memra_tensor *w,
+                                const memra_tensor *conv_w, const memra_tensor *state,
+                                const memra_batch *batch);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -2,6 +2,8 @@
 // double-precision references computed here: two sequences interleaved row by row, one
 // starting at position 0 over a stale state (which must be ignored), one continuing from
 // its state; odd channel counts and head dims; both q/k -> v head orders.
+#include <tuple>
+
 #include "tests/families/ops_util.h"
 
 namespace {
@@ -103,6 +105,47 @@ TEST(SsmConv, CausalConvWithStateMatchesDoubleReference) {
     }
   EXPECT_LT(rel_l2(Y.get<float>(), ref), 1e-6);
   EXPECT_LT(rel_l2(S.get<float>(), st), 1e-7) << "conv state after the step";
+}
+
+// ABI 1.11: a GDN layer's projections with the conv on the first output in one call give the
+// bits of matmul_n, then ssm_conv (outputs and the conv state after), over the interleaved rows;
+// and a y[0] over the state is refused.
+TEST(MatmulNConv, BitIdenticalToMatmulNThenSsmConv) {
+  Cpu c;
+  const int C = 37, K = 4, E = 29, N1 = 11, n = (int)kPos.size();
+  std::vector<float> x = rnd((size_t)n * E, 31), w0 = rnd((size_t)C * E, 32),
+                     w1 = rnd((size_t)N1 * E, 33), cw = rnd((size_t)C * K, 34),
+                     s0 = rnd((size_t)2 * (K - 1) * C, 35);
+  Dev X(c, MEMRA_TYPE_F32, E, n), W0(c, MEMRA_TYPE_F32, E, C), W1(c, MEMRA_TYPE_F32, E, N1),
+      CW(c, MEMRA_TYPE_F32, K, C), S(c, MEMRA_TYPE_F32, (K - 1) * C, 2),
+      S2(c, MEMRA_TYPE_F32, (K - 1) * C, 2), U(c, MEMRA_TYPE_F32, C, n),
+      Y1(c, MEMRA_TYPE_F32, N1, n), T(c, MEMRA_TYPE_F32, C, n), U2(c, MEMRA_TYPE_F32, C, n),
+      Y12(c, MEMRA_TYPE_F32, N1, n);
+  X.put(x.data());
+  W0.put(w0.data());
+  W1.put(w1.data());
+  CW.put(cw.data());
+  S.put(s0.data());
+  S2.put(s0.data());
+  Batch bt(c);
+  ASSERT_NE(nullptr, c.vt->matmul_n_conv);
+  const memra_tensor ys[2] = {U.t, Y1.t}, ws[2] = {W0.t, W1.t}, ys2[2] = {T.t, Y12.t};
+  ASSERT_EQ(MEMRA_OK, c.vt->matmul_n_conv(c.be, 2, ys, &X.t, ws, &CW.t, &S.t, &bt.b)) << c.err();
+  ASSERT_EQ(MEMRA_OK, c.vt->matmul_n(c.be, 2, ys2, &X.t, ws, nullptr)) << c.err();
+  ASSERT_EQ(MEMRA_OK, c.vt->ssm_conv(c.be, &U2.t, &T.t, &CW.t, &S2.t, &bt.b)) << c.err();
+  for (auto [a, b, what] : {std::tuple<Dev *, Dev *, const char *>{&U, &U2, "u"},
+                            {&Y1, &Y12, "y[1]"},
+                            {&S, &S2, "conv state"}}) {
+    const std::vector<float> va = a->get<float>(), vb = b->get<float>();
+    EXPECT_EQ(0, memcmp(va.data(), vb.data(), va.size() * sizeof(float))) << what;
+  }
+  EXPECT_NE(0, memcmp(U.get<float>().data(), T.get<float>().data(), (size_t)n * C * 4))
+      << "the conv applied";
+  memra_tensor on_state = U.t; // u's shape over the state's bytes
+  on_state.buf = S.t.buf;
+  const memra_tensor bad[2] = {on_state, Y1.t};
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul_n_conv(c.be, 2, bad, &X.t, ws, &CW.t, &S.t, &bt.b));
+  EXPECT_EQ("matmul_n_conv: y[0] overlaps the conv state or weights", c.err());
 }
 
 // The recurrence of the ABI comment, in double.

@@ -80,6 +80,17 @@ memra_status rec_rmsnorm_qk(memra_backend *be, const memra_tensor *q, const memr
   g_log.push_back("rmsnorm_qk");
   return g_real->rmsnorm_qk(be, q, wq, k, wk, eps);
 }
+memra_status rec_matmul_n_conv(memra_backend *be, int32_t n, const memra_tensor *y,
+                               const memra_tensor *x, const memra_tensor *w, const memra_tensor *cw,
+                               const memra_tensor *st, const memra_batch *b) {
+  g_log.push_back("matmul_n_conv " + std::to_string(n));
+  return g_real->matmul_n_conv(be, n, y, x, w, cw, st, b);
+}
+memra_status rec_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                          const memra_tensor *w, const memra_tensor *st, const memra_batch *b) {
+  g_log.push_back("ssm_conv");
+  return g_real->ssm_conv(be, y, x, w, st, b);
+}
 size_t count(const std::vector<std::string> &log, const std::string &what) {
   size_t n = 0;
   for (const std::string &s : log)
@@ -134,6 +145,7 @@ TEST_P(MatmulsRoute, DecodeGroupsProjectionsWithTheSameBits) {
   vt_with.matmul = vt_without.matmul = rec_matmul;
   vt_with.matmul_n = rec_matmul_n;
   vt_without.matmul_n = nullptr; // an older plugin: one matmul per projection
+  vt_with.matmul_n_conv = vt_without.matmul_n_conv = nullptr; // the GDN qkv through matmul_n
   with.m->vt = &vt_with;
   without.m->vt = &vt_without;
 
@@ -176,6 +188,61 @@ TEST_P(MatmulsRoute, DecodeGroupsProjectionsWithTheSameBits) {
 
 INSTANTIATE_TEST_SUITE_P(Families, MatmulsRoute,
                          ::testing::Values("qwen3moe", "qwen3next", "qwen35", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// ABI 1.11 matmul_n_conv: in a decode step each GDN layer's projections (one type group: the
+// fixtures are F32) and its conv are one call, no ssm_conv; a prompt step keeps ssm_conv; the
+// logits are bit-identical to an engine whose plugin lacks the slot, and near HF's.
+class ConvRoute : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(ConvRoute, DecodeStepsTakeTheProjectionsWithTheConvWithTheSameBits) {
+  const std::string name = GetParam();
+  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
+  ASSERT_GE(ids.size(), 5u);
+  Engine with, without;
+  ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
+  ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
+  ASSERT_NE(nullptr, with.bh.vt->matmul_n_conv) << "the CPU plugin lost its matmul_n_conv";
+  const memra_hparams *hp = &with.m->hp;
+  g_real = with.bh.vt;
+  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
+  vt_with.matmul_n_conv = rec_matmul_n_conv;
+  vt_without.matmul_n_conv = nullptr; // an ABI 1.10 plugin
+  vt_with.ssm_conv = vt_without.ssm_conv = rec_ssm_conv;
+  with.m->vt = &vt_with;
+  without.m->vt = &vt_without;
+  size_t n_rec = 0;
+  for (int il = 0; il < hp->n_layer; ++il)
+    n_rec += memra_hparams_layer_recurrent(hp, il);
+  ASSERT_GT(n_rec, 0u);
+  const size_t nv = (size_t)hp->n_vocab, n_pre = 4;
+  const std::vector<float> ref = read_f32(fx(name + ".decode.f32"));
+  ASSERT_EQ(ids.size() * nv, ref.size());
+  for (Engine *en : {&with, &without})
+    ASSERT_EQ(MEMRA_OK, memra_kv_pages_reserve(&en->c->pages, 0, (int32_t)ids.size(), &en->err));
+  std::vector<float> a(nv), b(nv);
+  for (size_t p = n_pre - 1; p < ids.size(); ++p) {
+    std::vector<std::string> log[2];
+    run_step(with, ids, p, n_pre, a.data(), &log[0]);
+    run_step(without, ids, p, n_pre, b.data(), &log[1]);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(0, memcmp(a.data(), b.data(), nv * sizeof(float))) << name << " position " << p;
+    EXPECT_LT(rel_l2(a.data(), ref.data() + p * nv, nv), 1e-4) << name << " position " << p;
+    EXPECT_EQ(n_rec, count(log[1], "ssm_conv")) << name;
+    if (p == n_pre - 1) { // the prompt: ssm_conv either way
+      EXPECT_EQ(n_rec, count(log[0], "ssm_conv")) << name;
+      continue;
+    }
+    EXPECT_EQ(n_rec, count(log[0], "matmul_n_conv 4")) << name << " position " << p;
+    EXPECT_EQ(0u, count(log[0], "ssm_conv")) << name << " position " << p;
+  }
+  with.m->vt = g_real;
+  without.m->vt = without.bh.vt;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ConvRoute, ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });

@@ -721,6 +721,99 @@ static void check_ssm_conv(int64_t C, int64_t K) {
   free(st);
 }
 
+/* --- matmul_n_conv (ABI 1.11) ------------------------------------------------------------ */
+
+/* Decode rows of one sequence each (sequence 1 resuming from a state it never wrote, sequence 0
+ * starting at 0 over a used state, then continuing), a step of three such rows (the plugin's
+ * composition) and one more single row. */
+static const step CSTEPS[] = {
+    {1, {1}, {5}}, {1, {0}, {0}}, {1, {0}, {1}}, {3, {1, 0, 2}, {6, 2, 0}}, {1, {2}, {1}},
+};
+enum { NCSTEPS = sizeof CSTEPS / sizeof CSTEPS[0] };
+
+/* A GDN layer's projections (qkv of C rows, then z of N1 rows, type `type`, K wide) with the conv
+ * (width 4) on qkv: against the CPU (both outputs every step, the final states), and on plugin 1
+ * bitwise against its own matmul_n, then ssm_conv, over a second copy of the state. */
+static void check_matmul_n_conv(int32_t type, int64_t C, int64_t N1, int64_t K) {
+  const int64_t CK = 4;
+  uint64_t b0, b1;
+  void *w0 = ck_rand_rows(type, K, C, &b0), *w1 = ck_rand_rows(type, K, N1, &b1);
+  float *cw = ck_frand_vec(C * CK, -1, 1), *st = ck_frand_vec(NSEQ * (CK - 1) * C, -1, 1);
+  const uint64_t sbytes = (uint64_t)(NSEQ * (CK - 1) * C) * 4;
+  ck_buf dw0 = ck_new(b0, w0), dw1 = ck_new(b1, w1), dcw = ck_new((uint64_t)(C * CK) * 4, cw),
+         ds = ck_new(sbytes, st), ds2 = ck_new(sbytes, st);
+  char what[96];
+  snprintf(what, sizeof what, "%s C %" PRId64 " z %" PRId64 " K %" PRId64, tname(type), C, N1, K);
+  double worst = 0;
+  int ok = 1, same = 1;
+  for (int t = 0; t < NCSTEPS && ok; ++t) {
+    const step *s = &CSTEPS[t];
+    float *x = ck_frand_vec(s->n * K, -1, 1);
+    ck_buf dx = ck_new((uint64_t)(s->n * K) * 4, x), du = ck_new((uint64_t)(s->n * C) * 4, NULL),
+           dz = ck_new((uint64_t)(s->n * N1) * 4, NULL),
+           dt = ck_new((uint64_t)(s->n * C) * 4, NULL),
+           du2 = ck_new((uint64_t)(s->n * C) * 4, NULL),
+           dz2 = ck_new((uint64_t)(s->n * N1) * 4, NULL);
+    dbatch b = batch_new(s);
+    for (int i = 0; i < 2 && ok; ++i) {
+      const memra_tensor tx = ck_view(&dx, i, MEMRA_TYPE_F32, K, s->n, 0, 0),
+                         tw[2] = {ck_view(&dw0, i, type, K, C, 0, 0),
+                                  ck_view(&dw1, i, type, K, N1, 0, 0)},
+                         ty[2] = {ck_view(&du, i, MEMRA_TYPE_F32, C, s->n, 0, 0),
+                                  ck_view(&dz, i, MEMRA_TYPE_F32, N1, s->n, 0, 0)},
+                         tcw = ck_view(&dcw, i, MEMRA_TYPE_F32, CK, C, 0, 0),
+                         ts = ck_view(&ds, i, MEMRA_TYPE_F32, (CK - 1) * C, NSEQ, 0, 0);
+      memra_batch mb = batch_view(&b, i, s);
+      ok &= must_ok(i, P[i].vt->matmul_n_conv(P[i].be, 2, ty, &tx, tw, &tcw, &ts, &mb),
+                    "matmul_n_conv");
+      if (i == 1 && ok) { /* the composition on the test plugin */
+        const memra_tensor ty2[2] = {ck_view(&dt, i, MEMRA_TYPE_F32, C, s->n, 0, 0),
+                                     ck_view(&dz2, i, MEMRA_TYPE_F32, N1, s->n, 0, 0)},
+                           tu2 = ck_view(&du2, i, MEMRA_TYPE_F32, C, s->n, 0, 0),
+                           ts2 = ck_view(&ds2, i, MEMRA_TYPE_F32, (CK - 1) * C, NSEQ, 0, 0);
+        ok &= must_ok(i, P[i].vt->matmul_n(P[i].be, 2, ty2, &tx, tw, NULL), "matmul_n") &&
+              must_ok(i, P[i].vt->ssm_conv(P[i].be, &tu2, &ty2[0], &tcw, &ts2, &mb), "ssm_conv");
+      }
+    }
+    if (ok) {
+      cmp_f32("matmul_n_conv", NULL, &du, 0, s->n * C, 0, &worst);
+      cmp_f32("matmul_n_conv", NULL, &dz, 0, s->n * N1, 0, &worst);
+      if (!ck_guard_ok(&du) || !ck_guard_ok(&dz)) worst = INFINITY;
+      uint8_t *a = ck_get(&du, 1), *c = ck_get(&du2, 1), *za = ck_get(&dz, 1),
+              *zc = ck_get(&dz2, 1);
+      same &= !memcmp(a, c, (size_t)(s->n * C) * 4) && !memcmp(za, zc, (size_t)(s->n * N1) * 4);
+      free(a);
+      free(c);
+      free(za);
+      free(zc);
+    }
+    batch_free(&b);
+    ck_free(&dx);
+    ck_free(&du);
+    ck_free(&dz);
+    ck_free(&dt);
+    ck_free(&du2);
+    ck_free(&dz2);
+    free(x);
+  }
+  if (ok) {
+    ck_record("matmul_n_conv", what, worst, 1e-4, worst <= 1e-4, "u and z, 5 steps");
+    cmp_f32("matmul_n_conv state", what, &ds, 0, NSEQ * (CK - 1) * C, 1e-4, NULL);
+    ck_record("matmul_n_conv == matmul_n, ssm_conv", what, same ? 0 : 1, 0, same,
+              "bitwise, every step");
+    record_same_bits("matmul_n_conv state == ssm_conv's", what, &ds, 0, &ds2, 1, sbytes);
+  }
+  ck_free(&dw0);
+  ck_free(&dw1);
+  ck_free(&dcw);
+  ck_free(&ds);
+  ck_free(&ds2);
+  free(w0);
+  free(w1);
+  free(cw);
+  free(st);
+}
+
 /* --- gated_delta_rule ------------------------------------------------------------------ */
 
 static void check_gdn(int hk, int hv, int d, int heads) {
@@ -944,6 +1037,17 @@ static int run_ops(void) {
   if (!g_quick) {
     check_ssm_conv(1031, 8);
     check_ssm_conv(33, 2);
+  }
+  /* ABI 1.11 matmul_n_conv on each ring kernel of one row (v12 F16 / BF16, v13 Q8_0 at K 4096,
+   * v11 Q4_K / Q6_K), and types whose kernel leaves the conv to a second launch (F32, Q5_K) */
+  if (P[0].vt->matmul_n_conv && P[1].vt->matmul_n_conv) {
+    check_matmul_n_conv(MEMRA_TYPE_F16, 1000, 37, 2048);
+    check_matmul_n_conv(MEMRA_TYPE_BF16, 203, 64, 1024);
+    check_matmul_n_conv(MEMRA_TYPE_Q8_0, 515, 37, 4096);
+    check_matmul_n_conv(MEMRA_TYPE_Q4_K, 1000, 37, 2048);
+    check_matmul_n_conv(MEMRA_TYPE_Q6_K, 333, 19, 2048);
+    check_matmul_n_conv(MEMRA_TYPE_F32, 130, 9, 520);
+    check_matmul_n_conv(MEMRA_TYPE_Q5_K, 77, 13, 768);
   }
   check_gdn(2, 6, 64, MEMRA_GDN_GROUPED);
   check_gdn(3, 6, 128, MEMRA_GDN_TILED);
