@@ -170,10 +170,20 @@ memra_status memra_blk_add_norm_proj(memra_ctx *c, const char *what, const memra
   return memra_blk_add_norm(c, what, h, x, add, w_norm, err);
 }
 
-memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
-                                   const memra_tensor *k, const memra_tensor *v,
-                                   const memra_tensor *attn, const memra_attn_cfg *cfg,
-                                   memra_err *err) {
+/* attn = attn * sigmoid(gate) over attn's per-head view; nothing without a gate. */
+static memra_status attn_gate(memra_ctx *c, const memra_tensor *attn, const memra_tensor *gate,
+                              memra_err *err) {
+  if (!gate) return MEMRA_OK;
+  memra_tensor ah = memra_per_head(*attn, c->n_rows, gate->ne0);
+  CALL("attention gate", c->m->vt->sigmoid_gate(c->m->be, &ah, &ah, gate));
+  return MEMRA_OK;
+}
+
+/* memra_blk_rope_attend, and with gate (may be NULL) memra_blk_rope_attend_gated. */
+static memra_status rope_attend(memra_ctx *c, int il, const memra_tensor *q, const memra_tensor *k,
+                                const memra_tensor *v, const memra_tensor *attn,
+                                const memra_attn_cfg *cfg, const memra_tensor *gate,
+                                memra_err *err) {
   const memra_model *m = c->m;
   const memra_backend_vt *vt = m->vt;
   memra_backend *be = m->be;
@@ -189,7 +199,7 @@ memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
     CALL("rope, kv_store, attention",
          vt->rope_kv_attend(be, attn, q, k, v, &c->k_cache[il], &c->v_cache[il], &dec, &cfg->rope,
                             &cfg->attn));
-    return MEMRA_OK;
+    return attn_gate(c, attn, gate, err);
   }
   /* Decode-only batches: rope q, rope k and kv_store in one call (ABI 1.4, the same bits);
    * every family's rope goes through here after its q/k norms, partial (n_rot < head_dim),
@@ -209,9 +219,14 @@ memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
   if (d >= n || d == 0) {
     memra_batch all = *b;
     all.flags = d == 0 ? MEMRA_BATCH_PROMPT : 0;
+    if (gate && vt->attention_gate) { /* ABI 1.11: the gate in the same call */
+      CALL("attention, gate", vt->attention_gate(be, attn, q, &c->k_cache[il], &c->v_cache[il],
+                                                 &all, &cfg->attn, gate));
+      return MEMRA_OK;
+    }
     CALL("attention",
          vt->attention(be, attn, q, &c->k_cache[il], &c->v_cache[il], &all, &cfg->attn));
-    return MEMRA_OK;
+    return attn_gate(c, attn, gate, err);
   }
   for (int part = 0; part < 2; ++part) {
     const int64_t r0 = part ? d : 0, nr = part ? n - d : d;
@@ -226,7 +241,21 @@ memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
     CALL("attention",
          vt->attention(be, &as, &qs, &c->k_cache[il], &c->v_cache[il], &sub, &cfg->attn));
   }
-  return MEMRA_OK;
+  return attn_gate(c, attn, gate, err);
+}
+
+memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
+                                   const memra_tensor *k, const memra_tensor *v,
+                                   const memra_tensor *attn, const memra_attn_cfg *cfg,
+                                   memra_err *err) {
+  return rope_attend(c, il, q, k, v, attn, cfg, NULL, err);
+}
+
+memra_status memra_blk_rope_attend_gated(memra_ctx *c, int il, const memra_tensor *q,
+                                         const memra_tensor *k, const memra_tensor *v,
+                                         const memra_tensor *attn, const memra_attn_cfg *cfg,
+                                         const memra_tensor *gate, memra_err *err) {
+  return rope_attend(c, il, q, k, v, attn, cfg, gate, err);
 }
 
 int memra_blk_same_type_groups(const memra_tensor *w, int n, int *group) {

@@ -74,6 +74,13 @@ memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
                                    const memra_tensor *k, const memra_tensor *v,
                                    const memra_tensor *attn, const memra_attn_cfg *cfg,
                                    memra_err *err);
+/* The same, then attn = attn * sigmoid(gate) over attn's per-head view (gate: a per-head view
+ * [n_rows * n_head, head_dim], Qwen3-Next's output gate): one ABI 1.11 attention_gate call when
+ * the step's rows attend in one call and the plugin has it, else sigmoid_gate after. */
+memra_status memra_blk_rope_attend_gated(memra_ctx *c, int il, const memra_tensor *q,
+                                         const memra_tensor *k, const memra_tensor *v,
+                                         const memra_tensor *attn, const memra_attn_cfg *cfg,
+                                         const memra_tensor *gate, memra_err *err);
 
 /* out = attention of layer il on xn (F32, or the operand memra_blk_add_norm_proj made
  * for wq, wk, wv): q,k,v = xn W (+b) ; q,k = rmsnorm per head (when the

@@ -102,9 +102,7 @@ static memra_status attn_mixer(memra_ctx *c, int il, const memra_tensor *xn,
   CALL("q norm", vt->rmsnorm(be, &qh, &qh_in, &none, &l->q_norm, hp->eps));
   CALL("k norm", vt->rmsnorm(be, &kh, &kh, &none, &l->k_norm, hp->eps));
   const memra_attn_cfg cfg = memra_attn_cfg_default(hp); /* n_rot < head_dim: partial */
-  MEMRA_TRY(memra_blk_rope_attend(c, il, &q, &k, &v, &attn, &cfg, err));
-  memra_tensor ah = memra_per_head(attn, n, D);
-  CALL("attention gate", vt->sigmoid_gate(be, &ah, &ah, &gate));
+  MEMRA_TRY(memra_blk_rope_attend_gated(c, il, &q, &k, &v, &attn, &cfg, &gate, err));
   MEMRA_TRY(memra_blk_matmul(c, "matmul o", out, &attn, &l->wo, &none, err));
   return MEMRA_OK;
 }

@@ -223,6 +223,11 @@ memra_status cpu_sigmoid_gate(memra_backend *be, const memra_tensor *y, const me
 memra_status cpu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                           const memra_tensor *w, const memra_tensor *state,
                           const memra_batch *batch);
+/* ABI minor 11: attention, then the output gate (rope_kv.c). */
+memra_status cpu_attention_gate(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                                const memra_tensor *k_cache, const memra_tensor *v_cache,
+                                const memra_batch *batch, const memra_attn_params *p,
+                                const memra_tensor *gate);
 /* ABI minor 11: matmul_n, then ssm_conv of y[0] in place (ssm_conv.c). */
 memra_status cpu_matmul_n_conv(memra_backend *be, int32_t n, const memra_tensor *y,
                                const memra_tensor *x, const memra_tensor *w,

@@ -143,8 +143,9 @@ static const memra_backend_vt cpu_vt = {
                            */
     .rope_kv_attend = cpu_rope_kv_attend,
 #endif
-#if MEMRA_ABI_MINOR >= 11 /* a GDN layer's projections and its conv in one call (ssm_conv.c) */
+#if MEMRA_ABI_MINOR >= 11 /* a GDN layer's projections and its conv, attention and its gate */
     .matmul_n_conv = cpu_matmul_n_conv,
+    .attention_gate = cpu_attention_gate,
 #endif
 };
 

@@ -1,5 +1,6 @@
-/* rope_kv.c — ABI 1.4 rope_kv_store: rope(q), rope(k), kv_store(k, v) in one call, and ABI
- * 1.10 rope_kv_attend: that, then attention. The oracle is the composition itself (GPU
+/* rope_kv.c — ABI 1.4 rope_kv_store: rope(q), rope(k), kv_store(k, v) in one call, ABI
+ * 1.10 rope_kv_attend: that, then attention, and ABI 1.11 attention_gate: attention, then its
+ * output gate. The oracle is the composition itself (GPU
  * plugins fuse them into one kernel and must give these bits). The shape facts the three calls do
  * not check between each other (same rows, k's heads) are checked first; a later refusal (a bad
  * slot) may leave q and k rotated, as the ABI allows. */
@@ -39,4 +40,28 @@ memra_status cpu_rope_kv_attend(memra_backend *be, const memra_tensor *out, cons
                                 const memra_attn_params *attn) {
   memra_status st = cpu_rope_kv_store(be, q, k, v, k_cache, v_cache, batch, rope);
   return st ? st : cpu_attention(be, out, q, k_cache, v_cache, batch, attn);
+}
+
+/* ABI 1.11 attention_gate: the composition, the gate over out's per-head view. */
+memra_status cpu_attention_gate(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                                const memra_tensor *k_cache, const memra_tensor *v_cache,
+                                const memra_batch *batch, const memra_attn_params *p,
+                                const memra_tensor *gate) {
+  if (!p || !out || !gate)
+    return cpu_fail(be, MEMRA_E_INVALID, "attention_gate: params, out or gate are NULL");
+  const uint64_t row = 4u * (uint64_t)p->n_head * (uint64_t)p->head_dim;
+  if (out->ne1 > 1 && out->nb1 != row)
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "attention_gate: out rows %" PRIu64 " bytes apart (need them packed: %" PRIu64
+                    ")",
+                    out->nb1, row);
+  if (cpu_overlap(out, gate))
+    return cpu_fail(be, MEMRA_E_INVALID, "attention_gate: out overlaps gate");
+  memra_status st = cpu_attention(be, out, q, k_cache, v_cache, batch, p);
+  if (st) return st;
+  memra_tensor oh = *out;
+  oh.ne0 = p->head_dim;
+  oh.ne1 = out->ne1 * p->n_head;
+  oh.nb1 = 4u * (uint64_t)p->head_dim;
+  return cpu_sigmoid_gate(be, &oh, &oh, gate);
 }

@@ -49,6 +49,7 @@
 
 #include "plugins/cuda/attention_prefill.h"
 #include "plugins/cuda/cuda_common.h"
+#include "plugins/cuda/families.h"
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/fp8.cuh"
@@ -95,6 +96,9 @@ struct att_args {
   int n_rot = 0, neox = 0;
   float freq_base = 0.f, freq_scale = 0.f;
   const float *ff = NULL;
+  /* v5 GATE (ABI 1.11 attention_gate): out *= sigmoid(gate), gate a per-head view */
+  const float *gate = NULL;
+  int64_t gate_ld = 0;
 };
 
 /* One output element of the log-sum-exp combine: sum_s e^(m_s - M) acc_s[d] over
@@ -430,6 +434,20 @@ static att5_fn att5_ready_rk(int32_t ctype, int G) {
   return att5_setup(k, AT5_SMEM_MAX + AT5_RK_SMEM, &state[ti * 2 + (G > 4 ? 1 : 0)]);
 }
 
+/* The same for v5 with the output gate (GATE, ABI 1.11 attention_gate), 16-byte loads only. */
+template <typename TC> static att5_fn att5_pick_gate(int G) {
+  return G <= 4 ? attention_v5_kernel<TC, 8, 4, false, true>
+                : attention_v5_kernel<TC, 8, 8, false, true>;
+}
+static att5_fn att5_ready_gate(int32_t ctype, int G) {
+  static int state[6]; /* [cache type][GM 8] */
+  const int ti = ctype == MEMRA_TYPE_F8_E4M3 ? 0 : ctype == MEMRA_TYPE_F16 ? 1 : 2;
+  att5_fn k = ti == 0   ? att5_pick_gate<memra_f8>(G)
+              : ti == 1 ? att5_pick_gate<__half>(G)
+                        : att5_pick_gate<float>(G);
+  return att5_setup(k, AT5_SMEM_MAX, &state[ti * 2 + (G > 4 ? 1 : 0)]);
+}
+
 /* v4's split kernel for a cache type and load width, by the group bound GM (4 or 8). */
 template <typename TC, int VW>
 static void att4_launch(const memra_backend *be, dim3 grid, size_t smem, const att_args &a) {
@@ -549,9 +567,12 @@ static memra_status att_check(memra_backend *be, const memra_tensor *out, const 
   return MEMRA_OK;
 }
 
-memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
-                                const memra_tensor *k_cache, const memra_tensor *v_cache,
-                                const memra_batch *batch, const memra_attn_params *p) {
+/* attention; with gate (attention_gate's, checked; may be NULL) v5 of 16-byte loads applies
+ * the output gate at its store and sets *gated, other kernels leave it to the caller. */
+static memra_status att_run(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                            const memra_tensor *k_cache, const memra_tensor *v_cache,
+                            const memra_batch *batch, const memra_attn_params *p,
+                            const memra_tensor *gate, bool *gated) {
   memra_status st;
   const int32_t *pos = NULL, *seq = NULL, *bt = NULL;
   int64_t bt_ld = 0;
@@ -586,10 +607,16 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
                                       a.group / att5_hsplit(be, a.group, att5_blocks(batch, p)));
   if (k5) {
     a.hsplit = att5_hsplit(be, a.group, att5_blocks(batch, p));
+    const att5_fn kg = gate && vec4 ? att5_ready_gate(k_cache->type, a.group / a.hsplit) : NULL;
+    if (kg) {
+      a.gate = (const float *)memra_cu_ptr(gate);
+      a.gate_ld = (int64_t)(gate->nb1 / 4);
+      *gated = true;
+    }
     a.group /= a.hsplit;
     a.n_split = att5_grid_splits(batch->kv_bucket); /* the cluster size */
     a.part = NULL;
-    return att5_launch(be, k5, a, p->n_kv_head * a.hsplit, batch->n_rows,
+    return att5_launch(be, a.gate ? kg : k5, a, p->n_kv_head * a.hsplit, batch->n_rows,
                        att5_smem(a.group, p->head_dim, a.n_split));
   }
   a.n_split =
@@ -665,6 +692,44 @@ memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, cons
     MEMRA_CU_LAUNCHED();
   }
   return MEMRA_OK;
+}
+
+memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                                const memra_tensor *k_cache, const memra_tensor *v_cache,
+                                const memra_batch *batch, const memra_attn_params *p) {
+  bool gated = false;
+  return att_run(be, out, q, k_cache, v_cache, batch, p, NULL, &gated);
+}
+
+/* ABI 1.11 attention_gate: decode rows on v5 (16-byte loads) take the gate at the store, the
+ * bits of sigmoid_gate after attention; other paths (prompt batches, v4) make that second
+ * launch. */
+memra_status memra_cu_attention_gate(memra_backend *be, const memra_tensor *out,
+                                     const memra_tensor *q, const memra_tensor *k_cache,
+                                     const memra_tensor *v_cache, const memra_batch *batch,
+                                     const memra_attn_params *p, const memra_tensor *gate) {
+  const char *op = "attention_gate";
+  if (!p || !out) return memra_cu_errf(be, MEMRA_E_INVALID, "%s: params or out are NULL", op);
+  memra_status st;
+  if ((st = memra_cu_check_f(be, op, "out", out, MEMRA_TYPE_F32, -1, -1)) ||
+      (st = memra_cu_check_f(be, op, "gate", gate, MEMRA_TYPE_F32, p->head_dim,
+                             out->ne1 * p->n_head)))
+    return st;
+  const uint64_t row = 4u * (uint64_t)p->n_head * (uint64_t)p->head_dim;
+  if (out->ne1 > 1 && out->nb1 != row)
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "%s: out rows %llu bytes apart (need them packed: %llu)", op,
+                         (unsigned long long)out->nb1, (unsigned long long)row);
+  if (memra_cu_overlap(out, gate))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: out overlaps gate", op);
+  bool gated = false;
+  if ((st = att_run(be, out, q, k_cache, v_cache, batch, p, gate, &gated))) return st;
+  if (gated) return MEMRA_OK;
+  memra_tensor oh = *out;
+  oh.ne0 = p->head_dim;
+  oh.ne1 = out->ne1 * p->n_head;
+  oh.nb1 = 4u * (uint64_t)p->head_dim;
+  return memra_cu_sigmoid_gate(be, &oh, &oh, gate);
 }
 
 /* ABI 1.10 rope_kv_attend: rope_kv_store, then attention, for decode rows of distinct

@@ -155,7 +155,7 @@ static const size_t AT5_RK_SMEM = 16 + (ATT_MAX_D / 2) * 16 + 2 * ATT_MAX_D * si
  * output is read before the PDL wait: the position, sequence and pages, the (cos, sin), and the
  * first step's K/V rows of earlier positions (written by earlier steps: no other row of the call
  * writes them). */
-template <typename TC, int VW, int GM, bool RK = false>
+template <typename TC, int VW, int GM, bool RK = false, bool GATE = false>
 __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
   /* q [G][D] | warp sums [AT5_WARPS][G][D] | push [S][E] */
   extern __shared__ __align__(16) float sm5[];
@@ -183,6 +183,13 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
       qt[k] = tid + k * AT5_THREADS < GD ? qr[tid + k * AT5_THREADS] : 0.f;
   }
   const att4_row w = att5_row_of(a, p_r, s);
+  /* GATE: the output gate of this thread's first combined element, loaded now so that its
+   * latency hides behind the attention (sigmoid_gate's arithmetic at the store) */
+  auto gate_at = [&](int gi) {
+    const int col = kh * GD + gi, hh = col / D;
+    return a.gate[(r * a.n_head + hh) * a.gate_ld + (col - hh * D)];
+  };
+  const float g0 = GATE && tid < E && split * E + tid < GD ? gate_at(split * E + tid) : 0.f;
   if (!RK) {
 #pragma unroll
     for (int k = 0; k < QT; ++k)
@@ -535,8 +542,9 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
       num = fmaf(f, spush[s2 * E + i], num);
     }
     /* A row that attended to nothing (bad ids) gets NaN, not a silent zero. */
-    a.out[r * a.out_ld + (int64_t)kh * GD + gi] =
-        den > 0.f ? num / den : __int_as_float(0x7fc00000);
+    float o = den > 0.f ? num / den : __int_as_float(0x7fc00000);
+    if (GATE) o = o / (1.0f + expf(-(i == tid ? g0 : gate_at(gi))));
+    a.out[r * a.out_ld + (int64_t)kh * GD + gi] = o;
   }
 }
 

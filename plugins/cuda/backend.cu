@@ -242,6 +242,9 @@ static const memra_backend_vt *cu_vtable(void) {
     /* ABI 1.11 matmul_n_conv (matmul.cu: the GDN conv in the ring GEMVs' last step);
      * MEMRA_MNCONV=0 leaves it out (A/B: the core then calls matmul_n and ssm_conv) */
     v.matmul_n_conv = cu_env_is("MEMRA_MNCONV", "0") ? NULL : memra_cu_matmul_n_conv;
+    /* ABI 1.11 attention_gate (attention.cu: the output gate at v5's store); MEMRA_ATT_GATE=0
+     * leaves it out (A/B: the core then calls attention and sigmoid_gate) */
+    v.attention_gate = cu_env_is("MEMRA_ATT_GATE", "0") ? NULL : memra_cu_attention_gate;
 #endif
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;

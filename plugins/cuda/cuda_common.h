@@ -170,6 +170,11 @@ memra_status memra_cu_rope_kv_attend(memra_backend *be, const memra_tensor *out,
 memra_status memra_cu_attention(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
                                 const memra_tensor *k_cache, const memra_tensor *v_cache,
                                 const memra_batch *batch, const memra_attn_params *p);
+/* ABI 1.11: attention, then the output gate (attention.cu). */
+memra_status memra_cu_attention_gate(memra_backend *be, const memra_tensor *out,
+                                     const memra_tensor *q, const memra_tensor *k_cache,
+                                     const memra_tensor *v_cache, const memra_batch *batch,
+                                     const memra_attn_params *p, const memra_tensor *gate);
 memra_status memra_cu_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *gate,
                           const memra_tensor *up, int32_t act);
 memra_status memra_cu_add(memra_backend *be, const memra_tensor *y, const memra_tensor *a,

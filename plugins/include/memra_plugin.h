@@ -435,6 +435,15 @@ typedef struct memra_backend_vt {
                                 const memra_tensor *x, const memra_tensor *w,
                                 const memra_tensor *conv_w, const memra_tensor *state,
                                 const memra_batch *batch);
+  /* ABI 1.11. attention_gate (optional: NULL = attention, then sigmoid_gate): attention(out, q,
+   * k_cache, v_cache, batch, p), then sigmoid_gate(oh, oh, gate) with oh out's per-head view
+   * [n_rows * n_head, head_dim], with those calls' bits: the output gate of Qwen3-Next's attention
+   * layers. out's rows packed (nb1 = 4 n_head head_dim); gate F32 [n_rows * n_head, head_dim],
+   * rows nb1 apart (a per-head view), not overlapping out. */
+  memra_status (*attention_gate)(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                                 const memra_tensor *k_cache, const memra_tensor *v_cache,
+                                 const memra_batch *batch, const memra_attn_params *p,
+                                 const memra_tensor *gate);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

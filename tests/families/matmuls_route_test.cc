@@ -91,6 +91,18 @@ memra_status rec_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_
   g_log.push_back("ssm_conv");
   return g_real->ssm_conv(be, y, x, w, st, b);
 }
+memra_status rec_attention_gate(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                                const memra_tensor *kc, const memra_tensor *vc,
+                                const memra_batch *b, const memra_attn_params *p,
+                                const memra_tensor *g) {
+  g_log.push_back("attention_gate");
+  return g_real->attention_gate(be, out, q, kc, vc, b, p, g);
+}
+memra_status rec_sigmoid_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                              const memra_tensor *g) {
+  g_log.push_back("sigmoid_gate");
+  return g_real->sigmoid_gate(be, y, x, g);
+}
 size_t count(const std::vector<std::string> &log, const std::string &what) {
   size_t n = 0;
   for (const std::string &s : log)
@@ -243,6 +255,59 @@ TEST_P(ConvRoute, DecodeStepsTakeTheProjectionsWithTheConvWithTheSameBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ConvRoute, ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// ABI 1.11 attention_gate: each gated attention layer's attention and its output gate are one
+// call in prompt and decode steps alike, the logits bit-identical to an engine whose plugin lacks
+// the slot (attention, then sigmoid_gate), and near HF's.
+class GateRoute : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(GateRoute, AttentionLayersTakeTheGateInTheSameCallWithTheSameBits) {
+  const std::string name = GetParam();
+  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
+  ASSERT_GE(ids.size(), 5u);
+  Engine with, without;
+  ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
+  ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
+  ASSERT_NE(nullptr, with.bh.vt->attention_gate) << "the CPU plugin lost its attention_gate";
+  const memra_hparams *hp = &with.m->hp;
+  g_real = with.bh.vt;
+  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
+  vt_with.attention_gate = rec_attention_gate;
+  vt_without.attention_gate = nullptr; // an ABI 1.10 plugin
+  vt_with.sigmoid_gate = vt_without.sigmoid_gate = rec_sigmoid_gate;
+  // the GPU plugins' form: rope_kv_store, then attention (rope_kv_attend is opt-in there; with it
+  // the gate stays a sigmoid_gate call)
+  vt_with.rope_kv_attend = vt_without.rope_kv_attend = nullptr;
+  with.m->vt = &vt_with;
+  without.m->vt = &vt_without;
+  size_t n_att = 0;
+  for (int il = 0; il < hp->n_layer; ++il)
+    n_att += !memra_hparams_layer_recurrent(hp, il);
+  ASSERT_GT(n_att, 0u);
+  const size_t nv = (size_t)hp->n_vocab, n_pre = 4;
+  const std::vector<float> ref = read_f32(fx(name + ".decode.f32"));
+  ASSERT_EQ(ids.size() * nv, ref.size());
+  for (Engine *en : {&with, &without})
+    ASSERT_EQ(MEMRA_OK, memra_kv_pages_reserve(&en->c->pages, 0, (int32_t)ids.size(), &en->err));
+  std::vector<float> a(nv), b(nv);
+  for (size_t p = n_pre - 1; p < ids.size(); ++p) {
+    std::vector<std::string> log[2];
+    run_step(with, ids, p, n_pre, a.data(), &log[0]);
+    run_step(without, ids, p, n_pre, b.data(), &log[1]);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(0, memcmp(a.data(), b.data(), nv * sizeof(float))) << name << " position " << p;
+    EXPECT_LT(rel_l2(a.data(), ref.data() + p * nv, nv), 1e-4) << name << " position " << p;
+    EXPECT_EQ(n_att, count(log[0], "attention_gate")) << name << " position " << p;
+    EXPECT_EQ(count(log[1], "sigmoid_gate"), count(log[0], "sigmoid_gate") + n_att) << name;
+  }
+  with.m->vt = g_real;
+  without.m->vt = without.bh.vt;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GateRoute, ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });

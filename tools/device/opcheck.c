@@ -759,6 +759,101 @@ static void check_rope_kv(void) {
   }
 }
 
+/* R <= 8 decode rows of a sequence each in pages of 16: random positions below maxpos, the last
+ * at maxpos - 1 (and the first at 0 when first_at_zero); *maxp their largest, *bucket the KV
+ * bucket (a power of two from 256) that holds it. rope_kv_attend's and attention_gate's. */
+static kvfix decode_rows_fixture(int R, int maxpos, int first_at_zero, int *maxp, int *bucket) {
+  int32_t pos[8], seq[8];
+  *maxp = 0;
+  for (int r = 0; r < R; ++r) {
+    seq[r] = r;
+    pos[r] = first_at_zero && r == 0 ? 0 : (int32_t)(ck_rnd() % (uint64_t)maxpos);
+    if (r == R - 1) pos[r] = maxpos - 1;
+    if (pos[r] > *maxp) *maxp = pos[r];
+  }
+  *bucket = 256;
+  while (*bucket < *maxp + 1)
+    *bucket *= 2;
+  const int bs = 16, mb = (*maxp + 1 + bs - 1) / bs + 1;
+  return kv_fixture(R, bs, mb, pos, seq, R);
+}
+
+/* attention_gate (ABI 1.11): decode rows, the gate a per-head view of wider rows (Qwen3-Next's
+ * [q | gate] heads). Against the oracle, and on the plugin under test bit for bit attention then
+ * sigmoid_gate. */
+static void check_attention_gate(void) {
+  struct {
+    int n_head, n_kv, hd;
+    int32_t ctype;
+    int rows, maxpos;
+  } cs[] = {
+      {16, 2, 256, MEMRA_TYPE_F16, 1, 190},     /* Qwen3-Next */
+      {16, 2, 256, MEMRA_TYPE_F16, 3, 3000},    /* the head split off, long rows */
+      {32, 4, 128, MEMRA_TYPE_F8_E4M3, 2, 700}, /* Qwen3-30B-A3B-like */
+      {6, 3, 64, MEMRA_TYPE_F32, 5, 300},       /* odd heads */
+      {4, 4, 36, MEMRA_TYPE_F16, 3, 100},       /* no 16-byte rows: the two launches */
+  };
+  const int n_cases = g_quick ? 2 : (int)(sizeof cs / sizeof cs[0]);
+  for (int c = 0; c < n_cases; ++c) {
+    const int R = cs[c].rows, hd = cs[c].hd, qw = cs[c].n_head * hd, kw = cs[c].n_kv * hd;
+    int maxp, bucket;
+    kvfix f = decode_rows_fixture(R, cs[c].maxpos, 0, &maxp, &bucket);
+    const int64_t slots = (int64_t)f.n_pages * 16;
+    uint64_t cb;
+    void *kc = ck_rand_rows(cs[c].ctype, kw, slots, &cb),
+         *vc = ck_rand_rows(cs[c].ctype, kw, slots, &cb);
+    float *q = ck_frand_vec((int64_t)R * qw, -1, 1), *g = ck_frand_vec((int64_t)R * 2 * qw, -4, 4);
+    ck_buf dq = ck_new((uint64_t)R * qw * 4, q), dk = ck_new(cb, kc), dv = ck_new(cb, vc),
+           dg = ck_new((uint64_t)R * 2 * qw * 4, g), d = ck_new((uint64_t)R * qw * 4, NULL),
+           e = ck_new((uint64_t)R * qw * 4, NULL);
+    const memra_attn_params ap = {cs[c].n_head, cs[c].n_kv, hd, 0, 1.0f / sqrtf((float)hd), 0.f};
+    char what[96];
+    snprintf(what, sizeof what, "h%d/kv%d d%d %s rows %d pos<=%d", cs[c].n_head, cs[c].n_kv, hd,
+             memra_type_info(cs[c].ctype).name, R, maxp);
+    /* the gate: every other head-sized piece of rows 2 qw wide, from the second */
+    int ok_;
+    BOTH("attention_gate", what, ({
+           memra_batch b = kv_batch(&f, i, R, bucket);
+           const memra_tensor tg = ck_view(&dg, i, MEMRA_TYPE_F32, hd, (int64_t)R * cs[c].n_head,
+                                           2u * (uint64_t)hd * 4, (uint64_t)hd * 4);
+           !P[i].vt->attention_gate
+               ? MEMRA_E_UNSUPPORTED
+               : P[i].vt->attention_gate(P[i].be, TP(&d, i, 0, qw, R), TP(&dq, i, 0, qw, R),
+                                         TP(&dk, i, cs[c].ctype, kw, slots),
+                                         TP(&dv, i, cs[c].ctype, kw, slots), &b, &ap, &tg);
+         }));
+    if (ok_) {
+      compare_f32("attention_gate", what, &d, (int64_t)R * qw, 2e-5);
+      memra_batch b = kv_batch(&f, 1, R, bucket);
+      const memra_tensor tg = ck_view(&dg, 1, MEMRA_TYPE_F32, hd, (int64_t)R * cs[c].n_head,
+                                      2u * (uint64_t)hd * 4, (uint64_t)hd * 4);
+      memra_tensor oh = ck_t(&e, 1, 0, hd, (int64_t)R * cs[c].n_head);
+      memra_plug_must(&P[1],
+                      P[1].vt->attention(P[1].be, TP(&e, 1, 0, qw, R), TP(&dq, 1, 0, qw, R),
+                                         TP(&dk, 1, cs[c].ctype, kw, slots),
+                                         TP(&dv, 1, cs[c].ctype, kw, slots), &b, &ap),
+                      "attention");
+      memra_plug_must(&P[1], P[1].vt->sigmoid_gate(P[1].be, &oh, &oh, &tg), "sigmoid_gate");
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      char w2[112];
+      snprintf(w2, sizeof w2, "attention_gate %s d%d rows %d: == attention, sigmoid_gate",
+               memra_type_info(cs[c].ctype).name, hd, R);
+      record_bitwise(w2, &d, &e, (uint64_t)R * qw * 4);
+    }
+    ck_free(&dq);
+    ck_free(&dk);
+    ck_free(&dv);
+    ck_free(&dg);
+    ck_free(&d);
+    ck_free(&e);
+    free(kc);
+    free(vc);
+    free(q);
+    free(g);
+    kv_free(&f);
+  }
+}
+
 /* rope_kv_attend (ABI 1.10): decode rows of distinct sequences, their earlier positions random
  * cache rows. Against the oracle (out), and on the plugin under test bit for bit the two calls
  * it replaces (rope_kv_store, then attention): out and both caches whole. */
@@ -780,20 +875,9 @@ static void check_rope_kv_attend(void) {
   const int n_cases = g_quick ? 2 : (int)(sizeof cs / sizeof cs[0]);
   for (int c = 0; c < n_cases; ++c) {
     const int R = cs[c].rows, hd = cs[c].hd, qw = cs[c].n_head * hd, kw = cs[c].n_kv * hd;
-    int32_t pos[8], seq[8];
-    int maxp = 0;
-    for (int r = 0; r < R; ++r) { /* a row a sequence; the first at position 0 when R > 2 */
-      seq[r] = r;
-      pos[r] = R > 2 && r == 0 ? 0 : (int32_t)(ck_rnd() % (uint64_t)cs[c].maxpos);
-      if (r == R - 1) pos[r] = cs[c].maxpos - 1;
-      if (pos[r] > maxp) maxp = pos[r];
-    }
-    int bucket = 256;
-    while (bucket < maxp + 1)
-      bucket *= 2;
-    const int bs = 16, mb = (maxp + 1 + bs - 1) / bs + 1;
-    kvfix f = kv_fixture(R, bs, mb, pos, seq, R);
-    const int64_t slots = (int64_t)f.n_pages * bs;
+    int maxp, bucket; /* the first row at position 0 when R > 2 */
+    kvfix f = decode_rows_fixture(R, cs[c].maxpos, R > 2, &maxp, &bucket);
+    const int64_t slots = (int64_t)f.n_pages * 16;
     uint64_t cb;
     void *kc = ck_rand_rows(cs[c].ctype, kw, slots, &cb),
          *vc = ck_rand_rows(cs[c].ctype, kw, slots, &cb);
@@ -1473,6 +1557,7 @@ int main(int argc, char **argv) {
   check_rope_kv();
   check_attention();
   check_rope_kv_attend();
+  check_attention_gate();
   check_elementwise();
   check_argmax();
   check_sample();
