@@ -64,6 +64,15 @@ static memra_status gdn_mixer(memra_ctx *c, int il, const memra_tensor *xn, cons
                                                                          : MEMRA_GDN_TILED,
                                /* HF l2norm's fixed eps; llama.cpp uses rms_norm_eps */
                                .eps = 1e-6f};
+  if (vt->gated_delta_rule_norm && c->n_decode >= c->n_rows) {
+    /* ABI 1.11, decode-only steps: the recurrence and its gated output norm in one call */
+    CALL("gated_delta_rule, gated norm",
+         vt->gated_delta_rule_norm(be, &o, &q, &k, &v, &a, &b, &l->ssm_a, &l->ssm_dt,
+                                   &c->ssm_state[il], &c->batch, &gp, &l->ssm_norm, &z, hp->eps,
+                                   MEMRA_ACT_SILU));
+    MEMRA_TRY(memra_blk_matmul(c, "matmul ssm out", out, &o, &l->ssm_out, &none, err));
+    return MEMRA_OK;
+  }
   CALL("gated_delta_rule", vt->gated_delta_rule(be, &o, &q, &k, &v, &a, &b, &l->ssm_a, &l->ssm_dt,
                                                 &c->ssm_state[il], &c->batch, &gp));
   memra_tensor oh = memra_per_head(o, n, d);

@@ -223,6 +223,15 @@ memra_status cpu_sigmoid_gate(memra_backend *be, const memra_tensor *y, const me
 memra_status cpu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                           const memra_tensor *w, const memra_tensor *state,
                           const memra_batch *batch);
+/* ABI minor 11: the delta rule, then its gated output norm (delta_rule.c). */
+memra_status cpu_gated_delta_rule_norm(memra_backend *be, const memra_tensor *out,
+                                       const memra_tensor *q, const memra_tensor *k,
+                                       const memra_tensor *v, const memra_tensor *a,
+                                       const memra_tensor *b, const memra_tensor *a_log,
+                                       const memra_tensor *dt_bias, const memra_tensor *state,
+                                       const memra_batch *batch, const memra_gdn_params *p,
+                                       const memra_tensor *norm_w, const memra_tensor *z, float eps,
+                                       int32_t act);
 /* ABI minor 11: attention, then the output gate (rope_kv.c). */
 memra_status cpu_attention_gate(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
                                 const memra_tensor *k_cache, const memra_tensor *v_cache,

@@ -16,9 +16,11 @@ typedef struct gdn_ctx {
 
 static void l2norm(float *x, int64_t d, float eps, float scale) {
   float ss = 0;
-  for (int64_t i = 0; i < d; ++i) ss += x[i] * x[i];
+  for (int64_t i = 0; i < d; ++i)
+    ss += x[i] * x[i];
   float f = scale / sqrtf(ss + eps);
-  for (int64_t i = 0; i < d; ++i) x[i] *= f;
+  for (int64_t i = 0; i < d; ++i)
+    x[i] *= f;
 }
 
 static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
@@ -45,22 +47,24 @@ static void gdn_heads(void *pp, int64_t begin, int64_t end, int tid) {
       float *o = cpu_row_f32(c->out, r) + h * d;
       for (int64_t j = 0; j < d; ++j) {
         float *Sj = S + j * d, kv = 0;
-        for (int64_t i = 0; i < d; ++i) kv += (Sj[i] *= decay) * k[i];
+        for (int64_t i = 0; i < d; ++i)
+          kv += (Sj[i] *= decay) * k[i];
         const float delta = beta * (v[j] - kv);
         float oj = 0;
-        for (int64_t i = 0; i < d; ++i) oj += (Sj[i] += k[i] * delta) * q[i];
+        for (int64_t i = 0; i < d; ++i)
+          oj += (Sj[i] += k[i] * delta) * q[i];
         o[j] = oj;
       }
     }
   }
 }
 
-memra_status cpu_gated_delta_rule(memra_backend *be, const memra_tensor *out,
-                                  const memra_tensor *q, const memra_tensor *k,
-                                  const memra_tensor *v, const memra_tensor *a,
-                                  const memra_tensor *b, const memra_tensor *a_log,
-                                  const memra_tensor *dt_bias, const memra_tensor *state,
-                                  const memra_batch *batch, const memra_gdn_params *p) {
+memra_status cpu_gated_delta_rule(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                                  const memra_tensor *k, const memra_tensor *v,
+                                  const memra_tensor *a, const memra_tensor *b,
+                                  const memra_tensor *a_log, const memra_tensor *dt_bias,
+                                  const memra_tensor *state, const memra_batch *batch,
+                                  const memra_gdn_params *p) {
   const char *op = "gated_delta_rule";
   if (p->n_k_head < 1 || p->n_v_head < 1 || p->n_v_head % p->n_k_head || p->head_dim < 1 ||
       p->head_dim > 512 || (p->heads != MEMRA_GDN_GROUPED && p->heads != MEMRA_GDN_TILED) ||
@@ -88,4 +92,43 @@ memra_status cpu_gated_delta_rule(memra_backend *be, const memra_tensor *out,
   gdn_ctx c = {out, q, k, v, a, b, a_log, dt_bias, state, batch, *p};
   cpu_run(be, hv, cpu_mul_sat(n, 6 * d * d), gdn_heads, &c);
   return MEMRA_OK;
+}
+
+/* ABI 1.11 gated_delta_rule_norm: the composition over per-head views. */
+memra_status cpu_gated_delta_rule_norm(memra_backend *be, const memra_tensor *out,
+                                       const memra_tensor *q, const memra_tensor *k,
+                                       const memra_tensor *v, const memra_tensor *a,
+                                       const memra_tensor *b, const memra_tensor *a_log,
+                                       const memra_tensor *dt_bias, const memra_tensor *state,
+                                       const memra_batch *batch, const memra_gdn_params *p,
+                                       const memra_tensor *norm_w, const memra_tensor *z, float eps,
+                                       int32_t act) {
+  if (!p || !out || !z)
+    return cpu_fail(be, MEMRA_E_INVALID, "gated_delta_rule_norm: params, out or z are NULL");
+  const int64_t d = p->head_dim;
+  if (d < 1 || out->ne0 % d || z->ne0 != out->ne0 || z->ne1 != out->ne1 ||
+      out->nb1 != 4u * (uint64_t)out->ne0 || z->nb1 % (4u * (uint64_t)d))
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "gated_delta_rule_norm: out [%" PRId64 ", %" PRId64 "] and z [%" PRId64
+                    ", %" PRId64 "] (need one shape, out's rows packed, whole heads)",
+                    out->ne1, out->ne0, z->ne1, z->ne0);
+  if (cpu_overlap(out, z))
+    return cpu_fail(be, MEMRA_E_INVALID, "gated_delta_rule_norm: out overlaps z");
+  memra_status st = cpu_gated_delta_rule(be, out, q, k, v, a, b, a_log, dt_bias, state, batch, p);
+  if (st) return st;
+  memra_tensor oh = *out, zh = *z;
+  oh.ne0 = zh.ne0 = d;
+  oh.ne1 = zh.ne1 = out->ne1 * (out->ne0 / d);
+  oh.nb1 = zh.nb1 = 4u * (uint64_t)d;
+  if (z->ne1 > 1 && z->nb1 != 4u * (uint64_t)z->ne0) {
+    for (int64_t r = 0; r < out->ne1; ++r) { /* z rows apart: a call a row */
+      memra_tensor o1 = oh, z1 = zh;
+      o1.offset += (uint64_t)r * out->nb1;
+      z1.offset += (uint64_t)r * z->nb1;
+      o1.ne1 = z1.ne1 = out->ne0 / d;
+      if ((st = cpu_rmsnorm_gate(be, &o1, &o1, norm_w, &z1, eps, act))) return st;
+    }
+    return MEMRA_OK;
+  }
+  return cpu_rmsnorm_gate(be, &oh, &oh, norm_w, &zh, eps, act);
 }

@@ -146,6 +146,7 @@ static const memra_backend_vt cpu_vt = {
 #if MEMRA_ABI_MINOR >= 11 /* a GDN layer's projections and its conv, attention and its gate */
     .matmul_n_conv = cpu_matmul_n_conv,
     .attention_gate = cpu_attention_gate,
+    .gated_delta_rule_norm = cpu_gated_delta_rule_norm,
 #endif
 };
 

@@ -245,6 +245,10 @@ static const memra_backend_vt *cu_vtable(void) {
     /* ABI 1.11 attention_gate (attention.cu: the output gate at v5's store); MEMRA_ATT_GATE=0
      * leaves it out (A/B: the core then calls attention and sigmoid_gate) */
     v.attention_gate = cu_env_is("MEMRA_ATT_GATE", "0") ? NULL : memra_cu_attention_gate;
+    /* ABI 1.11 gated_delta_rule_norm (gdn.cu: a d 128 head a block, the gated norm at each
+     * token); MEMRA_GDN_NORM=0 leaves it out (A/B) */
+    v.gated_delta_rule_norm =
+        cu_env_is("MEMRA_GDN_NORM", "0") ? NULL : memra_cu_gated_delta_rule_norm;
 #endif
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;

@@ -32,6 +32,14 @@ memra_status memra_cu_sigmoid_gate(memra_backend *be, const memra_tensor *y, con
 memra_status memra_cu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                const memra_tensor *w, const memra_tensor *state,
                                const memra_batch *batch);
+memra_status memra_cu_gated_delta_rule_norm(memra_backend *be, const memra_tensor *out,
+                                            const memra_tensor *q, const memra_tensor *k,
+                                            const memra_tensor *v, const memra_tensor *a,
+                                            const memra_tensor *b, const memra_tensor *a_log,
+                                            const memra_tensor *dt_bias, const memra_tensor *state,
+                                            const memra_batch *batch, const memra_gdn_params *p,
+                                            const memra_tensor *norm_w, const memra_tensor *z,
+                                            float eps, int32_t act);
 /* ssm_conv with y as its own x (the conv in place: matmul_n_conv's composition). */
 memra_status memra_cu_ssm_conv_in_place(memra_backend *be, const memra_tensor *y,
                                         const memra_tensor *w, const memra_tensor *state,

@@ -238,9 +238,35 @@ struct gdn_args {
   int64_t n;
   int n_seqs, hk, r, tiled, d;
   float eps;
+  /* NORM (ABI 1.11 gated_delta_rule_norm): rmsnorm_gate of each head's output row */
+  const float *z = NULL, *norm_w = NULL;
+  int64_t z_ld = 0;
+  float norm_eps = 0.f;
 };
 
 __device__ __forceinline__ float gdn_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* rmsnorm_gate of one 128-wide head row o (shared memory) into orow by one warp, with
+ * rmsnorm_gate's bits: its launch gives a 128-wide row 32 threads, one float4 each, an fmaf chain
+ * over the float4, memra_block_sum's two warp sums (the second over one warp's value), then
+ * silu(z) * (v * inv * w) (rmsnorm.cu rms_row, VEC, GATE 1). */
+__device__ __forceinline__ void gdn_norm_row(const gdn_args &a, float *orow, const float *o,
+                                             int64_t r, int h, int lane) {
+  const float4 v = ((const float4 *)o)[lane];
+  float ss = 0.f;
+  ss = fmaf(v.x, v.x, ss);
+  ss = fmaf(v.y, v.y, ss);
+  ss = fmaf(v.z, v.z, ss);
+  ss = fmaf(v.w, v.w, ss);
+  ss = memra_warp_sum(ss);
+  ss = memra_warp_sum(lane == 0 ? ss : 0.f);
+  const float inv = rsqrtf(ss / 128.f + a.norm_eps);
+  const float4 g = __ldg((const float4 *)a.norm_w + lane);
+  const float *zr = a.z + r * a.z_ld + (int64_t)h * 128 + 4 * lane;
+  ((float4 *)orow)[lane] = make_float4(
+      memra_act_silu(zr[0]) * (v.x * inv * g.x), memra_act_silu(zr[1]) * (v.y * inv * g.y),
+      memra_act_silu(zr[2]) * (v.z * inv * g.z), memra_act_silu(zr[3]) * (v.w * inv * g.w));
+}
 
 /* NI key dims per lane (d <= 32 NI). GL: state rows in global memory, read and written
  * once per token; else in registers for the whole call, loaded before the PDL wait (only this
@@ -248,12 +274,14 @@ __device__ __forceinline__ float gdn_softplus(float x) { return x > 20.0f ? x : 
  * before the kernel before this one could start) and, per token, the warp's GDN_RPW rows taken
  * together: their butterflies and v loads independent, so they overlap instead of running as
  * 2 GDN_RPW dependent chains (ver 3; a row's arithmetic is ver 1's: the same bits). */
-template <int NI, bool GL>
-__global__ void __launch_bounds__(GDN_WARPS * 32) gated_delta_rule_v1_kernel(gdn_args a) {
+template <int NI, bool GL, int W = GDN_WARPS, bool NORM = false>
+__global__ void __launch_bounds__(W * 32) gated_delta_rule_v1_kernel(gdn_args a) {
+  static_assert(!NORM || (!GL && NI == 4 && W * GDN_RPW == 128), "NORM: a d 128 head a block");
+  constexpr int ROWS = W * GDN_RPW; /* state rows a block */
   __shared__ float qs[GDN_MAX_D], ks[GDN_MAX_D];
   const int h = blockIdx.x, s = blockIdx.y;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, d = a.d;
-  const int j0 = blockIdx.z * GDN_ROWS + warp * GDN_RPW; /* this warp's first state row */
+  const int j0 = blockIdx.z * ROWS + warp * GDN_RPW; /* this warp's first state row */
   float *Sg = a.state + (int64_t)s * a.s_ld + (int64_t)h * d * d;
   float S[GL ? 1 : GDN_RPW][NI];
   if (!GL) {
@@ -273,9 +301,9 @@ __global__ void __launch_bounds__(GDN_WARPS * 32) gated_delta_rule_v1_kernel(gdn
     const int sr = a.seq[r];
     if (sr != s) {
       if (s == 0 && (sr < 0 || sr >= a.n_seqs))
-        for (int jj = threadIdx.x; jj < GDN_ROWS; jj += blockDim.x)
-          if (blockIdx.z * GDN_ROWS + jj < d)
-            a.out[r * a.o_ld + (int64_t)h * d + blockIdx.z * GDN_ROWS + jj] = GDN_NAN;
+        for (int jj = threadIdx.x; jj < ROWS; jj += blockDim.x)
+          if (blockIdx.z * ROWS + jj < d)
+            a.out[r * a.o_ld + (int64_t)h * d + blockIdx.z * ROWS + jj] = GDN_NAN;
       continue;
     }
     const bool fresh = a.pos[r] == 0;
@@ -344,10 +372,18 @@ __global__ void __launch_bounds__(GDN_WARPS * 32) gated_delta_rule_v1_kernel(gdn
 #pragma unroll
       for (int t = 0; t < GDN_RPW; ++t)
         o[t] = memra_warp_sum(o[t]);
-      if (lane == 0)
+      if (!NORM && lane == 0)
 #pragma unroll
         for (int t = 0; t < GDN_RPW; ++t)
           if (j0 + t < d) orow[j0 + t] = o[t];
+      if (NORM) { /* the head's row in ks (read into kv already), then rmsnorm_gate by warp 0 */
+        if (lane == 0)
+#pragma unroll
+          for (int t = 0; t < GDN_RPW; ++t)
+            ks[j0 + t] = o[t];
+        __syncthreads();
+        if (warp == 0) gdn_norm_row(a, orow, ks, r, h, lane);
+      }
     } else {
 #pragma unroll
       for (int t = 0; t < GDN_RPW; ++t) {
@@ -393,12 +429,21 @@ __global__ void __launch_bounds__(GDN_WARPS * 32) gated_delta_rule_v1_kernel(gdn
   }
 }
 
-memra_status memra_cu_gated_delta_rule(memra_backend *be, const memra_tensor *out,
-                                       const memra_tensor *q, const memra_tensor *k,
-                                       const memra_tensor *v, const memra_tensor *a,
-                                       const memra_tensor *b, const memra_tensor *a_log,
-                                       const memra_tensor *dt_bias, const memra_tensor *state,
-                                       const memra_batch *batch, const memra_gdn_params *p) {
+/* The gated norm a fused launch applies (gated_delta_rule_norm's, checked). */
+struct gdn_norm {
+  const float *z, *w;
+  int64_t z_ld;
+  float eps;
+};
+
+/* gated_delta_rule; with nm (may be NULL) a d 128 head in registers takes one block and applies
+ * the gated norm at each token (*normed set); other shapes leave it to the caller. */
+static memra_status gdn_run(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                            const memra_tensor *k, const memra_tensor *v, const memra_tensor *a,
+                            const memra_tensor *b, const memra_tensor *a_log,
+                            const memra_tensor *dt_bias, const memra_tensor *state,
+                            const memra_batch *batch, const memra_gdn_params *p, const gdn_norm *nm,
+                            bool *normed) {
   const char *op = "gated_delta_rule";
   if (!p) return memra_cu_errf(be, MEMRA_E_INVALID, "%s: params are NULL", op);
   if (p->n_k_head < 1 || p->n_v_head < 1 || p->n_v_head % p->n_k_head || p->head_dim < 1 ||
@@ -461,6 +506,17 @@ memra_status memra_cu_gated_delta_rule(memra_backend *be, const memra_tensor *ou
   g.tiled = p->heads == MEMRA_GDN_TILED;
   g.d = (int)d;
   g.eps = p->eps;
+  if (nm && d == 128) {
+    g.z = nm->z;
+    g.norm_w = nm->w;
+    g.z_ld = nm->z_ld;
+    g.norm_eps = nm->eps;
+    *normed = true;
+    (void)memra_cu_launch(be, gated_delta_rule_v1_kernel<4, false, 16, true>,
+                          dim3((unsigned)hv, (unsigned)batch->n_seqs, 1u), dim3(16 * 32), 0, g);
+    MEMRA_CU_LAUNCHED();
+    return MEMRA_OK;
+  }
   const dim3 grid((unsigned)hv, (unsigned)batch->n_seqs, (unsigned)((d + GDN_ROWS - 1) / GDN_ROWS));
   const int ni = (int)((d + 31) / 32);
   switch (ni) {
@@ -487,4 +543,67 @@ memra_status memra_cu_gated_delta_rule(memra_backend *be, const memra_tensor *ou
   }
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
+}
+
+memra_status memra_cu_gated_delta_rule(memra_backend *be, const memra_tensor *out,
+                                       const memra_tensor *q, const memra_tensor *k,
+                                       const memra_tensor *v, const memra_tensor *a,
+                                       const memra_tensor *b, const memra_tensor *a_log,
+                                       const memra_tensor *dt_bias, const memra_tensor *state,
+                                       const memra_batch *batch, const memra_gdn_params *p) {
+  bool normed = false;
+  return gdn_run(be, out, q, k, v, a, b, a_log, dt_bias, state, batch, p, NULL, &normed);
+}
+
+/* ABI 1.11 gated_delta_rule_norm: for d 128 heads, packed 16-byte aligned rows and SiLU, one
+ * launch (NORM: a block a head, rmsnorm_gate's bits at each token); otherwise the delta rule,
+ * then rmsnorm_gate. */
+memra_status memra_cu_gated_delta_rule_norm(memra_backend *be, const memra_tensor *out,
+                                            const memra_tensor *q, const memra_tensor *k,
+                                            const memra_tensor *v, const memra_tensor *a,
+                                            const memra_tensor *b, const memra_tensor *a_log,
+                                            const memra_tensor *dt_bias, const memra_tensor *state,
+                                            const memra_batch *batch, const memra_gdn_params *p,
+                                            const memra_tensor *norm_w, const memra_tensor *z,
+                                            float eps, int32_t act) {
+  const char *op = "gated_delta_rule_norm";
+  if (!p || !out || !z)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: params, out or z are NULL", op);
+  memra_status st;
+  const int64_t d = p->head_dim;
+  if ((st = memra_cu_check_f(be, op, "out", out, MEMRA_TYPE_F32, -1, -1)) ||
+      (st = memra_cu_check_f(be, op, "z", z, MEMRA_TYPE_F32, out->ne0, out->ne1)) ||
+      (st = memra_cu_check_f(be, op, "norm_w", norm_w, MEMRA_TYPE_F32, d, -1)))
+    return st;
+  if (d < 1 || out->ne0 % d || (out->ne1 > 1 && out->nb1 != 4u * (uint64_t)out->ne0) ||
+      z->nb1 % (4u * (uint64_t)d))
+    return memra_cu_errf(be, MEMRA_E_INVALID,
+                         "%s: out [%lld, %lld] (need its rows packed, whole heads of %lld)", op,
+                         (long long)out->ne1, (long long)out->ne0, (long long)d);
+  if (memra_cu_overlap(out, z)) return memra_cu_errf(be, MEMRA_E_INVALID, "%s: out overlaps z", op);
+  const bool fuse = act == MEMRA_ACT_SILU && d == 128 &&
+                    memra_cu_align_of(memra_cu_ptr(out), 4u * (uint64_t)d) >= 16 &&
+                    memra_cu_align_of(memra_cu_ptr(norm_w), 0) >= 16;
+  const gdn_norm nm = {(const float *)memra_cu_ptr(z), (const float *)memra_cu_ptr(norm_w),
+                       (int64_t)(z->nb1 / 4), eps};
+  bool normed = false;
+  if ((st = gdn_run(be, out, q, k, v, a, b, a_log, dt_bias, state, batch, p, fuse ? &nm : NULL,
+                    &normed)))
+    return st;
+  if (normed) return MEMRA_OK;
+  memra_tensor oh = *out, zh = *z;
+  oh.ne0 = zh.ne0 = d;
+  oh.ne1 = zh.ne1 = out->ne1 * (out->ne0 / d);
+  oh.nb1 = zh.nb1 = 4u * (uint64_t)d;
+  if (out->ne1 > 1 && z->nb1 != 4u * (uint64_t)z->ne0) {
+    for (int64_t r = 0; r < out->ne1; ++r) { /* z rows apart: a call a row */
+      memra_tensor o1 = oh, z1 = zh;
+      o1.offset += (uint64_t)r * out->nb1;
+      z1.offset += (uint64_t)r * z->nb1;
+      o1.ne1 = z1.ne1 = out->ne0 / d;
+      if ((st = memra_cu_rmsnorm_gate(be, &o1, &o1, norm_w, &z1, eps, act))) return st;
+    }
+    return MEMRA_OK;
+  }
+  return memra_cu_rmsnorm_gate(be, &oh, &oh, norm_w, &zh, eps, act);
 }

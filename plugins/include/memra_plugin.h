@@ -444,6 +444,19 @@ typedef struct memra_backend_vt {
                                  const memra_tensor *k_cache, const memra_tensor *v_cache,
                                  const memra_batch *batch, const memra_attn_params *p,
                                  const memra_tensor *gate);
+  /* ABI 1.11. gated_delta_rule_norm (optional: NULL = gated_delta_rule, then rmsnorm_gate):
+   * gated_delta_rule(out, q, k, v, a, b, a_log, dt_bias, state, batch, p), then rmsnorm_gate(oh,
+   * oh, norm_w, zh, eps, act) over the per-head views oh of out and zh of z ([rows x H_v,
+   * head_dim]), with those calls' bits: a Gated DeltaNet layer's recurrence and its gated output
+   * norm. z F32 [rows, H_v head_dim], not overlapping out; norm_w F32 [head_dim]. */
+  memra_status (*gated_delta_rule_norm)(memra_backend *be, const memra_tensor *out,
+                                        const memra_tensor *q, const memra_tensor *k,
+                                        const memra_tensor *v, const memra_tensor *a,
+                                        const memra_tensor *b, const memra_tensor *a_log,
+                                        const memra_tensor *dt_bias, const memra_tensor *state,
+                                        const memra_batch *batch, const memra_gdn_params *p,
+                                        const memra_tensor *norm_w, const memra_tensor *z,
+                                        float eps, int32_t act);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

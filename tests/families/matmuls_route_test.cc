@@ -103,6 +103,14 @@ memra_status rec_sigmoid_gate(memra_backend *be, const memra_tensor *y, const me
   g_log.push_back("sigmoid_gate");
   return g_real->sigmoid_gate(be, y, x, g);
 }
+memra_status rec_gdr_norm(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
+                          const memra_tensor *k, const memra_tensor *v, const memra_tensor *a,
+                          const memra_tensor *b, const memra_tensor *al, const memra_tensor *dt,
+                          const memra_tensor *st, const memra_batch *bt, const memra_gdn_params *p,
+                          const memra_tensor *nw, const memra_tensor *z, float eps, int32_t act) {
+  g_log.push_back("gated_delta_rule_norm");
+  return g_real->gated_delta_rule_norm(be, out, q, k, v, a, b, al, dt, st, bt, p, nw, z, eps, act);
+}
 size_t count(const std::vector<std::string> &log, const std::string &what) {
   size_t n = 0;
   for (const std::string &s : log)
@@ -308,6 +316,58 @@ TEST_P(GateRoute, AttentionLayersTakeTheGateInTheSameCallWithTheSameBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GateRoute, ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// ABI 1.11 gated_delta_rule_norm: in a decode step each GDN layer's recurrence and its gated
+// output norm are one call (no rmsnorm_gate), prompt steps keep the two; the logits are
+// bit-identical to an engine whose plugin lacks the slot, and near HF's.
+class NormRoute : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(NormRoute, DecodeStepsTakeTheRecurrenceWithItsNormWithTheSameBits) {
+  const std::string name = GetParam();
+  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
+  ASSERT_GE(ids.size(), 5u);
+  Engine with, without;
+  ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
+  ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
+  ASSERT_NE(nullptr, with.bh.vt->gated_delta_rule_norm) << "the CPU plugin lost the slot";
+  const memra_hparams *hp = &with.m->hp;
+  g_real = with.bh.vt;
+  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
+  vt_with.gated_delta_rule_norm = rec_gdr_norm;
+  vt_without.gated_delta_rule_norm = nullptr; // an ABI 1.10 plugin
+  vt_with.rmsnorm_gate = vt_without.rmsnorm_gate = rec_rmsnorm_gate;
+  with.m->vt = &vt_with;
+  without.m->vt = &vt_without;
+  size_t n_rec = 0;
+  for (int il = 0; il < hp->n_layer; ++il)
+    n_rec += memra_hparams_layer_recurrent(hp, il);
+  ASSERT_GT(n_rec, 0u);
+  const size_t nv = (size_t)hp->n_vocab, n_pre = 4;
+  const std::vector<float> ref = read_f32(fx(name + ".decode.f32"));
+  ASSERT_EQ(ids.size() * nv, ref.size());
+  for (Engine *en : {&with, &without})
+    ASSERT_EQ(MEMRA_OK, memra_kv_pages_reserve(&en->c->pages, 0, (int32_t)ids.size(), &en->err));
+  std::vector<float> a(nv), b(nv);
+  for (size_t p = n_pre - 1; p < ids.size(); ++p) {
+    std::vector<std::string> log[2];
+    run_step(with, ids, p, n_pre, a.data(), &log[0]);
+    run_step(without, ids, p, n_pre, b.data(), &log[1]);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(0, memcmp(a.data(), b.data(), nv * sizeof(float))) << name << " position " << p;
+    EXPECT_LT(rel_l2(a.data(), ref.data() + p * nv, nv), 1e-4) << name << " position " << p;
+    EXPECT_EQ(n_rec, count(log[1], "rmsnorm_gate")) << name;
+    const bool prompt = p == n_pre - 1;
+    EXPECT_EQ(prompt ? 0 : n_rec, count(log[0], "gated_delta_rule_norm")) << name << " " << p;
+    EXPECT_EQ(prompt ? n_rec : 0, count(log[0], "rmsnorm_gate")) << name << " position " << p;
+  }
+  with.m->vt = g_real;
+  without.m->vt = without.bh.vt;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, NormRoute, ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });

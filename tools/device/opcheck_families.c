@@ -878,6 +878,104 @@ static void check_gdn(int hk, int hv, int d, int heads) {
   free(st);
 }
 
+/* ABI 1.11 gated_delta_rule_norm over the recurrent schedule: against the CPU (out of every
+ * step, final states), and on plugin 1 bitwise against its own gated_delta_rule, then
+ * rmsnorm_gate over the per-head views, from a second copy of the state. */
+static void check_gdn_norm(int hk, int hv, int d, int heads) {
+  const int64_t KD = (int64_t)hk * d, VD = (int64_t)hv * d, uw = 2 * KD + VD + 3, abw = 2 * hv + 1;
+  const int64_t sn = (int64_t)hv * d * d;
+  float *alog = ck_frand_vec(hv, -1.5f, 0.5f), *dt = ck_frand_vec(hv, -1, 1),
+        *st = ck_frand_vec(NSEQ * sn, -0.5f, 0.5f), *nw = ck_frand_vec(d, 0.5f, 1.5f);
+  for (int h = 0; h < hv; ++h)
+    alog[h] = -expf(alog[h]);
+  ck_buf dal = ck_new(4 * (uint64_t)hv, alog), ddt = ck_new(4 * (uint64_t)hv, dt),
+         ds = ck_new(4 * (uint64_t)(NSEQ * sn), st), ds2 = ck_new(4 * (uint64_t)(NSEQ * sn), st),
+         dnw = ck_new(4 * (uint64_t)d, nw);
+  memra_gdn_params p = {hk, hv, d, heads, 1e-6f, 0};
+  double worst = 0;
+  int ok = 1, same = 1;
+  for (int t = 0; t < NSTEPS && ok; ++t) {
+    const step *s = &STEPS[t];
+    float *u = ck_frand_vec(MAX_ROWS * uw, -1, 1), *ab = ck_frand_vec(MAX_ROWS * abw, -3, 3),
+          *z = ck_frand_vec(MAX_ROWS * VD, -3, 3);
+    ck_buf du = ck_new(4 * (uint64_t)(MAX_ROWS * uw), u),
+           dab = ck_new(4 * (uint64_t)(MAX_ROWS * abw), ab),
+           dz = ck_new(4 * (uint64_t)(MAX_ROWS * VD), z),
+           dout = ck_new(4 * (uint64_t)(MAX_ROWS * VD), NULL),
+           dout2 = ck_new(4 * (uint64_t)(MAX_ROWS * VD), NULL);
+    dbatch b = batch_new(s);
+    for (int i = 0; i < 2 && ok; ++i) {
+      const uint64_t ul = 4 * (uint64_t)uw, al = 4 * (uint64_t)abw;
+      memra_tensor tq = ck_view(&du, i, MEMRA_TYPE_F32, KD, s->n, ul, 0),
+                   tk = ck_view(&du, i, MEMRA_TYPE_F32, KD, s->n, ul, 4 * (uint64_t)KD),
+                   tv = ck_view(&du, i, MEMRA_TYPE_F32, VD, s->n, ul, 8 * (uint64_t)KD),
+                   ta = ck_view(&dab, i, MEMRA_TYPE_F32, hv, s->n, al, 0),
+                   tb = ck_view(&dab, i, MEMRA_TYPE_F32, hv, s->n, al, 4 * (uint64_t)hv),
+                   tz = ck_view(&dz, i, MEMRA_TYPE_F32, VD, s->n, 0, 0),
+                   to = ck_view(&dout, i, MEMRA_TYPE_F32, VD, s->n, 0, 0),
+                   tal = ck_view(&dal, i, MEMRA_TYPE_F32, hv, 1, 0, 0),
+                   tdt = ck_view(&ddt, i, MEMRA_TYPE_F32, hv, 1, 0, 0),
+                   tnw = ck_view(&dnw, i, MEMRA_TYPE_F32, d, 1, 0, 0),
+                   ts = ck_view(&ds, i, MEMRA_TYPE_F32, sn, NSEQ, 0, 0);
+      memra_batch mb = batch_view(&b, i, s);
+      ok &=
+          must_ok(i,
+                  P[i].vt->gated_delta_rule_norm(P[i].be, &to, &tq, &tk, &tv, &ta, &tb, &tal, &tdt,
+                                                 &ts, &mb, &p, &tnw, &tz, 1e-6f, MEMRA_ACT_SILU),
+                  "gated_delta_rule_norm");
+      if (i == 1 && ok && s->n > 0) { /* the composition on the test plugin */
+        memra_tensor to2 = ck_view(&dout2, i, MEMRA_TYPE_F32, VD, s->n, 0, 0),
+                     ts2 = ck_view(&ds2, i, MEMRA_TYPE_F32, sn, NSEQ, 0, 0),
+                     oh = ck_view(&dout2, i, MEMRA_TYPE_F32, d, s->n * hv, 0, 0),
+                     zh = ck_view(&dz, i, MEMRA_TYPE_F32, d, s->n * hv, 0, 0);
+        ok &= must_ok(i,
+                      P[i].vt->gated_delta_rule(P[i].be, &to2, &tq, &tk, &tv, &ta, &tb, &tal, &tdt,
+                                                &ts2, &mb, &p),
+                      "gated_delta_rule") &&
+              must_ok(i, P[i].vt->rmsnorm_gate(P[i].be, &oh, &oh, &tnw, &zh, 1e-6f, MEMRA_ACT_SILU),
+                      "rmsnorm_gate");
+        if (ok) {
+          uint8_t *x1 = ck_get(&dout, 1), *x2 = ck_get(&dout2, 1);
+          same &= !memcmp(x1, x2, (size_t)(s->n * VD) * 4);
+          free(x1);
+          free(x2);
+        }
+      }
+    }
+    if (ok && s->n > 0) cmp_f32("gdn norm", NULL, &dout, 0, s->n * VD, 0, &worst);
+    if (ok && !ck_guard_ok(&dout)) worst = INFINITY;
+    batch_free(&b);
+    ck_free(&du);
+    ck_free(&dab);
+    ck_free(&dz);
+    ck_free(&dout);
+    ck_free(&dout2);
+    free(u);
+    free(ab);
+    free(z);
+  }
+  char what[80];
+  snprintf(what, sizeof what, "H_k %d H_v %d d %d %s: %d steps", hk, hv, d,
+           heads == MEMRA_GDN_TILED ? "tiled" : "grouped", NSTEPS);
+  if (ok) {
+    ck_record("gated_delta_rule_norm", what, worst, 1e-4, worst <= 1e-4, "out");
+    cmp_f32("gated_delta_rule_norm state", what, &ds, 0, NSEQ * sn, 1e-4, NULL);
+    ck_record("gated_delta_rule_norm == gdr, rmsnorm_gate", what, same ? 0 : 1, 0, same,
+              "bitwise, every step");
+    record_same_bits("gated_delta_rule_norm state == gdr's", what, &ds, 0, &ds2, 1,
+                     4 * (uint64_t)(NSEQ * sn));
+  }
+  ck_free(&dal);
+  ck_free(&ddt);
+  ck_free(&ds);
+  ck_free(&ds2);
+  ck_free(&dnw);
+  free(alog);
+  free(dt);
+  free(st);
+  free(nw);
+}
+
 /* --- hostile arguments: both plugins refuse with the same status ------------------------ */
 
 static void check_errors(void) {
@@ -1055,6 +1153,13 @@ static int run_ops(void) {
     check_gdn(1, 2, 40, MEMRA_GDN_GROUPED);
     check_gdn(1, 1, 200, MEMRA_GDN_TILED);
     check_gdn(2, 4, 16, MEMRA_GDN_TILED);
+  }
+  /* ABI 1.11 gated_delta_rule_norm: d 128 fuses (Qwen3-Next: 16 q/k heads, 32 value heads; a
+   * tiled order), d 64 takes the two launches */
+  if (P[0].vt->gated_delta_rule_norm && P[1].vt->gated_delta_rule_norm) {
+    check_gdn_norm(2, 4, 128, MEMRA_GDN_GROUPED);
+    check_gdn_norm(3, 6, 128, MEMRA_GDN_TILED);
+    check_gdn_norm(2, 6, 64, MEMRA_GDN_GROUPED);
   }
   check_errors();
   return 0;
