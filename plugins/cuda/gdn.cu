@@ -25,7 +25,11 @@
  *  3   gated_delta_rule (d <= 128): the state read into registers before the PDL wait, and
  *      per token a warp's 8 rows taken together (their v loads and butterflies overlap; v1
  *      ran 16 dependent butterflies a token); a row's arithmetic unchanged, same bits.
- *      10.9 -> 8.1 us a call (ncu), hybrid Q4_K_M tg128 2,633 -> 2,710 on the H200. */
+ *      10.9 -> 8.1 us a call (ncu), hybrid Q4_K_M tg128 2,633 -> 2,710 on the H200.
+ *  4   ABI 1.11 gated_delta_rule_norm (NORM): a d 128 head in one block of 16 warps (each warp's
+ *      rows and arithmetic as ver 3), its row in shared memory at each token and rmsnorm_gate's
+ *      arithmetic by one warp: the composition's bits in one launch (hybrid F16 tg128 2,283-2,306
+ *      -> 2,347-2,356 on the H200). ssm_conv in place is matmul_n_conv's two-launch form. */
 #include <math.h>
 
 #include "plugins/cuda/device_util.cuh"

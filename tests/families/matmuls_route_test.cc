@@ -212,32 +212,30 @@ INSTANTIATE_TEST_SUITE_P(Families, MatmulsRoute,
                            return std::string(i.param);
                          });
 
-// ABI 1.11 matmul_n_conv: in a decode step each GDN layer's projections (one type group: the
-// fixtures are F32) and its conv are one call, no ssm_conv; a prompt step keeps ssm_conv; the
-// logits are bit-identical to an engine whose plugin lacks the slot, and near HF's.
-class ConvRoute : public ::testing::TestWithParam<const char *> {};
-
-TEST_P(ConvRoute, DecodeStepsTakeTheProjectionsWithTheConvWithTheSameBits) {
-  const std::string name = GetParam();
+// The ABI 1.11 fusions of the hybrid layers, each against an engine whose plugin lacks the slot:
+// a prompt step of 4 rows, then one decode row a step; the logits bit-identical at every step and
+// near HF's, each step's two call logs handed to check(hp, prompt, n_rec, n_att, logs).
+using PairCheck = std::function<void(bool, size_t, size_t, const std::vector<std::string> (&)[2])>;
+void paired_steps(
+    const std::string &name,
+    const std::function<void(memra_backend_vt &with, memra_backend_vt &without)> &patch,
+    const PairCheck &check) {
   const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
   ASSERT_GE(ids.size(), 5u);
   Engine with, without;
   ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
   ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
-  ASSERT_NE(nullptr, with.bh.vt->matmul_n_conv) << "the CPU plugin lost its matmul_n_conv";
   const memra_hparams *hp = &with.m->hp;
   g_real = with.bh.vt;
   memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
-  vt_with.matmul_n_conv = rec_matmul_n_conv;
-  vt_without.matmul_n_conv = nullptr; // an ABI 1.10 plugin
-  vt_with.ssm_conv = vt_without.ssm_conv = rec_ssm_conv;
+  patch(vt_with, vt_without);
   with.m->vt = &vt_with;
   without.m->vt = &vt_without;
   size_t n_rec = 0;
   for (int il = 0; il < hp->n_layer; ++il)
     n_rec += memra_hparams_layer_recurrent(hp, il);
   ASSERT_GT(n_rec, 0u);
-  const size_t nv = (size_t)hp->n_vocab, n_pre = 4;
+  const size_t n_att = (size_t)hp->n_layer - n_rec, nv = (size_t)hp->n_vocab, n_pre = 4;
   const std::vector<float> ref = read_f32(fx(name + ".decode.f32"));
   ASSERT_EQ(ids.size() * nv, ref.size());
   for (Engine *en : {&with, &without})
@@ -247,127 +245,75 @@ TEST_P(ConvRoute, DecodeStepsTakeTheProjectionsWithTheConvWithTheSameBits) {
     std::vector<std::string> log[2];
     run_step(with, ids, p, n_pre, a.data(), &log[0]);
     run_step(without, ids, p, n_pre, b.data(), &log[1]);
-    if (HasFatalFailure()) return;
+    if (::testing::Test::HasFatalFailure()) break;
     ASSERT_EQ(0, memcmp(a.data(), b.data(), nv * sizeof(float))) << name << " position " << p;
     EXPECT_LT(rel_l2(a.data(), ref.data() + p * nv, nv), 1e-4) << name << " position " << p;
-    EXPECT_EQ(n_rec, count(log[1], "ssm_conv")) << name;
-    if (p == n_pre - 1) { // the prompt: ssm_conv either way
-      EXPECT_EQ(n_rec, count(log[0], "ssm_conv")) << name;
-      continue;
-    }
-    EXPECT_EQ(n_rec, count(log[0], "matmul_n_conv 4")) << name << " position " << p;
-    EXPECT_EQ(0u, count(log[0], "ssm_conv")) << name << " position " << p;
+    SCOPED_TRACE(name + " position " + std::to_string(p));
+    check(p == n_pre - 1, n_rec, n_att, log);
   }
   with.m->vt = g_real;
   without.m->vt = without.bh.vt;
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, ConvRoute, ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
-                         [](const ::testing::TestParamInfo<const char *> &i) {
-                           return std::string(i.param);
-                         });
+class HybridFusion : public ::testing::TestWithParam<const char *> {};
 
-// ABI 1.11 attention_gate: each gated attention layer's attention and its output gate are one
-// call in prompt and decode steps alike, the logits bit-identical to an engine whose plugin lacks
-// the slot (attention, then sigmoid_gate), and near HF's.
-class GateRoute : public ::testing::TestWithParam<const char *> {};
-
-TEST_P(GateRoute, AttentionLayersTakeTheGateInTheSameCallWithTheSameBits) {
-  const std::string name = GetParam();
-  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
-  ASSERT_GE(ids.size(), 5u);
-  Engine with, without;
-  ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
-  ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
-  ASSERT_NE(nullptr, with.bh.vt->attention_gate) << "the CPU plugin lost its attention_gate";
-  const memra_hparams *hp = &with.m->hp;
-  g_real = with.bh.vt;
-  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
-  vt_with.attention_gate = rec_attention_gate;
-  vt_without.attention_gate = nullptr; // an ABI 1.10 plugin
-  vt_with.sigmoid_gate = vt_without.sigmoid_gate = rec_sigmoid_gate;
-  // the GPU plugins' form: rope_kv_store, then attention (rope_kv_attend is opt-in there; with it
-  // the gate stays a sigmoid_gate call)
-  vt_with.rope_kv_attend = vt_without.rope_kv_attend = nullptr;
-  with.m->vt = &vt_with;
-  without.m->vt = &vt_without;
-  size_t n_att = 0;
-  for (int il = 0; il < hp->n_layer; ++il)
-    n_att += !memra_hparams_layer_recurrent(hp, il);
-  ASSERT_GT(n_att, 0u);
-  const size_t nv = (size_t)hp->n_vocab, n_pre = 4;
-  const std::vector<float> ref = read_f32(fx(name + ".decode.f32"));
-  ASSERT_EQ(ids.size() * nv, ref.size());
-  for (Engine *en : {&with, &without})
-    ASSERT_EQ(MEMRA_OK, memra_kv_pages_reserve(&en->c->pages, 0, (int32_t)ids.size(), &en->err));
-  std::vector<float> a(nv), b(nv);
-  for (size_t p = n_pre - 1; p < ids.size(); ++p) {
-    std::vector<std::string> log[2];
-    run_step(with, ids, p, n_pre, a.data(), &log[0]);
-    run_step(without, ids, p, n_pre, b.data(), &log[1]);
-    if (HasFatalFailure()) return;
-    ASSERT_EQ(0, memcmp(a.data(), b.data(), nv * sizeof(float))) << name << " position " << p;
-    EXPECT_LT(rel_l2(a.data(), ref.data() + p * nv, nv), 1e-4) << name << " position " << p;
-    EXPECT_EQ(n_att, count(log[0], "attention_gate")) << name << " position " << p;
-    EXPECT_EQ(count(log[1], "sigmoid_gate"), count(log[0], "sigmoid_gate") + n_att) << name;
-  }
-  with.m->vt = g_real;
-  without.m->vt = without.bh.vt;
+// matmul_n_conv: in a decode step each GDN layer's projections (one type group: the fixtures are
+// F32) and its conv are one call, no ssm_conv; a prompt step keeps ssm_conv.
+TEST_P(HybridFusion, DecodeStepsTakeTheProjectionsWithTheConvWithTheSameBits) {
+  paired_steps(
+      GetParam(),
+      [](memra_backend_vt &w, memra_backend_vt &wo) {
+        ASSERT_NE(nullptr, w.matmul_n_conv) << "the CPU plugin lost its matmul_n_conv";
+        w.matmul_n_conv = rec_matmul_n_conv;
+        wo.matmul_n_conv = nullptr; // an ABI 1.10 plugin
+        w.ssm_conv = wo.ssm_conv = rec_ssm_conv;
+      },
+      [](bool prompt, size_t n_rec, size_t, const std::vector<std::string>(&log)[2]) {
+        EXPECT_EQ(n_rec, count(log[1], "ssm_conv"));
+        EXPECT_EQ(prompt ? 0 : n_rec, count(log[0], "matmul_n_conv 4"));
+        EXPECT_EQ(prompt ? n_rec : 0, count(log[0], "ssm_conv"));
+      });
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GateRoute, ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
-                         [](const ::testing::TestParamInfo<const char *> &i) {
-                           return std::string(i.param);
-                         });
-
-// ABI 1.11 gated_delta_rule_norm: in a decode step each GDN layer's recurrence and its gated
-// output norm are one call (no rmsnorm_gate), prompt steps keep the two; the logits are
-// bit-identical to an engine whose plugin lacks the slot, and near HF's.
-class NormRoute : public ::testing::TestWithParam<const char *> {};
-
-TEST_P(NormRoute, DecodeStepsTakeTheRecurrenceWithItsNormWithTheSameBits) {
-  const std::string name = GetParam();
-  const std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
-  ASSERT_GE(ids.size(), 5u);
-  Engine with, without;
-  ASSERT_TRUE(with.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << with.err.msg;
-  ASSERT_TRUE(without.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << without.err.msg;
-  ASSERT_NE(nullptr, with.bh.vt->gated_delta_rule_norm) << "the CPU plugin lost the slot";
-  const memra_hparams *hp = &with.m->hp;
-  g_real = with.bh.vt;
-  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
-  vt_with.gated_delta_rule_norm = rec_gdr_norm;
-  vt_without.gated_delta_rule_norm = nullptr; // an ABI 1.10 plugin
-  vt_with.rmsnorm_gate = vt_without.rmsnorm_gate = rec_rmsnorm_gate;
-  with.m->vt = &vt_with;
-  without.m->vt = &vt_without;
-  size_t n_rec = 0;
-  for (int il = 0; il < hp->n_layer; ++il)
-    n_rec += memra_hparams_layer_recurrent(hp, il);
-  ASSERT_GT(n_rec, 0u);
-  const size_t nv = (size_t)hp->n_vocab, n_pre = 4;
-  const std::vector<float> ref = read_f32(fx(name + ".decode.f32"));
-  ASSERT_EQ(ids.size() * nv, ref.size());
-  for (Engine *en : {&with, &without})
-    ASSERT_EQ(MEMRA_OK, memra_kv_pages_reserve(&en->c->pages, 0, (int32_t)ids.size(), &en->err));
-  std::vector<float> a(nv), b(nv);
-  for (size_t p = n_pre - 1; p < ids.size(); ++p) {
-    std::vector<std::string> log[2];
-    run_step(with, ids, p, n_pre, a.data(), &log[0]);
-    run_step(without, ids, p, n_pre, b.data(), &log[1]);
-    if (HasFatalFailure()) return;
-    ASSERT_EQ(0, memcmp(a.data(), b.data(), nv * sizeof(float))) << name << " position " << p;
-    EXPECT_LT(rel_l2(a.data(), ref.data() + p * nv, nv), 1e-4) << name << " position " << p;
-    EXPECT_EQ(n_rec, count(log[1], "rmsnorm_gate")) << name;
-    const bool prompt = p == n_pre - 1;
-    EXPECT_EQ(prompt ? 0 : n_rec, count(log[0], "gated_delta_rule_norm")) << name << " " << p;
-    EXPECT_EQ(prompt ? n_rec : 0, count(log[0], "rmsnorm_gate")) << name << " position " << p;
-  }
-  with.m->vt = g_real;
-  without.m->vt = without.bh.vt;
+// attention_gate: each gated attention layer's attention and its output gate are one call in
+// prompt and decode steps alike (the GPU plugins' form: rope_kv_store, then attention;
+// rope_kv_attend is opt-in there, and with it the gate stays a sigmoid_gate call).
+TEST_P(HybridFusion, AttentionLayersTakeTheGateInTheSameCallWithTheSameBits) {
+  paired_steps(
+      GetParam(),
+      [](memra_backend_vt &w, memra_backend_vt &wo) {
+        ASSERT_NE(nullptr, w.attention_gate) << "the CPU plugin lost its attention_gate";
+        w.attention_gate = rec_attention_gate;
+        wo.attention_gate = nullptr;
+        w.sigmoid_gate = wo.sigmoid_gate = rec_sigmoid_gate;
+        w.rope_kv_attend = wo.rope_kv_attend = nullptr;
+      },
+      [](bool, size_t, size_t n_att, const std::vector<std::string>(&log)[2]) {
+        EXPECT_EQ(n_att, count(log[0], "attention_gate"));
+        EXPECT_EQ(count(log[1], "sigmoid_gate"), count(log[0], "sigmoid_gate") + n_att);
+      });
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, NormRoute, ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
+// gated_delta_rule_norm: in a decode step each GDN layer's recurrence and its gated output norm
+// are one call (no rmsnorm_gate), prompt steps keep the two.
+TEST_P(HybridFusion, DecodeStepsTakeTheRecurrenceWithItsNormWithTheSameBits) {
+  paired_steps(
+      GetParam(),
+      [](memra_backend_vt &w, memra_backend_vt &wo) {
+        ASSERT_NE(nullptr, w.gated_delta_rule_norm) << "the CPU plugin lost the slot";
+        w.gated_delta_rule_norm = rec_gdr_norm;
+        wo.gated_delta_rule_norm = nullptr;
+        w.rmsnorm_gate = wo.rmsnorm_gate = rec_rmsnorm_gate;
+      },
+      [](bool prompt, size_t n_rec, size_t, const std::vector<std::string>(&log)[2]) {
+        EXPECT_EQ(n_rec, count(log[1], "rmsnorm_gate"));
+        EXPECT_EQ(prompt ? 0 : n_rec, count(log[0], "gated_delta_rule_norm"));
+        EXPECT_EQ(prompt ? n_rec : 0, count(log[0], "rmsnorm_gate"));
+      });
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HybridFusion,
+                         ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });
