@@ -338,8 +338,15 @@ memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_t
     MEMRA_TRY(memra_blk_matmul(c, "matmul down", out, &g, &l->w_down, &none, err));
     return MEMRA_OK;
   }
-  if (vt->matmul_n && c->n_decode >= c->n_rows && l->w_up.type == l->w_gate.type &&
-      l->w_up.ne0 == l->w_gate.ne0) { /* decode-only: one fused call (ABI 1.3 matmul_n) */
+  const bool paired = l->w_up.type == l->w_gate.type && l->w_up.ne0 == l->w_gate.ne0;
+  if (vt->ffn_glu && c->n_decode >= c->n_rows && paired && t == MEMRA_TYPE_F32) {
+    /* decode-only: gate, up, glu and down in one call (ABI 1.12), h into gate */
+    CALL("ffn gate, up, glu, down",
+         vt->ffn_glu(be, out, &gate, &up, xn, &l->w_gate, &l->w_up, &l->w_down, act));
+    return MEMRA_OK;
+  }
+  if (vt->matmul_n && c->n_decode >= c->n_rows && paired) {
+    /* decode-only: one fused call (ABI 1.3 matmul_n) */
     const memra_tensor ys[2] = {gate, up}, ws[2] = {l->w_gate, l->w_up};
     CALL("matmul gate, up", vt->matmul_n(be, 2, ys, xn, ws, NULL));
   } else if (use_gemm_n(c, 2, (const memra_tensor[2]){l->w_gate, l->w_up})) {

@@ -169,6 +169,10 @@ memra_status cpu_matmul(memra_backend *be, const memra_tensor *y, const memra_te
 /* ABI 1.3 matmul_n: matmul for each of n outputs sharing x (matmul.c). */
 memra_status cpu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
                           const memra_tensor *x, const memra_tensor *w, const memra_tensor *bias);
+/* ABI 1.12 ffn_glu: matmul_n (gate, up), glu, matmul (down) (matmul.c). */
+memra_status cpu_ffn_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *h,
+                         const memra_tensor *u, const memra_tensor *x, const memra_tensor *w_gate,
+                         const memra_tensor *w_up, const memra_tensor *w_down, int32_t act);
 /* ABI 1.5 gemm_n: the same composition, gemm_n's messages (matmul.c). */
 memra_status cpu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y, const memra_tensor *x,
                         const memra_tensor *w, const memra_tensor *bias);

@@ -123,3 +123,20 @@ memra_status cpu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y, con
                         const memra_tensor *w, const memra_tensor *bias) {
   return matmul_group(be, "gemm_n", n, y, x, w, bias);
 }
+
+/* ABI 1.12 ffn_glu: the composition it stands for, gate into h and up into u, glu in place in
+ * h, then down; u may not share memory with h or y (the plugin would read what it wrote). */
+memra_status cpu_ffn_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *h,
+                         const memra_tensor *u, const memra_tensor *x, const memra_tensor *w_gate,
+                         const memra_tensor *w_up, const memra_tensor *w_down, int32_t act) {
+  if (!y || !h || !u || !x || !w_gate || !w_up || !w_down)
+    return cpu_fail(be, MEMRA_E_INVALID, "ffn_glu: a tensor argument is NULL");
+  if (cpu_overlap(u, h) || cpu_overlap(u, y))
+    return cpu_fail(be, MEMRA_E_INVALID, "ffn_glu: u overlaps h or y");
+  memra_status st;
+  const memra_tensor ys[2] = {*h, *u}, ws[2] = {*w_gate, *w_up};
+  if ((st = cpu_check_act(be, "ffn_glu", act)) ||
+      (st = matmul_group(be, "ffn_glu", 2, ys, x, ws, NULL)) || (st = cpu_glu(be, h, h, u, act)))
+    return st;
+  return cpu_matmul(be, y, h, w_down, NULL);
+}

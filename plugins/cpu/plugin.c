@@ -148,6 +148,9 @@ static const memra_backend_vt cpu_vt = {
     .attention_gate = cpu_attention_gate,
     .gated_delta_rule_norm = cpu_gated_delta_rule_norm,
 #endif
+#if MEMRA_ABI_MINOR >= 12 /* a dense FFN's three calls in one (matmul.c) */
+    .ffn_glu = cpu_ffn_glu,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

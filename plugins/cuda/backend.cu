@@ -250,6 +250,11 @@ static const memra_backend_vt *cu_vtable(void) {
     v.gated_delta_rule_norm =
         cu_env_is("MEMRA_GDN_NORM", "0") ? NULL : memra_cu_gated_delta_rule_norm;
 #endif
+#if MEMRA_ABI_MINOR >= 12
+    /* ABI 1.12 ffn_glu (matmul.cu: Q8_0 gate/up, glu and down in one persistent launch):
+     * opt-in, MEMRA_FFN_GLU=1 (bit-identical, but slower under PDL so far: docs/PERF.md) */
+    v.ffn_glu = cu_env_is("MEMRA_FFN_GLU", "1") ? memra_cu_ffn_glu : NULL;
+#endif
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;
     v.gated_delta_rule = memra_cu_gated_delta_rule;

@@ -151,6 +151,11 @@ memra_status memra_cu_matmul_n_conv(memra_backend *be, int32_t n, const memra_te
                                     const memra_tensor *x, const memra_tensor *w,
                                     const memra_tensor *conv_w, const memra_tensor *state,
                                     const memra_batch *batch);
+/* ABI 1.12: a dense FFN's gate/up, glu and down (matmul.cu). */
+memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *h,
+                              const memra_tensor *u, const memra_tensor *x,
+                              const memra_tensor *w_gate, const memra_tensor *w_up,
+                              const memra_tensor *w_down, int32_t act);
 memra_status memra_cu_rope(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
                            const memra_rope_params *p);
 memra_status memra_cu_kv_store(memra_backend *be, const memra_tensor *k_cache,

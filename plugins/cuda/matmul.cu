@@ -87,6 +87,7 @@
 #include "plugins/cuda/matmul_q8.cuh"
 #include "plugins/cuda/matmul_q8b.cuh"
 #include "plugins/cuda/matmul_q13.cuh"
+#include "plugins/cuda/matmul_ffn13.cuh"
 #include "plugins/cuda/matmul_tc.cuh"
 #include "plugins/cuda/matmul_tc11.cuh"
 #include "plugins/cuda/matmul_v6.cuh"
@@ -670,4 +671,66 @@ memra_status memra_cu_matmul_n_conv(memra_backend *be, int32_t n, const memra_te
   const bool take = conv_w->ne0 == 4;
   if ((st = mm_n_run(be, n, y, x, w, NULL, op, take ? &cv : NULL, &done))) return st;
   return done ? MEMRA_OK : memra_cu_ssm_conv_in_place(be, &y[0], conv_w, state, batch);
+}
+
+/* ABI 1.12 ffn_glu: for one row of x and Q8_0 weights that v13 takes, gate/up, glu and down in
+ * one persistent launch (matmul_ffn13.cuh: v13's and glu's arithmetic, so the same bits);
+ * otherwise matmul_n (h, u), glu into h, matmul. */
+memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *h,
+                              const memra_tensor *u, const memra_tensor *x,
+                              const memra_tensor *w_gate, const memra_tensor *w_up,
+                              const memra_tensor *w_down, int32_t act) {
+  if (!y || !h || !u || !x || !w_gate || !w_up || !w_down)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "ffn_glu: a tensor argument is NULL");
+  if (act != MEMRA_ACT_SILU && act != MEMRA_ACT_GELU_TANH)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "ffn_glu: unknown activation %d", act);
+  mm_args ag, au, ad;
+  memra_status st;
+  if ((st = mm_check(be, h, x, w_gate, NULL, &ag)) || (st = mm_check(be, u, x, w_up, NULL, &au)) ||
+      (st = mm_check(be, y, h, w_down, NULL, &ad)))
+    return st;
+  if (memra_cu_overlap(h, u) || memra_cu_overlap(y, u))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "ffn_glu: u overlaps h or y");
+  if (w_up->type != w_gate->type)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "ffn_glu: w_up is %s, w_gate %s",
+                         memra_type_info(w_up->type).name, memra_type_info(w_gate->type).name);
+  if (ag.M == 1 && mm_q8_mode() == MM_Q8_V13 && ag.path == MM_V8 && au.path == MM_V8 &&
+      ad.path == MM_V8 && ffn13_fits(be, ag.K, ag.N, w_gate->nb1, w_up->nb1, w_down->nb1)) {
+    ffn13_args a;
+    a.wg = ag.w;
+    a.wu = au.w;
+    a.wd = ad.w;
+    a.wg_nb1 = w_gate->nb1;
+    a.wu_nb1 = w_up->nb1;
+    a.wd_nb1 = w_down->nb1;
+    a.x = ag.x;
+    a.h = ag.y;
+    a.y = ad.y;
+    a.Ki = ag.K;
+    a.F = ag.N;
+    a.No = ad.N;
+    static int trig = -1, slp = 0, early = 1; /* experiment knobs, read once */
+    if (trig < 0) {
+      const char *t = getenv("MEMRA_FFN13_TRIG"), *z = getenv("MEMRA_FFN13_SLEEP"),
+                 *ea = getenv("MEMRA_FFN13_EARLY");
+      trig = t ? atoi(t) : 0;
+      slp = z ? atoi(z) : 0;
+      early = ea ? atoi(ea) : 1;
+    }
+    a.trig = trig;
+    a.sleep = slp;
+    a.early = early;
+    cudaError_t e;
+    const bool ok = act == MEMRA_ACT_SILU ? ffn13_launch<MEMRA_ACT_SILU>(be, a, &e)
+                                          : ffn13_launch<MEMRA_ACT_GELU_TANH>(be, a, &e);
+    if (!ok)
+      return memra_cu_errf(be, MEMRA_E_DEVICE, "ffn_glu: the fused kernel's launch setup: %s",
+                           cudaGetErrorString(e));
+    MEMRA_CU_LAUNCHED();
+    return MEMRA_OK;
+  }
+  const memra_tensor ys[2] = {*h, *u}, ws[2] = {*w_gate, *w_up};
+  if ((st = memra_cu_matmul_n(be, 2, ys, x, ws, NULL)) || (st = memra_cu_glu(be, h, h, u, act)))
+    return st;
+  return memra_cu_matmul(be, y, h, w_down, NULL);
 }

@@ -38,6 +38,47 @@ __device__ __forceinline__ void v13_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(V13_CW * 32) : "memory");
 }
 
+/* A consumer warp's share of one tile of V13_R rows: its steps of the tile's nkc ring units into
+ * acc (u, the block's running unit, advances by nkc). x of a step from the warp's own buffer at xs
+ * (x_once: copied there before the first tile, else copied from xl now). */
+__device__ __forceinline__ void v13_tile_steps(float (&acc)[V13_R], uint8_t *sm, uint64_t *full,
+                                               uint64_t *empty, uint32_t xs, const float *xl,
+                                               int64_t nblk, int64_t steps, int64_t nkc,
+                                               bool x_once, int64_t &u, int warp, int lane) {
+#pragma unroll
+  for (int r = 0; r < V13_R; ++r)
+    acc[r] = 0.f;
+  for (int64_t c = 0; c < nkc; ++c, ++u) {
+    const int s = (int)(u % V13_ST);
+    const int64_t st = c * V13_CW + warp; /* v8's order: warp w's steps w, w + 4, ... */
+    const int nb = st < steps ? mq8b_nb(nblk, st) : 0;
+    if (nb && !x_once) {
+      mq8_issue_x(xs, xl, st, nb, lane, 16);
+      memra_cp_async_commit();
+    }
+    memra_mbar_wait(&full[s], (uint32_t)(u / V13_ST) & 1);
+    if (nb) {
+      if (!x_once) memra_cp_async_wait<0>();
+      __syncwarp();
+      if (lane < nb)
+        mq8_step1<V13_R, V13_ROWB>(acc, sm + V13_XS + warp * MQ8_XSPAN,
+                                   sm + s * V13_STAGE + warp * MQ8_SPAN, lane);
+    }
+    __syncwarp(); /* the stage and x read by every lane before they are refilled */
+    if (lane == 0) memra_mbar_arrive(&empty[s]);
+  }
+}
+
+/* The warp's sums of its tile's rows (butterfly) into part[warp], lane 0 storing. */
+__device__ __forceinline__ void
+v13_warp_parts(const float (&acc)[V13_R], float (&part)[V13_CW][1][V13_R], int warp, int lane) {
+#pragma unroll
+  for (int r = 0; r < V13_R; ++r) {
+    const float v = memra_warp_sum(acc[r]);
+    if (lane == 0) part[warp][0][r] = v;
+  }
+}
+
 template <bool CV>
 __global__ void __launch_bounds__((V13_CW + 1) * 32)
     matmul_v13_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles,
@@ -93,33 +134,8 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32)
         mm_conv_load(J.cv, cj && threadIdx.x < V13_R && jb.b * V13_R + threadIdx.x < jb.N, 0,
                      jb.b * V13_R + threadIdx.x);
     float acc[V13_R];
-#pragma unroll
-    for (int r = 0; r < V13_R; ++r)
-      acc[r] = 0.f;
-    for (int64_t c = 0; c < nkc; ++c, ++u) {
-      const int s = (int)(u % V13_ST);
-      const int64_t st = c * V13_CW + warp; /* v8's order: warp w's steps w, w + 4, ... */
-      const int nb = st < steps ? mq8b_nb(nblk, st) : 0;
-      if (nb && !x_once) {
-        mq8_issue_x(xs, xl, st, nb, lane, 16);
-        memra_cp_async_commit();
-      }
-      memra_mbar_wait(&full[s], (uint32_t)(u / V13_ST) & 1);
-      if (nb) {
-        if (!x_once) memra_cp_async_wait<0>();
-        __syncwarp();
-        if (lane < nb)
-          mq8_step1<V13_R, V13_ROWB>(acc, sm + V13_XS + warp * MQ8_XSPAN,
-                                     ring + s * V13_STAGE + warp * MQ8_SPAN, lane);
-      }
-      __syncwarp(); /* the stage and x read by every lane before they are refilled */
-      if (lane == 0) memra_mbar_arrive(&empty[s]);
-    }
-#pragma unroll
-    for (int r = 0; r < V13_R; ++r) {
-      const float v = memra_warp_sum(acc[r]);
-      if (lane == 0) part[warp][0][r] = v;
-    }
+    v13_tile_steps(acc, sm, full, empty, xs, xl, nblk, steps, nkc, x_once, u, warp, lane);
+    v13_warp_parts(acc, part, warp, lane);
     v13_consumers_sync();
     mm_store_parts<V13_CW, 1, V13_R>(part, jb.b * V13_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias, ci,
                                      cj);

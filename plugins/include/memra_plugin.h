@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 11u
+#define MEMRA_ABI_MINOR 12u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -457,6 +457,14 @@ typedef struct memra_backend_vt {
                                         const memra_batch *batch, const memra_gdn_params *p,
                                         const memra_tensor *norm_w, const memra_tensor *z,
                                         float eps, int32_t act);
+  /* ABI 1.12. ffn_glu (optional: NULL = matmul_n, glu, matmul): a dense gated FFN,
+   * matmul_n(2, {h, u}, x, {w_gate, w_up}, NULL), then glu(h, h, u, act), then matmul(y, h,
+   * w_down, NULL), with those calls' bits in y and h; u is scratch (left unspecified). x, h, u,
+   * y F32 ([n, K], [n, F], [n, F], [n, N]); w_gate and w_up share type and shape; y and u overlap
+   * nothing else. */
+  memra_status (*ffn_glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *h,
+                          const memra_tensor *u, const memra_tensor *x, const memra_tensor *w_gate,
+                          const memra_tensor *w_up, const memra_tensor *w_down, int32_t act);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -295,3 +295,63 @@ TEST(CpuGemmN, RefusesBadGroups) {
   EXPECT_EQ(0u, c.err().find("gemm_n: y[1] overlaps y[0]")) << c.err();
   EXPECT_TRUE(y0.guards_ok());
 }
+
+// ABI 1.12 ffn_glu: a decode FFN (gate and up into h and u, glu in place in h, down into y)
+// equals its composition of matmul_n, glu and matmul bit for bit — the contract the GPU's one
+// launch is held to — for odd F, both activations and M 1 and 3; bad arguments are refused.
+TEST(CpuFfnGlu, EqualsTheCompositionBitForBit) {
+  Cpu c;
+  ASSERT_NE(nullptr, c.vt->ffn_glu);
+  std::mt19937 g(59);
+  for (int32_t type : {MEMRA_TYPE_F16, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_K}) {
+    const bool k256 = memra_type_info(type).blck == 256; // down's K is F
+    const int64_t d = k256 ? 256 : 96, f = k256 ? 768 : 288 + 32 * (type & 1);
+    for (int32_t act : {MEMRA_ACT_SILU, MEMRA_ACT_GELU_TANH}) {
+      for (int64_t m : {1, 3}) {
+        SCOPED_TRACE(testing::Message()
+                     << memra_type_info(type).name << " act=" << act << " M=" << m << " F=" << f);
+        Dev dx(c, MEMRA_TYPE_F32, d, m);
+        dx.put(randf(g, m * d));
+        const int64_t ns[2] = {f, f};
+        Group gu(c, g, type, 2, ns, d, m);
+        Weights wd = make_weights(g, type, d, f);
+        Dev dwd(c, type, f, d), y(c, MEMRA_TYPE_F32, d, m), y_ref(c, MEMRA_TYPE_F32, d, m);
+        dwd.put_bytes(wd.bytes.data());
+        ASSERT_EQ(MEMRA_OK, c.vt->ffn_glu(c.be, &y.t, &gu.ys[0], &gu.ys[1], &dx.t, &gu.ws[0],
+                                          &gu.ws[1], &dwd.t, act))
+            << c.err();
+        const std::vector<float> h = gu.dy[0]->get<float>();
+        ASSERT_EQ(MEMRA_OK, c.vt->matmul_n(c.be, 2, gu.ys, &dx.t, gu.ws, nullptr)) << c.err();
+        ASSERT_EQ(MEMRA_OK, c.vt->glu(c.be, &gu.ys[0], &gu.ys[0], &gu.ys[1], act)) << c.err();
+        ASSERT_EQ(MEMRA_OK, c.vt->matmul(c.be, &y_ref.t, &gu.ys[0], &dwd.t, nullptr)) << c.err();
+        const std::vector<float> got = y.get<float>(), want = y_ref.get<float>();
+        const std::vector<float> h_ref = gu.dy[0]->get<float>();
+        EXPECT_EQ(0, memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+        EXPECT_EQ(0, memcmp(h.data(), h_ref.data(), h.size() * sizeof(float))) << "h";
+        EXPECT_TRUE(y.guards_ok() && gu.dy[0]->guards_ok() && gu.dy[1]->guards_ok());
+      }
+    }
+  }
+}
+
+TEST(CpuFfnGlu, RefusesBadArguments) {
+  Cpu c;
+  std::mt19937 g(61);
+  Dev dx(c, MEMRA_TYPE_F32, 64, 1), wg(c, MEMRA_TYPE_F16, 64, 40), wu(c, MEMRA_TYPE_F16, 64, 40),
+      wd(c, MEMRA_TYPE_F16, 40, 64), h(c, MEMRA_TYPE_F32, 40, 1), u(c, MEMRA_TYPE_F32, 40, 1),
+      y(c, MEMRA_TYPE_F32, 64, 1);
+  dx.put(randf(g, 64));
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->ffn_glu(c.be, &y.t, &h.t, nullptr, &dx.t, &wg.t, &wu.t, &wd.t, MEMRA_ACT_SILU));
+  EXPECT_EQ(0u, c.err().find("ffn_glu: a tensor argument is NULL")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->ffn_glu(c.be, &y.t, &h.t, &h.t, &dx.t, &wg.t, &wu.t, &wd.t, MEMRA_ACT_SILU));
+  EXPECT_EQ(0u, c.err().find("ffn_glu: u overlaps h or y")) << c.err();
+  EXPECT_EQ(MEMRA_E_UNSUPPORTED,
+            c.vt->ffn_glu(c.be, &y.t, &h.t, &u.t, &dx.t, &wg.t, &wu.t, &wd.t, 9));
+  EXPECT_EQ(0u, c.err().find("ffn_glu: unknown activation 9")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->ffn_glu(c.be, &y.t, &h.t, &u.t, &dx.t, &wg.t, &wu.t, &wg.t, MEMRA_ACT_SILU));
+  EXPECT_NE(std::string::npos, c.err().find("matmul")) << c.err();
+  EXPECT_TRUE(y.guards_ok() && h.guards_ok() && u.guards_ok());
+}

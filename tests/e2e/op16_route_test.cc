@@ -109,6 +109,12 @@ memra_status rec_glu(memra_backend *be, const memra_tensor *y, const memra_tenso
   g_log.push_back(std::string("glu y ") + tname(y->type));
   return g_real->glu(be, y, g, u, act);
 }
+memra_status rec_ffn_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *h,
+                         const memra_tensor *u, const memra_tensor *x, const memra_tensor *wg,
+                         const memra_tensor *wu, const memra_tensor *wd, int32_t act) {
+  g_log.push_back(std::string("ffn_glu x ") + tname(x->type) + " h " + tname(h->type));
+  return g_real->ffn_glu(be, y, h, u, x, wg, wu, wd, act);
+}
 
 struct Lent {
   Engine e;
@@ -125,6 +131,7 @@ struct Lent {
     vt.gemm_glu = with_glu ? lent_gemm_glu : nullptr;
     vt.rmsnorm = rec_rmsnorm;
     vt.glu = rec_glu;
+    vt.ffn_glu = rec_ffn_glu;
     e.m->vt = &vt;
     memra_ctx_params p = e.c->p;
     memra_ctx_free(e.c);
@@ -196,7 +203,9 @@ TEST(Op16Route, StepsWithDecodeRowsKeepF32) {
   ASSERT_EQ(MEMRA_OK, memra_ctx_forward(got.e.c, &got.e.err)) << got.e.err.msg;
   EXPECT_EQ(0, count("rmsnorm y F16") + count("glu y F16"));
   EXPECT_GT(count("rmsnorm y F32"), 0);
-  EXPECT_GT(count("glu y F32"), 0);
+  // the decode FFN is one ffn_glu call per layer (ABI 1.12), on F32 operands
+  EXPECT_EQ(got.e.m->hp.n_layer, count("ffn_glu x F32 h F32"));
+  EXPECT_EQ(0, count("glu y F32"));
 }
 
 // With gemm_glu lent as well, the prompt rows' gate, up and glu are one call taking the

@@ -63,6 +63,13 @@ memra_status rec_glu(memra_backend *be, const memra_tensor *y, const memra_tenso
   return g_real->glu(be, y, g, u, act);
 }
 
+memra_status rec_ffn_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *h,
+                         const memra_tensor *u, const memra_tensor *x, const memra_tensor *wg,
+                         const memra_tensor *wu, const memra_tensor *wd, int32_t act) {
+  g_log.push_back("ffn_glu");
+  return g_real->ffn_glu(be, y, h, u, x, wg, wu, wd, act);
+}
+
 memra_status rec_rmsnorm_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                               const memra_tensor *w, const memra_tensor *z, float eps,
                               int32_t act) {
@@ -166,6 +173,7 @@ TEST_P(MatmulsRoute, DecodeGroupsProjectionsWithTheSameBits) {
   vt_with.matmul_n = rec_matmul_n;
   vt_without.matmul_n = nullptr; // an older plugin: one matmul per projection
   vt_with.matmul_n_conv = vt_without.matmul_n_conv = nullptr; // the GDN qkv through matmul_n
+  vt_with.ffn_glu = vt_without.ffn_glu = nullptr; // the dense FFN's gate, up through matmul_n
   with.m->vt = &vt_with;
   without.m->vt = &vt_without;
 
@@ -309,6 +317,25 @@ TEST_P(HybridFusion, DecodeStepsTakeTheRecurrenceWithItsNormWithTheSameBits) {
         EXPECT_EQ(n_rec, count(log[1], "rmsnorm_gate"));
         EXPECT_EQ(prompt ? 0 : n_rec, count(log[0], "gated_delta_rule_norm"));
         EXPECT_EQ(prompt ? n_rec : 0, count(log[0], "rmsnorm_gate"));
+      });
+}
+
+// ffn_glu (ABI 1.12): in a decode step each dense FFN's gate, up, glu and down are one call (no
+// glu, no matmul_n 2), prompt steps keep the composition; qwen35's dense FFN is llama's block.
+TEST(FfnFusion, DecodeStepsTakeTheDenseFfnInOneCallWithTheSameBits) {
+  paired_steps(
+      "qwen35",
+      [](memra_backend_vt &w, memra_backend_vt &wo) {
+        ASSERT_NE(nullptr, w.ffn_glu) << "the CPU plugin lost its ffn_glu";
+        w.ffn_glu = rec_ffn_glu;
+        wo.ffn_glu = nullptr; // an ABI 1.11 plugin
+        w.glu = wo.glu = rec_glu;
+      },
+      [](bool prompt, size_t n_rec, size_t n_att, const std::vector<std::string>(&log)[2]) {
+        const size_t L = n_rec + n_att;
+        EXPECT_EQ(L, count(log[1], "glu"));
+        EXPECT_EQ(prompt ? 0 : L, count(log[0], "ffn_glu"));
+        EXPECT_EQ(prompt ? L : 0, count(log[0], "glu"));
       });
 }
 

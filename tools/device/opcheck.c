@@ -457,6 +457,115 @@ static void check_matmul_n(void) {
   }
 }
 
+/* ffn_glu (ABI 1.12) on plugin i: gate and up of x into h and u, glu into h, down into y. */
+static memra_status call_ffn_glu(int i, const ck_buf *dy, const ck_buf *dh, const ck_buf *du,
+                                 const ck_buf *dx, uint64_t x_off, const ck_buf *dw, int32_t type,
+                                 int64_t D, int64_t F, int64_t M, int32_t act) {
+  if (!P[i].vt->ffn_glu) return MEMRA_E_UNSUPPORTED;
+  memra_tensor x = ck_t(dx, i, 0, D, M);
+  x.offset = x_off;
+  return P[i].vt->ffn_glu(P[i].be, TP(dy, i, 0, D, M), TP(dh, i, 0, F, M), TP(du, i, 0, F, M), &x,
+                          TP(&dw[0], i, type, D, F), TP(&dw[1], i, type, D, F),
+                          TP(&dw[2], i, type, F, D), act);
+}
+
+/* Whether plugin 1's float buffers a and b hold the same n floats. */
+static int same_f32(const ck_buf *a, const ck_buf *b, int64_t n) {
+  float *x = ck_get(a, 1), *y = ck_get(b, 1);
+  const int same = memcmp(x, y, (size_t)n * 4) == 0;
+  free(x);
+  free(y);
+  return same;
+}
+
+/* The decode FFN in one call: y and h against the oracle; on the plugin under test bit-identical
+ * to its composition (matmul_n, glu in place, matmul), again on a second call (the GPU's fused
+ * launch resets its grid-wide count), and for M = 3 (the composition) row 1 alone (fused) equals
+ * its row of the batch. Q8_0 at Llama-8B's shape and at K of 136 and 144 blocks (2 stages a row),
+ * both activations: the GPU's one launch; F 4128 (down's K not whole 256s), Q4_K and F16: the
+ * composition. */
+static void check_ffn_glu(void) {
+  static const struct {
+    int32_t type;
+    int64_t D, F, M;
+    int32_t act;
+  } cs[] = {{MEMRA_TYPE_Q8_0, 4096, 14336, 1, MEMRA_ACT_SILU},
+            {MEMRA_TYPE_Q8_0, 4352, 4608, 1, MEMRA_ACT_GELU_TANH},
+            {MEMRA_TYPE_Q8_0, 4096, 4128, 1, MEMRA_ACT_SILU},
+            {MEMRA_TYPE_Q8_0, 4352, 4608, 3, MEMRA_ACT_SILU},
+            {MEMRA_TYPE_Q8_0, 8192, 4096, 1, MEMRA_ACT_SILU},
+            {MEMRA_TYPE_Q4_K, 2048, 5632, 1, MEMRA_ACT_SILU},
+            {MEMRA_TYPE_F16, 1536, 4128, 3, MEMRA_ACT_GELU_TANH}};
+  const int n_cases = g_quick ? 4 : (int)(sizeof cs / sizeof cs[0]);
+  for (int c = 0; c < n_cases; ++c) {
+    const int32_t type = cs[c].type, act = cs[c].act;
+    const int64_t D = cs[c].D, F = cs[c].F, M = cs[c].M;
+    ck_buf dw[3];
+    void *w[3];
+    for (int j = 0; j < 3; ++j) {
+      uint64_t nb;
+      w[j] = ck_rand_rows(type, j < 2 ? D : F, j < 2 ? F : D, &nb);
+      dw[j] = ck_new(nb, w[j]);
+    }
+    float *x = ck_frand_vec(M * D, -1, 1);
+    ck_buf dx = ck_new((uint64_t)M * D * 4, x), dy = ck_new((uint64_t)M * D * 4, NULL),
+           dh = ck_new((uint64_t)M * F * 4, NULL), du = ck_new((uint64_t)M * F * 4, NULL),
+           ry = ck_new((uint64_t)M * D * 4, NULL), rh = ck_new((uint64_t)M * F * 4, NULL);
+    char what[96];
+    snprintf(what, sizeof what, "%s M=%" PRId64 " D=%" PRId64 " F=%" PRId64 " %s",
+             memra_type_info(type).name, M, D, F, act == MEMRA_ACT_SILU ? "SILU" : "GELU");
+    int ok_;
+    BOTH("ffn_glu", what, call_ffn_glu(i, &dy, &dh, &du, &dx, 0, dw, type, D, F, M, act));
+    if (ok_) {
+      compare_f32("ffn_glu", "  y", &dy, M * D, 1e-5);
+      compare_f32("ffn_glu", "  h", &dh, M * F, 1e-5);
+      /* the composition on plugin 1, into rh (u reused) and ry */
+      memra_tensor ys[2] = {ck_t(&rh, 1, 0, F, M), ck_t(&du, 1, 0, F, M)};
+      memra_tensor ws[2] = {ck_t(&dw[0], 1, type, D, F), ck_t(&dw[1], 1, type, D, F)};
+      memra_tensor xt = ck_t(&dx, 1, 0, D, M);
+      memra_plug_must(&P[1], P[1].vt->matmul_n(P[1].be, 2, ys, &xt, ws, NULL), "matmul_n");
+      memra_plug_must(&P[1], P[1].vt->glu(P[1].be, &ys[0], &ys[0], &ys[1], act), "glu");
+      memra_plug_must(
+          &P[1],
+          P[1].vt->matmul(P[1].be, TP(&ry, 1, 0, D, M), &ys[0], TP(&dw[2], 1, type, F, D), NULL),
+          "matmul");
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      char w2[160];
+      int same = same_f32(&dy, &ry, M * D) && same_f32(&dh, &rh, M * F);
+      snprintf(w2, sizeof w2, "%s y, h == matmul_n, glu, matmul", what);
+      ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+      /* again: a second launch from the count the first left */
+      memra_plug_must(&P[1], call_ffn_glu(1, &ry, &rh, &du, &dx, 0, dw, type, D, F, M, act),
+                      "ffn_glu");
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      same = same_f32(&dy, &ry, M * D);
+      snprintf(w2, sizeof w2, "%s second call", what);
+      ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+      if (M > 1) { /* row 1 alone */
+        ck_buf d1 = ck_new((uint64_t)D * 4, NULL), h1 = ck_new((uint64_t)F * 4, NULL);
+        memra_plug_must(
+            &P[1], call_ffn_glu(1, &d1, &h1, &du, &dx, (uint64_t)D * 4, dw, type, D, F, 1, act),
+            "ffn_glu");
+        memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+        float *a = ck_get(&d1, 1), *b = ck_get(&dy, 1);
+        same = memcmp(a, b + D, (size_t)D * 4) == 0;
+        snprintf(w2, sizeof w2, "%s row 1 alone == batch", what);
+        ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+        free(a);
+        free(b);
+        ck_free(&d1);
+        ck_free(&h1);
+      }
+    }
+    ck_buf *bufs[] = {&dx, &dy, &dh, &du, &ry, &rh, &dw[0], &dw[1], &dw[2]};
+    for (int j = 0; j < 9; ++j)
+      ck_free(bufs[j]);
+    for (int j = 0; j < 3; ++j)
+      free(w[j]);
+    free(x);
+  }
+}
+
 static void check_rmsnorm(void) {
   struct {
     int64_t rows, ne0;
@@ -1539,6 +1648,7 @@ int main(int argc, char **argv) {
   ck_rng = 0x9E3779B97F4A7C15ull; /* the default seed */
   /* the GPU plugins' opt-in slots are checked too (read when a plugin opens) */
   setenv("MEMRA_ROPE_ATT", "1", 0);
+  setenv("MEMRA_FFN_GLU", "1", 0);
   const char *paths[2] = {NULL, NULL};
   if (ck_args(argc, argv, &g_quick, paths, 2) != 2) {
     fprintf(stderr, "usage: opcheck [--quick] [--seed N] REF.so TEST.so\n");
@@ -1551,6 +1661,7 @@ int main(int argc, char **argv) {
   check_matmul();
   check_matmul_q8();
   check_matmul_n();
+  check_ffn_glu();
   check_rmsnorm();
   check_rope();
   check_kv_store();
