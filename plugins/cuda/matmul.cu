@@ -709,17 +709,6 @@ memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const me
     a.Ki = ag.K;
     a.F = ag.N;
     a.No = ad.N;
-    static int trig = -1, slp = 0, early = 1; /* experiment knobs, read once */
-    if (trig < 0) {
-      const char *t = getenv("MEMRA_FFN13_TRIG"), *z = getenv("MEMRA_FFN13_SLEEP"),
-                 *ea = getenv("MEMRA_FFN13_EARLY");
-      trig = t ? atoi(t) : 0;
-      slp = z ? atoi(z) : 0;
-      early = ea ? atoi(ea) : 1;
-    }
-    a.trig = trig;
-    a.sleep = slp;
-    a.early = early;
     cudaError_t e;
     const bool ok = act == MEMRA_ACT_SILU ? ffn13_launch<MEMRA_ACT_SILU>(be, a, &e)
                                           : ffn13_launch<MEMRA_ACT_GELU_TANH>(be, a, &e);

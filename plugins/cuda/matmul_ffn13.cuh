@@ -16,7 +16,11 @@
  * act(g) * u: the bits of matmul_n, glu and matmul on this plugin, alone or in a batch.
  * The count: ffn13_ctr[0] counts blocks done with gate/up (their h stores fenced first), [1]
  * blocks done; the last block resets both, and the next launch reads them only after its PDL
- * wait (its predecessors complete), so eager and replayed steps start from 0. */
+ * wait (its predecessors complete), so eager and replayed steps start from 0.
+ * Measured (docs/PERF.md, 2026-12-03): alone 55.4 us at Llama-8B's shape against 60.2 for the
+ * three kernels, but a live step under PDL is slower (tg128 295 vs 337), hence opt-in
+ * (MEMRA_FFN_GLU=1). The count needs every block resident: a GPU shared with other work (MPS,
+ * green contexts) could starve it, one more reason it is not the default. */
 #ifndef MEMRA_CUDA_MATMUL_FFN13_CUH
 #define MEMRA_CUDA_MATMUL_FFN13_CUH
 
@@ -32,9 +36,6 @@ struct ffn13_args {
   float *h;       /* [F]: act(x wg^T) * (x wu^T) */
   float *y;       /* [No]: h wd^T */
   int64_t Ki, F, No;
-  int trig;  /* experiment: 0 trigger at start, 1 after the count, 2 at exit */
-  int sleep; /* experiment: ns between polls of the count */
-  int early; /* experiment: the producer's copies before its wait (1) or none (0) */
 };
 
 __device__ __forceinline__ unsigned ffn13_load_acquire(const unsigned *p) {
@@ -63,7 +64,6 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32) matmul_ffn13_kernel(const f
     for (int64_t u = 0; u < units; ++u) {
       const int s = (int)(u % V13_ST);
       if (u >= V13_ST) memra_mbar_wait(&empty[s], (uint32_t)(u / V13_ST - 1) & 1);
-      if (u == 0 && !a.early) memra_pdl_wait();
       const uint8_t *w;
       uint64_t nb1;
       int64_t n0, N, off, rowbytes;
@@ -92,17 +92,13 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32) matmul_ffn13_kernel(const f
         memra_bulk_load(sm + s * V13_STAGE + lane * V13_ROWB, w + (uint64_t)n * nb1 + (uint64_t)off,
                         rowb, &full[s]);
       }
-      if (u == (units < V13_ST ? units : V13_ST) - 1) {
-        memra_pdl_wait();
-        if (a.trig == 0) memra_pdl_trigger();
-      }
+      if (u == (units < V13_ST ? units : V13_ST) - 1) memra_pdl_enter();
     }
-    if (units == 0) memra_pdl_wait();
+    if (units == 0) memra_pdl_enter();
     return;
   }
 
-  memra_pdl_wait(); /* x comes from the kernel before */
-  if (a.trig == 0) memra_pdl_trigger();
+  memra_pdl_enter(); /* x comes from the kernel before */
   const uint32_t xs = memra_smem_u32(sm + V13_XS + warp * MQ8_XSPAN);
   const bool xa_once = nkcA == 1; /* v13's rule: a row of one stage copies its x once */
   if (xa_once && warp < stepsA) {
@@ -140,11 +136,10 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32) matmul_ffn13_kernel(const f
   if (threadIdx.x == 0) {
     atomicAdd(&ffn13_ctr[0], 1u);
     while (ffn13_load_acquire(&ffn13_ctr[0]) < (unsigned)G)
-      if (a.sleep) __nanosleep(a.sleep);
+      ;
     __threadfence();
   }
   v13_consumers_sync();
-  if (a.trig == 1) memra_pdl_trigger();
   const bool xb_once = nkcB == 1;
   if (xb_once && warp < stepsB && my_b > 0) {
     mq8_issue_x(xs, a.h + 4 * lane, warp, mq8b_nb(nblkB, warp), lane, 16);
@@ -191,23 +186,12 @@ static bool ffn13_launch(const memra_backend *be, const ffn13_args &a, cudaError
       return false;
     }
     bps = bps > 2 ? 2 : bps < 1 ? 1 : bps;
-    const char *e = getenv("MEMRA_FFN13_BPS");
-    if (e && atoi(e) >= 1 && atoi(e) < bps) bps = atoi(e);
   }
   const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps;
   const int64_t pairs = (a.F + V13_R - 1) / V13_R;
-  int64_t per = (pairs + slots - 1) / slots;
-  const char *pe = getenv("MEMRA_FFN13_PER"), *pp = getenv("MEMRA_FFN13_PDL");
-  if (pe && atoi(pe) > per) per = atoi(pe);
-  const int64_t grid = (pairs + per - 1) / per;
-  if (pp && atoi(pp) == 0) {
-    memra_backend plain = *be;
-    plain.pdl = false;
-    (void)memra_cu_launch(&plain, matmul_ffn13_kernel<ACT>, dim3((unsigned)grid),
-                          dim3((V13_CW + 1) * 32), (size_t)V13_SMEM, a);
-  } else
-    (void)memra_cu_launch(be, matmul_ffn13_kernel<ACT>, dim3((unsigned)grid),
-                          dim3((V13_CW + 1) * 32), (size_t)V13_SMEM, a);
+  const int64_t per = (pairs + slots - 1) / slots, grid = (pairs + per - 1) / per;
+  (void)memra_cu_launch(be, matmul_ffn13_kernel<ACT>, dim3((unsigned)grid), dim3((V13_CW + 1) * 32),
+                        (size_t)V13_SMEM, a);
   return true;
 }
 
