@@ -118,10 +118,7 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32) matmul_ffn13_kernel(const f
       v13_warp_parts(acc, part, warp, lane);
       v13_consumers_sync();
       if (threadIdx.x < V13_R && n < a.F) { /* mm_store_parts' sum for the row */
-        float v = part[0][0][threadIdx.x];
-#pragma unroll
-        for (int k = 1; k < V13_CW; ++k)
-          v = __fadd_rn(v, part[k][0][threadIdx.x]);
+        const float v = mm_sum_parts<V13_CW, 1, V13_R>(part, 0, threadIdx.x);
         if (half == 0)
           g = v;
         else
@@ -173,20 +170,8 @@ static inline bool ffn13_fits(const memra_backend *be, int64_t Ki, int64_t F, ui
  * count waits on them all), pairs spread evenly. False when the occupancy query failed (*err). */
 template <int ACT>
 static bool ffn13_launch(const memra_backend *be, const ffn13_args &a, cudaError_t *err) {
-  *err = cudaSuccess;
   static int bps = 0; /* resident blocks an SM, asked once per instantiation */
-  if (bps == 0) {
-    *err = cudaFuncSetAttribute(matmul_ffn13_kernel<ACT>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, V13_SMEM);
-    if (*err == cudaSuccess)
-      *err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, matmul_ffn13_kernel<ACT>,
-                                                           (V13_CW + 1) * 32, V13_SMEM);
-    if (*err != cudaSuccess) {
-      bps = 0;
-      return false;
-    }
-    bps = bps > 2 ? 2 : bps < 1 ? 1 : bps;
-  }
+  if ((*err = v13_blocks_per_sm(matmul_ffn13_kernel<ACT>, &bps)) != cudaSuccess) return false;
   const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps;
   const int64_t pairs = (a.F + V13_R - 1) / V13_R;
   const int64_t per = (pairs + slots - 1) / slots, grid = (pairs + per - 1) / per;

@@ -139,6 +139,17 @@ __device__ __forceinline__ float mm_conv_finish(const mm_conv_in &c, float xv) {
   return acc / (1.0f + expf(-acc));
 }
 
+/* Row r of x row m: the warps' partials added in warp order (every GEMV's sum, and the fused
+ * FFN's gate and up values, so their bits agree). */
+template <int WARPS, int M, int R>
+__device__ __forceinline__ float mm_sum_parts(const float (&part)[WARPS][M][R], int m, int r) {
+  float v = part[0][m][r];
+#pragma unroll
+  for (int k = 1; k < WARPS; ++k)
+    v = __fadd_rn(v, part[k][m][r]);
+  return v;
+}
+
 /* The GEMV kernels' last step, after every warp wrote its partials part[warp][m][r] and the
  * block synchronized: the warps' partials added in warp order, bias last (then, with conv, the
  * conv: one row, thread r storing output r, which mm_conv_load prepared); rows m >= mrows and
@@ -152,10 +163,7 @@ mm_store_parts(const float (&part)[WARPS][M][R], int64_t n0, int64_t N, int64_t 
     const int m = i / R, r = i % R;
     const int64_t n = n0 + r;
     if (m >= mrows || n >= N) continue;
-    float v = part[0][m][r];
-#pragma unroll
-    for (int k = 1; k < WARPS; ++k)
-      v = __fadd_rn(v, part[k][m][r]);
+    float v = mm_sum_parts<WARPS, M, R>(part, m, r);
     v = bias ? __fadd_rn(v, bias[n]) : v;
     y[(m0 + m) * y_ld + n] = conv ? mm_conv_finish(ci, v) : v;
   }

@@ -150,6 +150,19 @@ static inline bool m13_fits(const memra_backend *be, int64_t K, uint64_t w_nb1) 
          (int64_t)be->prop.sharedMemPerBlockOptin >= (int64_t)V13_SMEM + 1024;
 }
 
+/* Resident blocks an SM of a v13-ring kernel (its shared memory opted in first), at most 2, into
+ * *bps once (0: not asked yet; left 0 on an error, which is returned). */
+template <typename Kernel> static cudaError_t v13_blocks_per_sm(Kernel kernel, int *bps) {
+  if (*bps > 0) return cudaSuccess;
+  cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, V13_SMEM);
+  int n = 0;
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, (V13_CW + 1) * 32, V13_SMEM);
+  if (e == cudaSuccess) *bps = n > 2 ? 2 : n < 1 ? 1 : n;
+  return e;
+}
+
 /* The v13 grid over J's V13_R-row tiles: as many blocks as are resident (by shared memory, at
  * most 2 an SM), every block the same number of tiles. False when the grid is too large; *err:
  * the attribute or occupancy call's error (no launch then). */
@@ -164,14 +177,7 @@ static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, bool) =
       cv ? matmul_v13_kernel<true> : matmul_v13_kernel<false>;
   static int bps[2] = {0, 0}; /* resident blocks an SM, asked once per instantiation */
-  if (bps[cv] == 0) {
-    *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, V13_SMEM);
-    if (*err == cudaSuccess)
-      *err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps[cv], kernel, (V13_CW + 1) * 32,
-                                                           V13_SMEM);
-    if (*err != cudaSuccess) return true;
-    bps[cv] = bps[cv] > 2 ? 2 : bps[cv] < 1 ? 1 : bps[cv];
-  }
+  if ((*err = v13_blocks_per_sm(kernel, &bps[cv])) != cudaSuccess) return true;
   const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps[cv];
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
   static int per_tile = -1; /* MEMRA_V13_X=tile: x copied per tile (A/B); read once */
