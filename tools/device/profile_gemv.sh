@@ -3,7 +3,8 @@
 # over gemv_bench (every type on the Llama-3.1-8B shapes, M = 1), one line per kernel with
 # its time, DRAM throughput, achieved occupancy, issue activity and the top stall reasons.
 # On the GPU machine, from the repo root, carry ["dist"]:
-#   bash tools/device/profile_gemv.sh [PLUGIN.so]     (about 2 minutes; MEMRA_GEMV=tc works)
+#   bash tools/device/profile_gemv.sh [PLUGIN.so]     (about 2 minutes; MEMRA_GEMV=tc works;
+#   TYPES="Q8_0 F16" limits gemv_bench to those types)
 # Raw CSV in $OUT/gemv_ncu.csv, the table on stdout.
 set -u
 D=${D:-dist}
@@ -24,7 +25,7 @@ done
 # 12 launches of each kernel name are enough).
 timeout 600 "$NCU" --csv --page raw --print-units base --graph-profiling node --metrics "$M" \
   --kernel-name-base demangled --kernel-name regex:'matmul_v|tc_prep' --launch-count 240 \
-  "$D/gemv_bench" "$P" >"$O/gemv_ncu.csv" 2>"$O/gemv_ncu.err"
+  "$D/gemv_bench" "$P" ${TYPES:-} >"$O/gemv_ncu.csv" 2>"$O/gemv_ncu.err"
 echo "ncu rc $?: $(grep -c '"matmul\|"tc_prep' "$O/gemv_ncu.csv") kernels"
 python3 - "$O/gemv_ncu.csv" <<'PY'
 import csv, sys, collections
