@@ -114,7 +114,7 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32) matmul_ffn13_kernel(const f
     float g = 0.f;
     for (int half = 0; half < 2; ++half) {
       v13_tile_steps(acc, sm, full, empty, xs, a.x + 4 * lane, nblkA, stepsA, nkcA, xa_once, u,
-                     warp, lane);
+                     warp, warp, lane);
       v13_warp_parts(acc, part, warp, lane);
       v13_consumers_sync();
       if (threadIdx.x < V13_R && n < a.F) { /* mm_store_parts' sum for the row */
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32) matmul_ffn13_kernel(const f
   for (int64_t i = 0; i < my_b; ++i) {
     const int64_t n0 = (b + i * G) * V13_R;
     v13_tile_steps(acc, sm, full, empty, xs, a.h + 4 * lane, nblkB, stepsB, nkcB, xb_once, u, warp,
-                   lane);
+                   warp, lane);
     v13_warp_parts(acc, part, warp, lane);
     v13_consumers_sync();
     mm_store_parts<V13_CW, 1, V13_R>(part, n0, a.No, 0, 1, a.y, 0, NULL);

@@ -38,19 +38,20 @@ __device__ __forceinline__ void v13_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(V13_CW * 32) : "memory");
 }
 
-/* A consumer warp's share of one tile of V13_R rows: its steps of the tile's nkc ring units into
- * acc (u, the block's running unit, advances by nkc). x of a step from the warp's own buffer at xs
- * (x_once: copied there before the first tile, else copied from xl now). */
+/* A consumer warp's share of one tile of V13_R rows: logical warp lw's steps (lw, lw + 4, ...)
+ * of the tile's nkc ring units into acc (u, the block's running unit, advances by nkc). x of a
+ * step from physical warp xw's own buffer at xs (x_once: copied there before the first tile,
+ * else copied from xl now). */
 __device__ __forceinline__ void v13_tile_steps(float (&acc)[V13_R], uint8_t *sm, uint64_t *full,
                                                uint64_t *empty, uint32_t xs, const float *xl,
                                                int64_t nblk, int64_t steps, int64_t nkc,
-                                               bool x_once, int64_t &u, int warp, int lane) {
+                                               bool x_once, int64_t &u, int lw, int xw, int lane) {
 #pragma unroll
   for (int r = 0; r < V13_R; ++r)
     acc[r] = 0.f;
   for (int64_t c = 0; c < nkc; ++c, ++u) {
     const int s = (int)(u % V13_ST);
-    const int64_t st = c * V13_CW + warp; /* v8's order: warp w's steps w, w + 4, ... */
+    const int64_t st = c * V13_CW + lw; /* v8's order: warp w's steps w, w + 4, ... */
     const int nb = st < steps ? mq8b_nb(nblk, st) : 0;
     if (nb && !x_once) {
       mq8_issue_x(xs, xl, st, nb, lane, 16);
@@ -61,8 +62,8 @@ __device__ __forceinline__ void v13_tile_steps(float (&acc)[V13_R], uint8_t *sm,
       if (!x_once) memra_cp_async_wait<0>();
       __syncwarp();
       if (lane < nb)
-        mq8_step1<V13_R, V13_ROWB>(acc, sm + V13_XS + warp * MQ8_XSPAN,
-                                   sm + s * V13_STAGE + warp * MQ8_SPAN, lane);
+        mq8_step1<V13_R, V13_ROWB>(acc, sm + V13_XS + xw * MQ8_XSPAN,
+                                   sm + s * V13_STAGE + lw * MQ8_SPAN, lane);
     }
     __syncwarp(); /* the stage and x read by every lane before they are refilled */
     if (lane == 0) memra_mbar_arrive(&empty[s]);
@@ -79,10 +80,14 @@ v13_warp_parts(const float (&acc)[V13_R], float (&part)[V13_CW][1][V13_R], int w
   }
 }
 
+/* 112 registers (118 unbounded, no spills either way): a v13 block is 5 warps, attention v5's
+ * Llama block 8 warps of 112, so two v13 blocks fit in an SM's 65,536 registers beside one
+ * attention block (64,512; at 118, allocated as 120, 67,072 do not) and the o projection launched
+ * early under PDL gets both blocks resident, its copies in flight, while the attention runs. */
 template <bool CV>
-__global__ void __launch_bounds__((V13_CW + 1) * 32)
+__global__ void __maxnreg__(112)
     matmul_v13_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles,
-                      bool v13_x_per_tile) {
+                      bool v13_x_per_tile, bool v13_rotate) {
   extern __shared__ __align__(128) uint8_t sm[];
   uint8_t *ring = sm;
   float(&part)[V13_CW][1][V13_R] = *(float(*)[V13_CW][1][V13_R])(sm + V13_PART);
@@ -126,16 +131,21 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32)
     memra_cp_async_wait<0>();
     __syncwarp();
   }
+  /* Rows of steps % 4 != 0 steps give warps 0 .. rem - 1 one step more a tile (K 14336: 4, 4,
+   * 3, 3): the logical warps rotate over the physical ones tile by tile, so every physical warp
+   * takes its share of the longer ones (each logical warp's steps and sums as before) */
+  const int rem = v13_rotate && !x_once ? (int)(steps % V13_CW) : 0;
   int64_t u = 0;
   for (int64_t i = 0; i < my_tiles; ++i) {
+    const int lw = (int)((warp + i * rem) % V13_CW);
     const mm_job jb = mm_pick_at(J, blockIdx.x + i * gridDim.x);
     const bool cj = CV && jb.y == J.y[0]; /* matmul_n_conv's job: its conv inputs now */
     const mm_conv_in ci =
         mm_conv_load(J.cv, cj && threadIdx.x < V13_R && jb.b * V13_R + threadIdx.x < jb.N, 0,
                      jb.b * V13_R + threadIdx.x);
     float acc[V13_R];
-    v13_tile_steps(acc, sm, full, empty, xs, xl, nblk, steps, nkc, x_once, u, warp, lane);
-    v13_warp_parts(acc, part, warp, lane);
+    v13_tile_steps(acc, sm, full, empty, xs, xl, nblk, steps, nkc, x_once, u, lw, warp, lane);
+    v13_warp_parts(acc, part, lw, lane);
     v13_consumers_sync();
     mm_store_parts<V13_CW, 1, V13_R>(part, jb.b * V13_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias, ci,
                                      cj);
@@ -174,7 +184,7 @@ static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   /* J's conv (matmul_n_conv) in its own instantiation, so the plain kernel's code stays as it was
    */
   const bool cv = J.cv.w != NULL;
-  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, bool) =
+  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, bool, bool) =
       cv ? matmul_v13_kernel<true> : matmul_v13_kernel<false>;
   static int bps[2] = {0, 0}; /* resident blocks an SM, asked once per instantiation */
   if ((*err = v13_blocks_per_sm(kernel, &bps[cv])) != cudaSuccess) return true;
@@ -185,8 +195,13 @@ static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64
     const char *e = getenv("MEMRA_V13_X");
     per_tile = e && !strcmp(e, "tile");
   }
+  static int rotate = -1; /* MEMRA_V13_ROT=0: the warps keep their steps (A/B); read once */
+  if (rotate < 0) {
+    const char *e = getenv("MEMRA_V13_ROT");
+    rotate = !(e && !strcmp(e, "0"));
+  }
   (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((V13_CW + 1) * 32), (size_t)V13_SMEM,
-                        J, x, K, tiles, per_tile == 1);
+                        J, x, K, tiles, per_tile == 1, rotate == 1);
   return true;
 }
 
