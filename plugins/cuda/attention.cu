@@ -385,8 +385,9 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_combine_v2_kernel(att_a
  * (set up once per kernel: the shared memory opt-in, clusters above 8; a device that cannot
  * runs v4, a property of the device, not of the batch). */
 typedef void (*att5_fn)(att_args);
-template <typename TC, int VW> static att5_fn att5_pick(int G) {
-  return G <= 4 ? attention_v5_kernel<TC, VW, 4> : attention_v5_kernel<TC, VW, 8>;
+template <typename TC, int VW, int HD = 0> static att5_fn att5_pick(int G) {
+  return G <= 4 ? attention_v5_kernel<TC, VW, 4, false, false, HD>
+                : attention_v5_kernel<TC, VW, 8, false, false, HD>;
 }
 /* The set-up of one kernel asking at most smem bytes; *st caches the answer (0 not yet
  * asked, 1 runs, 2 cannot). */
@@ -413,13 +414,34 @@ static att5_fn att5_setup(att5_fn k, size_t smem, int *st) {
   }
   return *st == 1 ? k : NULL;
 }
-static att5_fn att5_ready(int32_t ctype, bool vec, int G) {
-  static int state[12]; /* [cache type][vec][GM 8] */
+/* MEMRA_ATT_HD=0: head dim 128 runs the generic kernel too (A/B); read once. */
+static bool att5_hd_on(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("MEMRA_ATT_HD");
+    on = !(e && strcmp(e, "0") == 0);
+  }
+  return on == 1;
+}
+/* 16-byte loads at head dim 128 (Llama, Qwen, Mistral) run the kernel compiled for it (HD). */
+static att5_fn att5_ready(int32_t ctype, bool vec, int G, int head_dim) {
+  static int state[18]; /* [cache type][scalar, vec, vec at 128][GM 8] */
   const int ti = ctype == MEMRA_TYPE_F8_E4M3 ? 0 : ctype == MEMRA_TYPE_F16 ? 1 : 2;
-  att5_fn k = ti == 0   ? (vec ? att5_pick<memra_f8, 8>(G) : att5_pick<memra_f8, 1>(G))
-              : ti == 1 ? (vec ? att5_pick<__half, 8>(G) : att5_pick<__half, 1>(G))
-                        : (vec ? att5_pick<float, 8>(G) : att5_pick<float, 1>(G));
-  return att5_setup(k, AT5_SMEM_MAX, &state[ti * 4 + (vec ? 2 : 0) + (G > 4 ? 1 : 0)]);
+  const int vi = !vec ? 0 : head_dim == 128 ? 2 : 1;
+  att5_fn k = NULL;
+  if (ti == 0)
+    k = vi == 2 ? att5_pick<memra_f8, 8, 128>(G)
+        : vi    ? att5_pick<memra_f8, 8>(G)
+                : att5_pick<memra_f8, 1>(G);
+  else if (ti == 1)
+    k = vi == 2 ? att5_pick<__half, 8, 128>(G)
+        : vi    ? att5_pick<__half, 8>(G)
+                : att5_pick<__half, 1>(G);
+  else
+    k = vi == 2 ? att5_pick<float, 8, 128>(G)
+        : vi    ? att5_pick<float, 8>(G)
+                : att5_pick<float, 1>(G);
+  return att5_setup(k, AT5_SMEM_MAX, &state[ti * 6 + vi * 2 + (G > 4 ? 1 : 0)]);
 }
 /* The same for v5 with rope_kv_store's work (RK), 16-byte loads only. */
 template <typename TC> static att5_fn att5_pick_rk(int G) {
@@ -604,7 +626,8 @@ static memra_status att_run(memra_backend *be, const memra_tensor *out, const me
   const att5_fn k5 = v2 || (ver_env && strcmp(ver_env, "4") == 0)
                          ? NULL
                          : att5_ready(k_cache->type, vec4,
-                                      a.group / att5_hsplit(be, a.group, att5_blocks(batch, p)));
+                                      a.group / att5_hsplit(be, a.group, att5_blocks(batch, p)),
+                                      att5_hd_on() ? p->head_dim : 0);
   if (k5) {
     a.hsplit = att5_hsplit(be, a.group, att5_blocks(batch, p));
     const att5_fn kg = gate && vec4 ? att5_ready_gate(k_cache->type, a.group / a.hsplit) : NULL;
