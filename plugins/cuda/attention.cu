@@ -414,33 +414,20 @@ static att5_fn att5_setup(att5_fn k, size_t smem, int *st) {
   }
   return *st == 1 ? k : NULL;
 }
-/* MEMRA_ATT_HD=0: head dim 128 runs the generic kernel too (A/B); read once. */
-static bool att5_hd_on(void) {
-  static int on = -1;
-  if (on < 0) {
-    const char *e = getenv("MEMRA_ATT_HD");
-    on = !(e && strcmp(e, "0") == 0);
-  }
-  return on == 1;
+/* By load kind vi: 0 scalar loads, 1 16-byte loads, 2 16-byte loads at head dim 128 (the kernel
+ * compiled for it, HD). */
+template <typename TC> static att5_fn att5_pick_kind(int vi, int G) {
+  return vi == 2 ? att5_pick<TC, 8, 128>(G) : vi ? att5_pick<TC, 8>(G) : att5_pick<TC, 1>(G);
 }
-/* 16-byte loads at head dim 128 (Llama, Qwen, Mistral) run the kernel compiled for it (HD). */
+/* 16-byte loads at head dim 128 (Llama, Qwen, Mistral) take HD unless MEMRA_ATT_HD=0 (A/B). */
 static att5_fn att5_ready(int32_t ctype, bool vec, int G, int head_dim) {
-  static int state[18]; /* [cache type][scalar, vec, vec at 128][GM 8] */
+  static int state[18]; /* [cache type][load kind][GM 8] */
+  static const bool hd_on = !memra_cu_env_is("MEMRA_ATT_HD", "0");
   const int ti = ctype == MEMRA_TYPE_F8_E4M3 ? 0 : ctype == MEMRA_TYPE_F16 ? 1 : 2;
-  const int vi = !vec ? 0 : head_dim == 128 ? 2 : 1;
-  att5_fn k = NULL;
-  if (ti == 0)
-    k = vi == 2 ? att5_pick<memra_f8, 8, 128>(G)
-        : vi    ? att5_pick<memra_f8, 8>(G)
-                : att5_pick<memra_f8, 1>(G);
-  else if (ti == 1)
-    k = vi == 2 ? att5_pick<__half, 8, 128>(G)
-        : vi    ? att5_pick<__half, 8>(G)
-                : att5_pick<__half, 1>(G);
-  else
-    k = vi == 2 ? att5_pick<float, 8, 128>(G)
-        : vi    ? att5_pick<float, 8>(G)
-                : att5_pick<float, 1>(G);
+  const int vi = !vec ? 0 : hd_on && head_dim == 128 ? 2 : 1;
+  att5_fn k = ti == 0   ? att5_pick_kind<memra_f8>(vi, G)
+              : ti == 1 ? att5_pick_kind<__half>(vi, G)
+                        : att5_pick_kind<float>(vi, G);
   return att5_setup(k, AT5_SMEM_MAX, &state[ti * 6 + vi * 2 + (G > 4 ? 1 : 0)]);
 }
 /* The same for v5 with rope_kv_store's work (RK), 16-byte loads only. */
@@ -623,11 +610,11 @@ static memra_status att_run(memra_backend *be, const memra_tensor *out, const me
                    (p->head_dim * esz) % 16 == 0;
   const bool vec4 = vec && memra_cu_align_of(a.vc, v_cache->nb1) >= 16;
   /* v5 unless MEMRA_ATT names another version (or the device cannot run it) */
-  const att5_fn k5 = v2 || (ver_env && strcmp(ver_env, "4") == 0)
-                         ? NULL
-                         : att5_ready(k_cache->type, vec4,
-                                      a.group / att5_hsplit(be, a.group, att5_blocks(batch, p)),
-                                      att5_hd_on() ? p->head_dim : 0);
+  const att5_fn k5 =
+      v2 || (ver_env && strcmp(ver_env, "4") == 0)
+          ? NULL
+          : att5_ready(k_cache->type, vec4,
+                       a.group / att5_hsplit(be, a.group, att5_blocks(batch, p)), p->head_dim);
   if (k5) {
     a.hsplit = att5_hsplit(be, a.group, att5_blocks(batch, p));
     const att5_fn kg = gate && vec4 ? att5_ready_gate(k_cache->type, a.group / a.hsplit) : NULL;

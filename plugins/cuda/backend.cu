@@ -162,13 +162,6 @@ memra_status memra_cu_sample(memra_backend *be, const memra_tensor *ids, const m
                              const memra_tensor *rng, const memra_sample_params *p);
 #endif
 
-/* True when the environment variable name is set to value (the A/B switches of the vtable's
- * optional slots, read when the vtable is built). */
-static bool cu_env_is(const char *name, const char *value) {
-  const char *e = getenv(name);
-  return e && strcmp(e, value) == 0;
-}
-
 /* Filled by name, not position: slots a later ABI minor appends stay NULL ("no kernel")
  * until this plugin implements them, and the file builds against either header. */
 static const memra_backend_vt *cu_vtable(void) {
@@ -215,45 +208,47 @@ static const memra_backend_vt *cu_vtable(void) {
     v.moe_combine_gated = memra_cu_moe_combine_gated; /* ABI 1.7 (moe.cu) */
     /* ABI 1.7 fusions; MEMRA_MMID_GLU=0 / MEMRA_RMS_GATE=0 leave a slot out (A/B: the core
      * then makes the calls it replaces) */
-    v.matmul_id_glu = cu_env_is("MEMRA_MMID_GLU", "0") ? NULL : memra_cu_matmul_id_glu;
+    v.matmul_id_glu = memra_cu_env_is("MEMRA_MMID_GLU", "0") ? NULL : memra_cu_matmul_id_glu;
     v.rmsnorm_gate =
-        cu_env_is("MEMRA_RMS_GATE", "0") ? NULL : memra_cu_rmsnorm_gate; /* rmsnorm.cu */
+        memra_cu_env_is("MEMRA_RMS_GATE", "0") ? NULL : memra_cu_rmsnorm_gate; /* rmsnorm.cu */
 #if MEMRA_ABI_MINOR >= 8
     /* ABI 1.8 rmsnorm_qk (H200, docs/PERF.md: bitwise the two rmsnorm calls, MoE 8-layer tg128
      * +2.2%); MEMRA_RMS_QK=0 leaves it out (A/B) */
-    v.rmsnorm_qk = cu_env_is("MEMRA_RMS_QK", "0") ? NULL : memra_cu_rmsnorm_qk;
+    v.rmsnorm_qk = memra_cu_env_is("MEMRA_RMS_QK", "0") ? NULL : memra_cu_rmsnorm_qk;
 #endif
 #if MEMRA_ABI_MINOR >= 9
     /* ABI 1.9 moe_combine_shexp: the shared expert rides in the routed expert launches;
      * MEMRA_SHEXP_STACK=0 leaves it out (A/B: the core then keeps the shared expert apart) */
-    v.moe_combine_shexp = cu_env_is("MEMRA_SHEXP_STACK", "0") ? NULL : memra_cu_moe_combine_shexp;
+    v.moe_combine_shexp =
+        memra_cu_env_is("MEMRA_SHEXP_STACK", "0") ? NULL : memra_cu_moe_combine_shexp;
     /* ABI 1.9 matmul_id_combine (the experts' down projection and the combine in one launch,
      * F16 / BF16) is opt-in, MEMRA_MMID_COMBINE=1: on the H200 its kernel lost to matmul_id
      * and the combine (hybrid F16 tg128 2,130 vs 2,235, docs/PERF.md) */
-    v.matmul_id_combine = cu_env_is("MEMRA_MMID_COMBINE", "1") ? memra_cu_matmul_id_combine : NULL;
+    v.matmul_id_combine =
+        memra_cu_env_is("MEMRA_MMID_COMBINE", "1") ? memra_cu_matmul_id_combine : NULL;
 #endif
 #if MEMRA_ABI_MINOR >= 10
     /* ABI 1.10 rope_kv_attend (attention.cu) is opt-in, MEMRA_ROPE_ATT=1: on the H200 its one
      * launch ran no faster than rope_kv_store and attention (Llama Q8_0 tg128 @ d512 332 vs 334,
      * hybrid F16 2,248 vs 2,243, docs/PERF.md) */
-    v.rope_kv_attend = cu_env_is("MEMRA_ROPE_ATT", "1") ? memra_cu_rope_kv_attend : NULL;
+    v.rope_kv_attend = memra_cu_env_is("MEMRA_ROPE_ATT", "1") ? memra_cu_rope_kv_attend : NULL;
 #endif
 #if MEMRA_ABI_MINOR >= 11
     /* ABI 1.11 matmul_n_conv (matmul.cu: the GDN conv in the ring GEMVs' last step);
      * MEMRA_MNCONV=0 leaves it out (A/B: the core then calls matmul_n and ssm_conv) */
-    v.matmul_n_conv = cu_env_is("MEMRA_MNCONV", "0") ? NULL : memra_cu_matmul_n_conv;
+    v.matmul_n_conv = memra_cu_env_is("MEMRA_MNCONV", "0") ? NULL : memra_cu_matmul_n_conv;
     /* ABI 1.11 attention_gate (attention.cu: the output gate at v5's store); MEMRA_ATT_GATE=0
      * leaves it out (A/B: the core then calls attention and sigmoid_gate) */
-    v.attention_gate = cu_env_is("MEMRA_ATT_GATE", "0") ? NULL : memra_cu_attention_gate;
+    v.attention_gate = memra_cu_env_is("MEMRA_ATT_GATE", "0") ? NULL : memra_cu_attention_gate;
     /* ABI 1.11 gated_delta_rule_norm (gdn.cu: a d 128 head a block, the gated norm at each
      * token); MEMRA_GDN_NORM=0 leaves it out (A/B) */
     v.gated_delta_rule_norm =
-        cu_env_is("MEMRA_GDN_NORM", "0") ? NULL : memra_cu_gated_delta_rule_norm;
+        memra_cu_env_is("MEMRA_GDN_NORM", "0") ? NULL : memra_cu_gated_delta_rule_norm;
 #endif
 #if MEMRA_ABI_MINOR >= 12
     /* ABI 1.12 ffn_glu (matmul.cu: Q8_0 gate/up, glu and down in one persistent launch):
      * opt-in, MEMRA_FFN_GLU=1 (bit-identical, but slower under PDL so far: docs/PERF.md) */
-    v.ffn_glu = cu_env_is("MEMRA_FFN_GLU", "1") ? memra_cu_ffn_glu : NULL;
+    v.ffn_glu = memra_cu_env_is("MEMRA_FFN_GLU", "1") ? memra_cu_ffn_glu : NULL;
 #endif
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;

@@ -190,18 +190,12 @@ static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   if ((*err = v13_blocks_per_sm(kernel, &bps[cv])) != cudaSuccess) return true;
   const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps[cv];
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
-  static int per_tile = -1; /* MEMRA_V13_X=tile: x copied per tile (A/B); read once */
-  if (per_tile < 0) {
-    const char *e = getenv("MEMRA_V13_X");
-    per_tile = e && !strcmp(e, "tile");
-  }
-  static int rotate = -1; /* MEMRA_V13_ROT=0: the warps keep their steps (A/B); read once */
-  if (rotate < 0) {
-    const char *e = getenv("MEMRA_V13_ROT");
-    rotate = !(e && !strcmp(e, "0"));
-  }
+  /* A/B switches, read once: MEMRA_V13_X=tile copies x per tile, MEMRA_V13_ROT=0 keeps each
+   * warp on its own steps */
+  static const bool per_tile = memra_cu_env_is("MEMRA_V13_X", "tile"),
+                    rotate = !memra_cu_env_is("MEMRA_V13_ROT", "0");
   (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((V13_CW + 1) * 32), (size_t)V13_SMEM,
-                        J, x, K, tiles, per_tile == 1, rotate == 1);
+                        J, x, K, tiles, per_tile, rotate);
   return true;
 }
 

@@ -176,7 +176,11 @@ int main(int argc, char **argv) {
   const int quick = argc > 2; /* lengths given: the default kernel, F16, batch 1 */
   if (quick) {
     nl = 0;
-    for (int i = 2; i < argc && nl < 16; ++i) {
+    if (argc - 2 > 16) {
+      fprintf(stderr, "attn_bench: %d lengths given, at most 16\n", argc - 2);
+      return 2;
+    }
+    for (int i = 2; i < argc; ++i) {
       const int L = atoi(argv[i]);
       if (L < 1 || L > 65536) {
         fprintf(stderr, "attn_bench: length '%s': expected 1 to 65536\n", argv[i]);
