@@ -419,12 +419,13 @@ static att5_fn att5_setup(att5_fn k, size_t smem, int *st) {
 template <typename TC> static att5_fn att5_pick_kind(int vi, int G) {
   return vi == 2 ? att5_pick<TC, 8, 128>(G) : vi ? att5_pick<TC, 8>(G) : att5_pick<TC, 1>(G);
 }
-/* 16-byte loads at head dim 128 (Llama, Qwen, Mistral) take HD unless MEMRA_ATT_HD=0 (A/B). */
+/* 16-byte loads at head dim 128 (Llama, Qwen, Mistral) with a group of 4 or 8 q heads take HD
+ * (the group is its GM) unless MEMRA_ATT_HD=0 (A/B). */
 static att5_fn att5_ready(int32_t ctype, bool vec, int G, int head_dim) {
   static int state[18]; /* [cache type][load kind][GM 8] */
   static const bool hd_on = !memra_cu_env_is("MEMRA_ATT_HD", "0");
   const int ti = ctype == MEMRA_TYPE_F8_E4M3 ? 0 : ctype == MEMRA_TYPE_F16 ? 1 : 2;
-  const int vi = !vec ? 0 : hd_on && head_dim == 128 ? 2 : 1;
+  const int vi = !vec ? 0 : hd_on && head_dim == 128 && (G == 4 || G == 8) ? 2 : 1;
   att5_fn k = ti == 0   ? att5_pick_kind<memra_f8>(vi, G)
               : ti == 1 ? att5_pick_kind<__half>(vi, G)
                         : att5_pick_kind<float>(vi, G);
