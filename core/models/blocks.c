@@ -218,7 +218,7 @@ static memra_status rope_attend(memra_ctx *c, int il, const memra_tensor *q, con
   const int64_t n = c->n_rows, d = c->n_decode;
   if (d >= n || d == 0) {
     memra_batch all = *b;
-    all.flags = d == 0 ? MEMRA_BATCH_PROMPT : 0;
+    all.flags = d == 0 ? MEMRA_BATCH_PROMPT : n <= c->n_distinct ? MEMRA_BATCH_DISTINCT : 0;
     if (gate && vt->attention_gate) { /* ABI 1.11: the gate in the same call */
       CALL("attention, gate", vt->attention_gate(be, attn, q, &c->k_cache[il], &c->v_cache[il],
                                                  &all, &cfg->attn, gate));

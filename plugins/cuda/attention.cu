@@ -89,6 +89,9 @@ struct att_args {
   float *part;    /* [rows][n_head][n_split][2 + head_dim] */
   int fused = 0;  /* v3: combine in the last block (att_tickets [rows][n_kv_head]) */
   int hsplit = 1; /* v5: a KV head's q heads over this many clusters (group = q heads each) */
+  /* v5: the rows are of distinct sequences (MEMRA_BATCH_DISTINCT): K/V below a row's position
+   * are older than this step, read before the PDL wait */
+  int early = 0;
   /* v5 with rope_kv_store's work (RK, ABI 1.10 rope_kv_attend): the step's unrotated k and
    * its v, and rope's parameters */
   const float *kin = NULL, *vin = NULL;
@@ -625,7 +628,9 @@ static memra_status att_run(memra_backend *be, const memra_tensor *out, const me
       *gated = true;
     }
     a.group /= a.hsplit;
-    a.n_split = att5_grid_splits(batch->kv_bucket); /* the cluster size */
+    a.n_split = att5_grid_splits(batch->kv_bucket);                        /* the cluster size */
+    static const bool early_on = !memra_cu_env_is("MEMRA_ATT_EARLY", "0"); /* A/B */
+    a.early = early_on && (batch->flags & MEMRA_BATCH_DISTINCT) ? 1 : 0;
     a.part = NULL;
     return att5_launch(be, a.gate ? kg : k5, a, p->n_kv_head * a.hsplit, batch->n_rows,
                        att5_smem(a.group, p->head_dim, a.n_split));

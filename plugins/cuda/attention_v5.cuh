@@ -155,14 +155,19 @@ static const size_t AT5_RK_SMEM = 16 + (ATT_MAX_D / 2) * 16 + 2 * ATT_MAX_D * si
  * output is read before the PDL wait: the position, sequence and pages, the (cos, sin), and the
  * first step's K/V rows of earlier positions (written by earlier steps: no other row of the call
  * writes them). */
-template <typename TC, int VW, int GM, bool RK = false, bool GATE = false, int HD = 0>
-__global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
+template <typename TC, int VW, int GM, bool RK, bool GATE, int HD>
+__device__ __forceinline__ void att5_body(const att_args &a) {
   /* q [G][D] | warp sums [AT5_WARPS][G][D] | push [S][E] */
   extern __shared__ __align__(16) float sm5[];
   __shared__ float sm5_wm[AT5_WARPS][GM], sm5_wl[AT5_WARPS][GM]; /* per warp */
   __shared__ float sm5_m[AT5_SPLITS][GM], sm5_l[AT5_SPLITS][GM]; /* pushed, per split */
   att5_cluster_arrive_relaxed(); /* "this block runs": peers may push once all have */
-  if (RK)
+  /* EARLY (RK, or rows of distinct sequences: a.early): the position, sequence, pages and the
+   * first step's K/V rows below the row's own position are older than this step (written by
+   * earlier steps, or by ops that completed before the grid before ours started), so they are
+   * read before the PDL wait, while rope_kv_store runs; q, the gate and the row's own K/V after */
+  const bool EARLY = RK || a.early;
+  if (EARLY)
     memra_pdl_trigger(); /* the wait comes after what no step's output feeds */
   else
     memra_pdl_enter_early();
@@ -185,11 +190,17 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
   constexpr int QT = RK ? 1 : GM * ATT_MAX_D / AT5_THREADS; /* q elements a thread stages */
   const float *qr = a.q + r * a.q_ld + (int64_t)kh * GD;
   float qt[QT];
-  if (!RK) {
+  auto load_q = [&]() {
 #pragma unroll
     for (int k = 0; k < QT; ++k)
       qt[k] = tid + k * AT5_THREADS < GD ? qr[tid + k * AT5_THREADS] : 0.f;
-  }
+  };
+  auto store_q = [&]() {
+#pragma unroll
+    for (int k = 0; k < QT; ++k)
+      if (tid + k * AT5_THREADS < GD) sq[tid + k * AT5_THREADS] = qt[k];
+  };
+  if (!EARLY) load_q();
   const att4_row w = att5_row_of(a, p_r, s);
   /* GATE: the output gate of this thread's first combined element, loaded now so that its
    * latency hides behind the attention (sigmoid_gate's arithmetic at the store) */
@@ -197,12 +208,9 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
     const int col = kh * GD + gi, hh = col / D;
     return a.gate[(r * a.n_head + hh) * a.gate_ld + (col - hh * D)];
   };
-  const float g0 = GATE && tid < E && split * E + tid < GD ? gate_at(split * E + tid) : 0.f;
-  if (!RK) {
-#pragma unroll
-    for (int k = 0; k < QT; ++k)
-      if (tid + k * AT5_THREADS < GD) sq[tid + k * AT5_THREADS] = qt[k];
-  }
+  const bool has_g0 = GATE && tid < E && split * E + tid < GD;
+  float g0 = has_g0 && !EARLY ? gate_at(split * E + tid) : 0.f;
+  if (!EARLY) store_q();
   /* RK: (cos, sin) of the row's pairs, its rotated K and V rows (cache type) */
   const int rk_off = ((1 + AT5_WARPS) * GD + S * E) * (int)sizeof(float) + 15 & ~15;
   double2 *scs = (double2 *)((char *)sm5 + rk_off);
@@ -245,8 +253,26 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
 #pragma unroll
   for (int j = 0; j < AT5_P; ++j)
     pg[j] = att5_page(a, pz, s, pb + grp * AT5_P + j, pe);
+  /* L2 hints for the K/V rows of steps [f0, f1] (hints only: a line the row's own K/V store
+   * writes later is still read from L2 after it) */
+  auto hint_steps = [&](int f0, int f1) {
+#pragma unroll 1
+    for (int f = f0; f <= f1; ++f) {
+#pragma unroll
+      for (int j = 0; j < AT5_P; ++j) {
+        const int32_t pf = pb + f * T + grp * AT5_P + j, pgf = att5_page(a, pz, s, pf, pe);
+        const int64_t sl = (int64_t)pgf * a.block_size + pz.off(pf);
+        if (pgf >= 0 && lg < lines && sl < a.k_slots && sl < a.v_slots) {
+          const char *kp = a.kc + (uint64_t)sl * a.k_nb1 + (uint64_t)koff * sizeof(TC) + lg * 128;
+          const char *vp = a.vc + (uint64_t)sl * a.v_nb1 + (uint64_t)koff * sizeof(TC) + lg * 128;
+          asm volatile("prefetch.global.L2 [%0];" ::"l"(kp));
+          asm volatile("prefetch.global.L2 [%0];" ::"l"(vp));
+        }
+      }
+    }
+  };
   att4_vec<TC, VW> kr[AT5_P], vr[AT5_P];
-  if (RK) { /* the first step's rows of earlier positions, before the wait */
+  if (EARLY) { /* the first step's rows of earlier positions, before the wait */
     const int32_t p0 = pb + grp * AT5_P, o0 = pz.off(p0);
 #pragma unroll
     for (int j = 0; j < AT5_P; ++j) {
@@ -259,7 +285,15 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
         vr[j].load((const TC *)(a.vc + (uint64_t)sl * a.v_nb1) + koff, lg, LG, D);
       }
     }
+    hint_steps(1, AT5_PFD < n_steps - 1 ? AT5_PFD : n_steps - 1);
     memra_pdl_wait();
+    if (!RK) {
+      load_q();
+      if (has_g0) g0 = gate_at(split * E + tid);
+      store_q();
+    }
+  }
+  if (RK) {
     __syncthreads(); /* scs */
     /* q: rope_kv_v1_kernel's pairs, then the unrotated tail dims */
     for (int t = tid; t < G * hr; t += AT5_THREADS) {
@@ -327,15 +361,15 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
       const int64_t sl = (int64_t)pg[j] * a.block_size + o;
       slot[j] = pg[j] < 0 || sl >= a.k_slots || sl >= a.v_slots ? -1 : sl;
     }
-    /* every K and V row of the step in flight before the first score (RK: the first step's
-     * are, but for the row's own position, in shared memory) */
+    /* every K and V row of the step in flight before the first score (EARLY: the first
+     * step's are, but for the row's own position: RK's in shared memory) */
 #pragma unroll
     for (int j = 0; j < AT5_P; ++j) {
       if (slot[j] >= 0 && has) {
         if (RK && p0 + j == p_r) {
           kr[j].load_s(krow, lg, LG, D);
           vr[j].load_s(vrow, lg, LG, D);
-        } else if (!RK || it > 0) {
+        } else if (!EARLY || it > 0 || p0 + j == p_r) { /* EARLY: the first step's are */
           kr[j].load((const TC *)(a.kc + (uint64_t)slot[j] * a.k_nb1) + koff, lg, LG, D);
           vr[j].load((const TC *)(a.vc + (uint64_t)slot[j] * a.v_nb1) + koff, lg, LG, D);
         }
@@ -344,22 +378,10 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
         vr[j].zero();
       }
     }
-    /* L2 hints for the rows AT5_PFD steps ahead (the first step: steps 1 .. AT5_PFD) */
+    /* L2 hints for the rows AT5_PFD steps ahead (the first step: steps 1 .. AT5_PFD, which
+     * EARLY gave before the wait) */
     const int f_hi = it + AT5_PFD < n_steps - 1 ? it + AT5_PFD : n_steps - 1;
-#pragma unroll 1
-    for (int f = it == 0 ? 1 : it + AT5_PFD; f <= f_hi; ++f) {
-#pragma unroll
-      for (int j = 0; j < AT5_P; ++j) {
-        const int32_t pf = pb + f * T + grp * AT5_P + j, pgf = att5_page(a, pz, s, pf, pe);
-        const int64_t sl = (int64_t)pgf * a.block_size + pz.off(pf);
-        if (pgf >= 0 && lg < lines && sl < a.k_slots && sl < a.v_slots) {
-          const char *kp = a.kc + (uint64_t)sl * a.k_nb1 + (uint64_t)koff * sizeof(TC) + lg * 128;
-          const char *vp = a.vc + (uint64_t)sl * a.v_nb1 + (uint64_t)koff * sizeof(TC) + lg * 128;
-          asm volatile("prefetch.global.L2 [%0];" ::"l"(kp));
-          asm volatile("prefetch.global.L2 [%0];" ::"l"(vp));
-        }
-      }
-    }
+    hint_steps(it == 0 ? (EARLY ? f_hi + 1 : 1) : it + AT5_PFD, f_hi);
     /* the next step's block-table entries, in flight with this step's rows */
     if (it + 1 < n_steps) {
 #pragma unroll
@@ -557,6 +579,13 @@ __global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
     if (GATE) o = o / (1.0f + expf(-(i == tid ? g0 : gate_at(gi))));
     a.out[r * a.out_ld + (int64_t)kh * GD + gi] = o;
   }
+}
+
+/* EARLY costs registers (<__half, 8, 4, HD 128>: 104 -> 124); capped at 112 (two v13 blocks
+ * beside it in an SM) it ran no faster in the step (H200, 2026-12-03: 350.0 vs 349.4 tok/s). */
+template <typename TC, int VW, int GM, bool RK = false, bool GATE = false, int HD = 0>
+__global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
+  att5_body<TC, VW, GM, RK, GATE, HD>(a);
 }
 
 #endif /* MEMRA_CUDA_ATTENTION_V5_CUH */

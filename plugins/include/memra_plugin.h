@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 12u
+#define MEMRA_ABI_MINOR 13u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -90,6 +90,10 @@ typedef struct memra_batch {
  * whose results differ from the decode kernels' within f16/bf16 precision. Without it
  * (decode rows) a row's result must not depend on the other rows (batch invariance). */
 #define MEMRA_BATCH_PROMPT 1
+/* Every row is a decode row and no two rows are of one sequence (ABI 1.13; a promise the plugin
+ * may ignore): then no K/V a row attends to below its own position is written by this step, so
+ * a kernel may read those before the step's earlier ops (rope, kv_store) have completed. */
+#define MEMRA_BATCH_DISTINCT 2
 
 typedef enum memra_rope_mode {
   MEMRA_ROPE_NORM = 0, /* rotate adjacent pairs (x[2i], x[2i+1]): llama */

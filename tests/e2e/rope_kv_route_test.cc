@@ -2,7 +2,9 @@
 // instead of rope q, rope k and kv_store; a prompt step keeps the three calls; and the
 // logits are bit-identical to an engine whose plugin lacks the slot (llama: NORM rope;
 // qwen3: NEOX rope after per-head q/k norms). The same for ABI 1.10 rope_kv_attend (those
-// and attention in one call) on decode rows of distinct sequences, and not otherwise.
+// and attention in one call) on decode rows of distinct sequences, and not otherwise; and the
+// batch flags attention gets (ABI 1.13): PROMPT for prompt rows, DISTINCT for decode rows of
+// distinct sequences, neither for decode rows sharing a sequence.
 #include "tests/e2e/engine_fixture.h"
 
 namespace {
@@ -28,7 +30,11 @@ memra_status rec_rope_kv(memra_backend *be, const memra_tensor *q, const memra_t
 memra_status rec_attention(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
                            const memra_tensor *kc, const memra_tensor *vc, const memra_batch *b,
                            const memra_attn_params *p) {
-  g_log.push_back("attention");
+  g_log.push_back(std::string("attention") + (b->flags == MEMRA_BATCH_PROMPT     ? " prompt"
+                                              : b->flags == MEMRA_BATCH_DISTINCT ? " distinct"
+                                              : b->flags == 0
+                                                  ? ""
+                                                  : " flags " + std::to_string(b->flags)));
   return g_real->attention(be, out, q, kc, vc, b, p);
 }
 memra_status rec_rope_kv_attend(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
@@ -159,15 +165,17 @@ TEST_P(RopeKvRoute, DecodeRowsOfDistinctSequencesTakeRopeKvAttendWithTheSameBits
   EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << GetParam();
   // prompt step: no fused call
   EXPECT_EQ(0u, count(log_with[0], "rope_kv_attend 8"));
-  EXPECT_EQ((size_t)layers, count(log_with[0], "attention"));
+  EXPECT_EQ((size_t)layers, count(log_with[0], "attention prompt"));
   // decode step: one call per layer, none of the four it replaces
   EXPECT_EQ((size_t)layers, count(log_with[1], "rope_kv_attend 2"));
   EXPECT_EQ(0u, count(log_with[1], "rope") + count(log_with[1], "kv_store") +
-                    count(log_with[1], "rope_kv_store 2") + count(log_with[1], "attention"));
+                    count(log_with[1], "rope_kv_store 2") +
+                    count(log_with[1], "attention distinct"));
   EXPECT_EQ((size_t)layers, count(log_without[1], "rope_kv_store 2"));
-  EXPECT_EQ((size_t)layers, count(log_without[1], "attention"));
+  EXPECT_EQ((size_t)layers, count(log_without[1], "attention distinct"));
   EXPECT_EQ(0u, count(log_same, "rope_kv_attend 2"));
   EXPECT_EQ((size_t)layers, count(log_same, "rope_kv_store 2"));
+  EXPECT_EQ((size_t)layers, count(log_same, "attention")); // a shared sequence: no DISTINCT
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, RopeKvRoute, ::testing::Values("tiny-llama", "tiny-qwen3"));

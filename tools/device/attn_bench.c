@@ -123,6 +123,7 @@ static double bench_one(int32_t ctype, int L, int B, const char *ver) {
   b.block_size = BS;
   b.max_blocks = nb;
   b.kv_bucket = bucket;
+  b.flags = MEMRA_BATCH_DISTINCT; /* a sequence a row, as the core says of decode rows */
   b.pos = (memra_tensor){ps, 0, MEMRA_TYPE_I32, 0, B, 1, (uint64_t)B * 4};
   b.seq = (memra_tensor){ps, (uint64_t)B * 4, MEMRA_TYPE_I32, 0, B, 1, (uint64_t)B * 4};
   b.block_table = (memra_tensor){bt, 0, MEMRA_TYPE_I32, 0, nb, B, (uint64_t)nb * 4};
