@@ -7,6 +7,8 @@
  *   held in registers between the sum of squares and the scaling (x is read once), the
  *   same fixed-order block sum. Scalar fallback when a row is not 16-byte aligned.
  *   ABI 1.6: y may be the 16-bit operand of the next prompt-row gemm (memra_op16).
+ *
+ * ver 2b: a thread's first float4 of w loaded before the PDL wait (w is constant).
  *                                                                            <- in the vtable */
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/device_util.cuh"
@@ -29,11 +31,20 @@ template <int GATE> __device__ __forceinline__ float rms_gate(float o, const flo
   return (GATE == 1 ? memra_act_silu(g) : memra_act_gelu_tanh(g)) * o;
 }
 
+/* The thread's first float4 of the weight w (VEC), loaded before the PDL wait: w is constant,
+ * and by the next token a 16 KB norm weight has left L2 (8 GB of GEMV weights streamed between),
+ * so loaded after the block sum it put a DRAM round trip on every norm's chain. */
+template <bool VEC> __device__ __forceinline__ float4 rms_w0(const float *w, int64_t ne0) {
+  return VEC && threadIdx.x < ne0 / 4 ? __ldg((const float4 *)w + threadIdx.x)
+                                      : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
 /* One row by the whole block: x (+= res, written back), y = x / sqrt(mean(x^2) + eps) w
- * (then the gate); the bits depend on the row, ne0 and blockDim alone. */
+ * (then the gate); the bits depend on the row, ne0 and blockDim alone. w0: rms_w0's. */
 template <bool VEC, int OUT16, int GATE>
 __device__ __forceinline__ void rms_row(void *yr, float *xr, const float *rr, const float *zr,
-                                        const float *w, int64_t ne0, float eps, float *sh) {
+                                        const float *w, int64_t ne0, float eps, float *sh,
+                                        float4 w0) {
   static_assert(GATE == 0 || OUT16 == 0, "a gated norm writes f32");
   const int tid = threadIdx.x, nt = blockDim.x;
   float ss = 0.f;
@@ -74,7 +85,7 @@ __device__ __forceinline__ void rms_row(void *yr, float *xr, const float *rr, co
       } else {
         v = ((const float4 *)xr)[i];
       }
-      const float4 g = __ldg((const float4 *)w + i);
+      const float4 g = j == 0 ? w0 : __ldg((const float4 *)w + i);
       const float4 o = make_float4(rms_gate<GATE>(v.x * inv * g.x, zr, 4 * i),
                                    rms_gate<GATE>(v.y * inv * g.y, zr, 4 * i + 1),
                                    rms_gate<GATE>(v.z * inv * g.z, zr, 4 * i + 2),
@@ -110,11 +121,12 @@ __global__ void __launch_bounds__(1024)
                       const float *w, int64_t ne0, float eps, const float *z = NULL,
                       int64_t z_ld = 0) {
   __shared__ float sh[32];
+  const float4 w0 = rms_w0<VEC>(w, ne0);
   memra_pdl_enter_early();
   const int64_t r = blockIdx.x;
   rms_row<VEC, OUT16, GATE>(
       OUT16 ? (void *)((uint16_t *)y + r * y_ld) : (void *)((float *)y + r * y_ld), x + r * x_ld,
-      res ? res + r * r_ld : NULL, GATE ? z + r * z_ld : NULL, w, ne0, eps, sh);
+      res ? res + r * r_ld : NULL, GATE ? z + r * z_ld : NULL, w, ne0, eps, sh, w0);
 }
 
 /* ABI 1.8 rmsnorm_qk: blocks [0, nq) norm q's rows in place, the rest k's, each row as
@@ -124,10 +136,12 @@ __global__ void __launch_bounds__(1024)
     rmsnorm_qk_kernel(float *q, int64_t q_ld, const float *wq, int64_t nq, float *k, int64_t k_ld,
                       const float *wk, int64_t ne0, float eps) {
   __shared__ float sh[32];
-  memra_pdl_enter_early();
   const int64_t r = blockIdx.x;
+  const float *w = r < nq ? wq : wk;
+  const float4 w0 = rms_w0<VEC>(w, ne0);
+  memra_pdl_enter_early();
   float *xr = r < nq ? q + r * q_ld : k + (r - nq) * k_ld;
-  rms_row<VEC, 0, 0>(xr, xr, NULL, NULL, r < nq ? wq : wk, ne0, eps, sh);
+  rms_row<VEC, 0, 0>(xr, xr, NULL, NULL, w, ne0, eps, sh, w0);
 }
 
 /* One launch of the kernel for y's type (OUT16), the load path (VEC) and the gate. */

@@ -7,7 +7,8 @@
  *   (rotated, written back to k and to the k cache), k's unrotated tail dims (partial
  *   rope: copied to the cache), v elements; a row per blockIdx.y. Llama-8B decode: 3584
  *   items in 14 blocks of 256, one launch and one PDL gap instead of three
- *   (3.5 + 2.9 + 3.6 us as separate graph nodes).                          <- vtable */
+ *   (3.5 + 2.9 + 3.6 us as separate graph nodes).
+ * ver 1b: the position, slots and each pair's (cos, sin) before the PDL wait.  <- vtable */
 #include <cuda_fp16.h>
 #include <stdio.h>
 
@@ -31,8 +32,12 @@ struct rope_kv_args {
   const float *ff;
 };
 
+/* Before the PDL wait: what no op of this step writes (the row's position, its cache slot, and a
+ * pair's angle: cos and sin in double, the longest part of a thread's work), so that after the
+ * wait only q / k / v are read, turned and stored (memra_rope_cs then memra_rope_turn is
+ * memra_rope_pair: the same bits). */
 template <typename TK, typename TV> __global__ void rope_kv_v1_kernel(rope_kv_args a) {
-  memra_pdl_enter_early();
+  memra_pdl_trigger();
   const int64_t r = blockIdx.y;
   int t = blockIdx.x * blockDim.x + threadIdx.x;
   const int D = a.head_dim, half = a.n_rot / 2, tail = D - a.n_rot;
@@ -40,10 +45,16 @@ template <typename TK, typename TV> __global__ void rope_kv_v1_kernel(rope_kv_ar
   const int32_t p = a.pos[r];
   if (t < nq) { /* q pair */
     const int h = t / half, i = t % half;
+    double c, sn;
+    memra_rope_cs(p, i, a.n_rot, a.freq_base, a.freq_scale, a.ff, &c, &sn);
+    memra_pdl_wait();
     float *xh = a.q + r * a.q_ld + (int64_t)h * D;
     int e0, e1;
     memra_rope_pair_at(i, half, a.neox, &e0, &e1);
-    memra_rope_pair(&xh[e0], &xh[e1], p, i, a.n_rot, a.freq_base, a.freq_scale, a.ff);
+    float x0 = xh[e0], x1 = xh[e1];
+    memra_rope_turn(&x0, &x1, c, sn);
+    xh[e0] = x0;
+    xh[e1] = x1;
     return;
   }
   t -= nq;
@@ -52,11 +63,14 @@ template <typename TK, typename TV> __global__ void rope_kv_v1_kernel(rope_kv_ar
   TK *kd = (TK *)(a.kc + (uint64_t)(ks < 0 ? 0 : ks) * a.k_nb1);
   if (t < nk) { /* k pair: rotated in place and cached */
     const int h = t / half, i = t % half;
+    double c, sn;
+    memra_rope_cs(p, i, a.n_rot, a.freq_base, a.freq_scale, a.ff, &c, &sn);
+    memra_pdl_wait();
     float *xh = a.k + r * a.k_ld + (int64_t)h * D;
     int e0, e1;
     memra_rope_pair_at(i, half, a.neox, &e0, &e1);
     float x0 = xh[e0], x1 = xh[e1];
-    memra_rope_pair(&x0, &x1, p, i, a.n_rot, a.freq_base, a.freq_scale, a.ff);
+    memra_rope_turn(&x0, &x1, c, sn);
     xh[e0] = x0;
     xh[e1] = x1;
     if (ks >= 0) {
@@ -67,16 +81,17 @@ template <typename TK, typename TV> __global__ void rope_kv_v1_kernel(rope_kv_ar
   }
   t -= nk;
   if (t < nt) { /* k dims past n_rot: unrotated, cached as they are */
+    memra_pdl_wait();
     const int64_t e = (int64_t)(t / tail) * D + a.n_rot + t % tail;
     if (ks >= 0) kd[e] = (TK)a.k[r * a.k_ld + e];
     return;
   }
   t -= nt;
-  if (t < a.n_kv_head * D) { /* v element */
-    const int64_t vs = memra_kv_slot(r, a.pos, a.seq, a.bt, a.bt_ld, a.n_seqs, a.block_size,
-                                     a.max_blocks, a.v_slots);
-    if (vs >= 0) ((TV *)(a.vc + (uint64_t)vs * a.v_nb1))[t] = (TV)a.v[r * a.v_ld + t];
-  }
+  const int64_t vs = t < a.n_kv_head * D ? memra_kv_slot(r, a.pos, a.seq, a.bt, a.bt_ld, a.n_seqs,
+                                                         a.block_size, a.max_blocks, a.v_slots)
+                                         : -1;
+  memra_pdl_wait();
+  if (vs >= 0) ((TV *)(a.vc + (uint64_t)vs * a.v_nb1))[t] = (TV)a.v[r * a.v_ld + t]; /* v */
 }
 
 memra_status memra_cu_rope_kv_check(memra_backend *be, const char *what, const memra_tensor *q,
