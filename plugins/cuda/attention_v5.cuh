@@ -155,8 +155,10 @@ static const size_t AT5_RK_SMEM = 16 + (ATT_MAX_D / 2) * 16 + 2 * ATT_MAX_D * si
  * output is read before the PDL wait: the position, sequence and pages, the (cos, sin), and the
  * first step's K/V rows of earlier positions (written by earlier steps: no other row of the call
  * writes them). */
-template <typename TC, int VW, int GM, bool RK, bool GATE, int HD>
-__device__ __forceinline__ void att5_body(const att_args &a) {
+/* EARLY costs registers (<__half, 8, 4, HD 128>: 104 -> 124); capped at 112 (two v13 blocks
+ * beside it in an SM) it ran no faster in the step (H200, 2026-12-03: 350.0 vs 349.4 tok/s). */
+template <typename TC, int VW, int GM, bool RK = false, bool GATE = false, int HD = 0>
+__global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
   /* q [G][D] | warp sums [AT5_WARPS][G][D] | push [S][E] */
   extern __shared__ __align__(16) float sm5[];
   __shared__ float sm5_wm[AT5_WARPS][GM], sm5_wl[AT5_WARPS][GM]; /* per warp */
@@ -579,13 +581,6 @@ __device__ __forceinline__ void att5_body(const att_args &a) {
     if (GATE) o = o / (1.0f + expf(-(i == tid ? g0 : gate_at(gi))));
     a.out[r * a.out_ld + (int64_t)kh * GD + gi] = o;
   }
-}
-
-/* EARLY costs registers (<__half, 8, 4, HD 128>: 104 -> 124); capped at 112 (two v13 blocks
- * beside it in an SM) it ran no faster in the step (H200, 2026-12-03: 350.0 vs 349.4 tok/s). */
-template <typename TC, int VW, int GM, bool RK = false, bool GATE = false, int HD = 0>
-__global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
-  att5_body<TC, VW, GM, RK, GATE, HD>(a);
 }
 
 #endif /* MEMRA_CUDA_ATTENTION_V5_CUH */

@@ -75,13 +75,13 @@ memra_status memra_cu_check_i32_vec(memra_backend *be, const memra_tensor *t, in
 memra_status memra_cu_check_batch(memra_backend *be, const memra_batch *b, const char *what,
                                   const int32_t **pos, const int32_t **seq, const int32_t **bt,
                                   int64_t *bt_ld);
-/* True when the optional tensor t is present (non-NULL with a buffer). */
 /* True when the environment variable name is set to value (the plugins' A/B switches). */
 static inline bool memra_cu_env_is(const char *name, const char *value) {
   const char *e = getenv(name);
   return e && strcmp(e, value) == 0;
 }
 
+/* True when the optional tensor t is present (non-NULL with a buffer). */
 static inline int memra_cu_present(const memra_tensor *t) { return t && t->buf; }
 
 /* Device address of row 0 of t (checked tensors only). */

@@ -51,10 +51,7 @@ template <typename TK, typename TV> __global__ void rope_kv_v1_kernel(rope_kv_ar
     float *xh = a.q + r * a.q_ld + (int64_t)h * D;
     int e0, e1;
     memra_rope_pair_at(i, half, a.neox, &e0, &e1);
-    float x0 = xh[e0], x1 = xh[e1];
-    memra_rope_turn(&x0, &x1, c, sn);
-    xh[e0] = x0;
-    xh[e1] = x1;
+    memra_rope_turn(&xh[e0], &xh[e1], c, sn);
     return;
   }
   t -= nq;
