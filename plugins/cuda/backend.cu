@@ -246,9 +246,10 @@ static const memra_backend_vt *cu_vtable(void) {
         memra_cu_env_is("MEMRA_GDN_NORM", "0") ? NULL : memra_cu_gated_delta_rule_norm;
 #endif
 #if MEMRA_ABI_MINOR >= 12
-    /* ABI 1.12 ffn_glu (matmul.cu: Q8_0 gate/up, glu and down in one persistent launch):
-     * opt-in, MEMRA_FFN_GLU=1 (bit-identical, but slower under PDL so far: docs/PERF.md) */
-    v.ffn_glu = memra_cu_env_is("MEMRA_FFN_GLU", "1") ? memra_cu_ffn_glu : NULL;
+    /* ABI 1.12 ffn_glu (matmul.cu: for one row of Q8_0 weights gate, up and glu in one v13
+     * launch, then down; MEMRA_FFN_GLU=1 puts down in the same launch, slower under PDL,
+     * MEMRA_FFN_GLU=0 leaves the slot out: the three calls; docs/PERF.md) */
+    v.ffn_glu = memra_cu_env_is("MEMRA_FFN_GLU", "0") ? NULL : memra_cu_ffn_glu;
 #endif
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;

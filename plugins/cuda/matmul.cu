@@ -709,14 +709,20 @@ memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const me
     a.Ki = ag.K;
     a.F = ag.N;
     a.No = ad.N;
+    /* MEMRA_FFN_GLU=1: down in the same launch (slower under PDL); else gate, up and glu in one
+     * launch, then down as matmul */
+    static const bool one = memra_cu_env_is("MEMRA_FFN_GLU", "1");
     cudaError_t e;
-    const bool ok = act == MEMRA_ACT_SILU ? ffn13_launch<MEMRA_ACT_SILU>(be, a, &e)
-                                          : ffn13_launch<MEMRA_ACT_GELU_TANH>(be, a, &e);
+    const bool silu = act == MEMRA_ACT_SILU;
+    const bool ok = one ? (silu ? ffn13_launch<MEMRA_ACT_SILU, true>(be, a, &e)
+                                : ffn13_launch<MEMRA_ACT_GELU_TANH, true>(be, a, &e))
+                        : (silu ? ffn13_launch<MEMRA_ACT_SILU, false>(be, a, &e)
+                                : ffn13_launch<MEMRA_ACT_GELU_TANH, false>(be, a, &e));
     if (!ok)
       return memra_cu_errf(be, MEMRA_E_DEVICE, "ffn_glu: the fused kernel's launch setup: %s",
                            cudaGetErrorString(e));
     MEMRA_CU_LAUNCHED();
-    return MEMRA_OK;
+    return one ? MEMRA_OK : memra_cu_matmul(be, y, h, w_down, NULL);
   }
   const memra_tensor ys[2] = {*h, *u}, ws[2] = {*w_gate, *w_up};
   if ((st = memra_cu_matmul_n(be, 2, ys, x, ws, NULL)) || (st = memra_cu_glu(be, h, h, u, act)))

@@ -20,7 +20,9 @@
  * Measured (docs/PERF.md, 2026-12-03): alone 55.4 us at Llama-8B's shape against 60.2 for the
  * three kernels, but a live step under PDL is slower (tg128 295 vs 337), hence opt-in
  * (MEMRA_FFN_GLU=1). The count needs every block resident: a GPU shared with other work (MPS,
- * green contexts) could starve it, one more reason it is not the default. */
+ * green contexts) could starve it, one more reason it is not the default. The default form
+ * (DOWN false) stops after h: gate, up and glu in one launch, down a plain v13 launch after it
+ * (no count, nothing that needs every block resident). */
 #ifndef MEMRA_CUDA_MATMUL_FFN13_CUH
 #define MEMRA_CUDA_MATMUL_FFN13_CUH
 
@@ -44,7 +46,9 @@ __device__ __forceinline__ unsigned ffn13_load_acquire(const unsigned *p) {
   return v;
 }
 
-template <int ACT>
+/* DOWN false: gate, up and glu only (h written), the down projection left to a v13 launch after
+ * it: no count, the glu launch and its round trip gone from the chain (the default form). */
+template <int ACT, bool DOWN>
 __global__ void __launch_bounds__((V13_CW + 1) * 32) matmul_ffn13_kernel(const ffn13_args a) {
   extern __shared__ __align__(128) uint8_t sm[];
   float(&part)[V13_CW][1][V13_R] = *(float(*)[V13_CW][1][V13_R])(sm + V13_PART);
@@ -56,7 +60,7 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32) matmul_ffn13_kernel(const f
                 nkcA = (stepsA + V13_CW - 1) / V13_CW;
   const int64_t nblkB = a.F / 32, stepsB = (nblkB + 31) / 32, nkcB = (stepsB + V13_CW - 1) / V13_CW;
   const int64_t pairs = (a.F + V13_R - 1) / V13_R, tilesB = (a.No + V13_R - 1) / V13_R;
-  const int64_t my_pairs = (pairs - b + G - 1) / G, my_b = (tilesB - b + G - 1) / G;
+  const int64_t my_pairs = (pairs - b + G - 1) / G, my_b = DOWN ? (tilesB - b + G - 1) / G : 0;
   const int64_t unitsA = my_pairs * 2 * nkcA, units = unitsA + my_b * nkcB;
   memra_ring_init(full, empty, V13_ST, V13_CW);
 
@@ -127,6 +131,7 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32) matmul_ffn13_kernel(const f
       v13_consumers_sync();
     }
   }
+  if (!DOWN) return;
   /* h complete for this block's rows: publish, then wait for every block's */
   __threadfence();
   v13_consumers_sync();
@@ -168,15 +173,15 @@ static inline bool ffn13_fits(const memra_backend *be, int64_t Ki, int64_t F, ui
 
 /* The launch: G blocks, every one resident (the occupancy of the kernel, at most 2 an SM; the
  * count waits on them all), pairs spread evenly. False when the occupancy query failed (*err). */
-template <int ACT>
+template <int ACT, bool DOWN>
 static bool ffn13_launch(const memra_backend *be, const ffn13_args &a, cudaError_t *err) {
   static int bps = 0; /* resident blocks an SM, asked once per instantiation */
-  if ((*err = v13_blocks_per_sm(matmul_ffn13_kernel<ACT>, &bps)) != cudaSuccess) return false;
+  if ((*err = v13_blocks_per_sm(matmul_ffn13_kernel<ACT, DOWN>, &bps)) != cudaSuccess) return false;
   const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps;
   const int64_t pairs = (a.F + V13_R - 1) / V13_R;
   const int64_t per = (pairs + slots - 1) / slots, grid = (pairs + per - 1) / per;
-  (void)memra_cu_launch(be, matmul_ffn13_kernel<ACT>, dim3((unsigned)grid), dim3((V13_CW + 1) * 32),
-                        (size_t)V13_SMEM, a);
+  (void)memra_cu_launch(be, matmul_ffn13_kernel<ACT, DOWN>, dim3((unsigned)grid),
+                        dim3((V13_CW + 1) * 32), (size_t)V13_SMEM, a);
   return true;
 }
 
