@@ -28,6 +28,22 @@ static memra_tensor rows_at(memra_tensor t, int64_t r0, int64_t n) {
   return t;
 }
 
+/* Whether the norm deferred by memra_blk_add_norm_proj produces x (a decode-only step's xn,
+ * the plugin's ABI 1.14 slots present). */
+static bool norm_defer_takes(const memra_ctx *c, const memra_tensor *x) {
+  const memra_tensor *xn = &c->norm_defer.xn;
+  return c->norm_defer.on && x->buf == xn->buf && x->offset == xn->offset && x->ne0 == xn->ne0 &&
+         x->ne1 == xn->ne1 && x->nb1 == xn->nb1 && x->type == xn->type;
+}
+
+memra_status memra_blk_norm_flush(memra_ctx *c, memra_err *err) {
+  if (!c->norm_defer.on) return MEMRA_OK;
+  c->norm_defer.on = false;
+  CALL("rmsnorm", c->m->vt->rmsnorm(c->m->be, &c->norm_defer.xn, &c->norm_defer.x,
+                                    &c->norm_defer.res, &c->norm_defer.w, c->m->hp.eps));
+  return MEMRA_OK;
+}
+
 /* y = x w^T with rows [0, d) through matmul (decode rows: batch-invariant kernels) and the
  * rest through gemm (prompt rows: tensor cores) when the plugin has it. */
 static memra_status split_matmul(memra_ctx *c, const char *what, const memra_tensor *y,
@@ -97,6 +113,20 @@ memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memr
   if (n < 1 || n > MEMRA_BLK_MATMULS_MAX)
     return memra_errf(err, MEMRA_E_INVALID, "%s: %d projections (1..%d)", what, n,
                       MEMRA_BLK_MATMULS_MAX);
+  if (norm_defer_takes(c, x) && n <= 4) { /* the deferred norm with one matmul_n (ABI 1.14) */
+    int grp[MEMRA_BLK_MATMULS_MAX];
+    if (memra_blk_same_type_groups(w, n, grp) == 1) {
+      memra_tensor b[4];
+      for (int i = 0; i < n; ++i)
+        b[i] = bias ? bias[i] : none;
+      c->norm_defer.on = false;
+      CALL(what, vt->rmsnorm_matmul_n(c->m->be, &c->norm_defer.xn, &c->norm_defer.x,
+                                      &c->norm_defer.res, &c->norm_defer.w, c->m->hp.eps, n, y, w,
+                                      bias ? b : NULL));
+      return MEMRA_OK;
+    }
+  }
+  MEMRA_TRY(memra_blk_norm_flush(c, err));
   if (vt->matmul_n && c->n_decode >= c->n_rows) { /* decode-only: matmul_n per type group */
     int grp[MEMRA_BLK_MATMULS_MAX];
     const int n_grp = memra_blk_same_type_groups(w, n, grp);
@@ -135,6 +165,7 @@ memra_status memra_blk_add_norm(memra_ctx *c, const char *what, const memra_tens
                                 const memra_tensor *w, memra_err *err) {
   const memra_model *m = c->m;
   const memra_tensor none = {0};
+  MEMRA_TRY(memra_blk_norm_flush(c, err));
   CALL(what, m->vt->rmsnorm(m->be, xn, x, add ? add : &none, w, m->hp.eps));
   return MEMRA_OK;
 }
@@ -167,6 +198,18 @@ memra_status memra_blk_add_norm_proj(memra_ctx *c, const char *what, const memra
                                      memra_tensor *h, memra_err *err) {
   const int32_t t = memra_blk_op16_type(c, n, w);
   *h = t == MEMRA_TYPE_F32 || xn->ne0 > c->op16.ne0 ? *xn : op16_view(c, &c->op16, t, xn->ne0);
+  const memra_backend_vt *vt = c->m->vt;
+  if (vt->rmsnorm_matmul_n && vt->rmsnorm_ffn_glu && c->n_decode >= c->n_rows &&
+      h->type == MEMRA_TYPE_F32) { /* ABI 1.14: the norm goes with the projections of *h */
+    const memra_tensor none = {0};
+    MEMRA_TRY(memra_blk_norm_flush(c, err));
+    c->norm_defer.on = true;
+    c->norm_defer.xn = *h;
+    c->norm_defer.x = *x;
+    c->norm_defer.res = add ? *add : none;
+    c->norm_defer.w = *w_norm;
+    return MEMRA_OK;
+  }
   return memra_blk_add_norm(c, what, h, x, add, w_norm, err);
 }
 
@@ -333,12 +376,22 @@ memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_t
   /* down's x: its 16-bit operand when the step allows (written by glu or gemm_glu) */
   const int32_t t = ff <= c->op16_ff.ne0 ? memra_blk_op16_type(c, 1, &l->w_down) : MEMRA_TYPE_F32;
   const memra_tensor g = t == MEMRA_TYPE_F32 ? gate : op16_view(c, &c->op16_ff, t, ff);
+  const bool paired = l->w_up.type == l->w_gate.type && l->w_up.ne0 == l->w_gate.ne0;
+  if (norm_defer_takes(c, xn) && paired && t == MEMRA_TYPE_F32) {
+    /* the deferred norm, gate, up, glu and down in one call (ABI 1.14) */
+    c->norm_defer.on = false;
+    CALL("ffn rmsnorm, gate, up, glu, down",
+         vt->rmsnorm_ffn_glu(be, &c->norm_defer.xn, &c->norm_defer.x, &c->norm_defer.res,
+                             &c->norm_defer.w, m->hp.eps, out, &gate, &up, &l->w_gate, &l->w_up,
+                             &l->w_down, act));
+    return MEMRA_OK;
+  }
+  MEMRA_TRY(memra_blk_norm_flush(c, err));
   if (use_gemm_glu(c, l, xn)) { /* prompt rows: gate, up and glu in one call (ABI 1.6) */
     CALL("gemm gate, up, glu", vt->gemm_glu(be, &g, xn, &l->w_gate, &l->w_up, act));
     MEMRA_TRY(memra_blk_matmul(c, "matmul down", out, &g, &l->w_down, &none, err));
     return MEMRA_OK;
   }
-  const bool paired = l->w_up.type == l->w_gate.type && l->w_up.ne0 == l->w_gate.ne0;
   if (vt->ffn_glu && c->n_decode >= c->n_rows && paired && t == MEMRA_TYPE_F32) {
     /* decode-only: gate, up, glu and down in one call (ABI 1.12), h into gate */
     CALL("ffn gate, up, glu, down",
@@ -367,6 +420,7 @@ memra_status memra_blk_logits(memra_ctx *c, const memra_tensor *x, const memra_t
   const memra_backend_vt *vt = m->vt;
   memra_backend *be = m->be;
   const memra_tensor none = {0};
+  MEMRA_TRY(memra_blk_norm_flush(c, err));
   CALL("output rmsnorm", vt->rmsnorm(be, xn, x, pending, &m->output_norm, m->hp.eps));
   if (c->n_out <= 0) return MEMRA_OK;
   memra_tensor sel = memra_rows(c->sel, c->n_out), logits = memra_rows(c->logits, c->n_out),

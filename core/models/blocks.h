@@ -63,11 +63,18 @@ int32_t memra_blk_op16_type(const memra_ctx *c, int32_t n, const memra_tensor *w
 
 /* x += *add, then the rmsnorm of x that feeds the projections w[0..n): into the context's
  * 16-bit operand buffer when memra_blk_op16_type allows (gemm then skips its conversion
- * and gives the same bits), into xn otherwise. *h is set to the tensor written. */
+ * and gives the same bits), into xn otherwise. *h is set to the tensor written. In decode-only
+ * steps of a plugin with rmsnorm_matmul_n and rmsnorm_ffn_glu (ABI 1.14) the norm is deferred
+ * (c->norm_defer) into the next memra_blk_matmuls or memra_blk_glu_ffn on *h. */
 memra_status memra_blk_add_norm_proj(memra_ctx *c, const char *what, const memra_tensor *xn,
                                      const memra_tensor *x, const memra_tensor *add,
                                      const memra_tensor *w_norm, int32_t n, const memra_tensor *w,
                                      memra_tensor *h, memra_err *err);
+
+/* The norm memra_blk_add_norm_proj deferred (ABI 1.14), run now as rmsnorm; nothing when none
+ * waits. Every reader of xn other than the projections that take the norm with them calls it
+ * first. */
+memra_status memra_blk_norm_flush(memra_ctx *c, memra_err *err);
 
 /* q, k = rope(q, k) ; cache k, v in layer il ; attn = attention(q, cache). */
 memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,

@@ -62,6 +62,13 @@ typedef struct memra_ctx {
    * other layers have buf NULL. */
   memra_buf *rs_buf;
   memra_tensor *conv_state, *ssm_state; /* [n_layer] */
+  /* ABI 1.14: a decode step's norm of x (+= res) into xn with weight w, left for the
+   * projections that read xn (rmsnorm_matmul_n, rmsnorm_ffn_glu) by memra_blk_add_norm_proj;
+   * on is false when none waits (memra_blk_norm_flush runs it) */
+  struct {
+    bool on;
+    memra_tensor xn, x, res, w;
+  } norm_defer;
 } memra_ctx;
 
 memra_status memra_ctx_new(memra_model *m, const memra_ctx_params *p, memra_ctx **out,

@@ -140,3 +140,40 @@ memra_status cpu_ffn_glu(memra_backend *be, const memra_tensor *y, const memra_t
     return st;
   return cpu_matmul(be, y, h, w_down, NULL);
 }
+
+/* ABI 1.14 rmsnorm_matmul_n / rmsnorm_ffn_glu: the compositions they stand for, the norm into xn
+ * first (xn must not overlap what the projections write). */
+memra_status cpu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
+                                  const memra_tensor *res, const memra_tensor *w_norm, float eps,
+                                  int32_t n, const memra_tensor *y, const memra_tensor *w,
+                                  const memra_tensor *bias) {
+  if (!xn || !x || !res || !w_norm || !y || !w)
+    return cpu_fail(be, MEMRA_E_INVALID, "rmsnorm_matmul_n: a tensor argument is NULL");
+  if (n < 1 || n > 4)
+    return cpu_fail(be, MEMRA_E_INVALID, "rmsnorm_matmul_n: %d outputs (1..4)", n);
+  for (int32_t i = 0; i < n; ++i)
+    if (cpu_overlap(&y[i], xn) || cpu_overlap(&y[i], x) || cpu_overlap(&y[i], res))
+      return cpu_fail(be, MEMRA_E_INVALID, "rmsnorm_matmul_n: y[%d] overlaps xn, x or res", i);
+  const memra_status st = cpu_rmsnorm(be, xn, x, res, w_norm, eps);
+  return st ? st : matmul_group(be, "rmsnorm_matmul_n", n, y, xn, w, bias);
+}
+
+memra_status cpu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
+                                 const memra_tensor *res, const memra_tensor *w_norm, float eps,
+                                 const memra_tensor *y, const memra_tensor *h,
+                                 const memra_tensor *u, const memra_tensor *w_gate,
+                                 const memra_tensor *w_up, const memra_tensor *w_down,
+                                 int32_t act) {
+  if (!xn || !x || !res || !w_norm || !y || !h || !u)
+    return cpu_fail(be, MEMRA_E_INVALID, "rmsnorm_ffn_glu: a tensor argument is NULL");
+  if (cpu_overlap(y, xn) || cpu_overlap(y, x))
+    return cpu_fail(be, MEMRA_E_INVALID, "rmsnorm_ffn_glu: y overlaps xn or x");
+  /* y may be res (the layer's residual branch: read by the norm, then the FFN's output) */
+  const memra_tensor *hu[2] = {h, u};
+  for (int i = 0; i < 2; ++i)
+    if (cpu_overlap(hu[i], xn) || cpu_overlap(hu[i], x) || cpu_overlap(hu[i], res))
+      return cpu_fail(be, MEMRA_E_INVALID, "rmsnorm_ffn_glu: %s overlaps xn, x or res",
+                      i == 0 ? "h" : "u");
+  const memra_status st = cpu_rmsnorm(be, xn, x, res, w_norm, eps);
+  return st ? st : cpu_ffn_glu(be, y, h, u, xn, w_gate, w_up, w_down, act);
+}

@@ -151,6 +151,10 @@ static const memra_backend_vt cpu_vt = {
 #if MEMRA_ABI_MINOR >= 12 /* a dense FFN's three calls in one (matmul.c) */
     .ffn_glu = cpu_ffn_glu,
 #endif
+#if MEMRA_ABI_MINOR >= 14 /* a decode norm with the projections that read it (matmul.c) */
+    .rmsnorm_matmul_n = cpu_rmsnorm_matmul_n,
+    .rmsnorm_ffn_glu = cpu_rmsnorm_ffn_glu,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 13u
+#define MEMRA_ABI_MINOR 14u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -469,6 +469,26 @@ typedef struct memra_backend_vt {
   memra_status (*ffn_glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *h,
                           const memra_tensor *u, const memra_tensor *x, const memra_tensor *w_gate,
                           const memra_tensor *w_up, const memra_tensor *w_down, int32_t act);
+  /* ABI 1.14. rmsnorm_matmul_n (optional: NULL = rmsnorm, then matmul_n): rmsnorm(xn, x, res,
+   * w_norm, eps), then matmul_n(n, y, xn, w, bias), with those calls' bits in x (x += res when
+   * res is present), xn and every y[i]: a decode step's norm inside the projections that read
+   * it. The core calls it for decode-only batches; xn is F32, rmsnorm's and matmul_n's contracts
+   * hold otherwise (no y[i] overlaps x, res or xn). */
+  memra_status (*rmsnorm_matmul_n)(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
+                                   const memra_tensor *res, const memra_tensor *w_norm, float eps,
+                                   int32_t n, const memra_tensor *y, const memra_tensor *w,
+                                   const memra_tensor *bias);
+  /* ABI 1.14. rmsnorm_ffn_glu (optional: NULL = rmsnorm, then ffn_glu): rmsnorm(xn, x, res,
+   * w_norm, eps), then ffn_glu(y, h, u, xn, w_gate, w_up, w_down, act), with those calls' bits
+   * in x, xn, h and y (u scratch); decode-only batches, xn F32; h and u overlap none of x, res
+   * and xn, y neither x nor xn (y may be res: the residual branch the norm adds, then the FFN's
+   * output). */
+  memra_status (*rmsnorm_ffn_glu)(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
+                                  const memra_tensor *res, const memra_tensor *w_norm, float eps,
+                                  const memra_tensor *y, const memra_tensor *h,
+                                  const memra_tensor *u, const memra_tensor *w_gate,
+                                  const memra_tensor *w_up, const memra_tensor *w_down,
+                                  int32_t act);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

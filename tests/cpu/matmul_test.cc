@@ -355,3 +355,85 @@ TEST(CpuFfnGlu, RefusesBadArguments) {
   EXPECT_NE(std::string::npos, c.err().find("matmul")) << c.err();
   EXPECT_TRUE(y.guards_ok() && h.guards_ok() && u.guards_ok());
 }
+
+// ABI 1.14 rmsnorm_matmul_n / rmsnorm_ffn_glu: a decode norm (x += res, xn = rmsnorm(x) w) with
+// the projections that read xn equals rmsnorm followed by matmul_n / ffn_glu bit for bit in x,
+// xn and every output (the contract a GPU's one launch is held to), with and without res, at an
+// odd width; bad arguments are refused with the slot's name.
+TEST(CpuRmsnormProj, EqualsTheCompositionBitForBit) {
+  Cpu c;
+  ASSERT_NE(nullptr, c.vt->rmsnorm_matmul_n);
+  ASSERT_NE(nullptr, c.vt->rmsnorm_ffn_glu);
+  std::mt19937 g(67);
+  const int64_t d = 96, f = 160, m = 3;
+  for (bool with_res : {true, false}) {
+    SCOPED_TRACE(testing::Message() << "res=" << with_res);
+    const std::vector<float> x0 = randf(g, m * d, -2.f, 2.f), r0 = randf(g, m * d),
+                             wn0 = randf(g, d, 0.5f, 1.5f);
+    Dev x(c, MEMRA_TYPE_F32, d, m), x_ref(c, MEMRA_TYPE_F32, d, m), res(c, MEMRA_TYPE_F32, d, m),
+        wn(c, MEMRA_TYPE_F32, d, 1), xn(c, MEMRA_TYPE_F32, d, m), xn_ref(c, MEMRA_TYPE_F32, d, m);
+    res.put(r0);
+    wn.put(wn0);
+    memra_tensor none = {};
+    const memra_tensor *rp = with_res ? &res.t : &none;
+    const int64_t ns[3] = {64, 32, 48};
+    Group qkv(c, g, MEMRA_TYPE_Q8_0, 3, ns, d, m);
+    x.put(x0);
+    x_ref.put(x0);
+    ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm_matmul_n(c.be, &xn.t, &x.t, rp, &wn.t, 1e-5f, 3, qkv.ys,
+                                               qkv.ws, qkv.bs))
+        << c.err();
+    ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm(c.be, &xn_ref.t, &x_ref.t, rp, &wn.t, 1e-5f)) << c.err();
+    EXPECT_TRUE(bits_equal(x.get<float>(), x_ref.get<float>())) << "x";
+    EXPECT_TRUE(bits_equal(xn.get<float>(), xn_ref.get<float>())) << "xn";
+    qkv.expect_each_is_matmul(c, &xn_ref.t, true);
+
+    const int64_t fs[2] = {f, f};
+    Group gu(c, g, MEMRA_TYPE_Q8_0, 2, fs, d, m);
+    Weights wd = make_weights(g, MEMRA_TYPE_Q8_0, d, f);
+    Dev dwd(c, MEMRA_TYPE_Q8_0, f, d), y(c, MEMRA_TYPE_F32, d, m), y_ref(c, MEMRA_TYPE_F32, d, m);
+    dwd.put_bytes(wd.bytes.data());
+    x.put(x0);
+    x_ref.put(x0);
+    ASSERT_EQ(MEMRA_OK,
+              c.vt->rmsnorm_ffn_glu(c.be, &xn.t, &x.t, rp, &wn.t, 1e-5f, &y.t, &gu.ys[0],
+                                    &gu.ys[1], &gu.ws[0], &gu.ws[1], &dwd.t, MEMRA_ACT_SILU))
+        << c.err();
+    const std::vector<float> h = gu.dy[0]->get<float>();
+    ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm(c.be, &xn_ref.t, &x_ref.t, rp, &wn.t, 1e-5f)) << c.err();
+    ASSERT_EQ(MEMRA_OK, c.vt->ffn_glu(c.be, &y_ref.t, &gu.ys[0], &gu.ys[1], &xn_ref.t, &gu.ws[0],
+                                      &gu.ws[1], &dwd.t, MEMRA_ACT_SILU))
+        << c.err();
+    EXPECT_TRUE(bits_equal(x.get<float>(), x_ref.get<float>())) << "x";
+    EXPECT_TRUE(bits_equal(xn.get<float>(), xn_ref.get<float>())) << "xn";
+    EXPECT_TRUE(bits_equal(y.get<float>(), y_ref.get<float>())) << "y";
+    EXPECT_TRUE(bits_equal(h, gu.dy[0]->get<float>())) << "h";
+    EXPECT_TRUE(x.guards_ok() && xn.guards_ok() && y.guards_ok());
+  }
+}
+
+TEST(CpuRmsnormProj, RefusesBadArguments) {
+  Cpu c;
+  std::mt19937 g(71);
+  Dev x(c, MEMRA_TYPE_F32, 64, 1), wn(c, MEMRA_TYPE_F32, 64, 1), xn(c, MEMRA_TYPE_F32, 64, 1),
+      w(c, MEMRA_TYPE_F16, 64, 40), y(c, MEMRA_TYPE_F32, 40, 1), wd(c, MEMRA_TYPE_F16, 40, 64),
+      h(c, MEMRA_TYPE_F32, 40, 1), u(c, MEMRA_TYPE_F32, 40, 1), yd(c, MEMRA_TYPE_F32, 64, 1);
+  x.put(randf(g, 64));
+  wn.put(randf(g, 64));
+  memra_tensor none = {};
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_matmul_n(c.be, &xn.t, &x.t, &none, &wn.t, 1e-5f, 5,
+                                                    &y.t, &w.t, nullptr));
+  EXPECT_EQ(0u, c.err().find("rmsnorm_matmul_n: 5 outputs (1..4)")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_matmul_n(c.be, &xn.t, &x.t, &none, &wn.t, 1e-5f, 1,
+                                                    &xn.t, &w.t, nullptr));
+  EXPECT_EQ(0u, c.err().find("rmsnorm_matmul_n: y[0] overlaps xn, x or res")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->rmsnorm_ffn_glu(c.be, &xn.t, &x.t, &none, &wn.t, 1e-5f, &x.t, &h.t, &u.t, &w.t,
+                                  &w.t, &wd.t, MEMRA_ACT_SILU));
+  EXPECT_EQ(0u, c.err().find("rmsnorm_ffn_glu: y overlaps xn or x")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_ffn_glu(c.be, &xn.t, &x.t, &none, &wn.t, 1e-5f, &yd.t,
+                                                   nullptr, &u.t, &w.t, &w.t, &wd.t,
+                                                   MEMRA_ACT_SILU));
+  EXPECT_EQ(0u, c.err().find("rmsnorm_ffn_glu: a tensor argument is NULL")) << c.err();
+  EXPECT_TRUE(y.guards_ok() && xn.guards_ok());
+}

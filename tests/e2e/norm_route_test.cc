@@ -1,0 +1,109 @@
+// The core's use of ABI 1.14 rmsnorm_matmul_n / rmsnorm_ffn_glu: in a decode-only step of the
+// llama family each layer's two norms go with the projections that read them (q, k, v in one
+// rmsnorm_matmul_n; the dense FFN in one rmsnorm_ffn_glu), only the output norm stays an
+// rmsnorm call; prompt steps keep rmsnorm; and the logits are bit-identical to an engine whose
+// plugin lacks the slots (an ABI 1.13 plugin).
+#include "tests/e2e/engine_fixture.h"
+
+namespace {
+const memra_backend_vt *g_real;
+std::vector<std::string> g_log;
+
+memra_status rec_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                         const memra_tensor *res, const memra_tensor *w, float eps) {
+  g_log.push_back("rmsnorm");
+  return g_real->rmsnorm(be, y, x, res, w, eps);
+}
+memra_status rec_norm_mm(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
+                         const memra_tensor *res, const memra_tensor *wn, float eps, int32_t n,
+                         const memra_tensor *y, const memra_tensor *w, const memra_tensor *b) {
+  g_log.push_back("rmsnorm_matmul_n " + std::to_string(n) + (res->buf ? " res" : ""));
+  return g_real->rmsnorm_matmul_n(be, xn, x, res, wn, eps, n, y, w, b);
+}
+memra_status rec_norm_ffn(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
+                          const memra_tensor *res, const memra_tensor *wn, float eps,
+                          const memra_tensor *y, const memra_tensor *h, const memra_tensor *u,
+                          const memra_tensor *wg, const memra_tensor *wu, const memra_tensor *wd,
+                          int32_t act) {
+  g_log.push_back(std::string("rmsnorm_ffn_glu") + (res->buf ? " res" : ""));
+  return g_real->rmsnorm_ffn_glu(be, xn, x, res, wn, eps, y, h, u, wg, wu, wd, act);
+}
+
+size_t count(const std::vector<std::string> &log, const std::string &what) {
+  size_t n = 0;
+  for (const std::string &s : log)
+    n += s == what;
+  return n;
+}
+
+// A prompt step (2 sequences x 4 rows), then a decode step (one row each at position 4); the
+// log of each step's calls, the last logits of each sequence returned.
+std::vector<float> two_steps(Engine &e, std::vector<std::string> log[2]) {
+  const int32_t tok[8] = {11, 23, 5, 17, 29, 3, 8, 2}, pos[8] = {0, 1, 2, 3, 0, 1, 2, 3},
+                seq[8] = {0, 0, 0, 0, 1, 1, 1, 1}, out[2] = {0, 1};
+  for (int32_t s = 0; s < 2; ++s)
+    EXPECT_EQ(MEMRA_OK, memra_kv_pages_reserve(&e.c->pages, s, 8, &e.err)) << e.err.msg;
+  for (int step = 0; step < 2; ++step) {
+    g_log.clear();
+    if (step == 0) {
+      const int32_t last[2] = {3, 7};
+      EXPECT_EQ(MEMRA_OK, memra_ctx_set_rows(e.c, 8, tok, pos, seq, 2, last, &e.err)) << e.err.msg;
+    } else {
+      const int32_t t2[2] = {7, 9}, p2[2] = {4, 4}, s2[2] = {0, 1};
+      EXPECT_EQ(MEMRA_OK, memra_ctx_set_rows(e.c, 2, t2, p2, s2, 2, out, &e.err)) << e.err.msg;
+      EXPECT_EQ(2, e.c->n_decode);
+    }
+    EXPECT_EQ(MEMRA_OK, memra_ctx_forward(e.c, &e.err)) << e.err.msg;
+    log[step] = g_log;
+  }
+  std::vector<float> logits(2 * (size_t)e.m->hp.n_vocab);
+  EXPECT_EQ(MEMRA_OK, memra_ctx_get_logits(e.c, logits.data(), &e.err)) << e.err.msg;
+  return logits;
+}
+} // namespace
+
+class NormRoute : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(NormRoute, DecodeStepsTakeTheNormsWithTheProjectionsWithTheSameBits) {
+  memra_ctx_params p = memra_ctx_defaults();
+  p.n_ctx = 64;
+  p.n_ubatch = 8;
+  p.n_seq_max = 2;
+  p.block_size = 3;
+  const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
+  Engine with, without;
+  ASSERT_TRUE(with.open_with(path, p)) << with.err.msg;
+  ASSERT_TRUE(without.open_with(path, p)) << without.err.msg;
+  ASSERT_NE(nullptr, with.bh.vt->rmsnorm_matmul_n) << "the CPU plugin lost its rmsnorm_matmul_n";
+  ASSERT_NE(nullptr, with.bh.vt->rmsnorm_ffn_glu) << "the CPU plugin lost its rmsnorm_ffn_glu";
+  const size_t L = (size_t)with.m->hp.n_layer;
+
+  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
+  g_real = with.bh.vt;
+  vt_with.rmsnorm = vt_without.rmsnorm = rec_rmsnorm;
+  vt_with.rmsnorm_matmul_n = rec_norm_mm;
+  vt_with.rmsnorm_ffn_glu = rec_norm_ffn;
+  vt_without.rmsnorm_matmul_n = nullptr; // an ABI 1.13 plugin
+  vt_without.rmsnorm_ffn_glu = nullptr;
+  with.m->vt = &vt_with;
+  without.m->vt = &vt_without;
+  std::vector<std::string> log_with[2], log_without[2];
+  std::vector<float> a = two_steps(with, log_with), b = two_steps(without, log_without);
+  with.m->vt = g_real;
+  without.m->vt = without.bh.vt;
+
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << GetParam();
+  // prompt step: every norm an rmsnorm call (2 a layer and the output norm)
+  EXPECT_EQ(2 * L + 1, count(log_with[0], "rmsnorm"));
+  EXPECT_EQ(2 * L + 1, log_with[0].size());
+  // decode step: the first layer's attention norm has nothing to add yet, every later norm
+  // adds the projection before it; only the output norm is an rmsnorm call
+  EXPECT_EQ(1u, count(log_with[1], "rmsnorm_matmul_n 3"));
+  EXPECT_EQ(L - 1, count(log_with[1], "rmsnorm_matmul_n 3 res"));
+  EXPECT_EQ(L, count(log_with[1], "rmsnorm_ffn_glu res"));
+  EXPECT_EQ(1u, count(log_with[1], "rmsnorm"));
+  EXPECT_EQ(2 * L + 1, count(log_without[1], "rmsnorm"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, NormRoute, ::testing::Values("tiny-llama", "tiny-qwen3"));
