@@ -113,21 +113,9 @@ memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memr
   if (n < 1 || n > MEMRA_BLK_MATMULS_MAX)
     return memra_errf(err, MEMRA_E_INVALID, "%s: %d projections (1..%d)", what, n,
                       MEMRA_BLK_MATMULS_MAX);
-  if (norm_defer_takes(c, x) && n <= 4) { /* the deferred norm with one matmul_n (ABI 1.14) */
-    int grp[MEMRA_BLK_MATMULS_MAX];
-    if (memra_blk_same_type_groups(w, n, grp) == 1) {
-      memra_tensor b[4];
-      for (int i = 0; i < n; ++i)
-        b[i] = bias ? bias[i] : none;
-      c->norm_defer.on = false;
-      CALL(what, vt->rmsnorm_matmul_n(c->m->be, &c->norm_defer.xn, &c->norm_defer.x,
-                                      &c->norm_defer.res, &c->norm_defer.w, c->m->hp.eps, n, y, w,
-                                      bias ? b : NULL));
-      return MEMRA_OK;
-    }
-  }
-  MEMRA_TRY(memra_blk_norm_flush(c, err));
-  if (vt->matmul_n && c->n_decode >= c->n_rows) { /* decode-only: matmul_n per type group */
+  const bool decode = vt->matmul_n && c->n_decode >= c->n_rows;
+  if (!decode || !norm_defer_takes(c, x)) MEMRA_TRY(memra_blk_norm_flush(c, err));
+  if (decode) { /* decode-only: matmul_n per type group */
     int grp[MEMRA_BLK_MATMULS_MAX];
     const int n_grp = memra_blk_same_type_groups(w, n, grp);
     for (int gi = 0; gi < n_grp; ++gi) {
@@ -135,7 +123,12 @@ memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memr
       int32_t gn = 0;
       for (int i = 0; i <= n; ++i) {
         if (gn > 0 && (i == n || gn == 4)) { /* a call per 4 members (matmul_n's n <= 4) */
-          if (gn == 1)
+          if (c->norm_defer.on) { /* the deferred norm with the first call (ABI 1.14) */
+            c->norm_defer.on = false;
+            CALL(what, vt->rmsnorm_matmul_n(c->m->be, &c->norm_defer.xn, &c->norm_defer.x,
+                                            &c->norm_defer.res, &c->norm_defer.w, c->m->hp.eps,
+                                            gn, gy, gw, bias ? gb : NULL));
+          } else if (gn == 1)
             MEMRA_TRY(memra_blk_matmul(c, what, gy, x, gw, gb, err));
           else
             CALL(what, vt->matmul_n(c->m->be, gn, gy, x, gw, bias ? gb : NULL));

@@ -251,6 +251,15 @@ static const memra_backend_vt *cu_vtable(void) {
      * MEMRA_FFN_GLU=0 leaves the slot out: the three calls; docs/PERF.md) */
     v.ffn_glu = memra_cu_env_is("MEMRA_FFN_GLU", "0") ? NULL : memra_cu_ffn_glu;
 #endif
+#if MEMRA_ABI_MINOR >= 14
+    /* ABI 1.14 (matmul.cu: for one row of 4096 and Q8_0 weights the norm in the v13 launch;
+     * otherwise the composition, the launches of before). MEMRA_NORM_MM=0 composes always,
+     * MEMRA_NORM_MM=off leaves the slots out (the core calls rmsnorm itself): A/B */
+    if (!memra_cu_env_is("MEMRA_NORM_MM", "off")) {
+      v.rmsnorm_matmul_n = memra_cu_rmsnorm_matmul_n;
+      v.rmsnorm_ffn_glu = memra_cu_rmsnorm_ffn_glu;
+    }
+#endif
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;
     v.gated_delta_rule = memra_cu_gated_delta_rule;

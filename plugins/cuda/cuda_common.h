@@ -164,6 +164,18 @@ memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const me
                               const memra_tensor *u, const memra_tensor *x,
                               const memra_tensor *w_gate, const memra_tensor *w_up,
                               const memra_tensor *w_down, int32_t act);
+/* ABI 1.14: a decode norm with the projections that read it (matmul.cu). */
+memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn,
+                                       const memra_tensor *x, const memra_tensor *res,
+                                       const memra_tensor *w_norm, float eps, int32_t n,
+                                       const memra_tensor *y, const memra_tensor *w,
+                                       const memra_tensor *bias);
+memra_status memra_cu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn,
+                                      const memra_tensor *x, const memra_tensor *res,
+                                      const memra_tensor *w_norm, float eps, const memra_tensor *y,
+                                      const memra_tensor *h, const memra_tensor *u,
+                                      const memra_tensor *w_gate, const memra_tensor *w_up,
+                                      const memra_tensor *w_down, int32_t act);
 memra_status memra_cu_rope(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
                            const memra_rope_params *p);
 memra_status memra_cu_kv_store(memra_backend *be, const memra_tensor *k_cache,

@@ -696,7 +696,7 @@ memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const me
                          memra_type_info(w_up->type).name, memra_type_info(w_gate->type).name);
   if (ag.M == 1 && mm_q8_mode() == MM_Q8_V13 && ag.path == MM_V8 && au.path == MM_V8 &&
       ad.path == MM_V8 && ffn13_fits(be, ag.K, ag.N, w_gate->nb1, w_up->nb1, w_down->nb1)) {
-    ffn13_args a;
+    ffn13_args a = {};
     a.wg = ag.w;
     a.wu = au.w;
     a.wd = ad.w;
@@ -728,4 +728,138 @@ memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const me
   if ((st = memra_cu_matmul_n(be, 2, ys, x, ws, NULL)) || (st = memra_cu_glu(be, h, h, u, act)))
     return st;
   return memra_cu_matmul(be, y, h, w_down, NULL);
+}
+
+/* ABI 1.14: whether rmsnorm(xn, x, res, w, eps) can run inside a v13 launch (matmul_norm13.cuh):
+ * one row of 4096 F32, 16-byte aligned, xn apart from x and res (blocks read x while block 0
+ * writes xn); *nm filled when so. Anything else takes the rmsnorm launch (its checks, its errors). */
+static bool n13_fits(const memra_tensor *xn, const memra_tensor *x, const memra_tensor *res,
+                     const memra_tensor *w, float eps, mm_norm *nm) {
+  const bool has_res = memra_cu_present(res);
+  const memra_tensor *f[4] = {xn, x, w, has_res ? res : x};
+  for (int i = 0; i < 4; ++i)
+    if (!memra_cu_present(f[i]) || f[i]->type != MEMRA_TYPE_F32 || f[i]->ne0 != 4096 ||
+        f[i]->ne1 != 1 || memra_cu_align_of(memra_cu_ptr(f[i]), 0) < 16)
+      return false;
+  if (!(eps >= 0.f) || memra_cu_overlap(xn, x) || (has_res && memra_cu_overlap(xn, res)))
+    return false;
+  nm->x = (float *)memra_cu_ptr(x);
+  nm->res = has_res ? (const float *)memra_cu_ptr(res) : NULL;
+  nm->w = (const float *)memra_cu_ptr(w);
+  nm->xn = (float *)memra_cu_ptr(xn);
+  nm->eps = eps;
+  return true;
+}
+
+/* MEMRA_NORM_MM=0: rmsnorm_matmul_n / rmsnorm_ffn_glu compose (A/B; same bits). */
+static bool n13_on(void) {
+  static const bool off = memra_cu_env_is("MEMRA_NORM_MM", "0");
+  return !off;
+}
+
+/* ABI 1.14 rmsnorm_matmul_n: for one row of 4096 and Q8_0 weights that v13 takes, the norm in
+ * the v13 launch (the same bits as rmsnorm then matmul_n); otherwise the two calls. */
+memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn,
+                                       const memra_tensor *x, const memra_tensor *res,
+                                       const memra_tensor *w_norm, float eps, int32_t n,
+                                       const memra_tensor *y, const memra_tensor *w,
+                                       const memra_tensor *bias) {
+  const char *op = "rmsnorm_matmul_n";
+  if (!xn || !x || !res || !w_norm || !y || !w)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: a tensor argument is NULL", op);
+  if (n < 1 || n > MM_MAX_JOBS)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %d outputs (1..%d)", op, n, MM_MAX_JOBS);
+  for (int32_t i = 0; i < n; ++i)
+    if (memra_cu_overlap(&y[i], xn) || memra_cu_overlap(&y[i], x) || memra_cu_overlap(&y[i], res))
+      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps xn, x or res", op, i);
+  mm_norm nm;
+  if (n13_on() && n13_fits(xn, x, res, w_norm, eps, &nm) && mm_q8_mode() == MM_Q8_V13) {
+    mm_args a[MM_MAX_JOBS];
+    bool fits = true;
+    for (int32_t i = 0; i < n; ++i) {
+      memra_status st = mm_check(be, &y[i], xn, &w[i], bias ? &bias[i] : NULL, &a[i]);
+      if (st != MEMRA_OK) return st;
+      fits = fits && a[i].path == MM_V8 && w[i].type == MEMRA_TYPE_Q8_0 && a[i].K == 4096 &&
+             m13_fits(be, a[i].K, w[i].nb1);
+      for (int32_t j = 0; j < i; ++j)
+        if (memra_cu_overlap(&y[i], &y[j]))
+          return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);
+    }
+    if (fits) {
+      mm_jobs J = {};
+      for (int32_t i = 0; i < n; ++i)
+        mm_job_add(&J, &a[i], w[i].nb1);
+      cudaError_t e;
+      if (!m13_launch(be, J, a[0].x, a[0].K, &e, &nm))
+        return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: output too large", op);
+      if (e != cudaSuccess)
+        return memra_cu_errf(be, MEMRA_E_DEVICE, "%s: Q8_0 kernel's shared memory: %s", op,
+                             cudaGetErrorString(e));
+      MEMRA_CU_LAUNCHED();
+      return MEMRA_OK;
+    }
+  }
+  memra_status st = memra_cu_rmsnorm(be, xn, x, res, w_norm, eps);
+  return st != MEMRA_OK ? st : memra_cu_matmul_n(be, n, y, xn, w, bias);
+}
+
+/* ABI 1.14 rmsnorm_ffn_glu: for one row of 4096 and Q8_0 weights that ffn_glu's default form
+ * takes, the norm in its gate/up/glu launch, then down; otherwise rmsnorm, then ffn_glu. */
+memra_status memra_cu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn,
+                                      const memra_tensor *x, const memra_tensor *res,
+                                      const memra_tensor *w_norm, float eps, const memra_tensor *y,
+                                      const memra_tensor *h, const memra_tensor *u,
+                                      const memra_tensor *w_gate, const memra_tensor *w_up,
+                                      const memra_tensor *w_down, int32_t act) {
+  const char *op = "rmsnorm_ffn_glu";
+  if (!xn || !x || !res || !w_norm || !y || !h || !u || !w_gate || !w_up || !w_down)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: a tensor argument is NULL", op);
+  if (memra_cu_overlap(y, xn) || memra_cu_overlap(y, x))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y overlaps xn or x", op);
+  const memra_tensor *hu[2] = {h, u};
+  for (int i = 0; i < 2; ++i)
+    if (memra_cu_overlap(hu[i], xn) || memra_cu_overlap(hu[i], x) || memra_cu_overlap(hu[i], res))
+      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %s overlaps xn, x or res", op,
+                           i == 0 ? "h" : "u");
+  mm_norm nm;
+  static const bool one = memra_cu_env_is("MEMRA_FFN_GLU", "1"); /* down in the launch */
+  if (n13_on() && !one && (act == MEMRA_ACT_SILU || act == MEMRA_ACT_GELU_TANH) &&
+      n13_fits(xn, x, res, w_norm, eps, &nm) && mm_q8_mode() == MM_Q8_V13) {
+    mm_args ag, au, ad;
+    memra_status st;
+    if ((st = mm_check(be, h, xn, w_gate, NULL, &ag)) ||
+        (st = mm_check(be, u, xn, w_up, NULL, &au)) || (st = mm_check(be, y, h, w_down, NULL, &ad)))
+      return st;
+    if (memra_cu_overlap(h, u) || memra_cu_overlap(y, u))
+      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: u overlaps h or y", op);
+    if (ag.path == MM_V8 && au.path == MM_V8 && ad.path == MM_V8 && ag.K == 4096 &&
+        w_gate->type == MEMRA_TYPE_Q8_0 && w_up->type == MEMRA_TYPE_Q8_0 &&
+        ffn13_fits(be, ag.K, ag.N, w_gate->nb1, w_up->nb1, w_down->nb1)) {
+      ffn13_args a = {};
+      a.wg = ag.w;
+      a.wu = au.w;
+      a.wd = ad.w;
+      a.wg_nb1 = w_gate->nb1;
+      a.wu_nb1 = w_up->nb1;
+      a.wd_nb1 = w_down->nb1;
+      a.x = ag.x;
+      a.h = ag.y;
+      a.y = ad.y;
+      a.Ki = ag.K;
+      a.F = ag.N;
+      a.No = ad.N;
+      a.nm = nm;
+      cudaError_t e;
+      const bool ok = act == MEMRA_ACT_SILU
+                          ? ffn13_launch<MEMRA_ACT_SILU, false, true>(be, a, &e)
+                          : ffn13_launch<MEMRA_ACT_GELU_TANH, false, true>(be, a, &e);
+      if (!ok)
+        return memra_cu_errf(be, MEMRA_E_DEVICE, "%s: the fused kernel's launch setup: %s", op,
+                             cudaGetErrorString(e));
+      MEMRA_CU_LAUNCHED();
+      return memra_cu_matmul(be, y, h, w_down, NULL);
+    }
+  }
+  memra_status st = memra_cu_rmsnorm(be, xn, x, res, w_norm, eps);
+  return st != MEMRA_OK ? st : memra_cu_ffn_glu(be, y, h, u, xn, w_gate, w_up, w_down, act);
 }

@@ -38,6 +38,7 @@ struct ffn13_args {
   float *h;       /* [F]: act(x wg^T) * (x wu^T) */
   float *y;       /* [No]: h wd^T */
   int64_t Ki, F, No;
+  mm_norm nm; /* NORM (rmsnorm_ffn_glu, Ki 4096): x's norm made here (matmul_norm13.cuh) */
 };
 
 __device__ __forceinline__ unsigned ffn13_load_acquire(const unsigned *p) {
@@ -48,8 +49,9 @@ __device__ __forceinline__ unsigned ffn13_load_acquire(const unsigned *p) {
 
 /* DOWN false: gate, up and glu only (h written), the down projection left to a v13 launch after
  * it: no count, the glu launch and its round trip gone from the chain (the default form). */
-template <int ACT, bool DOWN>
+template <int ACT, bool DOWN, bool NORM = false>
 __global__ void __launch_bounds__((V13_CW + 1) * 32) matmul_ffn13_kernel(const ffn13_args a) {
+  static_assert(!(NORM && DOWN), "the norm's x write-back re-reads res, which down may write");
   extern __shared__ __align__(128) uint8_t sm[];
   float(&part)[V13_CW][1][V13_R] = *(float(*)[V13_CW][1][V13_R])(sm + V13_PART);
   uint64_t *full = (uint64_t *)(&part[V13_CW - 1][0][V13_R - 1] + 1), *empty = full + V13_ST;
@@ -102,10 +104,17 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32) matmul_ffn13_kernel(const f
     return;
   }
 
+  __shared__ float shn[32];
+  __shared__ int n13_flag;
+  float4 gw[N13_J]; /* NORM only (unused otherwise) */
+  unsigned ticket = 0;
+  if (NORM) n13_load_w(a.nm, gw, warp, lane);
   memra_pdl_enter(); /* x comes from the kernel before */
   const uint32_t xs = memra_smem_u32(sm + V13_XS + warp * MQ8_XSPAN);
   const bool xa_once = nkcA == 1; /* v13's rule: a row of one stage copies its x once */
-  if (xa_once && warp < stepsA) {
+  if (NORM) {
+    n13_norm_x<V13_CW>(a.nm, gw, sm + V13_XS + warp * MQ8_XSPAN, shn, &ticket, warp, lane);
+  } else if (xa_once && warp < stepsA) {
     mq8_issue_x(xs, a.x + 4 * lane, warp, mq8b_nb(nblkA, warp), lane, 16);
     memra_cp_async_commit();
     memra_cp_async_wait<0>();
@@ -131,6 +140,7 @@ __global__ void __launch_bounds__((V13_CW + 1) * 32) matmul_ffn13_kernel(const f
       v13_consumers_sync();
     }
   }
+  if (NORM) n13_finish<V13_CW>(a.nm, ticket, &n13_flag, warp, lane);
   if (!DOWN) return;
   /* h complete for this block's rows: publish, then wait for every block's */
   __threadfence();
@@ -173,14 +183,15 @@ static inline bool ffn13_fits(const memra_backend *be, int64_t Ki, int64_t F, ui
 
 /* The launch: G blocks, every one resident (the occupancy of the kernel, at most 2 an SM; the
  * count waits on them all), pairs spread evenly. False when the occupancy query failed (*err). */
-template <int ACT, bool DOWN>
+template <int ACT, bool DOWN, bool NORM = false>
 static bool ffn13_launch(const memra_backend *be, const ffn13_args &a, cudaError_t *err) {
   static int bps = 0; /* resident blocks an SM, asked once per instantiation */
-  if ((*err = v13_blocks_per_sm(matmul_ffn13_kernel<ACT, DOWN>, &bps)) != cudaSuccess) return false;
+  if ((*err = v13_blocks_per_sm(matmul_ffn13_kernel<ACT, DOWN, NORM>, &bps)) != cudaSuccess)
+    return false;
   const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps;
   const int64_t pairs = (a.F + V13_R - 1) / V13_R;
   const int64_t per = (pairs + slots - 1) / slots, grid = (pairs + per - 1) / per;
-  (void)memra_cu_launch(be, matmul_ffn13_kernel<ACT, DOWN>, dim3((unsigned)grid),
+  (void)memra_cu_launch(be, matmul_ffn13_kernel<ACT, DOWN, NORM>, dim3((unsigned)grid),
                         dim3((V13_CW + 1) * 32), (size_t)V13_SMEM, a);
   return true;
 }

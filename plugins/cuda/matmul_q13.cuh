@@ -20,6 +20,7 @@
 #ifndef MEMRA_CUDA_MATMUL_Q13_CUH
 #define MEMRA_CUDA_MATMUL_Q13_CUH
 
+#include "plugins/cuda/matmul_norm13.cuh"
 #include "plugins/cuda/matmul_q8b.cuh"
 #include "plugins/cuda/mbarrier.cuh"
 
@@ -84,10 +85,10 @@ v13_warp_parts(const float (&acc)[V13_R], float (&part)[V13_CW][1][V13_R], int w
  * Llama block 8 warps of 112, so two v13 blocks fit in an SM's 65,536 registers beside one
  * attention block (64,512; at 118, allocated as 120, 67,072 do not) and the o projection launched
  * early under PDL gets both blocks resident, its copies in flight, while the attention runs. */
-template <bool CV>
+template <bool CV, bool NORM>
 __global__ void __maxnreg__(112)
     matmul_v13_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles,
-                      bool v13_x_per_tile, bool v13_rotate) {
+                      bool v13_x_per_tile, bool v13_rotate, const mm_norm nm) {
   extern __shared__ __align__(128) uint8_t sm[];
   uint8_t *ring = sm;
   float(&part)[V13_CW][1][V13_R] = *(float(*)[V13_CW][1][V13_R])(sm + V13_PART);
@@ -119,13 +120,21 @@ __global__ void __maxnreg__(112)
     return;
   }
 
+  /* NORM (ABI 1.14, K 4096): rmsnorm's row made here from x (+ res), its weight loaded first */
+  __shared__ float shn[32];
+  __shared__ int n13_flag;
+  float4 gw[N13_J]; /* NORM only (unused otherwise) */
+  unsigned ticket = 0;
+  if (NORM) n13_load_w(nm, gw, warp, lane);
   memra_pdl_enter(); /* x comes from the kernel before */
   const uint32_t xs = memra_smem_u32(sm + V13_XS + warp * MQ8_XSPAN);
   const float *xl = x + 4 * lane;
   /* K <= 4096: a row is one stage, so a warp's one step is the same for every tile and its x is
    * copied once (MEMRA_V13_X=tile copies it per tile, the first form: A/B) */
-  const bool x_once = nkc == 1 && !(v13_x_per_tile);
-  if (x_once && warp < steps) {
+  const bool x_once = NORM || (nkc == 1 && !(v13_x_per_tile));
+  if (NORM) {
+    n13_norm_x<V13_CW>(nm, gw, sm + V13_XS + warp * MQ8_XSPAN, shn, &ticket, warp, lane);
+  } else if (x_once && warp < steps) {
     mq8_issue_x(xs, xl, warp, mq8b_nb(nblk, warp), lane, 16);
     memra_cp_async_commit();
     memra_cp_async_wait<0>();
@@ -151,6 +160,7 @@ __global__ void __maxnreg__(112)
                                      cj);
     v13_consumers_sync();
   }
+  if (NORM) n13_finish<V13_CW>(nm, ticket, &n13_flag, warp, lane);
 }
 
 /* Whether v13 may take a Q8_0 matmul of one row of x with this K and row stride: whole 16-byte
@@ -177,25 +187,27 @@ template <typename Kernel> static cudaError_t v13_blocks_per_sm(Kernel kernel, i
  * most 2 an SM), every block the same number of tiles. False when the grid is too large; *err:
  * the attribute or occupancy call's error (no launch then). */
 static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64_t K,
-                       cudaError_t *err) {
+                       cudaError_t *err, const mm_norm *nm = NULL) {
   *err = cudaSuccess;
   const int64_t tiles = mm_jobs_layout(&J, V13_R);
   if (tiles == 0) return false;
-  /* J's conv (matmul_n_conv) in its own instantiation, so the plain kernel's code stays as it was
-   */
+  /* J's conv (matmul_n_conv) and the norm (rmsnorm_matmul_n: K 4096, no conv) in their own
+   * instantiations, so the plain kernel's code stays as it was */
   const bool cv = J.cv.w != NULL;
-  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, bool, bool) =
-      cv ? matmul_v13_kernel<true> : matmul_v13_kernel<false>;
-  static int bps[2] = {0, 0}; /* resident blocks an SM, asked once per instantiation */
-  if ((*err = v13_blocks_per_sm(kernel, &bps[cv])) != cudaSuccess) return true;
-  const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps[cv];
+  const int ki = nm ? 2 : cv;
+  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, bool, bool, const mm_norm) =
+      nm ? matmul_v13_kernel<false, true>
+         : cv ? matmul_v13_kernel<true, false> : matmul_v13_kernel<false, false>;
+  static int bps[3] = {0, 0, 0}; /* resident blocks an SM, asked once per instantiation */
+  if ((*err = v13_blocks_per_sm(kernel, &bps[ki])) != cudaSuccess) return true;
+  const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps[ki];
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
   /* A/B switches, read once: MEMRA_V13_X=tile copies x per tile, MEMRA_V13_ROT=0 keeps each
    * warp on its own steps */
   static const bool per_tile = memra_cu_env_is("MEMRA_V13_X", "tile"),
                     rotate = !memra_cu_env_is("MEMRA_V13_ROT", "0");
   (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((V13_CW + 1) * 32), (size_t)V13_SMEM,
-                        J, x, K, tiles, per_tile, rotate);
+                        J, x, K, tiles, per_tile, rotate, nm ? *nm : mm_norm{});
   return true;
 }
 

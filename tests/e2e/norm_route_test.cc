@@ -1,8 +1,8 @@
 // The core's use of ABI 1.14 rmsnorm_matmul_n / rmsnorm_ffn_glu: in a decode-only step of the
-// llama family each layer's two norms go with the projections that read them (q, k, v in one
-// rmsnorm_matmul_n; the dense FFN in one rmsnorm_ffn_glu), only the output norm stays an
-// rmsnorm call; prompt steps keep rmsnorm; and the logits are bit-identical to an engine whose
-// plugin lacks the slots (an ABI 1.13 plugin).
+// llama family (llama; qwen2 with its q/k/v biases; qwen3) each layer's two norms go with the
+// projections that read them (q, k, v in one rmsnorm_matmul_n; the dense FFN in one
+// rmsnorm_ffn_glu), only the output norm stays an rmsnorm call; prompt steps keep rmsnorm; and
+// the logits are bit-identical to an engine whose plugin lacks the slots (an ABI 1.13 plugin).
 #include "tests/e2e/engine_fixture.h"
 
 namespace {
@@ -106,4 +106,5 @@ TEST_P(NormRoute, DecodeStepsTakeTheNormsWithTheProjectionsWithTheSameBits) {
   EXPECT_EQ(2 * L + 1, count(log_without[1], "rmsnorm"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, NormRoute, ::testing::Values("tiny-llama", "tiny-qwen3"));
+INSTANTIATE_TEST_SUITE_P(Families, NormRoute,
+                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3"));

@@ -753,6 +753,153 @@ static void record_bitwise(const char *what, const ck_buf *got, const ck_buf *wa
   free(b);
 }
 
+/* rmsnorm_matmul_n / rmsnorm_ffn_glu (ABI 1.14): one row x (+= res) normed into xn with the
+ * projections of xn (q, k, v: N K, K / 4, K / 4; the dense FFN of width F, y into res as the core
+ * calls it). Against the oracle; on the plugin under test x, xn and every output bit-identical to
+ * its composition (rmsnorm, then matmul_n / ffn_glu), twice in a row (the GPU's launch resets the
+ * ticket count its last block takes). Q8_0 at K 4096: the GPU's one launch (with and without
+ * res); Q4_K at 4096 and Q8_0 at 2048: the composition. */
+static void check_norm_proj(void) {
+  static const struct {
+    int32_t type;
+    int64_t K, F;
+    int res;
+  } cs[] = {{MEMRA_TYPE_Q8_0, 4096, 14336, 1},
+            {MEMRA_TYPE_Q8_0, 4096, 4608, 0},
+            {MEMRA_TYPE_Q4_K, 4096, 4608, 1},
+            {MEMRA_TYPE_Q8_0, 2048, 5632, 1}};
+  const int n_cases = g_quick ? 2 : (int)(sizeof cs / sizeof cs[0]);
+  for (int c = 0; c < n_cases; ++c) {
+    const int32_t type = cs[c].type;
+    const int64_t K = cs[c].K, F = cs[c].F, ns[3] = {K, K / 4, K / 4};
+    const int has_res = cs[c].res;
+    ck_buf dw[3], dg[3];
+    void *w[3], *g[3];
+    for (int j = 0; j < 3; ++j) {
+      uint64_t nb;
+      w[j] = ck_rand_rows(type, K, ns[j], &nb);
+      dw[j] = ck_new(nb, w[j]);
+      g[j] = ck_rand_rows(type, j < 2 ? K : F, j < 2 ? F : K, &nb);
+      dg[j] = ck_new(nb, g[j]);
+    }
+    float *x = ck_frand_vec(K, -2, 2), *r = ck_frand_vec(K, -1, 1), *wn = ck_frand_vec(K, 0.5, 1.5);
+    ck_buf dx = ck_new((uint64_t)K * 4, x), dx2 = ck_new((uint64_t)K * 4, x),
+           dr = ck_new((uint64_t)K * 4, r), dr2 = ck_new((uint64_t)K * 4, r),
+           dwn = ck_new((uint64_t)K * 4, wn), dxn = ck_new((uint64_t)K * 4, NULL),
+           dxn2 = ck_new((uint64_t)K * 4, NULL), dh = ck_new((uint64_t)F * 4, NULL),
+           dh2 = ck_new((uint64_t)F * 4, NULL), du = ck_new((uint64_t)F * 4, NULL), dy[3], dy2[3];
+    for (int j = 0; j < 3; ++j) {
+      dy[j] = ck_new((uint64_t)ns[j] * 4, NULL);
+      dy2[j] = ck_new((uint64_t)ns[j] * 4, NULL);
+    }
+    char what[96], w2[160];
+    snprintf(what, sizeof what, "%s K=%" PRId64 " F=%" PRId64 "%s", memra_type_info(type).name, K,
+             F, has_res ? " +res" : "");
+    memra_tensor none = {0};
+    int ok_;
+    for (int round = 0; round < 2; ++round) { /* the second from the count the first left */
+      BOTH("rmsnorm_matmul_n", what,
+           P[i].vt->rmsnorm_matmul_n
+               ? P[i].vt->rmsnorm_matmul_n(
+                     P[i].be, TP(&dxn, i, 0, K, 1), TP(&dx, i, 0, K, 1),
+                     has_res ? TP(&dr, i, 0, K, 1) : &none, TP(&dwn, i, 0, K, 1), 1e-5f, 3,
+                     (memra_tensor[3]){ck_t(&dy[0], i, 0, ns[0], 1), ck_t(&dy[1], i, 0, ns[1], 1),
+                                       ck_t(&dy[2], i, 0, ns[2], 1)},
+                     (memra_tensor[3]){ck_t(&dw[0], i, type, K, ns[0]),
+                                       ck_t(&dw[1], i, type, K, ns[1]),
+                                       ck_t(&dw[2], i, type, K, ns[2])},
+                     NULL)
+               : MEMRA_E_UNSUPPORTED);
+      if (!ok_) break;
+      if (round == 0) {
+        compare_f32("rmsnorm_matmul_n", "  x", &dx, K, 1e-6);
+        compare_f32("rmsnorm_matmul_n", "  xn", &dxn, K, 1e-5);
+        for (int j = 0; j < 3; ++j)
+          compare_f32("rmsnorm_matmul_n", j == 0 ? "  y[0]" : j == 1 ? "  y[1]" : "  y[2]", &dy[j],
+                      ns[j], 1e-5);
+      }
+      memra_plug_must(&P[1],
+                      P[1].vt->rmsnorm(P[1].be, TP(&dxn2, 1, 0, K, 1), TP(&dx2, 1, 0, K, 1),
+                                       has_res ? TP(&dr2, 1, 0, K, 1) : &none,
+                                       TP(&dwn, 1, 0, K, 1), 1e-5f),
+                      "rmsnorm");
+      memra_plug_must(
+          &P[1],
+          P[1].vt->matmul_n(
+              P[1].be, 3,
+              (memra_tensor[3]){ck_t(&dy2[0], 1, 0, ns[0], 1), ck_t(&dy2[1], 1, 0, ns[1], 1),
+                                ck_t(&dy2[2], 1, 0, ns[2], 1)},
+              TP(&dxn2, 1, 0, K, 1),
+              (memra_tensor[3]){ck_t(&dw[0], 1, type, K, ns[0]), ck_t(&dw[1], 1, type, K, ns[1]),
+                                ck_t(&dw[2], 1, type, K, ns[2])},
+              NULL),
+          "matmul_n");
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      snprintf(w2, sizeof w2, "%s call %d: x == rmsnorm's", what, round + 1);
+      record_bitwise(w2, &dx, &dx2, (uint64_t)K * 4);
+      snprintf(w2, sizeof w2, "%s call %d: xn == rmsnorm's", what, round + 1);
+      record_bitwise(w2, &dxn, &dxn2, (uint64_t)K * 4);
+      for (int j = 0; j < 3; ++j) {
+        snprintf(w2, sizeof w2, "%s call %d: y[%d] == rmsnorm, matmul_n", what, round + 1, j);
+        record_bitwise(w2, &dy[j], &dy2[j], (uint64_t)ns[j] * 4);
+      }
+    }
+    /* the FFN: y into res (read by the norm first), h into dh */
+    for (int round = 0; ok_ && round < 2; ++round) {
+      BOTH("rmsnorm_ffn_glu", what,
+           P[i].vt->rmsnorm_ffn_glu
+               ? P[i].vt->rmsnorm_ffn_glu(
+                     P[i].be, TP(&dxn, i, 0, K, 1), TP(&dx, i, 0, K, 1),
+                     has_res ? TP(&dr, i, 0, K, 1) : &none, TP(&dwn, i, 0, K, 1), 1e-5f,
+                     TP(has_res ? &dr : &dy[0], i, 0, K, 1), TP(&dh, i, 0, F, 1),
+                     TP(&du, i, 0, F, 1), TP(&dg[0], i, type, K, F), TP(&dg[1], i, type, K, F),
+                     TP(&dg[2], i, type, F, K), MEMRA_ACT_SILU)
+               : MEMRA_E_UNSUPPORTED);
+      if (!ok_) break;
+      if (round == 0) {
+        compare_f32("rmsnorm_ffn_glu", "  x", &dx, K, 1e-6);
+        compare_f32("rmsnorm_ffn_glu", "  h", &dh, F, 1e-5);
+        compare_f32("rmsnorm_ffn_glu", "  y", has_res ? &dr : &dy[0], K, 1e-5);
+      }
+      memra_plug_must(&P[1],
+                      P[1].vt->rmsnorm(P[1].be, TP(&dxn2, 1, 0, K, 1), TP(&dx2, 1, 0, K, 1),
+                                       has_res ? TP(&dr2, 1, 0, K, 1) : &none,
+                                       TP(&dwn, 1, 0, K, 1), 1e-5f),
+                      "rmsnorm");
+      memra_plug_must(&P[1],
+                      P[1].vt->ffn_glu(P[1].be, TP(has_res ? &dr2 : &dy2[0], 1, 0, K, 1),
+                                       TP(&dh2, 1, 0, F, 1), TP(&du, 1, 0, F, 1),
+                                       TP(&dxn2, 1, 0, K, 1), TP(&dg[0], 1, type, K, F),
+                                       TP(&dg[1], 1, type, K, F), TP(&dg[2], 1, type, F, K),
+                                       MEMRA_ACT_SILU),
+                      "ffn_glu");
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      snprintf(w2, sizeof w2, "%s ffn call %d: x == rmsnorm's", what, round + 1);
+      record_bitwise(w2, &dx, &dx2, (uint64_t)K * 4);
+      snprintf(w2, sizeof w2, "%s ffn call %d: xn == rmsnorm's", what, round + 1);
+      record_bitwise(w2, &dxn, &dxn2, (uint64_t)K * 4);
+      snprintf(w2, sizeof w2, "%s ffn call %d: h == rmsnorm, ffn_glu", what, round + 1);
+      record_bitwise(w2, &dh, &dh2, (uint64_t)F * 4);
+      snprintf(w2, sizeof w2, "%s ffn call %d: y == rmsnorm, ffn_glu", what, round + 1);
+      record_bitwise(w2, has_res ? &dr : &dy[0], has_res ? &dr2 : &dy2[0], (uint64_t)K * 4);
+    }
+    ck_buf *bufs[] = {&dx, &dx2, &dr, &dr2, &dwn, &dxn, &dxn2, &dh, &dh2, &du};
+    for (int j = 0; j < 10; ++j)
+      ck_free(bufs[j]);
+    for (int j = 0; j < 3; ++j) {
+      ck_free(&dw[j]);
+      ck_free(&dg[j]);
+      ck_free(&dy[j]);
+      ck_free(&dy2[j]);
+      free(w[j]);
+      free(g[j]);
+    }
+    free(x);
+    free(r);
+    free(wn);
+  }
+}
+
 /* rope_kv_store (ABI 1.4) on plugin i: q, k rotated at the batch's positions, k and v
  * stored in the caches. */
 static memra_status call_rope_kv(int i, const ck_buf *d, const kvfix *f, int rows, int qw, int kw,
@@ -1657,6 +1804,7 @@ int main(int argc, char **argv) {
   check_matmul_q8();
   check_matmul_n();
   check_ffn_glu();
+  check_norm_proj();
   check_rmsnorm();
   check_rope();
   check_kv_store();

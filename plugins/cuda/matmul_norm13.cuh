@@ -1,0 +1,115 @@
+/* matmul_norm13.cuh — ABI 1.14: rmsnorm's row inside a v13 launch (rmsnorm_matmul_n,
+ * rmsnorm_ffn_glu for one row of Q8_0 weights; included by matmul_q13.cuh only).
+ *
+ * Why (docs/PERF.md): a decode layer's two norms are launches of their own on the step's chain
+ * (~1.6 us each in a Llama-8B step after the weight load moved before the wait); the GEMV after a
+ * norm is resident and has its weights in flight while the norm runs, and then waits again. Here
+ * the GEMV's consumers read x (+ res) themselves after the wait, so the norm's launch, its write
+ * of xn and the GEMV's read of it leave the chain.
+ * Bits: rmsnorm_v2 at K = 4096 runs 1024 threads, a float4 each: thread t's partial is the fmaf
+ * chain over its float4, then each warp's butterfly, then a butterfly over the 32 warp sums, then
+ * x * inv * w. A v13 block's consumer warp w holds float4s 256 w + 32 j + lane (j < 8): the same
+ * float4s as rmsnorm's warps 8 w + j, lane for lane, so the same partials, butterflies and sum;
+ * and those are exactly the 1024 elements of warp w's one step (x_once), stored where
+ * mq8_issue_x would have copied them. Every block computes the row; block 0 writes xn.
+ * x += res, written back: every block reads x, so the write must come after every block's read:
+ * each block takes a ticket once its x is in registers, and the block holding the last ticket
+ * rewrites x (re-read: no block writes it before) at its end and resets the count (the next
+ * launch takes tickets only after its PDL wait, when this one is complete). */
+#ifndef MEMRA_CUDA_MATMUL_NORM13_CUH
+#define MEMRA_CUDA_MATMUL_NORM13_CUH
+
+#include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/matmul_q8b.cuh"
+
+__device__ unsigned int norm13_ctr;
+
+/* The norm a v13 launch applies to its x row (K = 4096, one row, 16-byte aligned); x NULL: none. */
+struct mm_norm {
+  float *x;         /* the residual row: += res (written back by the last block) */
+  const float *res; /* NULL: nothing added */
+  const float *w;   /* the norm's weight [K] */
+  float *xn;        /* rmsnorm's output row, written by block 0 */
+  float eps;
+};
+
+enum { N13_J = 8 }; /* float4s a consumer lane holds: 4096 / (4 warps x 32 lanes x 4) */
+
+/* The lane's float4s of the norm weight, loaded before the PDL wait (constant). */
+__device__ __forceinline__ void n13_load_w(const mm_norm &nm, float4 (&g)[N13_J], int warp,
+                                           int lane) {
+#pragma unroll
+  for (int j = 0; j < N13_J; ++j)
+    g[j] = __ldg((const float4 *)nm.w + 256 * warp + 32 * j + lane);
+}
+
+/* After the wait, by the 4 consumer warps (bar 1): the row's rms in rmsnorm_v2's order, warp w's
+ * step of xn into its x buffer xsw (v8's swizzle), block 0 writing xn; *ticket (thread 0): the
+ * block's place among the blocks done reading x. shn: 32 floats of shared memory. */
+template <int NCW>
+__device__ __forceinline__ void n13_norm_x(const mm_norm &nm, const float4 (&g)[N13_J],
+                                           uint8_t *xsw, float *shn, unsigned *ticket, int warp,
+                                           int lane) {
+  float4 v[N13_J];
+#pragma unroll
+  for (int j = 0; j < N13_J; ++j)
+    v[j] = ((const float4 *)nm.x)[256 * warp + 32 * j + lane];
+  if (nm.res) {
+#pragma unroll
+    for (int j = 0; j < N13_J; ++j) {
+      const float4 a = ((const float4 *)nm.res)[256 * warp + 32 * j + lane];
+      v[j].x += a.x;
+      v[j].y += a.y;
+      v[j].z += a.z;
+      v[j].w += a.w;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < N13_J; ++j) { /* rmsnorm's thread 256 w + 32 j + lane */
+    float ss = 0.f;
+    ss = fmaf(v[j].x, v[j].x, ss);
+    ss = fmaf(v[j].y, v[j].y, ss);
+    ss = fmaf(v[j].z, v[j].z, ss);
+    ss = fmaf(v[j].w, v[j].w, ss);
+    ss = memra_warp_sum(ss);
+    if (lane == 0) shn[N13_J * warp + j] = ss;
+  }
+  asm volatile("bar.sync 1, %0;" ::"n"(NCW * 32) : "memory");
+  if (threadIdx.x == 0) *ticket = atomicAdd(&norm13_ctr, 1u); /* every warp's x is read */
+  const float ss = memra_warp_sum(shn[lane]);                  /* 32 warp sums: lane < nw */
+  const float inv = rsqrtf(ss / 4096.f + nm.eps);
+#pragma unroll
+  for (int j = 0; j < N13_J; ++j) {
+    const float4 o = make_float4(v[j].x * inv * g[j].x, v[j].y * inv * g[j].y,
+                                 v[j].z * inv * g[j].z, v[j].w * inv * g[j].w);
+    *(float4 *)(xsw + 16 * mq8_xswz(32 * j + lane)) = o;
+    if (blockIdx.x == 0) ((float4 *)nm.xn)[256 * warp + 32 * j + lane] = o;
+  }
+  __syncwarp();
+}
+
+/* At the block's end, by the consumer warps: the holder of the last ticket writes x + res back
+ * (rmsnorm's sums) and resets the count. flag: an int of shared memory. */
+template <int NCW>
+__device__ __forceinline__ void n13_finish(const mm_norm &nm, unsigned ticket, int *flag,
+                                           int warp, int lane) {
+  if (threadIdx.x == 0) *flag = ticket == gridDim.x - 1;
+  asm volatile("bar.sync 1, %0;" ::"n"(NCW * 32) : "memory");
+  if (!*flag) return;
+  if (nm.res) {
+#pragma unroll
+    for (int j = 0; j < N13_J; ++j) {
+      const int64_t f = 256 * warp + 32 * j + lane;
+      float4 v = ((const float4 *)nm.x)[f];
+      const float4 a = ((const float4 *)nm.res)[f];
+      v.x += a.x;
+      v.y += a.y;
+      v.z += a.z;
+      v.w += a.w;
+      ((float4 *)nm.x)[f] = v;
+    }
+  }
+  if (threadIdx.x == 0) norm13_ctr = 0;
+}
+
+#endif /* MEMRA_CUDA_MATMUL_NORM13_CUH */
