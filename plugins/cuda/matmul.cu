@@ -773,28 +773,31 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
     if (memra_cu_overlap(&y[i], xn) || memra_cu_overlap(&y[i], x) || memra_cu_overlap(&y[i], res))
       return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps xn, x or res", op, i);
   mm_norm nm;
-  if (n13_on() && n13_fits(xn, x, res, w_norm, eps, &nm) && mm_q8_mode() == MM_Q8_V13) {
+  if (n13_on() && n13_fits(xn, x, res, w_norm, eps, &nm)) {
     mm_args a[MM_MAX_JOBS];
-    bool fits = true;
+    bool q13 = mm_q8_mode() == MM_Q8_V13, q11 = m11_fits<MEMRA_TYPE_Q4_K>(be, 4096);
     for (int32_t i = 0; i < n; ++i) {
       memra_status st = mm_check(be, &y[i], xn, &w[i], bias ? &bias[i] : NULL, &a[i]);
       if (st != MEMRA_OK) return st;
-      fits = fits && a[i].path == MM_V8 && w[i].type == MEMRA_TYPE_Q8_0 && a[i].K == 4096 &&
-             m13_fits(be, a[i].K, w[i].nb1);
+      q13 = q13 && a[i].path == MM_V8 && w[i].type == MEMRA_TYPE_Q8_0 && a[i].K == 4096 &&
+            m13_fits(be, a[i].K, w[i].nb1);
+      q11 = q11 && a[i].path == MM_V11 && w[i].type == MEMRA_TYPE_Q4_K && a[i].K == 4096 &&
+            a[i].xv16;
       for (int32_t j = 0; j < i; ++j)
         if (memra_cu_overlap(&y[i], &y[j]))
           return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);
     }
-    if (fits) {
+    if (q13 || q11) { /* v13 (Q8_0) or v11 (Q4_K) with the norm */
       mm_jobs J = {};
       for (int32_t i = 0; i < n; ++i)
         mm_job_add(&J, &a[i], w[i].nb1);
       cudaError_t e;
-      if (!m13_launch(be, J, a[0].x, a[0].K, &e, &nm))
-        return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: output too large", op);
+      const bool ok = q13 ? m13_launch(be, J, a[0].x, a[0].K, &e, &nm)
+                          : m11_launch<MEMRA_TYPE_Q4_K, true>(be, J, a[0].x, a[0].K, &e, &nm);
       if (e != cudaSuccess)
-        return memra_cu_errf(be, MEMRA_E_DEVICE, "%s: Q8_0 kernel's shared memory: %s", op,
-                             cudaGetErrorString(e));
+        return memra_cu_errf(be, MEMRA_E_DEVICE, "%s: %s kernel's launch setup: %s", op,
+                             memra_type_info(w[0].type).name, cudaGetErrorString(e));
+      if (!ok) return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: output too large", op);
       MEMRA_CU_LAUNCHED();
       return MEMRA_OK;
     }
@@ -860,6 +863,23 @@ memra_status memra_cu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn,
       return memra_cu_matmul(be, y, h, w_down, NULL);
     }
   }
-  memra_status st = memra_cu_rmsnorm(be, xn, x, res, w_norm, eps);
+  /* otherwise ffn_glu's composition with the norm in gate and up's launch where it can be (Q4_K:
+   * v11), or rmsnorm, then ffn_glu (its Q8_0 launch where it takes the weights) */
+  mm_args ag;
+  memra_status st;
+  if ((st = mm_check(be, h, xn, w_gate, NULL, &ag))) return st;
+  if (act != MEMRA_ACT_SILU && act != MEMRA_ACT_GELU_TANH)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: unknown activation %d", op, act);
+  if (n13_on() && ag.path == MM_V11 && w_gate->type == MEMRA_TYPE_Q4_K &&
+      w_up->type == MEMRA_TYPE_Q4_K && n13_fits(xn, x, res, w_norm, eps, &nm)) {
+    if (memra_cu_overlap(h, u) || memra_cu_overlap(y, u))
+      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: u overlaps h or y", op);
+    const memra_tensor ys[2] = {*h, *u}, ws[2] = {*w_gate, *w_up};
+    if ((st = memra_cu_rmsnorm_matmul_n(be, xn, x, res, w_norm, eps, 2, ys, ws, NULL)) ||
+        (st = memra_cu_glu(be, h, h, u, act)))
+      return st;
+    return memra_cu_matmul(be, y, h, w_down, NULL);
+  }
+  st = memra_cu_rmsnorm(be, xn, x, res, w_norm, eps);
   return st != MEMRA_OK ? st : memra_cu_ffn_glu(be, y, h, u, xn, w_gate, w_up, w_down, act);
 }

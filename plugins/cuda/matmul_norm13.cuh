@@ -1,5 +1,6 @@
 /* matmul_norm13.cuh — ABI 1.14: rmsnorm's row inside a v13 launch (rmsnorm_matmul_n,
- * rmsnorm_ffn_glu for one row of Q8_0 weights; included by matmul_q13.cuh only).
+ * rmsnorm_ffn_glu for one row of Q8_0 weights) or a v11 launch (Q4_K); included by
+ * matmul_q13.cuh and matmul_tc11.cuh.
  *
  * Why (docs/PERF.md): a decode layer's two norms are launches of their own on the step's chain
  * (~1.6 us each in a Llama-8B step after the weight load moved before the wait); the GEMV after a
@@ -21,6 +22,7 @@
 
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/matmul_q8b.cuh"
+#include "plugins/cuda/matmul_tc.cuh"
 
 __device__ unsigned int norm13_ctr;
 
@@ -110,6 +112,79 @@ __device__ __forceinline__ void n13_finish(const mm_norm &nm, unsigned ticket, i
     }
   }
   if (threadIdx.x == 0) norm13_ctr = 0;
+}
+
+/* v11 (Q4_K, matmul_tc11.cuh): consumer thread t splits elements 8 t + 1024 i (i < 4), i.e.
+ * float4s 2 t + h + 256 i (h < 2): rmsnorm's threads of its warp 2 w + lane / 16 + 8 i, lanes
+ * 2 (lane % 16) + h. Their butterfly (xor 16, 8, 4, 2, 1 over those lanes) is, in this layout,
+ * xor 8, 4, 2, 1 over the real lanes for each h, then the two h added: the same sums. */
+__device__ __forceinline__ void n11_load_w(const mm_norm &nm, float4 (&g)[N13_J]) {
+#pragma unroll
+  for (int k = 0; k < N13_J; ++k)
+    g[k] = __ldg((const float4 *)nm.w + 2 * threadIdx.x + (k & 1) + 256 * (k >> 1));
+}
+
+/* After the wait, by the 4 consumer warps (bar 1): the row's rms in rmsnorm_v2's order, then the
+ * normed row split into v11's prep layout (tc_split8, tc_store_split: tc_split_row's values);
+ * block 0 writes xn; *ticket as n13_norm_x's. */
+template <int NCW, typename XS>
+__device__ __forceinline__ void n11_norm_split(const mm_norm &nm, const float4 (&g)[N13_J],
+                                               uint4 *xb, XS *xs, float *shn, unsigned *ticket) {
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  float4 v[N13_J]; /* v[2 i + h]: float4 2 t + h + 256 i */
+#pragma unroll
+  for (int k = 0; k < N13_J; ++k)
+    v[k] = ((const float4 *)nm.x)[2 * t + (k & 1) + 256 * (k >> 1)];
+  if (nm.res) {
+#pragma unroll
+    for (int k = 0; k < N13_J; ++k) {
+      const float4 a = ((const float4 *)nm.res)[2 * t + (k & 1) + 256 * (k >> 1)];
+      v[k].x += a.x;
+      v[k].y += a.y;
+      v[k].z += a.z;
+      v[k].w += a.w;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < N13_J / 2; ++i) {
+    float p[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float4 a = v[2 * i + h];
+      float ss = 0.f;
+      ss = fmaf(a.x, a.x, ss);
+      ss = fmaf(a.y, a.y, ss);
+      ss = fmaf(a.z, a.z, ss);
+      ss = fmaf(a.w, a.w, ss);
+      p[h] = ss;
+    }
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) {
+      p[0] += __shfl_xor_sync(0xffffffffu, p[0], o);
+      p[1] += __shfl_xor_sync(0xffffffffu, p[1], o);
+    }
+    if ((lane & 15) == 0) shn[2 * warp + (lane >> 4) + 8 * i] = p[0] + p[1];
+  }
+  asm volatile("bar.sync 1, %0;" ::"n"(NCW * 32) : "memory");
+  if (t == 0) *ticket = atomicAdd(&norm13_ctr, 1u); /* every warp's x is read */
+  const float ss = memra_warp_sum(shn[lane]);
+  const float inv = rsqrtf(ss / 4096.f + nm.eps);
+#pragma unroll
+  for (int i = 0; i < N13_J / 2; ++i) {
+    float e8[8];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float4 a = v[2 * i + h], w = g[2 * i + h];
+      const float4 o =
+          make_float4(a.x * inv * w.x, a.y * inv * w.y, a.z * inv * w.z, a.w * inv * w.w);
+      e8[4 * h] = o.x, e8[4 * h + 1] = o.y, e8[4 * h + 2] = o.z, e8[4 * h + 3] = o.w;
+      if (blockIdx.x == 0) ((float4 *)nm.xn)[2 * t + h + 256 * i] = o;
+    }
+    uint4 hh, ll;
+    float4 gs;
+    tc_split8(e8, &hh, &ll, &gs);
+    tc_store_split(xb, xs, 8 * (int64_t)t + 1024 * i, hh, ll, gs);
+  }
 }
 
 #endif /* MEMRA_CUDA_MATMUL_NORM13_CUH */

@@ -19,6 +19,7 @@
 #ifndef MEMRA_CUDA_MATMUL_TC11_CUH
 #define MEMRA_CUDA_MATMUL_TC11_CUH
 
+#include "plugins/cuda/matmul_norm13.cuh"
 #include "plugins/cuda/matmul_tc.cuh"
 #include "plugins/cuda/mbarrier.cuh"
 
@@ -47,9 +48,10 @@ __device__ __forceinline__ void t11_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(T11_CW * 32) : "memory");
 }
 
-template <int T, bool VEC, int T11_SB, bool CV>
+template <int T, bool VEC, int T11_SB, bool CV, bool NORM = false>
 __global__ void __launch_bounds__((T11_CW + 1) * 32)
-    matmul_v11_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles) {
+    matmul_v11_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles,
+                      const mm_norm nm) {
   typedef tcq<T> Q;
   constexpr int T11_SBB = Q::SBB, T11_STAGE = TC_ROWS * T11_SB * T11_SBB;
   extern __shared__ __align__(128) uint8_t sm[];
@@ -96,9 +98,18 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
     return;
   }
 
-  /* consumers: x split once, into the prep layout */
+  /* consumers: x split once, into the prep layout (NORM, ABI 1.14, K 4096: rmsnorm's row made
+   * here first, matmul_norm13.cuh, its weight loaded before the wait) */
+  __shared__ float shn[32];
+  __shared__ int n13_flag;
+  float4 gw[N13_J]; /* NORM only */
+  unsigned ticket = 0;
+  if (NORM) n11_load_w(nm, gw);
   memra_pdl_enter();
-  tc_split_row<VEC, T11_XB>(x, K, xb, xs);
+  if (NORM)
+    n11_norm_split<T11_CW>(nm, gw, xb, xs, shn, &ticket);
+  else
+    tc_split_row<VEC, T11_XB>(x, K, xb, xs);
   t11_consumers_sync();
 
   const int g = lane >> 2, t = lane & 3;
@@ -130,6 +141,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
                                        cj);
     t11_consumers_sync();
   }
+  if (NORM) n13_finish<T11_CW>(nm, ticket, &n13_flag, warp, lane);
 }
 
 /* Whether v11 can run a matmul of K columns here (its block's shared memory). */
@@ -144,7 +156,7 @@ template <int T> static inline bool m11_fits(const memra_backend *be, int64_t K)
  * them.) False when the grid is too large; *err: the attribute call's error (no launch then). */
 template <int T, bool VEC>
 static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64_t K,
-                       cudaError_t *err) {
+                       cudaError_t *err, const mm_norm *nm = NULL) {
   *err = cudaSuccess;
   const int64_t tiles = mm_jobs_layout(&J, TC_ROWS);
   if (tiles == 0) return false;
@@ -155,22 +167,30 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   /* Q6_K has stages of 8 super-blocks (t11_sb) */
   /* J's conv (matmul_n_conv) in its own instantiations, so the plain kernels stay as they were */
   constexpr int SB16 = T == MEMRA_TYPE_Q4_K ? 16 : 8;
+  /* the norm (rmsnorm_matmul_n: Q4_K, K 4096, one stage a tile, no conv) in its own
+   * instantiation too */
   const bool cv = J.cv.w != NULL;
-  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t) =
+  const int ki = nm ? 2 : cv;
+  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, const mm_norm) =
       SB == 16
           ? (cv ? matmul_v11_kernel<T, VEC, SB16, true> : matmul_v11_kernel<T, VEC, SB16, false>)
           : (cv ? matmul_v11_kernel<T, VEC, 8, true> : matmul_v11_kernel<T, VEC, 8, false>);
+  if constexpr (T == MEMRA_TYPE_Q4_K && VEC) {
+    if (nm) kernel = matmul_v11_kernel<T, VEC, 16, false, true>;
+  } else if (nm) {
+    return false; /* the caller takes Q4_K with 16-byte rows of x only */
+  }
   /* the shared-memory limit is raised once per kernel, to all a block may have (a host call
    * per eager matmul otherwise) */
-  static bool raised[2][2];
-  if (!raised[SB == 16][cv]) {
+  static bool raised[2][3];
+  if (!raised[SB == 16][ki]) {
     *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 (int)be->prop.sharedMemPerBlockOptin - 1024);
     if (*err != cudaSuccess) return true;
-    raised[SB == 16][cv] = true;
+    raised[SB == 16][ki] = true;
   }
   (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((T11_CW + 1) * 32), (size_t)smem, J,
-                        x, K, tiles);
+                        x, K, tiles, nm ? *nm : mm_norm{});
   return true;
 }
 
