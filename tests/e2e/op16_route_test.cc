@@ -116,6 +116,21 @@ memra_status rec_ffn_glu(memra_backend *be, const memra_tensor *y, const memra_t
   return g_real->ffn_glu(be, y, h, u, x, wg, wu, wd, act);
 }
 
+memra_status rec_norm_mm(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
+                         const memra_tensor *res, const memra_tensor *wn, float eps, int32_t n,
+                         const memra_tensor *y, const memra_tensor *w, const memra_tensor *b) {
+  g_log.push_back(std::string("rmsnorm_matmul_n xn ") + tname(xn->type));
+  return g_real->rmsnorm_matmul_n(be, xn, x, res, wn, eps, n, y, w, b);
+}
+memra_status rec_norm_ffn(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
+                          const memra_tensor *res, const memra_tensor *wn, float eps,
+                          const memra_tensor *y, const memra_tensor *h, const memra_tensor *u,
+                          const memra_tensor *wg, const memra_tensor *wu, const memra_tensor *wd,
+                          int32_t act) {
+  g_log.push_back(std::string("rmsnorm_ffn_glu xn ") + tname(xn->type) + " h " + tname(h->type));
+  return g_real->rmsnorm_ffn_glu(be, xn, x, res, wn, eps, y, h, u, wg, wu, wd, act);
+}
+
 struct Lent {
   Engine e;
   memra_backend_vt vt = {};
@@ -132,6 +147,8 @@ struct Lent {
     vt.rmsnorm = rec_rmsnorm;
     vt.glu = rec_glu;
     vt.ffn_glu = rec_ffn_glu;
+    vt.rmsnorm_matmul_n = rec_norm_mm;
+    vt.rmsnorm_ffn_glu = rec_norm_ffn;
     e.m->vt = &vt;
     memra_ctx_params p = e.c->p;
     memra_ctx_free(e.c);
@@ -202,9 +219,10 @@ TEST(Op16Route, StepsWithDecodeRowsKeepF32) {
   ASSERT_EQ(1, got.e.c->n_decode);
   ASSERT_EQ(MEMRA_OK, memra_ctx_forward(got.e.c, &got.e.err)) << got.e.err.msg;
   EXPECT_EQ(0, count("rmsnorm y F16") + count("glu y F16"));
-  EXPECT_GT(count("rmsnorm y F32"), 0);
-  // the decode FFN is one ffn_glu call per layer (ABI 1.12), on F32 operands
-  EXPECT_EQ(got.e.m->hp.n_layer, count("ffn_glu x F32 h F32"));
+  EXPECT_EQ(1, count("rmsnorm y F32")); // the output norm; the layers' go with their projections
+  // each layer's norms with q, k, v and with the FFN's one call (ABI 1.14), on F32 operands
+  EXPECT_EQ(got.e.m->hp.n_layer, count("rmsnorm_matmul_n xn F32"));
+  EXPECT_EQ(got.e.m->hp.n_layer, count("rmsnorm_ffn_glu xn F32 h F32"));
   EXPECT_EQ(0, count("glu y F32"));
 }
 
