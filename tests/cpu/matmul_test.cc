@@ -409,6 +409,15 @@ TEST(CpuRmsnormProj, EqualsTheCompositionBitForBit) {
     EXPECT_TRUE(bits_equal(y.get<float>(), y_ref.get<float>())) << "y";
     EXPECT_TRUE(bits_equal(h, gu.dy[0]->get<float>())) << "h";
     EXPECT_TRUE(x.guards_ok() && xn.guards_ok() && y.guards_ok());
+    if (!with_res) continue;
+    // y into res itself, as the core calls it (the residual branch is the FFN's output)
+    x.put(x0);
+    ASSERT_EQ(MEMRA_OK,
+              c.vt->rmsnorm_ffn_glu(c.be, &xn.t, &x.t, &res.t, &wn.t, 1e-5f, &res.t, &gu.ys[0],
+                                    &gu.ys[1], &gu.ws[0], &gu.ws[1], &dwd.t, MEMRA_ACT_SILU))
+        << c.err();
+    EXPECT_TRUE(bits_equal(res.get<float>(), y_ref.get<float>())) << "y into res";
+    EXPECT_TRUE(bits_equal(x.get<float>(), x_ref.get<float>())) << "x, y into res";
   }
 }
 
