@@ -246,16 +246,18 @@ static const memra_backend_vt *cu_vtable(void) {
         memra_cu_env_is("MEMRA_GDN_NORM", "0") ? NULL : memra_cu_gated_delta_rule_norm;
 #endif
 #if MEMRA_ABI_MINOR >= 12
-    /* ABI 1.12 ffn_glu (matmul.cu: for one row of Q8_0 weights gate, up and glu in one v13
-     * launch, then down; MEMRA_FFN_GLU=1 puts down in the same launch, slower under PDL,
-     * MEMRA_FFN_GLU=0 leaves the slot out: the three calls; docs/PERF.md) */
-    v.ffn_glu = memra_cu_env_is("MEMRA_FFN_GLU", "0") ? NULL : memra_cu_ffn_glu;
+    /* ABI 1.12 ffn_glu (matmul.cu: for one row of Q8_0 weights v13 launches): opt-in, slower
+     * under PDL so far (docs/PERF.md): MEMRA_FFN_GLU=1 gate, up, glu and down in one launch,
+     * MEMRA_FFN_GLU=2 gate, up and glu in one launch, then down */
+    v.ffn_glu = memra_cu_env_is("MEMRA_FFN_GLU", "1") || memra_cu_env_is("MEMRA_FFN_GLU", "2")
+                    ? memra_cu_ffn_glu
+                    : NULL;
 #endif
 #if MEMRA_ABI_MINOR >= 14
-    /* ABI 1.14 (matmul.cu: for one row of 4096 and Q8_0 weights the norm in the v13 launch;
-     * otherwise the composition, the launches of before). MEMRA_NORM_MM=0 composes always,
-     * MEMRA_NORM_MM=off leaves the slots out (the core calls rmsnorm itself): A/B */
-    if (!memra_cu_env_is("MEMRA_NORM_MM", "off")) {
+    /* ABI 1.14 (matmul.cu: for one row of 4096 and Q8_0 / Q4_K weights the norm in the v13 / v11
+     * launch; otherwise the composition): opt-in, MEMRA_NORM_MM=1 (same bits, slower in a live
+     * step on the H200 so far: docs/PERF.md) */
+    if (memra_cu_env_is("MEMRA_NORM_MM", "1")) {
       v.rmsnorm_matmul_n = memra_cu_rmsnorm_matmul_n;
       v.rmsnorm_ffn_glu = memra_cu_rmsnorm_ffn_glu;
     }

@@ -255,7 +255,7 @@ __device__ __forceinline__ float gdn_softplus(float x) { return x > 20.0f ? x : 
  * over the float4, memra_block_sum's two warp sums (the second over one warp's value), then
  * silu(z) * (v * inv * w) (rmsnorm.cu rms_row, VEC, GATE 1). */
 __device__ __forceinline__ void gdn_norm_row(const gdn_args &a, float *orow, const float *o,
-                                             float4 g, float4 z, int lane) {
+                                             int64_t r, int h, int lane) {
   const float4 v = ((const float4 *)o)[lane];
   float ss = 0.f;
   ss = fmaf(v.x, v.x, ss);
@@ -265,9 +265,11 @@ __device__ __forceinline__ void gdn_norm_row(const gdn_args &a, float *orow, con
   ss = memra_warp_sum(ss);
   ss = memra_warp_sum(lane == 0 ? ss : 0.f);
   const float inv = rsqrtf(ss / 128.f + a.norm_eps);
-  ((float4 *)orow)[lane] =
-      make_float4(memra_act_silu(z.x) * (v.x * inv * g.x), memra_act_silu(z.y) * (v.y * inv * g.y),
-                  memra_act_silu(z.z) * (v.z * inv * g.z), memra_act_silu(z.w) * (v.w * inv * g.w));
+  const float4 g = __ldg((const float4 *)a.norm_w + lane);
+  const float *zr = a.z + r * a.z_ld + (int64_t)h * 128 + 4 * lane;
+  ((float4 *)orow)[lane] = make_float4(
+      memra_act_silu(zr[0]) * (v.x * inv * g.x), memra_act_silu(zr[1]) * (v.y * inv * g.y),
+      memra_act_silu(zr[2]) * (v.z * inv * g.z), memra_act_silu(zr[3]) * (v.w * inv * g.w));
 }
 
 /* NI key dims per lane (d <= 32 NI). GL: state rows in global memory, read and written
@@ -295,11 +297,9 @@ __global__ void __launch_bounds__(W * 32) gated_delta_rule_v1_kernel(gdn_args a)
         S[GL ? 0 : t][u] = j >= d || i >= d ? 0.f : Sg[(int64_t)j * d + i];
       }
   }
-  /* constants before the wait too: out of L2 by the next token, each a DRAM round trip */
-  const float a_log = a.a_log[h], dt = a.dt[h];
-  const float4 nw = NORM ? __ldg((const float4 *)a.norm_w + lane) : make_float4(0.f, 0.f, 0.f, 0.f);
   memra_pdl_enter();
   const int kh = a.tiled ? h % a.hk : h / a.r;
+  const float a_log = a.a_log[h], dt = a.dt[h];
   bool live = false;
   for (int64_t r = 0; r < a.n; ++r) {
     const int sr = a.seq[r];
@@ -323,12 +323,6 @@ __global__ void __launch_bounds__(W * 32) gated_delta_rule_v1_kernel(gdn_args a)
     for (int i = threadIdx.x; i < d; i += blockDim.x) {
       qs[i] = a.q[r * a.q_ld + (int64_t)kh * d + i];
       ks[i] = a.k[r * a.k_ld + (int64_t)kh * d + i];
-    }
-    /* NORM: warp 0's z of the token, in flight with q and k (z's base: 4-byte aligned) */
-    float4 zv = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (NORM && warp == 0) {
-      const float *zr = a.z + r * a.z_ld + (int64_t)h * 128 + 4 * lane;
-      zv = make_float4(zr[0], zr[1], zr[2], zr[3]);
     }
     __syncthreads();
     float qv[NI], kv[NI], sq = 0.f, sk = 0.f;
@@ -392,7 +386,7 @@ __global__ void __launch_bounds__(W * 32) gated_delta_rule_v1_kernel(gdn_args a)
           for (int t = 0; t < GDN_RPW; ++t)
             ks[j0 + t] = o[t];
         __syncthreads();
-        if (warp == 0) gdn_norm_row(a, orow, ks, nw, zv, lane);
+        if (warp == 0) gdn_norm_row(a, orow, ks, r, h, lane);
       }
     } else {
 #pragma unroll

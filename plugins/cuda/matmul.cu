@@ -709,9 +709,9 @@ memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const me
     a.Ki = ag.K;
     a.F = ag.N;
     a.No = ad.N;
-    /* MEMRA_FFN_GLU=1: down in the same launch (slower under PDL); else gate, up and glu in one
-     * launch, then down as matmul */
-    static const bool one = memra_cu_env_is("MEMRA_FFN_GLU", "1");
+    /* MEMRA_FFN_GLU=2: gate, up and glu in one launch, then down as matmul; else down in the
+     * same launch */
+    static const bool one = !memra_cu_env_is("MEMRA_FFN_GLU", "2");
     cudaError_t e;
     const bool silu = act == MEMRA_ACT_SILU;
     const bool ok = one ? (silu ? ffn13_launch<MEMRA_ACT_SILU, true>(be, a, &e)
@@ -751,12 +751,6 @@ static bool n13_fits(const memra_tensor *xn, const memra_tensor *x, const memra_
   return true;
 }
 
-/* MEMRA_NORM_MM=0: rmsnorm_matmul_n / rmsnorm_ffn_glu compose (A/B; same bits). */
-static bool n13_on(void) {
-  static const bool off = memra_cu_env_is("MEMRA_NORM_MM", "0");
-  return !off;
-}
-
 /* ABI 1.14 rmsnorm_matmul_n: for one row of 4096 and Q8_0 weights that v13 takes, the norm in
  * the v13 launch (the same bits as rmsnorm then matmul_n); otherwise the two calls. */
 memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn,
@@ -773,7 +767,7 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
     if (memra_cu_overlap(&y[i], xn) || memra_cu_overlap(&y[i], x) || memra_cu_overlap(&y[i], res))
       return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps xn, x or res", op, i);
   mm_norm nm;
-  if (n13_on() && n13_fits(xn, x, res, w_norm, eps, &nm)) {
+  if (n13_fits(xn, x, res, w_norm, eps, &nm)) {
     mm_args a[MM_MAX_JOBS];
     bool q13 = mm_q8_mode() == MM_Q8_V13, q11 = m11_fits<MEMRA_TYPE_Q4_K>(be, 4096);
     for (int32_t i = 0; i < n; ++i) {
@@ -806,8 +800,10 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
   return st != MEMRA_OK ? st : memra_cu_matmul_n(be, n, y, xn, w, bias);
 }
 
-/* ABI 1.14 rmsnorm_ffn_glu: for one row of 4096 and Q8_0 weights that ffn_glu's default form
- * takes, the norm in its gate/up/glu launch, then down; otherwise rmsnorm, then ffn_glu. */
+/* ABI 1.14 rmsnorm_ffn_glu: for one row of 4096 and Q8_0 weights that ffn_glu's launches take,
+ * the norm in the gate/up/glu launch (ffn_glu's MEMRA_FFN_GLU=2 form: down in the same launch
+ * would overwrite res, which the last block re-reads), then down; otherwise rmsnorm, then
+ * ffn_glu. */
 memra_status memra_cu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn,
                                       const memra_tensor *x, const memra_tensor *res,
                                       const memra_tensor *w_norm, float eps, const memra_tensor *y,
@@ -825,8 +821,7 @@ memra_status memra_cu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn,
       return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %s overlaps xn, x or res", op,
                            i == 0 ? "h" : "u");
   mm_norm nm;
-  static const bool one = memra_cu_env_is("MEMRA_FFN_GLU", "1"); /* down in the launch */
-  if (n13_on() && !one && (act == MEMRA_ACT_SILU || act == MEMRA_ACT_GELU_TANH) &&
+  if ((act == MEMRA_ACT_SILU || act == MEMRA_ACT_GELU_TANH) &&
       n13_fits(xn, x, res, w_norm, eps, &nm) && mm_q8_mode() == MM_Q8_V13) {
     mm_args ag, au, ad;
     memra_status st;
@@ -870,7 +865,7 @@ memra_status memra_cu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn,
   if ((st = mm_check(be, h, xn, w_gate, NULL, &ag))) return st;
   if (act != MEMRA_ACT_SILU && act != MEMRA_ACT_GELU_TANH)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: unknown activation %d", op, act);
-  if (n13_on() && ag.path == MM_V11 && w_gate->type == MEMRA_TYPE_Q4_K &&
+  if (ag.path == MM_V11 && w_gate->type == MEMRA_TYPE_Q4_K &&
       w_up->type == MEMRA_TYPE_Q4_K && n13_fits(xn, x, res, w_norm, eps, &nm)) {
     if (memra_cu_overlap(h, u) || memra_cu_overlap(y, u))
       return memra_cu_errf(be, MEMRA_E_INVALID, "%s: u overlaps h or y", op);

@@ -20,9 +20,9 @@
  * Measured (docs/PERF.md, 2026-12-03): alone 55.4 us at Llama-8B's shape against 60.2 for the
  * three kernels, but a live step under PDL is slower (tg128 295 vs 337), hence opt-in
  * (MEMRA_FFN_GLU=1). The count needs every block resident: a GPU shared with other work (MPS,
- * green contexts) could starve it, one more reason it is not the default. The default form
- * (DOWN false) stops after h: gate, up and glu in one launch, down a plain v13 launch after it
- * (no count, nothing that needs every block resident). */
+ * green contexts) could starve it, one more reason it is not the default. The DOWN false form
+ * (MEMRA_FFN_GLU=2, and rmsnorm_ffn_glu's) stops after h: gate, up and glu in one launch, down a
+ * plain v13 launch after it (no count); also slower live (tg128 350-352 vs 356, 2026-12-03). */
 #ifndef MEMRA_CUDA_MATMUL_FFN13_CUH
 #define MEMRA_CUDA_MATMUL_FFN13_CUH
 
@@ -48,7 +48,7 @@ __device__ __forceinline__ unsigned ffn13_load_acquire(const unsigned *p) {
 }
 
 /* DOWN false: gate, up and glu only (h written), the down projection left to a v13 launch after
- * it: no count, the glu launch and its round trip gone from the chain (the default form). */
+ * it: no count, the glu launch gone from the chain. */
 template <int ACT, bool DOWN, bool NORM = false>
 __global__ void __launch_bounds__((V13_CW + 1) * 32) matmul_ffn13_kernel(const ffn13_args a) {
   static_assert(!(NORM && DOWN), "the norm's x write-back re-reads res, which down may write");

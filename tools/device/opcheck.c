@@ -1793,6 +1793,8 @@ int main(int argc, char **argv) {
   ck_rng = 0x9E3779B97F4A7C15ull; /* the default seed */
   /* the GPU plugins' opt-in slots are checked too (read when a plugin opens) */
   setenv("MEMRA_ROPE_ATT", "1", 0);
+  setenv("MEMRA_FFN_GLU", "1", 0);
+  setenv("MEMRA_NORM_MM", "1", 0);
   const char *paths[2] = {NULL, NULL};
   if (ck_args(argc, argv, &g_quick, paths, 2) != 2) {
     fprintf(stderr, "usage: opcheck [--quick] [--seed N] REF.so TEST.so\n");
