@@ -16,7 +16,9 @@
  * x += res, written back: every block reads x, so the write must come after every block's read:
  * each block takes a ticket once its x is in registers, and the block holding the last ticket
  * rewrites x (re-read: no block writes it before) at its end and resets the count (the next
- * launch takes tickets only after its PDL wait, when this one is complete). */
+ * launch takes tickets only after its PDL wait, when this one is complete; one stream a device).
+ * Measured (docs/PERF.md, 2026-12-03): bit-identical, but a live Llama-8B step is slower (Q8_0
+ * tg128 325.5 vs 351, Q4_K_M 378 vs 403), hence opt-in (MEMRA_NORM_MM=1). */
 #ifndef MEMRA_CUDA_MATMUL_NORM13_CUH
 #define MEMRA_CUDA_MATMUL_NORM13_CUH
 
