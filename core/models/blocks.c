@@ -123,11 +123,11 @@ memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memr
       int32_t gn = 0;
       for (int i = 0; i <= n; ++i) {
         if (gn > 0 && (i == n || gn == 4)) { /* a call per 4 members (matmul_n's n <= 4) */
-          if (c->norm_defer.on) { /* the deferred norm with the first call (ABI 1.14) */
+          if (c->norm_defer.on) {            /* the deferred norm with the first call (ABI 1.14) */
             c->norm_defer.on = false;
             CALL(what, vt->rmsnorm_matmul_n(c->m->be, &c->norm_defer.xn, &c->norm_defer.x,
-                                            &c->norm_defer.res, &c->norm_defer.w, c->m->hp.eps,
-                                            gn, gy, gw, bias ? gb : NULL));
+                                            &c->norm_defer.res, &c->norm_defer.w, c->m->hp.eps, gn,
+                                            gy, gw, bias ? gb : NULL));
           } else if (gn == 1)
             MEMRA_TRY(memra_blk_matmul(c, what, gy, x, gw, gb, err));
           else

@@ -730,9 +730,9 @@ memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const me
   return memra_cu_matmul(be, y, h, w_down, NULL);
 }
 
-/* ABI 1.14: whether rmsnorm(xn, x, res, w, eps) can run inside a v13 launch (matmul_norm13.cuh):
- * one row of 4096 F32, 16-byte aligned, xn apart from x and res (blocks read x while block 0
- * writes xn); *nm filled when so. Anything else takes the rmsnorm launch (its checks, its errors). */
+/* ABI 1.14: whether rmsnorm(xn, x, res, w, eps) can run inside a v13 / v11 launch
+ * (matmul_norm13.cuh): one row of 4096 F32, 16-byte aligned, xn apart from x and res (blocks read
+ * x while block 0 writes xn); *nm filled when so. Else the rmsnorm launch (its checks, errors). */
 static bool n13_fits(const memra_tensor *xn, const memra_tensor *x, const memra_tensor *res,
                      const memra_tensor *w, float eps, mm_norm *nm) {
   const bool has_res = memra_cu_present(res);
@@ -775,8 +775,8 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
       if (st != MEMRA_OK) return st;
       q13 = q13 && a[i].path == MM_V8 && w[i].type == MEMRA_TYPE_Q8_0 && a[i].K == 4096 &&
             m13_fits(be, a[i].K, w[i].nb1);
-      q11 = q11 && a[i].path == MM_V11 && w[i].type == MEMRA_TYPE_Q4_K && a[i].K == 4096 &&
-            a[i].xv16;
+      q11 =
+          q11 && a[i].path == MM_V11 && w[i].type == MEMRA_TYPE_Q4_K && a[i].K == 4096 && a[i].xv16;
       for (int32_t j = 0; j < i; ++j)
         if (memra_cu_overlap(&y[i], &y[j]))
           return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);
@@ -865,8 +865,8 @@ memra_status memra_cu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn,
   if ((st = mm_check(be, h, xn, w_gate, NULL, &ag))) return st;
   if (act != MEMRA_ACT_SILU && act != MEMRA_ACT_GELU_TANH)
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: unknown activation %d", op, act);
-  if (ag.path == MM_V11 && w_gate->type == MEMRA_TYPE_Q4_K &&
-      w_up->type == MEMRA_TYPE_Q4_K && n13_fits(xn, x, res, w_norm, eps, &nm)) {
+  if (ag.path == MM_V11 && w_gate->type == MEMRA_TYPE_Q4_K && w_up->type == MEMRA_TYPE_Q4_K &&
+      n13_fits(xn, x, res, w_norm, eps, &nm)) {
     if (memra_cu_overlap(h, u) || memra_cu_overlap(y, u))
       return memra_cu_errf(be, MEMRA_E_INVALID, "%s: u overlaps h or y", op);
     const memra_tensor ys[2] = {*h, *u}, ws[2] = {*w_gate, *w_up};

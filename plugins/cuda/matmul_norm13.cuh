@@ -80,7 +80,7 @@ __device__ __forceinline__ void n13_norm_x(const mm_norm &nm, const float4 (&g)[
   }
   asm volatile("bar.sync 1, %0;" ::"n"(NCW * 32) : "memory");
   if (threadIdx.x == 0) *ticket = atomicAdd(&norm13_ctr, 1u); /* every warp's x is read */
-  const float ss = memra_warp_sum(shn[lane]);                  /* 32 warp sums: lane < nw */
+  const float ss = memra_warp_sum(shn[lane]);                 /* 32 warp sums: lane < nw */
   const float inv = rsqrtf(ss / 4096.f + nm.eps);
 #pragma unroll
   for (int j = 0; j < N13_J; ++j) {
@@ -95,8 +95,8 @@ __device__ __forceinline__ void n13_norm_x(const mm_norm &nm, const float4 (&g)[
 /* At the block's end, by the consumer warps: the holder of the last ticket writes x + res back
  * (rmsnorm's sums) and resets the count. flag: an int of shared memory. */
 template <int NCW>
-__device__ __forceinline__ void n13_finish(const mm_norm &nm, unsigned ticket, int *flag,
-                                           int warp, int lane) {
+__device__ __forceinline__ void n13_finish(const mm_norm &nm, unsigned ticket, int *flag, int warp,
+                                           int lane) {
   if (threadIdx.x == 0) *flag = ticket == gridDim.x - 1;
   asm volatile("bar.sync 1, %0;" ::"n"(NCW * 32) : "memory");
   if (!*flag) return;

@@ -196,8 +196,9 @@ static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   const bool cv = J.cv.w != NULL;
   const int ki = nm ? 2 : cv;
   void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, bool, bool, const mm_norm) =
-      nm ? matmul_v13_kernel<false, true>
-         : cv ? matmul_v13_kernel<true, false> : matmul_v13_kernel<false, false>;
+      nm   ? matmul_v13_kernel<false, true>
+      : cv ? matmul_v13_kernel<true, false>
+           : matmul_v13_kernel<false, false>;
   static int bps[3] = {0, 0, 0}; /* resident blocks an SM, asked once per instantiation */
   if ((*err = v13_blocks_per_sm(kernel, &bps[ki])) != cudaSuccess) return true;
   const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps[ki];

@@ -396,8 +396,8 @@ TEST(CpuRmsnormProj, EqualsTheCompositionBitForBit) {
     x.put(x0);
     x_ref.put(x0);
     ASSERT_EQ(MEMRA_OK,
-              c.vt->rmsnorm_ffn_glu(c.be, &xn.t, &x.t, rp, &wn.t, 1e-5f, &y.t, &gu.ys[0],
-                                    &gu.ys[1], &gu.ws[0], &gu.ws[1], &dwd.t, MEMRA_ACT_SILU))
+              c.vt->rmsnorm_ffn_glu(c.be, &xn.t, &x.t, rp, &wn.t, 1e-5f, &y.t, &gu.ys[0], &gu.ys[1],
+                                    &gu.ws[0], &gu.ws[1], &dwd.t, MEMRA_ACT_SILU))
         << c.err();
     const std::vector<float> h = gu.dy[0]->get<float>();
     ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm(c.be, &xn_ref.t, &x_ref.t, rp, &wn.t, 1e-5f)) << c.err();
@@ -430,19 +430,18 @@ TEST(CpuRmsnormProj, RefusesBadArguments) {
   x.put(randf(g, 64));
   wn.put(randf(g, 64));
   memra_tensor none = {};
-  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_matmul_n(c.be, &xn.t, &x.t, &none, &wn.t, 1e-5f, 5,
-                                                    &y.t, &w.t, nullptr));
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->rmsnorm_matmul_n(c.be, &xn.t, &x.t, &none, &wn.t, 1e-5f, 5, &y.t, &w.t, nullptr));
   EXPECT_EQ(0u, c.err().find("rmsnorm_matmul_n: 5 outputs (1..4)")) << c.err();
   EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_matmul_n(c.be, &xn.t, &x.t, &none, &wn.t, 1e-5f, 1,
                                                     &xn.t, &w.t, nullptr));
   EXPECT_EQ(0u, c.err().find("rmsnorm_matmul_n: y[0] overlaps xn, x or res")) << c.err();
-  EXPECT_EQ(MEMRA_E_INVALID,
-            c.vt->rmsnorm_ffn_glu(c.be, &xn.t, &x.t, &none, &wn.t, 1e-5f, &x.t, &h.t, &u.t, &w.t,
-                                  &w.t, &wd.t, MEMRA_ACT_SILU));
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_ffn_glu(c.be, &xn.t, &x.t, &none, &wn.t, 1e-5f, &x.t,
+                                                   &h.t, &u.t, &w.t, &w.t, &wd.t, MEMRA_ACT_SILU));
   EXPECT_EQ(0u, c.err().find("rmsnorm_ffn_glu: y overlaps xn or x")) << c.err();
-  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_ffn_glu(c.be, &xn.t, &x.t, &none, &wn.t, 1e-5f, &yd.t,
-                                                   nullptr, &u.t, &w.t, &w.t, &wd.t,
-                                                   MEMRA_ACT_SILU));
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->rmsnorm_ffn_glu(c.be, &xn.t, &x.t, &none, &wn.t, 1e-5f, &yd.t, nullptr, &u.t,
+                                  &w.t, &w.t, &wd.t, MEMRA_ACT_SILU));
   EXPECT_EQ(0u, c.err().find("rmsnorm_ffn_glu: a tensor argument is NULL")) << c.err();
   EXPECT_TRUE(y.guards_ok() && xn.guards_ok());
 }

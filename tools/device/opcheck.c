@@ -764,12 +764,9 @@ static void check_norm_proj(void) {
     int32_t type;
     int64_t K, F;
     int res;
-  } cs[] = {{MEMRA_TYPE_Q8_0, 4096, 14336, 1},
-            {MEMRA_TYPE_Q4_K, 4096, 14336, 1},
-            {MEMRA_TYPE_Q8_0, 4096, 4608, 0},
-            {MEMRA_TYPE_Q4_K, 4096, 4608, 0},
-            {MEMRA_TYPE_Q8_0, 2048, 5632, 1},
-            {MEMRA_TYPE_F16, 4096, 4608, 1}};
+  } cs[] = {{MEMRA_TYPE_Q8_0, 4096, 14336, 1}, {MEMRA_TYPE_Q4_K, 4096, 14336, 1},
+            {MEMRA_TYPE_Q8_0, 4096, 4608, 0},  {MEMRA_TYPE_Q4_K, 4096, 4608, 0},
+            {MEMRA_TYPE_Q8_0, 2048, 5632, 1},  {MEMRA_TYPE_F16, 4096, 4608, 1}};
   const int n_cases = g_quick ? 3 : (int)(sizeof cs / sizeof cs[0]);
   for (int c = 0; c < n_cases; ++c) {
     const int32_t type = cs[c].type;
@@ -817,25 +814,28 @@ static void check_norm_proj(void) {
         compare_f32("rmsnorm_matmul_n", "  x", &dx, K, 1e-6);
         compare_f32("rmsnorm_matmul_n", "  xn", &dxn, K, 1e-5);
         for (int j = 0; j < 3; ++j)
-          compare_f32("rmsnorm_matmul_n", j == 0 ? "  y[0]" : j == 1 ? "  y[1]" : "  y[2]", &dy[j],
-                      ns[j], 1e-5);
+          compare_f32("rmsnorm_matmul_n",
+                      j == 0   ? "  y[0]"
+                      : j == 1 ? "  y[1]"
+                               : "  y[2]",
+                      &dy[j], ns[j], 1e-5);
       }
       memra_plug_must(&P[1],
                       P[1].vt->rmsnorm(P[1].be, TP(&dxn2, 1, 0, K, 1), TP(&dx2, 1, 0, K, 1),
-                                       has_res ? TP(&dr2, 1, 0, K, 1) : &none,
-                                       TP(&dwn, 1, 0, K, 1), 1e-5f),
+                                       has_res ? TP(&dr2, 1, 0, K, 1) : &none, TP(&dwn, 1, 0, K, 1),
+                                       1e-5f),
                       "rmsnorm");
-      memra_plug_must(
-          &P[1],
-          P[1].vt->matmul_n(
-              P[1].be, 3,
-              (memra_tensor[3]){ck_t(&dy2[0], 1, 0, ns[0], 1), ck_t(&dy2[1], 1, 0, ns[1], 1),
-                                ck_t(&dy2[2], 1, 0, ns[2], 1)},
-              TP(&dxn2, 1, 0, K, 1),
-              (memra_tensor[3]){ck_t(&dw[0], 1, type, K, ns[0]), ck_t(&dw[1], 1, type, K, ns[1]),
-                                ck_t(&dw[2], 1, type, K, ns[2])},
-              NULL),
-          "matmul_n");
+      memra_plug_must(&P[1],
+                      P[1].vt->matmul_n(P[1].be, 3,
+                                        (memra_tensor[3]){ck_t(&dy2[0], 1, 0, ns[0], 1),
+                                                          ck_t(&dy2[1], 1, 0, ns[1], 1),
+                                                          ck_t(&dy2[2], 1, 0, ns[2], 1)},
+                                        TP(&dxn2, 1, 0, K, 1),
+                                        (memra_tensor[3]){ck_t(&dw[0], 1, type, K, ns[0]),
+                                                          ck_t(&dw[1], 1, type, K, ns[1]),
+                                                          ck_t(&dw[2], 1, type, K, ns[2])},
+                                        NULL),
+                      "matmul_n");
       memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
       snprintf(w2, sizeof w2, "%s call %d: x == rmsnorm's", what, round + 1);
       record_bitwise(w2, &dx, &dx2, (uint64_t)K * 4);
@@ -865,16 +865,15 @@ static void check_norm_proj(void) {
       }
       memra_plug_must(&P[1],
                       P[1].vt->rmsnorm(P[1].be, TP(&dxn2, 1, 0, K, 1), TP(&dx2, 1, 0, K, 1),
-                                       has_res ? TP(&dr2, 1, 0, K, 1) : &none,
-                                       TP(&dwn, 1, 0, K, 1), 1e-5f),
+                                       has_res ? TP(&dr2, 1, 0, K, 1) : &none, TP(&dwn, 1, 0, K, 1),
+                                       1e-5f),
                       "rmsnorm");
-      memra_plug_must(&P[1],
-                      P[1].vt->ffn_glu(P[1].be, TP(has_res ? &dr2 : &dy2[0], 1, 0, K, 1),
-                                       TP(&dh2, 1, 0, F, 1), TP(&du, 1, 0, F, 1),
-                                       TP(&dxn2, 1, 0, K, 1), TP(&dg[0], 1, type, K, F),
-                                       TP(&dg[1], 1, type, K, F), TP(&dg[2], 1, type, F, K),
-                                       MEMRA_ACT_SILU),
-                      "ffn_glu");
+      memra_plug_must(
+          &P[1],
+          P[1].vt->ffn_glu(P[1].be, TP(has_res ? &dr2 : &dy2[0], 1, 0, K, 1), TP(&dh2, 1, 0, F, 1),
+                           TP(&du, 1, 0, F, 1), TP(&dxn2, 1, 0, K, 1), TP(&dg[0], 1, type, K, F),
+                           TP(&dg[1], 1, type, K, F), TP(&dg[2], 1, type, F, K), MEMRA_ACT_SILU),
+          "ffn_glu");
       memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
       snprintf(w2, sizeof w2, "%s ffn call %d: x == rmsnorm's", what, round + 1);
       record_bitwise(w2, &dx, &dx2, (uint64_t)K * 4);
