@@ -673,6 +673,28 @@ memra_status memra_cu_matmul_n_conv(memra_backend *be, int32_t n, const memra_te
   return done ? MEMRA_OK : memra_cu_ssm_conv_in_place(be, &y[0], conv_w, state, batch);
 }
 
+/* The fused FFN launch's arguments from the three checked matmuls (gate, up, down) and the norm
+ * it makes first (NULL: none). */
+static ffn13_args ffn13_args_of(const mm_args &ag, const mm_args &au, const mm_args &ad,
+                                const memra_tensor *w_gate, const memra_tensor *w_up,
+                                const memra_tensor *w_down, const mm_norm *nm) {
+  ffn13_args a = {};
+  a.wg = ag.w;
+  a.wu = au.w;
+  a.wd = ad.w;
+  a.wg_nb1 = w_gate->nb1;
+  a.wu_nb1 = w_up->nb1;
+  a.wd_nb1 = w_down->nb1;
+  a.x = ag.x;
+  a.h = ag.y;
+  a.y = ad.y;
+  a.Ki = ag.K;
+  a.F = ag.N;
+  a.No = ad.N;
+  if (nm) a.nm = *nm;
+  return a;
+}
+
 /* ABI 1.12 ffn_glu: for one row of x and Q8_0 weights that v13 takes, gate/up, glu and down in
  * one persistent launch (matmul_ffn13.cuh: v13's and glu's arithmetic, so the same bits);
  * otherwise matmul_n (h, u), glu into h, matmul. */
@@ -696,19 +718,7 @@ memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const me
                          memra_type_info(w_up->type).name, memra_type_info(w_gate->type).name);
   if (ag.M == 1 && mm_q8_mode() == MM_Q8_V13 && ag.path == MM_V8 && au.path == MM_V8 &&
       ad.path == MM_V8 && ffn13_fits(be, ag.K, ag.N, w_gate->nb1, w_up->nb1, w_down->nb1)) {
-    ffn13_args a = {};
-    a.wg = ag.w;
-    a.wu = au.w;
-    a.wd = ad.w;
-    a.wg_nb1 = w_gate->nb1;
-    a.wu_nb1 = w_up->nb1;
-    a.wd_nb1 = w_down->nb1;
-    a.x = ag.x;
-    a.h = ag.y;
-    a.y = ad.y;
-    a.Ki = ag.K;
-    a.F = ag.N;
-    a.No = ad.N;
+    const ffn13_args a = ffn13_args_of(ag, au, ad, w_gate, w_up, w_down, NULL);
     /* MEMRA_FFN_GLU=2: gate, up and glu in one launch, then down as matmul; else down in the
      * same launch */
     static const bool one = !memra_cu_env_is("MEMRA_FFN_GLU", "2");
@@ -833,20 +843,7 @@ memra_status memra_cu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn,
     if (ag.path == MM_V8 && au.path == MM_V8 && ad.path == MM_V8 && ag.K == 4096 &&
         w_gate->type == MEMRA_TYPE_Q8_0 && w_up->type == MEMRA_TYPE_Q8_0 &&
         ffn13_fits(be, ag.K, ag.N, w_gate->nb1, w_up->nb1, w_down->nb1)) {
-      ffn13_args a = {};
-      a.wg = ag.w;
-      a.wu = au.w;
-      a.wd = ad.w;
-      a.wg_nb1 = w_gate->nb1;
-      a.wu_nb1 = w_up->nb1;
-      a.wd_nb1 = w_down->nb1;
-      a.x = ag.x;
-      a.h = ag.y;
-      a.y = ad.y;
-      a.Ki = ag.K;
-      a.F = ag.N;
-      a.No = ad.N;
-      a.nm = nm;
+      const ffn13_args a = ffn13_args_of(ag, au, ad, w_gate, w_up, w_down, &nm);
       cudaError_t e;
       const bool ok = act == MEMRA_ACT_SILU
                           ? ffn13_launch<MEMRA_ACT_SILU, false, true>(be, a, &e)

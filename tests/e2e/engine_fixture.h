@@ -134,3 +134,29 @@ inline double rel_l2(const float *a, const float *ref, size_t n) {
   }
   return std::sqrt(num / (den > 0 ? den : 1));
 }
+
+// Two steps on two sequences: a prompt step (4 rows each, positions 0..3), then a decode step
+// (one row each at position 4). log[step] gets what the recorder wrote into rec during that step
+// (rec is cleared before each); returns the decode step's logits of both rows.
+inline std::vector<float> two_step_logits(Engine &e, std::vector<std::string> &rec,
+                                          std::vector<std::string> log[2]) {
+  const int32_t tok[8] = {11, 23, 5, 17, 29, 3, 8, 2}, pos[8] = {0, 1, 2, 3, 0, 1, 2, 3},
+                seq[8] = {0, 0, 0, 0, 1, 1, 1, 1}, out[2] = {0, 1};
+  for (int32_t s = 0; s < 2; ++s)
+    EXPECT_EQ(MEMRA_OK, memra_kv_pages_reserve(&e.c->pages, s, 8, &e.err)) << e.err.msg;
+  for (int step = 0; step < 2; ++step) {
+    rec.clear();
+    if (step == 0) {
+      EXPECT_EQ(MEMRA_OK, memra_ctx_set_rows(e.c, 8, tok, pos, seq, 0, out, &e.err)) << e.err.msg;
+    } else {
+      const int32_t t2[2] = {7, 9}, p2[2] = {4, 4}, s2[2] = {0, 1};
+      EXPECT_EQ(MEMRA_OK, memra_ctx_set_rows(e.c, 2, t2, p2, s2, 2, out, &e.err)) << e.err.msg;
+      EXPECT_EQ(2, e.c->n_decode);
+    }
+    EXPECT_EQ(MEMRA_OK, memra_ctx_forward(e.c, &e.err)) << e.err.msg;
+    log[step] = rec;
+  }
+  std::vector<float> logits(2 * (size_t)e.m->hp.n_vocab);
+  EXPECT_EQ(MEMRA_OK, memra_ctx_get_logits(e.c, logits.data(), &e.err)) << e.err.msg;
+  return logits;
+}

@@ -36,30 +36,6 @@ size_t count(const std::vector<std::string> &log, const std::string &what) {
   return n;
 }
 
-// A prompt step (2 sequences x 4 rows), then a decode step (one row each at position 4); the
-// log of each step's calls, the last logits of each sequence returned.
-std::vector<float> two_steps(Engine &e, std::vector<std::string> log[2]) {
-  const int32_t tok[8] = {11, 23, 5, 17, 29, 3, 8, 2}, pos[8] = {0, 1, 2, 3, 0, 1, 2, 3},
-                seq[8] = {0, 0, 0, 0, 1, 1, 1, 1}, out[2] = {0, 1};
-  for (int32_t s = 0; s < 2; ++s)
-    EXPECT_EQ(MEMRA_OK, memra_kv_pages_reserve(&e.c->pages, s, 8, &e.err)) << e.err.msg;
-  for (int step = 0; step < 2; ++step) {
-    g_log.clear();
-    if (step == 0) {
-      const int32_t last[2] = {3, 7};
-      EXPECT_EQ(MEMRA_OK, memra_ctx_set_rows(e.c, 8, tok, pos, seq, 2, last, &e.err)) << e.err.msg;
-    } else {
-      const int32_t t2[2] = {7, 9}, p2[2] = {4, 4}, s2[2] = {0, 1};
-      EXPECT_EQ(MEMRA_OK, memra_ctx_set_rows(e.c, 2, t2, p2, s2, 2, out, &e.err)) << e.err.msg;
-      EXPECT_EQ(2, e.c->n_decode);
-    }
-    EXPECT_EQ(MEMRA_OK, memra_ctx_forward(e.c, &e.err)) << e.err.msg;
-    log[step] = g_log;
-  }
-  std::vector<float> logits(2 * (size_t)e.m->hp.n_vocab);
-  EXPECT_EQ(MEMRA_OK, memra_ctx_get_logits(e.c, logits.data(), &e.err)) << e.err.msg;
-  return logits;
-}
 } // namespace
 
 class NormRoute : public ::testing::TestWithParam<const char *> {};
@@ -88,7 +64,8 @@ TEST_P(NormRoute, DecodeStepsTakeTheNormsWithTheProjectionsWithTheSameBits) {
   with.m->vt = &vt_with;
   without.m->vt = &vt_without;
   std::vector<std::string> log_with[2], log_without[2];
-  std::vector<float> a = two_steps(with, log_with), b = two_steps(without, log_without);
+  std::vector<float> a = two_step_logits(with, g_log, log_with),
+                     b = two_step_logits(without, g_log, log_without);
   with.m->vt = g_real;
   without.m->vt = without.bh.vt;
 
