@@ -270,15 +270,17 @@ static mm_q8 mm_q8_mode(void) {
  * matrix), where it beats v5 (H200: docs/PERF.md); the small ones (attn_v, 4096 x 4096) lose to
  * v5 on v11's fixed cost, and K > 4096 (ffn_down) would not leave room for two blocks an SM.
  * The choice depends on the matrix alone, never on the batch (batch invariance).
- * MEMRA_GEMV_Q6=tc: every Q6_K of K <= 4096; =v5: none. Read once: fixed for the process. */
+ * MEMRA_GEMV_Q6=tc: every Q6_K of K <= 4096; =tcall: every Q6_K (ffn_down too: one v11 block an
+ * SM, slower on the H200, 28.6 us against v5's 23.0); =v5: none. Read once: fixed for the process.
+ */
 enum { MM_Q6TC_MIN_N = 32768 };
 static bool mm_q6tc_for(int64_t N, int64_t K) {
-  static int mode = -1; /* 0 v5, 1 default, 2 tc */
+  static int mode = -1; /* 0 v5, 1 default, 2 tc, 3 tcall */
   if (mode < 0) {
     const char *e = getenv("MEMRA_GEMV_Q6");
-    mode = e && !strcmp(e, "v5") ? 0 : e && !strcmp(e, "tc") ? 2 : 1;
+    mode = e && !strcmp(e, "v5") ? 0 : e && !strcmp(e, "tc") ? 2 : e && !strcmp(e, "tcall") ? 3 : 1;
   }
-  return K <= 4096 && (mode == 2 || (mode == 1 && N >= MM_Q6TC_MIN_N));
+  return mode == 3 || (K <= 4096 && (mode == 2 || (mode == 1 && N >= MM_Q6TC_MIN_N)));
 }
 
 /* F16 / BF16 (path v6) for one row of x on v12 (matmul_h12.cuh: v6's arithmetic through a

@@ -209,15 +209,21 @@ static void check_matmul(void) {
      * (K-quants): N >= 8192, K 4096: whole steps of every warp, 8 rows per block; wide 4
      * (K-quants): K 2048, N 1031: the shortest rows whose Q6_K bytes (8 x 210) are 16-byte
      * aligned, so Q6_K reaches the tensor-core path too (MEMRA_GEMV_Q6=tc; K 1280's 1050-byte
-     * rows take v5), Q4_K's v11 a stage of 8 of its 16 super-blocks */
-    for (int wide = 0; wide < 5; ++wide) {
+     * rows take v5), Q4_K's v11 a stage of 8 of its 16 super-blocks; wide 5 (K-quants): K 14336,
+     * N 263: the down projection's rows, 16-byte aligned in Q6_K too (56 x 210 bytes), v11's
+     * stages of 8 super-blocks (Q6_K there under MEMRA_GEMV_Q6=tcall) */
+    for (int wide = 0; wide < 6; ++wide) {
       if (g_quick && wide) continue;
       if (wide >= 3 && memra_type_info(type).blck != 256) continue;
-      const int64_t K = wide == 3 ? 4096 : wide == 4 ? 2048 : odd_k(type, wide == 1);
+      const int64_t K = wide == 3   ? 4096
+                        : wide == 4 ? 2048
+                        : wide == 5 ? 14336
+                                    : odd_k(type, wide == 1);
       const int64_t N = wide == 1   ? 131
                         : wide == 2 ? 4099
                         : wide == 3 ? 8203
                         : wide == 4 ? 1031
+                        : wide == 5 ? 263
                                     : 257;
       uint64_t nb;
       void *w = ck_rand_rows(type, K, N, &nb);
