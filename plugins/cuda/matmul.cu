@@ -238,16 +238,31 @@ static mm_gemv mm_gemv_mode(void) {
   return (mm_gemv)mode;
 }
 
+/* MEMRA_GEMV_Q6, read once (mm_q6tc_for, mm_v9_size): 0 v5, 1 default, 2 tc, 3 tcall, 4 v9 (the
+ * Q6_K of K > 4096, the down projections, on v9: v5's bits, A/B timing). Fixed for the process. */
+static int mm_q6_mode(void) {
+  static int mode = -1;
+  if (mode < 0) {
+    const char *e = getenv("MEMRA_GEMV_Q6");
+    mode = !e                    ? 1
+           : !strcmp(e, "v5")    ? 0
+           : !strcmp(e, "tc")    ? 2
+           : !strcmp(e, "tcall") ? 3
+           : !strcmp(e, "v9")    ? 4
+                                 : 1;
+  }
+  return mode;
+}
+
 /* v9 is opt-in (MEMRA_GEMV=v9). On the H200 (docs/PERF.md, 2026-12-01) it beat v5 per kernel
  * from 14336 x 4096 up (output 128256 x 4096: Q4_K 143 -> 122 us, Q6_K 184 -> 167) but lost at
  * 4096 x 4096 (Q4_K 5.3 -> 6.4 us), and end to end it lost both ways: Q4_K_M tg128 @ d512
  * 303 -> 285 tok/s with every matrix on it, 302 -> 290 with only the matrices of 48 Mi weights
  * and up (its 55 KB of shared memory per block is the suspect: PDL can no longer start the
  * next kernel's blocks beside it). The two give the same bits (gemv_ab). */
-static bool mm_v9_size(int64_t N, int64_t K) {
+static bool mm_v9_size(int32_t t, int64_t N, int64_t K) {
   (void)N;
-  (void)K;
-  return mm_gemv_mode() == MM_GEMV_V9;
+  return mm_gemv_mode() == MM_GEMV_V9 || (t == MEMRA_TYPE_Q6_K && K > 4096 && mm_q6_mode() == 4);
 }
 
 /* MEMRA_GEMV_Q8: the Q8_0 GEMV. Default: v13 (matmul_q13.cuh) for one row of x where it fits,
@@ -270,17 +285,13 @@ static mm_q8 mm_q8_mode(void) {
  * matrix), where it beats v5 (H200: docs/PERF.md); the small ones (attn_v, 4096 x 4096) lose to
  * v5 on v11's fixed cost, and K > 4096 (ffn_down) would not leave room for two blocks an SM.
  * The choice depends on the matrix alone, never on the batch (batch invariance).
- * MEMRA_GEMV_Q6=tc: every Q6_K of K <= 4096; =tcall: every Q6_K (ffn_down too: one v11 block an
- * SM, slower on the H200, 28.6 us against v5's 23.0); =v5: none. Read once: fixed for the process.
- */
+ * MEMRA_GEMV_Q6 (mm_q6_mode): =tc every Q6_K of K <= 4096; =tcall every Q6_K (ffn_down too: one
+ * v11 block an SM, slower on the H200, 28.6 us against v5's 23.0); =v5 none. */
 enum { MM_Q6TC_MIN_N = 32768 };
 static bool mm_q6tc_for(int64_t N, int64_t K) {
-  static int mode = -1; /* 0 v5, 1 default, 2 tc, 3 tcall */
-  if (mode < 0) {
-    const char *e = getenv("MEMRA_GEMV_Q6");
-    mode = e && !strcmp(e, "v5") ? 0 : e && !strcmp(e, "tc") ? 2 : e && !strcmp(e, "tcall") ? 3 : 1;
-  }
-  return mode == 3 || (K <= 4096 && (mode == 2 || (mode == 1 && N >= MM_Q6TC_MIN_N)));
+  const int mode = mm_q6_mode(); /* v9 (4) moves only K > 4096: the default here */
+  return mode == 3 ||
+         (K <= 4096 && (mode == 2 || ((mode == 1 || mode == 4) && N >= MM_Q6TC_MIN_N)));
 }
 
 /* F16 / BF16 (path v6) for one row of x on v12 (matmul_h12.cuh: v6's arithmetic through a
@@ -394,7 +405,7 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
     a->path = MM_V7;
   else if (tcq && mm_gemv_mode() == MM_GEMV_DEFAULT)
     a->path = MM_V11;
-  else if (kq && walign >= 16 && mm_gemv_mode() != MM_GEMV_V5 && mm_v9_size(N, K) &&
+  else if (kq && walign >= 16 && mm_gemv_mode() != MM_GEMV_V5 && mm_v9_size(t, N, K) &&
            mk9_fits(be, t))
     a->path = MM_V9;
   else if (((t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K) && walign >= 16) || t == MEMRA_TYPE_Q6_K)
