@@ -239,7 +239,8 @@ static mm_gemv mm_gemv_mode(void) {
 }
 
 /* MEMRA_GEMV_Q6, read once (mm_q6tc_for, mm_v9_size): 0 v5, 1 default, 2 tc, 3 tcall, 4 v9 (the
- * Q6_K of K > 4096, the down projections, on v9: v5's bits, A/B timing). Fixed for the process. */
+ * Q6_K of K > 4096, the down projections, on v9: v5's bits, A/B timing), 5 tcw (tcall, the down
+ * projections' x split by windows: matmul_tc11.cuh XW). Fixed for the process. */
 static int mm_q6_mode(void) {
   static int mode = -1;
   if (mode < 0) {
@@ -249,6 +250,7 @@ static int mm_q6_mode(void) {
            : !strcmp(e, "tc")    ? 2
            : !strcmp(e, "tcall") ? 3
            : !strcmp(e, "v9")    ? 4
+           : !strcmp(e, "tcw")   ? 5
                                  : 1;
   }
   return mode;
@@ -286,12 +288,14 @@ static mm_q8 mm_q8_mode(void) {
  * v5 on v11's fixed cost, and K > 4096 (ffn_down) would not leave room for two blocks an SM.
  * The choice depends on the matrix alone, never on the batch (batch invariance).
  * MEMRA_GEMV_Q6 (mm_q6_mode): =tc every Q6_K of K <= 4096; =tcall every Q6_K (ffn_down too: one
- * v11 block an SM, slower on the H200, 28.6 us against v5's 23.0); =v5 none. */
+ * v11 block an SM, slower on the H200, 28.6 us against v5's 23.0); =tcw the default and the Q6_K
+ * of K > 4096 on v11 with x by windows (two blocks an SM: 22.4 us, tg128 even with v5); =v5 none.
+ */
 enum { MM_Q6TC_MIN_N = 32768 };
 static bool mm_q6tc_for(int64_t N, int64_t K) {
-  const int mode = mm_q6_mode(); /* v9 (4) moves only K > 4096: the default here */
-  return mode == 3 ||
-         (K <= 4096 && (mode == 2 || ((mode == 1 || mode == 4) && N >= MM_Q6TC_MIN_N)));
+  const int mode = mm_q6_mode(); /* v9 (4) and tcw (5) keep the default for K <= 4096 */
+  if (K > 4096) return mode == 3 || mode == 5;
+  return mode == 2 || mode == 3 || ((mode == 1 || mode == 4 || mode == 5) && N >= MM_Q6TC_MIN_N);
 }
 
 /* F16 / BF16 (path v6) for one row of x on v12 (matmul_h12.cuh: v6's arithmetic through a
@@ -436,11 +440,12 @@ template <int T>
 static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J, int mt,
                                  const mm_conv *cv, bool *conv_done) {
   bool ok;
-  if (a->path == MM_V11 && a->M == 1 && m11_fits<T>(be, a->K)) {
+  const bool xw = mm_q6_mode() == 5 && !cv && m11_xw_ok<T>(a->K); /* MEMRA_GEMV_Q6=tcw */
+  if (a->path == MM_V11 && a->M == 1 && m11_fits<T>(be, a->K, xw)) {
     cudaError_t e;
     if (cv) J.cv = *cv, *conv_done = true;
-    ok = a->xv16 ? m11_launch<T, true>(be, J, a->x, a->K, &e)
-                 : m11_launch<T, false>(be, J, a->x, a->K, &e);
+    ok = a->xv16 ? m11_launch<T, true>(be, J, a->x, a->K, &e, NULL, xw)
+                 : m11_launch<T, false>(be, J, a->x, a->K, &e, NULL, xw);
     if (e != cudaSuccess)
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: %s kernel's shared memory: %s",
                            memra_type_info(T).name, cudaGetErrorString(e));

@@ -26,7 +26,8 @@
 enum {
   T11_CW = TC_WARPS, /* consumer warps: v7's split of K */
   T11_ST = 2,        /* stages in the ring */
-  T11_XB = 4         /* x loads in flight per consumer thread (elements e, e + 1024, ...) */
+  T11_XB = 4,        /* x loads in flight per consumer thread (elements e, e + 1024, ...) */
+  T11_XW = 2048      /* XW: elements of an x window (8 super-blocks, a stage) */
 };
 
 /* Super-blocks per stage: 16 when K <= 4096 (a whole tile is one stage, one copy); 8 above,
@@ -39,28 +40,57 @@ template <int T> static inline int t11_sb(int64_t K) {
 
 /* Shared memory of a v11 block: the ring, x's split (tc_prep_bytes), the warps' partials and
  * the ring's 2 T11_ST barriers. */
-template <int T> static inline uint64_t t11_smem(int64_t K, int SB) {
-  return (uint64_t)T11_ST * TC_ROWS * SB * tcq<T>::SBB + tc_prep_bytes<typename tcq<T>::xs_t>(K) +
+template <int T> static inline uint64_t t11_smem(int64_t K, int SB, bool xw = false) {
+  return (uint64_t)T11_ST * TC_ROWS * SB * tcq<T>::SBB +
+         (xw ? 2 * tc_prep_bytes<typename tcq<T>::xs_t>(T11_XW)
+             : tc_prep_bytes<typename tcq<T>::xs_t>(K)) +
          sizeof(float) * T11_CW * TC_ROWS + 16u * T11_ST;
+}
+
+/* XW (MEMRA_GEMV_Q6=tcw): x's split by windows of T11_XW elements, a ring stage's 8 super-blocks,
+ * two windows double-buffered, instead of the whole row's: a Q6_K block at K 14336 needs 72 KB
+ * instead of 118 (x's split alone is 64.5 KB), so two or three blocks share an SM. Each window
+ * holds the values the whole split holds for its elements (the same threads, quads and groups:
+ * a window starts at a multiple of 1024), so the same bits. Thread i loads its two groups of 8
+ * (elements 8 i and 8 i + 1024 of the window) one stage ahead, splits them after the stage. */
+template <bool VEC>
+__device__ __forceinline__ void t11_xw_load(float (&v)[2][8], const float *__restrict__ x,
+                                            int64_t w) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+    tc_load_x8<VEC>(x + T11_XW * w + 8 * threadIdx.x + 1024 * i, v[i]);
+}
+template <typename XS>
+__device__ __forceinline__ void t11_xw_split(float (&v)[2][8], uint4 *xb, XS *xs) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    uint4 h, l;
+    float4 gs;
+    tc_split8(v[i], &h, &l, &gs);
+    tc_store_split(xb, xs, 8 * (int64_t)threadIdx.x + 1024 * i, h, l, gs);
+  }
 }
 
 __device__ __forceinline__ void t11_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(T11_CW * 32) : "memory");
 }
 
-template <int T, bool VEC, int T11_SB, bool CV, bool NORM = false>
+template <int T, bool VEC, int T11_SB, bool CV, bool NORM = false, bool XW = false>
 __global__ void __launch_bounds__((T11_CW + 1) * 32)
     matmul_v11_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles,
                       const mm_norm nm) {
   typedef tcq<T> Q;
+  static_assert(!XW || (T11_SB * 256 == T11_XW && !NORM), "an x window is one stage");
   constexpr int T11_SBB = Q::SBB, T11_STAGE = TC_ROWS * T11_SB * T11_SBB;
   extern __shared__ __align__(128) uint8_t sm[];
   uint8_t *ring = sm;
-  uint4 *xb = (uint4 *)(sm + (uint64_t)T11_ST * T11_STAGE);
   typedef typename Q::xs_t XS;
-  XS *xs = (XS *)((uint8_t *)xb + (uint64_t)K * 4);
-  float(&part)[T11_CW][1][TC_ROWS] =
-      *(float(*)[T11_CW][1][TC_ROWS])(sm + (uint64_t)T11_ST * T11_STAGE + tc_prep_bytes<XS>(K));
+  /* the whole row's split, or XW's two windows (each T11_XW elements: xb then xs) */
+  const int64_t xk = XW ? T11_XW : K;
+  uint4 *xb = (uint4 *)(sm + (uint64_t)T11_ST * T11_STAGE);
+  XS *xs = (XS *)((uint8_t *)xb + (uint64_t)xk * 4);
+  float(&part)[T11_CW][1][TC_ROWS] = *(float(*)[T11_CW][1][TC_ROWS])(
+      sm + (uint64_t)T11_ST * T11_STAGE + (XW ? 2 : 1) * tc_prep_bytes<XS>(xk));
   uint64_t *full = (uint64_t *)(&part[T11_CW - 1][0][TC_ROWS - 1] + 1), *empty = full + T11_ST;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t nsb = K / 256, ngrp = (nsb + T11_SB - 1) / T11_SB;
@@ -106,11 +136,17 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   unsigned ticket = 0;
   if (NORM) n11_load_w(nm, gw);
   memra_pdl_enter();
-  if (NORM)
+  float xv[2][8]; /* XW: the next window's x */
+  if (NORM) {
     n11_norm_split<T11_CW>(nm, gw, xb, xs, shn, &ticket);
-  else
+  } else if (XW) {
+    t11_xw_load<VEC>(xv, x, 0);
+    t11_xw_split(xv, xb, xs);
+  } else {
     tc_split_row<VEC, T11_XB>(x, K, xb, xs);
+  }
   t11_consumers_sync();
+  const uint64_t xw_bytes = tc_prep_bytes<XS>(T11_XW);
 
   const int g = lane >> 2, t = lane & 3;
   const tc_role ro = tc_role_of(g, t);
@@ -124,12 +160,24 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
     float acc[1][2] = {{0.f, 0.f}};
     for (int64_t gi = 0; gi < ngrp; ++gi, ++u) {
       const int s = (int)(u % T11_ST);
+      if (XW) t11_xw_load<VEC>(xv, x, (u + 1) % ngrp); /* the next stage's window, in flight */
       memra_mbar_wait(&full[s], (uint32_t)(u / T11_ST) & 1);
       const int64_t sb0 = T11_SB * gi, nv = nsb - sb0 < T11_SB ? nsb - sb0 : T11_SB;
       const int rowb = (int)nv * T11_SBB;
-      tc_stage_apply<T>(acc, ring + s * T11_STAGE, rowb, nv, sb0, xb, xs, ro, warp);
+      if (XW) {
+        uint8_t *wb = (uint8_t *)xb + (u & 1) * xw_bytes;
+        tc_stage_apply<T>(acc, ring + s * T11_STAGE, rowb, nv, 0, (const uint4 *)wb,
+                          (const XS *)(wb + T11_XW * 4), ro, warp);
+      } else {
+        tc_stage_apply<T>(acc, ring + s * T11_STAGE, rowb, nv, sb0, xb, xs, ro, warp);
+      }
       __syncwarp();
       if (lane == 0) memra_mbar_arrive(&empty[s]);
+      if (XW) { /* every warp is past window u - 1 (the sync of the last stage), so refill it */
+        uint8_t *wn = (uint8_t *)xb + ((u + 1) & 1) * xw_bytes;
+        t11_xw_split(xv, (uint4 *)wn, (XS *)(wn + T11_XW * 4));
+        t11_consumers_sync();
+      }
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -145,8 +193,14 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
 }
 
 /* Whether v11 can run a matmul of K columns here (its block's shared memory). */
-template <int T> static inline bool m11_fits(const memra_backend *be, int64_t K) {
-  return (int64_t)be->prop.sharedMemPerBlockOptin >= (int64_t)t11_smem<T>(K, t11_sb<T>(K)) + 1024;
+template <int T> static inline bool m11_fits(const memra_backend *be, int64_t K, bool xw = false) {
+  return (int64_t)be->prop.sharedMemPerBlockOptin >=
+         (int64_t)t11_smem<T>(K, t11_sb<T>(K), xw) + 1024;
+}
+
+/* Whether x may go by windows (XW) for this T and K: Q6_K rows of whole windows (K > 4096). */
+template <int T> static inline bool m11_xw_ok(int64_t K) {
+  return T == MEMRA_TYPE_Q6_K && K > 4096 && K % T11_XW == 0 && t11_sb<T>(K) * 256 == T11_XW;
 }
 
 /* The v11 grid over J's 16-row tiles for one row of x: blocks per SM from the shared memory
@@ -156,12 +210,13 @@ template <int T> static inline bool m11_fits(const memra_backend *be, int64_t K)
  * them.) False when the grid is too large; *err: the attribute call's error (no launch then). */
 template <int T, bool VEC>
 static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64_t K,
-                       cudaError_t *err, const mm_norm *nm = NULL) {
+                       cudaError_t *err, const mm_norm *nm = NULL, bool xw = false) {
   *err = cudaSuccess;
   const int64_t tiles = mm_jobs_layout(&J, TC_ROWS);
   if (tiles == 0) return false;
   const int SB = t11_sb<T>(K);
-  const int64_t smem = (int64_t)t11_smem<T>(K, SB);
+  xw = xw && !nm && J.cv.w == NULL && m11_xw_ok<T>(K);
+  const int64_t smem = (int64_t)t11_smem<T>(K, SB, xw);
   const int64_t slots = mm_block_slots(be, smem + 1024, 4);
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
   /* Q6_K has stages of 8 super-blocks (t11_sb) */
@@ -180,14 +235,18 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   } else if (nm) {
     return false; /* the caller takes Q4_K with 16-byte rows of x only */
   }
+  if constexpr (T == MEMRA_TYPE_Q6_K) {
+    if (xw) kernel = matmul_v11_kernel<T, VEC, 8, false, false, true>;
+  }
   /* the shared-memory limit is raised once per kernel, to all a block may have (a host call
    * per eager matmul otherwise) */
-  static bool raised[2][3];
-  if (!raised[SB == 16][ki]) {
+  static bool raised[2][4];
+  const int kr = xw ? 3 : ki;
+  if (!raised[SB == 16][kr]) {
     *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 (int)be->prop.sharedMemPerBlockOptin - 1024);
     if (*err != cudaSuccess) return true;
-    raised[SB == 16][ki] = true;
+    raised[SB == 16][kr] = true;
   }
   (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((T11_CW + 1) * 32), (size_t)smem, J,
                         x, K, tiles, nm ? *nm : mm_norm{});
