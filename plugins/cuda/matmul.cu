@@ -238,22 +238,23 @@ static mm_gemv mm_gemv_mode(void) {
   return (mm_gemv)mode;
 }
 
-/* MEMRA_GEMV_Q6, read once (mm_q6tc_for, mm_v9_size): 0 v5, 1 default, 2 tc, 3 tcall, 4 v9 (the
+/* MEMRA_GEMV_Q6, read once (mm_q6tc_for, mm_v9_size): v5, default, tc, tcall, v9 (the
  * Q6_K of K > 4096, the down projections, on v9: v5's bits, A/B timing), 5 tcw (tcall, the down
  * projections' x split by windows: matmul_tc11.cuh XW). Fixed for the process. */
-static int mm_q6_mode(void) {
+enum mm_q6 { MM_Q6_V5, MM_Q6_DEFAULT, MM_Q6_TC, MM_Q6_TCALL, MM_Q6_V9, MM_Q6_TCW };
+static mm_q6 mm_q6_mode(void) {
   static int mode = -1;
   if (mode < 0) {
     const char *e = getenv("MEMRA_GEMV_Q6");
-    mode = !e                    ? 1
-           : !strcmp(e, "v5")    ? 0
-           : !strcmp(e, "tc")    ? 2
-           : !strcmp(e, "tcall") ? 3
-           : !strcmp(e, "v9")    ? 4
-           : !strcmp(e, "tcw")   ? 5
-                                 : 1;
+    mode = !e                    ? MM_Q6_DEFAULT
+           : !strcmp(e, "v5")    ? MM_Q6_V5
+           : !strcmp(e, "tc")    ? MM_Q6_TC
+           : !strcmp(e, "tcall") ? MM_Q6_TCALL
+           : !strcmp(e, "v9")    ? MM_Q6_V9
+           : !strcmp(e, "tcw")   ? MM_Q6_TCW
+                                 : MM_Q6_DEFAULT;
   }
-  return mode;
+  return (mm_q6)mode;
 }
 
 /* v9 is opt-in (MEMRA_GEMV=v9). On the H200 (docs/PERF.md, 2026-12-01) it beat v5 per kernel
@@ -264,7 +265,8 @@ static int mm_q6_mode(void) {
  * next kernel's blocks beside it). The two give the same bits (gemv_ab). */
 static bool mm_v9_size(int32_t t, int64_t N, int64_t K) {
   (void)N;
-  return mm_gemv_mode() == MM_GEMV_V9 || (t == MEMRA_TYPE_Q6_K && K > 4096 && mm_q6_mode() == 4);
+  return mm_gemv_mode() == MM_GEMV_V9 ||
+         (t == MEMRA_TYPE_Q6_K && K > 4096 && mm_q6_mode() == MM_Q6_V9);
 }
 
 /* MEMRA_GEMV_Q8: the Q8_0 GEMV. Default: v13 (matmul_q13.cuh) for one row of x where it fits,
@@ -293,9 +295,10 @@ static mm_q8 mm_q8_mode(void) {
  */
 enum { MM_Q6TC_MIN_N = 32768 };
 static bool mm_q6tc_for(int64_t N, int64_t K) {
-  const int mode = mm_q6_mode(); /* v9 (4) and tcw (5) keep the default for K <= 4096 */
-  if (K > 4096) return mode == 3 || mode == 5;
-  return mode == 2 || mode == 3 || ((mode == 1 || mode == 4 || mode == 5) && N >= MM_Q6TC_MIN_N);
+  const mm_q6 m = mm_q6_mode(); /* v9 and tcw keep the default for K <= 4096 */
+  if (K > 4096) return m == MM_Q6_TCALL || m == MM_Q6_TCW;
+  return m == MM_Q6_TC || m == MM_Q6_TCALL ||
+         ((m == MM_Q6_DEFAULT || m == MM_Q6_V9 || m == MM_Q6_TCW) && N >= MM_Q6TC_MIN_N);
 }
 
 /* F16 / BF16 (path v6) for one row of x on v12 (matmul_h12.cuh: v6's arithmetic through a
@@ -440,7 +443,7 @@ template <int T>
 static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J, int mt,
                                  const mm_conv *cv, bool *conv_done) {
   bool ok;
-  const bool xw = mm_q6_mode() == 5 && !cv && m11_xw_ok<T>(a->K); /* MEMRA_GEMV_Q6=tcw */
+  const bool xw = mm_q6_mode() == MM_Q6_TCW && !cv && m11_xw_ok<T>(a->K);
   if (a->path == MM_V11 && a->M == 1 && m11_fits<T>(be, a->K, xw)) {
     cudaError_t e;
     if (cv) J.cv = *cv, *conv_done = true;

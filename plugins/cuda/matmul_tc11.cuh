@@ -49,10 +49,14 @@ template <int T> static inline uint64_t t11_smem(int64_t K, int SB, bool xw = fa
 
 /* XW (MEMRA_GEMV_Q6=tcw): x's split by windows of T11_XW elements, a ring stage's 8 super-blocks,
  * two windows double-buffered, instead of the whole row's: a Q6_K block at K 14336 needs 72 KB
- * instead of 118 (x's split alone is 64.5 KB), so two or three blocks share an SM. Each window
- * holds the values the whole split holds for its elements (the same threads, quads and groups:
- * a window starts at a multiple of 1024), so the same bits. Thread i loads its two groups of 8
- * (elements 8 i and 8 i + 1024 of the window) one stage ahead, splits them after the stage. */
+ * instead of 118 (x's split alone is 64.5 KB), so two share an SM (155 registers: not three). Each
+ * window holds the values the whole split holds for its elements (the same threads, quads and
+ * groups: a window starts at a multiple of 1024), so the same bits. Thread i loads its two groups
+ * of 8 (elements 8 i and 8 i + 1024 of the window) one stage ahead, splits them after the stage. */
+/* Window k's split (xb, then xs after its T11_XW * 4 bytes) in the XW area at xb. */
+template <typename XS> __device__ __forceinline__ uint8_t *t11_xw_at(uint4 *xb, int64_t k) {
+  return (uint8_t *)xb + (k & 1) * tc_prep_bytes<XS>(T11_XW);
+}
 template <bool VEC>
 __device__ __forceinline__ void t11_xw_load(float (&v)[2][8], const float *__restrict__ x,
                                             int64_t w) {
@@ -146,7 +150,6 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
     tc_split_row<VEC, T11_XB>(x, K, xb, xs);
   }
   t11_consumers_sync();
-  const uint64_t xw_bytes = tc_prep_bytes<XS>(T11_XW);
 
   const int g = lane >> 2, t = lane & 3;
   const tc_role ro = tc_role_of(g, t);
@@ -165,7 +168,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       const int64_t sb0 = T11_SB * gi, nv = nsb - sb0 < T11_SB ? nsb - sb0 : T11_SB;
       const int rowb = (int)nv * T11_SBB;
       if (XW) {
-        uint8_t *wb = (uint8_t *)xb + (u & 1) * xw_bytes;
+        const uint8_t *wb = t11_xw_at<XS>(xb, u);
         tc_stage_apply<T>(acc, ring + s * T11_STAGE, rowb, nv, 0, (const uint4 *)wb,
                           (const XS *)(wb + T11_XW * 4), ro, warp);
       } else {
@@ -174,7 +177,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       __syncwarp();
       if (lane == 0) memra_mbar_arrive(&empty[s]);
       if (XW) { /* every warp is past window u - 1 (the sync of the last stage), so refill it */
-        uint8_t *wn = (uint8_t *)xb + ((u + 1) & 1) * xw_bytes;
+        uint8_t *wn = t11_xw_at<XS>(xb, u + 1);
         t11_xw_split(xv, (uint4 *)wn, (XS *)(wn + T11_XW * 4));
         t11_consumers_sync();
       }
@@ -215,7 +218,7 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   const int64_t tiles = mm_jobs_layout(&J, TC_ROWS);
   if (tiles == 0) return false;
   const int SB = t11_sb<T>(K);
-  xw = xw && !nm && J.cv.w == NULL && m11_xw_ok<T>(K);
+  xw = xw && !nm; /* the caller checked m11_xw_ok and that there is no conv */
   const int64_t smem = (int64_t)t11_smem<T>(K, SB, xw);
   const int64_t slots = mm_block_slots(be, smem + 1024, 4);
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
