@@ -135,10 +135,30 @@ static memra_status cu_device_info(memra_backend *be, memra_device_info *out) {
   return MEMRA_OK;
 }
 
+#ifdef MEMRA_CUDA_TRACE
+/* trace.cuh's files (EXPERIMENT builds only): their rings written out at close */
+static void (*trace_dumps[64])(FILE *);
+static int trace_n;
+extern "C" void memra_trace_register(void (*dump)(FILE *)) {
+  if (trace_n < 64) trace_dumps[trace_n++] = dump;
+}
+static void trace_write(void) {
+  const char *path = getenv("MEMRA_TRACE_OUT");
+  FILE *f = path ? fopen(path, "wb") : NULL;
+  if (!f) return;
+  for (int i = 0; i < trace_n; ++i)
+    trace_dumps[i](f);
+  fclose(f);
+}
+#endif
+
 static void cu_close(memra_backend *be) {
   if (!be) return;
   if (be->stream) {
     cudaStreamSynchronize(be->stream);
+#ifdef MEMRA_CUDA_TRACE
+    trace_write();
+#endif
     cudaStreamDestroy(be->stream);
   }
   cudaFree(be->ws);

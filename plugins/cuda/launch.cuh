@@ -19,10 +19,11 @@
 #include <stdint.h>
 
 #include "plugins/cuda/cuda_common.h"
+#include "plugins/cuda/trace.cuh"
 
 __device__ __forceinline__ void memra_pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  MEMRA_TRACE_WAIT(asm volatile("griddepcontrol.wait;" ::: "memory"));
 #endif
 }
 
