@@ -105,6 +105,48 @@ memra_status memra_blk_matmul(memra_ctx *c, const char *what, const memra_tensor
   return split_matmul(c, what, y, x, w, bias, c->n_decode, err);
 }
 
+memra_status memra_blk_proj_flush(memra_ctx *c, memra_err *err) {
+  if (!c->proj_defer.on) return MEMRA_OK;
+  const memra_tensor none = {0};
+  c->proj_defer.on = false;
+  return memra_blk_matmul(c, "matmul", &c->proj_defer.y, &c->proj_defer.a, &c->proj_defer.w, &none,
+                          err);
+}
+
+memra_status memra_blk_proj_matmul(memra_ctx *c, const char *what, const memra_tensor *y,
+                                   const memra_tensor *a, const memra_tensor *w, memra_err *err) {
+  const memra_tensor none = {0};
+  MEMRA_TRY(memra_blk_proj_flush(c, err));
+  const memra_backend_vt *vt = c->m->vt;
+  /* the ABI 1.14 slots, where a plugin has them, take the norm with the next projections */
+  if (c->proj_defer.ok && vt->matmul_rmsnorm && !(vt->rmsnorm_matmul_n && vt->rmsnorm_ffn_glu) &&
+      c->n_decode >= c->n_rows && y->type == MEMRA_TYPE_F32 && a->type == MEMRA_TYPE_F32) {
+    c->proj_defer.on = true;
+    c->proj_defer.y = *y;
+    c->proj_defer.a = *a;
+    c->proj_defer.w = *w;
+    return MEMRA_OK;
+  }
+  return memra_blk_matmul(c, what, y, a, w, &none, err);
+}
+
+/* Whether the waiting projection (c->proj_defer) writes add: then the norm adding add takes it
+ * (matmul_rmsnorm, ABI 1.15). */
+static bool proj_defer_takes(const memra_ctx *c, const memra_tensor *add) {
+  const memra_tensor *y = &c->proj_defer.y;
+  return c->proj_defer.on && add && add->buf == y->buf && add->offset == y->offset &&
+         add->ne0 == y->ne0 && add->ne1 == y->ne1 && add->nb1 == y->nb1 && add->type == y->type;
+}
+
+/* rmsnorm(xn, x, add, w) with the waiting projection that writes add, in one call. */
+static memra_status proj_norm(memra_ctx *c, const char *what, const memra_tensor *xn,
+                              const memra_tensor *x, const memra_tensor *w, memra_err *err) {
+  c->proj_defer.on = false;
+  CALL(what, c->m->vt->matmul_rmsnorm(c->m->be, &c->proj_defer.y, &c->proj_defer.a,
+                                      &c->proj_defer.w, xn, x, w, c->m->hp.eps));
+  return MEMRA_OK;
+}
+
 memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memra_tensor *y,
                                const memra_tensor *x, const memra_tensor *w,
                                const memra_tensor *bias, memra_err *err) {
@@ -114,6 +156,7 @@ memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memr
     return memra_errf(err, MEMRA_E_INVALID, "%s: %d projections (1..%d)", what, n,
                       MEMRA_BLK_MATMULS_MAX);
   const bool decode = vt->matmul_n && c->n_decode >= c->n_rows;
+  MEMRA_TRY(memra_blk_proj_flush(c, err));
   if (!decode || !norm_defer_takes(c, x)) MEMRA_TRY(memra_blk_norm_flush(c, err));
   if (decode) { /* decode-only: matmul_n per type group */
     int grp[MEMRA_BLK_MATMULS_MAX];
@@ -159,6 +202,9 @@ memra_status memra_blk_add_norm(memra_ctx *c, const char *what, const memra_tens
   const memra_model *m = c->m;
   const memra_tensor none = {0};
   MEMRA_TRY(memra_blk_norm_flush(c, err));
+  if (proj_defer_takes(c, add) && xn->type == MEMRA_TYPE_F32)
+    return proj_norm(c, what, xn, x, w, err);
+  MEMRA_TRY(memra_blk_proj_flush(c, err));
   CALL(what, m->vt->rmsnorm(m->be, xn, x, add ? add : &none, w, m->hp.eps));
   return MEMRA_OK;
 }
@@ -192,6 +238,11 @@ memra_status memra_blk_add_norm_proj(memra_ctx *c, const char *what, const memra
   const int32_t t = memra_blk_op16_type(c, n, w);
   *h = t == MEMRA_TYPE_F32 || xn->ne0 > c->op16.ne0 ? *xn : op16_view(c, &c->op16, t, xn->ne0);
   const memra_backend_vt *vt = c->m->vt;
+  if (proj_defer_takes(c, add) && h->type == MEMRA_TYPE_F32) { /* ABI 1.15 */
+    MEMRA_TRY(memra_blk_norm_flush(c, err));
+    return proj_norm(c, what, h, x, w_norm, err);
+  }
+  MEMRA_TRY(memra_blk_proj_flush(c, err));
   if (vt->rmsnorm_matmul_n && vt->rmsnorm_ffn_glu && c->n_decode >= c->n_rows &&
       h->type == MEMRA_TYPE_F32) { /* ABI 1.14: the norm goes with the projections of *h */
     const memra_tensor none = {0};
@@ -337,7 +388,7 @@ memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
   }
   memra_status st = memra_blk_rope_attend(c, il, &q, &k, &v, &attn, cfg, err);
   if (st) return st;
-  MEMRA_TRY(memra_blk_matmul(c, "matmul o", out, &attn, &l->wo, &none, err));
+  MEMRA_TRY(memra_blk_proj_matmul(c, "matmul o", out, &attn, &l->wo, err));
   return MEMRA_OK;
 }
 
@@ -357,6 +408,7 @@ static bool use_gemm_glu(const memra_ctx *c, const memra_layer *l, const memra_t
 
 memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
                                const memra_tensor *out, memra_act act, memra_err *err) {
+  MEMRA_TRY(memra_blk_proj_flush(c, err));
   const memra_model *m = c->m;
   const memra_backend_vt *vt = m->vt;
   memra_backend *be = m->be;
@@ -403,7 +455,7 @@ memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_t
     MEMRA_TRY(memra_blk_matmul(c, "matmul up", &up, xn, &l->w_up, &none, err));
   }
   CALL("glu", vt->glu(be, &g, &gate, &up, act));
-  MEMRA_TRY(memra_blk_matmul(c, "matmul down", out, &g, &l->w_down, &none, err));
+  MEMRA_TRY(memra_blk_proj_matmul(c, "matmul down", out, &g, &l->w_down, err));
   return MEMRA_OK;
 }
 
@@ -414,7 +466,12 @@ memra_status memra_blk_logits(memra_ctx *c, const memra_tensor *x, const memra_t
   memra_backend *be = m->be;
   const memra_tensor none = {0};
   MEMRA_TRY(memra_blk_norm_flush(c, err));
-  CALL("output rmsnorm", vt->rmsnorm(be, xn, x, pending, &m->output_norm, m->hp.eps));
+  if (proj_defer_takes(c, pending) && xn->type == MEMRA_TYPE_F32) {
+    MEMRA_TRY(proj_norm(c, "output rmsnorm", xn, x, &m->output_norm, err));
+  } else {
+    MEMRA_TRY(memra_blk_proj_flush(c, err));
+    CALL("output rmsnorm", vt->rmsnorm(be, xn, x, pending, &m->output_norm, m->hp.eps));
+  }
   if (c->n_out <= 0) return MEMRA_OK;
   memra_tensor sel = memra_rows(c->sel, c->n_out), logits = memra_rows(c->logits, c->n_out),
                out_rows = c->out_rows;

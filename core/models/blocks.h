@@ -75,6 +75,13 @@ memra_status memra_blk_add_norm_proj(memra_ctx *c, const char *what, const memra
  * waits. Every reader of xn other than the projections that take the norm with them calls it
  * first. */
 memra_status memra_blk_norm_flush(memra_ctx *c, memra_err *err);
+/* The projection memra_blk_proj_matmul left waiting (c->proj_defer), as a plain matmul. */
+memra_status memra_blk_proj_flush(memra_ctx *c, memra_err *err);
+/* y = a w^T into the residual branch; in a decode-only step whose family allows it
+ * (c->proj_defer.ok) and whose plugin has matmul_rmsnorm (ABI 1.15), left for the norm that
+ * adds y (memra_blk_add_norm_proj, memra_blk_add_norm, memra_blk_logits). */
+memra_status memra_blk_proj_matmul(memra_ctx *c, const char *what, const memra_tensor *y,
+                                   const memra_tensor *a, const memra_tensor *w, memra_err *err);
 
 /* q, k = rope(q, k) ; cache k, v in layer il ; attn = attention(q, cache). */
 memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,

@@ -69,6 +69,14 @@ typedef struct memra_ctx {
     bool on;
     memra_tensor xn, x, res, w;
   } norm_defer;
+  /* ABI 1.15: a decode step's projection into the residual branch, y = a w^T (attention's o, the
+   * FFN's down), left for the norm that adds y (matmul_rmsnorm) by the family's forward when it
+   * sets ok (llama: the next call is that norm); on is false when none waits
+   * (memra_blk_proj_flush runs it) */
+  struct {
+    bool ok, on;
+    memra_tensor y, a, w;
+  } proj_defer;
 } memra_ctx;
 
 memra_status memra_ctx_new(memra_model *m, const memra_ctx_params *p, memra_ctx **out,

@@ -18,6 +18,8 @@ memra_status memra_llama_forward(memra_ctx *c, memra_err *err) {
   attn.rope.freq_factors = m->rope_freqs; /* llama 3.1 long-context factors, if present */
 
   MEMRA_TRY(memra_blk_embed(c, &x, err));
+  /* o and down go to the norms that add them (ABI 1.15 matmul_rmsnorm): nothing else reads them */
+  c->proj_defer.ok = true;
   const memra_tensor *pending = NULL; /* residual not yet added into x */
   for (int il = 0; il < m->hp.n_layer; ++il) {
     const memra_layer *l = &m->layers[il];

@@ -174,6 +174,9 @@ memra_status cpu_ffn_glu(memra_backend *be, const memra_tensor *y, const memra_t
                          const memra_tensor *u, const memra_tensor *x, const memra_tensor *w_gate,
                          const memra_tensor *w_up, const memra_tensor *w_down, int32_t act);
 /* ABI 1.14: rmsnorm, then matmul_n or ffn_glu (matmul.c). */
+memra_status cpu_matmul_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *a,
+                                const memra_tensor *w, const memra_tensor *xn,
+                                const memra_tensor *x, const memra_tensor *w_norm, float eps);
 memra_status cpu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
                                   const memra_tensor *res, const memra_tensor *w_norm, float eps,
                                   int32_t n, const memra_tensor *y, const memra_tensor *w,

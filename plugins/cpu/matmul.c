@@ -177,3 +177,18 @@ memra_status cpu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn, cons
   const memra_status st = cpu_rmsnorm(be, xn, x, res, w_norm, eps);
   return st ? st : cpu_ffn_glu(be, y, h, u, xn, w_gate, w_up, w_down, act);
 }
+
+/* ABI 1.15 matmul_rmsnorm: the composition it stands for, the projection into y, then the norm
+ * that adds y into x. */
+memra_status cpu_matmul_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *a,
+                                const memra_tensor *w, const memra_tensor *xn,
+                                const memra_tensor *x, const memra_tensor *w_norm, float eps) {
+  if (!y || !a || !w || !xn || !x || !w_norm)
+    return cpu_fail(be, MEMRA_E_INVALID, "matmul_rmsnorm: a tensor argument is NULL");
+  if (cpu_overlap(y, a) || cpu_overlap(y, x) || cpu_overlap(y, xn))
+    return cpu_fail(be, MEMRA_E_INVALID, "matmul_rmsnorm: y overlaps a, x or xn");
+  if (cpu_overlap(xn, a) || cpu_overlap(xn, x))
+    return cpu_fail(be, MEMRA_E_INVALID, "matmul_rmsnorm: xn overlaps a or x");
+  const memra_status st = cpu_matmul(be, y, a, w, NULL);
+  return st ? st : cpu_rmsnorm(be, xn, x, y, w_norm, eps);
+}

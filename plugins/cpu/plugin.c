@@ -155,6 +155,9 @@ static const memra_backend_vt cpu_vt = {
     .rmsnorm_matmul_n = cpu_rmsnorm_matmul_n,
     .rmsnorm_ffn_glu = cpu_rmsnorm_ffn_glu,
 #endif
+#if MEMRA_ABI_MINOR >= 15 /* a decode projection with the norm that adds it (matmul.c) */
+    .matmul_rmsnorm = cpu_matmul_rmsnorm,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 14u
+#define MEMRA_ABI_MINOR 15u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -489,6 +489,16 @@ typedef struct memra_backend_vt {
                                   const memra_tensor *u, const memra_tensor *w_gate,
                                   const memra_tensor *w_up, const memra_tensor *w_down,
                                   int32_t act);
+  /* ABI 1.15. matmul_rmsnorm (optional: NULL = matmul, then rmsnorm): matmul(y, a, w, NULL),
+   * then rmsnorm(xn, x, y, w_norm, eps) (x += y, written back), with those calls' bits in y, x and
+   * xn: a decode step's projection into the residual branch with the norm that adds it, so the
+   * norm needs no launch of its own. The core calls it for decode-only batches of the llama
+   * family when the plugin lacks the ABI 1.14 norm slots (those take the norm forward instead); y,
+   * x, xn F32
+   * ([n, N]), a [n, K]; y overlaps none of a, x, xn; xn overlaps neither a nor x. */
+  memra_status (*matmul_rmsnorm)(memra_backend *be, const memra_tensor *y, const memra_tensor *a,
+                                 const memra_tensor *w, const memra_tensor *xn,
+                                 const memra_tensor *x, const memra_tensor *w_norm, float eps);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -61,6 +61,7 @@ TEST_P(NormRoute, DecodeStepsTakeTheNormsWithTheProjectionsWithTheSameBits) {
   vt_with.rmsnorm_ffn_glu = rec_norm_ffn;
   vt_without.rmsnorm_matmul_n = nullptr; // an ABI 1.13 plugin
   vt_without.rmsnorm_ffn_glu = nullptr;
+  vt_without.matmul_rmsnorm = nullptr;
   with.m->vt = &vt_with;
   without.m->vt = &vt_without;
   std::vector<std::string> log_with[2], log_without[2];

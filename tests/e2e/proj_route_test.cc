@@ -1,0 +1,89 @@
+// The core's use of ABI 1.15 matmul_rmsnorm: in a decode-only step of the llama family (llama;
+// qwen2; qwen3) attention's o projection and the FFN's down projection wait for the norm that
+// adds them (the next layer's attention norm, the FFN norm, the output norm) and go to the plugin
+// in one call with it; prompt steps keep matmul then rmsnorm; the logits are bit-identical to an
+// engine whose plugin lacks the slot (an ABI 1.14 plugin). The plugin here has no ffn_glu and no
+// ABI 1.14 norm slots, as the GPU plugins by default, so the down projection is a call of its own.
+#include "tests/e2e/engine_fixture.h"
+
+namespace {
+const memra_backend_vt *g_real;
+std::vector<std::string> g_log;
+
+memra_status rec_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                         const memra_tensor *res, const memra_tensor *w, float eps) {
+  g_log.push_back(res->buf ? "rmsnorm res" : "rmsnorm");
+  return g_real->rmsnorm(be, y, x, res, w, eps);
+}
+memra_status rec_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                        const memra_tensor *w, const memra_tensor *b) {
+  g_log.push_back("matmul");
+  return g_real->matmul(be, y, x, w, b);
+}
+memra_status rec_mm_norm(memra_backend *be, const memra_tensor *y, const memra_tensor *a,
+                         const memra_tensor *w, const memra_tensor *xn, const memra_tensor *x,
+                         const memra_tensor *wn, float eps) {
+  g_log.push_back("matmul_rmsnorm");
+  return g_real->matmul_rmsnorm(be, y, a, w, xn, x, wn, eps);
+}
+
+size_t count(const std::vector<std::string> &log, const std::string &what) {
+  size_t n = 0;
+  for (const std::string &s : log)
+    n += s == what;
+  return n;
+}
+
+} // namespace
+
+class ProjRoute : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(ProjRoute, DecodeStepsTakeOAndDownWithTheirNormsWithTheSameBits) {
+  memra_ctx_params p = memra_ctx_defaults();
+  p.n_ctx = 64;
+  p.n_ubatch = 8;
+  p.n_seq_max = 2;
+  p.block_size = 3;
+  const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
+  Engine with, without;
+  ASSERT_TRUE(with.open_with(path, p)) << with.err.msg;
+  ASSERT_TRUE(without.open_with(path, p)) << without.err.msg;
+  ASSERT_NE(nullptr, with.bh.vt->matmul_rmsnorm) << "the CPU plugin lost its matmul_rmsnorm";
+  const size_t L = (size_t)with.m->hp.n_layer;
+
+  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
+  g_real = with.bh.vt;
+  for (memra_backend_vt *v : {&vt_with, &vt_without}) {
+    v->rmsnorm = rec_rmsnorm;
+    v->matmul = rec_matmul;
+    v->ffn_glu = nullptr; // the GPU plugins' default: gate/up, glu, down as calls
+    v->rmsnorm_matmul_n = nullptr;
+    v->rmsnorm_ffn_glu = nullptr;
+  }
+  vt_with.matmul_rmsnorm = rec_mm_norm;
+  vt_without.matmul_rmsnorm = nullptr; // an ABI 1.14 plugin
+  with.m->vt = &vt_with;
+  without.m->vt = &vt_without;
+  std::vector<std::string> log_with[2], log_without[2];
+  std::vector<float> a = two_step_logits(with, g_log, log_with),
+                     b = two_step_logits(without, g_log, log_without);
+  with.m->vt = g_real;
+  without.m->vt = without.bh.vt;
+
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << GetParam();
+  // prompt step: no matmul_rmsnorm; the norms add what the projections wrote
+  EXPECT_EQ(0u, count(log_with[0], "matmul_rmsnorm"));
+  EXPECT_EQ(log_without[0], log_with[0]);
+  // decode step: every layer's o (into the FFN norm) and down (into the next attention norm, the
+  // last into the output norm) with its norm; only the first attention norm is an rmsnorm call,
+  // with nothing to add
+  EXPECT_EQ(2 * L, count(log_with[1], "matmul_rmsnorm"));
+  EXPECT_EQ(1u, count(log_with[1], "rmsnorm"));
+  EXPECT_EQ(0u, count(log_with[1], "rmsnorm res"));
+  EXPECT_EQ(2 * L, count(log_without[1], "rmsnorm res"));
+  EXPECT_EQ(count(log_without[1], "matmul"), count(log_with[1], "matmul") + 2 * L);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ProjRoute,
+                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3"));
