@@ -282,6 +282,12 @@ static const memra_backend_vt *cu_vtable(void) {
       v.rmsnorm_ffn_glu = memra_cu_rmsnorm_ffn_glu;
     }
 #endif
+#if MEMRA_ABI_MINOR >= 15
+    /* ABI 1.15 (matmul.cu: for one row of 4096 and Q8_0 / Q4_K weights the norm at the end of
+     * the v13 / v11 launch, by its last block; otherwise the composition): opt-in,
+     * MEMRA_MM_NORM=1 (same bits, slower in a live step on the H200: docs/PERF.md) */
+    v.matmul_rmsnorm = memra_cu_env_is("MEMRA_MM_NORM", "1") ? memra_cu_matmul_rmsnorm : NULL;
+#endif
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;
     v.gated_delta_rule = memra_cu_gated_delta_rule;

@@ -164,6 +164,11 @@ memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const me
                               const memra_tensor *u, const memra_tensor *x,
                               const memra_tensor *w_gate, const memra_tensor *w_up,
                               const memra_tensor *w_down, int32_t act);
+/* ABI 1.15 matmul_rmsnorm (matmul.cu). */
+memra_status memra_cu_matmul_rmsnorm(memra_backend *be, const memra_tensor *y,
+                                     const memra_tensor *a, const memra_tensor *w,
+                                     const memra_tensor *xn, const memra_tensor *x,
+                                     const memra_tensor *w_norm, float eps);
 /* ABI 1.14: a decode norm with the projections that read it (matmul.cu). */
 memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn,
                                        const memra_tensor *x, const memra_tensor *res,

@@ -831,6 +831,48 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
   return st != MEMRA_OK ? st : memra_cu_matmul_n(be, n, y, xn, w, bias);
 }
 
+/* ABI 1.15 matmul_rmsnorm: for one row of 4096 outputs and Q8_0 weights that v13 takes (or Q4_K
+ * ones v11 takes), the norm at the end of the launch by its last block (matmul_norm13.cuh
+ * n13_tail: rmsnorm's bits); otherwise matmul, then rmsnorm. */
+memra_status memra_cu_matmul_rmsnorm(memra_backend *be, const memra_tensor *y,
+                                     const memra_tensor *a, const memra_tensor *w,
+                                     const memra_tensor *xn, const memra_tensor *x,
+                                     const memra_tensor *w_norm, float eps) {
+  const char *op = "matmul_rmsnorm";
+  if (!y || !a || !w || !xn || !x || !w_norm)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: a tensor argument is NULL", op);
+  if (memra_cu_overlap(y, a) || memra_cu_overlap(y, x) || memra_cu_overlap(y, xn))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y overlaps a, x or xn", op);
+  if (memra_cu_overlap(xn, a) || memra_cu_overlap(xn, x))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: xn overlaps a or x", op);
+  mm_args ag;
+  memra_status st = mm_check(be, y, a, w, NULL, &ag);
+  if (st != MEMRA_OK) return st;
+  mm_norm nm;
+  if (ag.M == 1 && n13_fits(xn, x, y, w_norm, eps, &nm)) {
+    const bool q13 = mm_q8_mode() == MM_Q8_V13 && ag.path == MM_V8 && w->type == MEMRA_TYPE_Q8_0 &&
+                     m13_fits(be, ag.K, w->nb1);
+    const bool q11 = ag.path == MM_V11 && w->type == MEMRA_TYPE_Q4_K && ag.xv16 &&
+                     m11_fits<MEMRA_TYPE_Q4_K>(be, ag.K);
+    if (q13 || q11) {
+      mm_jobs J = {};
+      mm_job_add(&J, &ag, w->nb1);
+      cudaError_t e;
+      const bool ok =
+          q13 ? m13_launch(be, J, ag.x, ag.K, &e, &nm, true)
+              : m11_launch<MEMRA_TYPE_Q4_K, true>(be, J, ag.x, ag.K, &e, &nm, false, true);
+      if (e != cudaSuccess)
+        return memra_cu_errf(be, MEMRA_E_DEVICE, "%s: %s kernel's launch setup: %s", op,
+                             memra_type_info(w->type).name, cudaGetErrorString(e));
+      if (!ok) return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: output too large", op);
+      MEMRA_CU_LAUNCHED();
+      return MEMRA_OK;
+    }
+  }
+  st = memra_cu_matmul(be, y, a, w, NULL);
+  return st != MEMRA_OK ? st : memra_cu_rmsnorm(be, xn, x, y, w_norm, eps);
+}
+
 /* ABI 1.14 rmsnorm_ffn_glu: for one row of 4096 and Q8_0 weights that ffn_glu's launches take,
  * the norm in the gate/up/glu launch (ffn_glu's MEMRA_FFN_GLU=2 form: down in the same launch
  * would overwrite res, which the last block re-reads), then down; otherwise rmsnorm, then

@@ -23,6 +23,7 @@
 #define MEMRA_CUDA_MATMUL_NORM13_CUH
 
 #include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_q8b.cuh"
 #include "plugins/cuda/matmul_tc.cuh"
 
@@ -47,6 +48,27 @@ __device__ __forceinline__ void n13_load_w(const mm_norm &nm, float4 (&g)[N13_J]
     g[j] = __ldg((const float4 *)nm.w + 256 * warp + 32 * j + lane);
 }
 
+/* 1 / rms of the row whose float4s 256 w + 32 j + lane the consumer warps hold (rmsnorm_v2's
+ * threads, lane for lane): each thread's fmaf partial, each warp's butterfly into shn, a barrier of
+ * the NCW consumer warps (bar 1), the butterfly over the 32 warp sums: rmsnorm_v2's order. */
+template <int NCW>
+__device__ __forceinline__ float n13_rms_inv(const float4 (&v)[N13_J], float *shn, float eps,
+                                             int warp, int lane) {
+#pragma unroll
+  for (int j = 0; j < N13_J; ++j) { /* rmsnorm's thread 256 w + 32 j + lane */
+    float ss = 0.f;
+    ss = fmaf(v[j].x, v[j].x, ss);
+    ss = fmaf(v[j].y, v[j].y, ss);
+    ss = fmaf(v[j].z, v[j].z, ss);
+    ss = fmaf(v[j].w, v[j].w, ss);
+    ss = memra_warp_sum(ss);
+    if (lane == 0) shn[N13_J * warp + j] = ss;
+  }
+  asm volatile("bar.sync 1, %0;" ::"n"(NCW * 32) : "memory");
+  const float ss = memra_warp_sum(shn[lane]); /* 32 warp sums */
+  return rsqrtf(ss / 4096.f + eps);
+}
+
 /* After the wait, by the 4 consumer warps (bar 1): the row's rms in rmsnorm_v2's order, warp w's
  * step of xn into its x buffer xsw (v8's swizzle), block 0 writing xn; *ticket (thread 0): the
  * block's place among the blocks done reading x. shn: 32 floats of shared memory. */
@@ -68,20 +90,8 @@ __device__ __forceinline__ void n13_norm_x(const mm_norm &nm, const float4 (&g)[
       v[j].w += a.w;
     }
   }
-#pragma unroll
-  for (int j = 0; j < N13_J; ++j) { /* rmsnorm's thread 256 w + 32 j + lane */
-    float ss = 0.f;
-    ss = fmaf(v[j].x, v[j].x, ss);
-    ss = fmaf(v[j].y, v[j].y, ss);
-    ss = fmaf(v[j].z, v[j].z, ss);
-    ss = fmaf(v[j].w, v[j].w, ss);
-    ss = memra_warp_sum(ss);
-    if (lane == 0) shn[N13_J * warp + j] = ss;
-  }
-  asm volatile("bar.sync 1, %0;" ::"n"(NCW * 32) : "memory");
+  const float inv = n13_rms_inv<NCW>(v, shn, nm.eps, warp, lane);
   if (threadIdx.x == 0) *ticket = atomicAdd(&norm13_ctr, 1u); /* every warp's x is read */
-  const float ss = memra_warp_sum(shn[lane]);                 /* 32 warp sums: lane < nw */
-  const float inv = rsqrtf(ss / 4096.f + nm.eps);
 #pragma unroll
   for (int j = 0; j < N13_J; ++j) {
     const float4 o = make_float4(v[j].x * inv * g[j].x, v[j].y * inv * g[j].y,
@@ -114,6 +124,55 @@ __device__ __forceinline__ void n13_finish(const mm_norm &nm, unsigned ticket, i
     }
   }
   if (threadIdx.x == 0) norm13_ctr = 0;
+}
+
+/* ABI 1.15 matmul_rmsnorm (TAIL): the GEMV's own output row is the norm's res. Its last block to
+ * finish, which alone sees every block's stores, adds the row into x and writes rmsnorm's xn, so
+ * the norm is no launch of its own on the step's chain. Each consumer thread fences its stores
+ * (those of mm_store_parts: R threads) before its block's ticket; the block holding the last
+ * ticket reads x, the row and the weight at once from L2
+ * (__ldcg: no line of x or the row is in its L1) in n13_norm_x's layout and order, which is
+ * rmsnorm_v2's: the same bits. Measured (docs/PERF.md, 2026-12-03, sixth session): the same bits,
+ * and slower in a live step (the ticket and the tail cost more than the norm's launch), hence
+ * opt-in (MEMRA_MM_NORM=1). The weight's lines were hinted to L2 by block 0 before its wait
+ * (n13_tail_hint; 8 GB of weights stream through L2 between two uses). The count resets itself (no
+ * block of the next launch takes a ticket before this one completes). */
+__device__ unsigned int tail13_ctr;
+
+__device__ __forceinline__ void n13_tail_hint(const mm_norm &nm, int warp, int lane) {
+  if (blockIdx.x == 0 && warp == 0) memra_prefetch_l2(nm.w, 4096 * sizeof(float), lane, 32, 128);
+}
+
+template <int NCW, int R>
+__device__ __forceinline__ void n13_tail(const mm_norm &nm, int *flag, float *shn, int warp,
+                                         int lane) {
+  if (threadIdx.x < R) __threadfence(); /* the row's stores (threads < R: mm_store_parts) */
+  asm volatile("bar.sync 1, %0;" ::"n"(NCW * 32) : "memory");
+  if (threadIdx.x == 0) *flag = atomicAdd(&tail13_ctr, 1u) == gridDim.x - 1;
+  asm volatile("bar.sync 1, %0;" ::"n"(NCW * 32) : "memory");
+  if (!*flag) return;
+  __threadfence();
+  float4 v[N13_J], g[N13_J];
+#pragma unroll
+  for (int j = 0; j < N13_J; ++j) { /* x, the row and the weight: one round trip */
+    const int f = 256 * warp + 32 * j + lane;
+    v[j] = __ldcg((const float4 *)nm.x + f);
+    const float4 a = __ldcg((const float4 *)nm.res + f);
+    g[j] = __ldg((const float4 *)nm.w + f);
+    v[j].x += a.x;
+    v[j].y += a.y;
+    v[j].z += a.z;
+    v[j].w += a.w;
+  }
+  const float inv = n13_rms_inv<NCW>(v, shn, nm.eps, warp, lane);
+#pragma unroll
+  for (int j = 0; j < N13_J; ++j) {
+    const int f = 256 * warp + 32 * j + lane;
+    ((float4 *)nm.x)[f] = v[j];
+    ((float4 *)nm.xn)[f] = make_float4(v[j].x * inv * g[j].x, v[j].y * inv * g[j].y,
+                                       v[j].z * inv * g[j].z, v[j].w * inv * g[j].w);
+  }
+  if (threadIdx.x == 0) tail13_ctr = 0;
 }
 
 /* v11 (Q4_K, matmul_tc11.cuh): consumer thread t splits elements 8 t + 1024 i (i < 4), i.e.

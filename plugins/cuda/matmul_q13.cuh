@@ -85,7 +85,7 @@ v13_warp_parts(const float (&acc)[V13_R], float (&part)[V13_CW][1][V13_R], int w
  * Llama block 8 warps of 112, so two v13 blocks fit in an SM's 65,536 registers beside one
  * attention block (64,512; at 118, allocated as 120, 67,072 do not) and the o projection launched
  * early under PDL gets both blocks resident, its copies in flight, while the attention runs. */
-template <bool CV, bool NORM>
+template <bool CV, bool NORM, bool TAIL = false>
 __global__ void __maxnreg__(112)
     matmul_v13_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles,
                       bool v13_x_per_tile, bool v13_rotate, const mm_norm nm) {
@@ -126,6 +126,7 @@ __global__ void __maxnreg__(112)
   float4 gw[N13_J]; /* NORM only (unused otherwise) */
   unsigned ticket = 0;
   if (NORM) n13_load_w(nm, gw, warp, lane);
+  if (TAIL) n13_tail_hint(nm, warp, lane);
   memra_pdl_enter(); /* x comes from the kernel before */
   const uint32_t xs = memra_smem_u32(sm + V13_XS + warp * MQ8_XSPAN);
   const float *xl = x + 4 * lane;
@@ -161,6 +162,7 @@ __global__ void __maxnreg__(112)
     v13_consumers_sync();
   }
   if (NORM) n13_finish<V13_CW>(nm, ticket, &n13_flag, warp, lane);
+  if (TAIL) n13_tail<V13_CW, V13_R>(nm, &n13_flag, shn, warp, lane);
 }
 
 /* Whether v13 may take a Q8_0 matmul of one row of x with this K and row stride: whole 16-byte
@@ -187,19 +189,21 @@ template <typename Kernel> static cudaError_t v13_blocks_per_sm(Kernel kernel, i
  * most 2 an SM), every block the same number of tiles. False when the grid is too large; *err:
  * the attribute or occupancy call's error (no launch then). */
 static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64_t K,
-                       cudaError_t *err, const mm_norm *nm = NULL) {
+                       cudaError_t *err, const mm_norm *nm = NULL, bool tail = false) {
   *err = cudaSuccess;
   const int64_t tiles = mm_jobs_layout(&J, V13_R);
   if (tiles == 0) return false;
   /* J's conv (matmul_n_conv) and the norm (rmsnorm_matmul_n: K 4096, no conv) in their own
    * instantiations, so the plain kernel's code stays as it was */
   const bool cv = J.cv.w != NULL;
-  const int ki = nm ? 2 : cv;
+  /* tail (ABI 1.15 matmul_rmsnorm): the norm after the row, by the last block */
+  const int ki = nm ? (tail ? 3 : 2) : cv;
   void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, bool, bool, const mm_norm) =
-      nm   ? matmul_v13_kernel<false, true>
-      : cv ? matmul_v13_kernel<true, false>
-           : matmul_v13_kernel<false, false>;
-  static int bps[3] = {0, 0, 0}; /* resident blocks an SM, asked once per instantiation */
+      nm && tail ? matmul_v13_kernel<false, false, true>
+      : nm       ? matmul_v13_kernel<false, true>
+      : cv       ? matmul_v13_kernel<true, false>
+                 : matmul_v13_kernel<false, false>;
+  static int bps[4] = {0, 0, 0, 0}; /* resident blocks an SM, asked once per instantiation */
   if ((*err = v13_blocks_per_sm(kernel, &bps[ki])) != cudaSuccess) return true;
   const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps[ki];
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;

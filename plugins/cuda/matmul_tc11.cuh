@@ -79,7 +79,8 @@ __device__ __forceinline__ void t11_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(T11_CW * 32) : "memory");
 }
 
-template <int T, bool VEC, int T11_SB, bool CV, bool NORM = false, bool XW = false>
+template <int T, bool VEC, int T11_SB, bool CV, bool NORM = false, bool XW = false,
+          bool TAIL = false>
 __global__ void __launch_bounds__((T11_CW + 1) * 32)
     matmul_v11_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles,
                       const mm_norm nm) {
@@ -139,6 +140,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   float4 gw[N13_J]; /* NORM only */
   unsigned ticket = 0;
   if (NORM) n11_load_w(nm, gw);
+  if (TAIL) n13_tail_hint(nm, warp, lane);
   memra_pdl_enter();
   float xv[2][8]; /* XW: the next window's x */
   if (NORM) {
@@ -193,6 +195,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
     t11_consumers_sync();
   }
   if (NORM) n13_finish<T11_CW>(nm, ticket, &n13_flag, warp, lane);
+  if (TAIL) n13_tail<T11_CW, TC_ROWS>(nm, &n13_flag, shn, warp, lane);
 }
 
 /* Whether v11 can run a matmul of K columns here (its block's shared memory). */
@@ -213,7 +216,8 @@ template <int T> static inline bool m11_xw_ok(int64_t K) {
  * them.) False when the grid is too large; *err: the attribute call's error (no launch then). */
 template <int T, bool VEC>
 static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64_t K,
-                       cudaError_t *err, const mm_norm *nm = NULL, bool xw = false) {
+                       cudaError_t *err, const mm_norm *nm = NULL, bool xw = false,
+                       bool tail = false) {
   *err = cudaSuccess;
   const int64_t tiles = mm_jobs_layout(&J, TC_ROWS);
   if (tiles == 0) return false;
@@ -228,13 +232,18 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   /* the norm (rmsnorm_matmul_n: Q4_K, K 4096, one stage a tile, no conv) in its own
    * instantiation too */
   const bool cv = J.cv.w != NULL;
+  /* tail (ABI 1.15 matmul_rmsnorm, no conv): the norm after the row, by the last block */
+  tail = tail && nm && !cv;
   const int ki = nm ? 2 : cv;
   void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, const mm_norm) =
       SB == 16
           ? (cv ? matmul_v11_kernel<T, VEC, SB16, true> : matmul_v11_kernel<T, VEC, SB16, false>)
           : (cv ? matmul_v11_kernel<T, VEC, 8, true> : matmul_v11_kernel<T, VEC, 8, false>);
   if constexpr (T == MEMRA_TYPE_Q4_K && VEC) {
-    if (nm) kernel = matmul_v11_kernel<T, VEC, 16, false, true>;
+    if (nm && !tail) kernel = matmul_v11_kernel<T, VEC, 16, false, true>;
+    if (tail)
+      kernel = SB == 16 ? matmul_v11_kernel<T, VEC, SB16, false, false, false, true>
+                        : matmul_v11_kernel<T, VEC, 8, false, false, false, true>;
   } else if (nm) {
     return false; /* the caller takes Q4_K with 16-byte rows of x only */
   }
@@ -243,8 +252,8 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   }
   /* the shared-memory limit is raised once per kernel, to all a block may have (a host call
    * per eager matmul otherwise) */
-  static bool raised[2][4];
-  const int kr = xw ? 3 : ki;
+  static bool raised[2][5];
+  const int kr = tail ? 4 : xw ? 3 : ki;
   if (!raised[SB == 16][kr]) {
     *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 (int)be->prop.sharedMemPerBlockOptin - 1024);

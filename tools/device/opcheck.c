@@ -907,6 +907,72 @@ static void check_norm_proj(void) {
   }
 }
 
+/* matmul_rmsnorm (ABI 1.15): y = a w^T (one row, N 4096), then x += y normed into xn, as the core
+ * calls it for attention's o and the FFN's down. Against the oracle; on the plugin under test y,
+ * x and xn bit-identical to its composition (matmul, then rmsnorm), twice in a row (the GPU's
+ * last block resets the ticket count). Q8_0 and Q4_K at K 4096 and 14336: the GPU's v13 / v11
+ * launch with the norm at its end; Q6_K and F16: the composition. */
+static void check_matmul_rmsnorm(void) {
+  static const struct {
+    int32_t type;
+    int64_t K;
+  } cs[] = {{MEMRA_TYPE_Q8_0, 4096},  {MEMRA_TYPE_Q4_K, 4096},  {MEMRA_TYPE_Q8_0, 14336},
+            {MEMRA_TYPE_Q4_K, 14336}, {MEMRA_TYPE_Q6_K, 14336}, {MEMRA_TYPE_F16, 4096}};
+  const int64_t N = 4096;
+  const int n_cases = g_quick ? 3 : (int)(sizeof cs / sizeof cs[0]);
+  for (int c = 0; c < n_cases; ++c) {
+    const int32_t type = cs[c].type;
+    const int64_t K = cs[c].K;
+    uint64_t nb;
+    void *w = ck_rand_rows(type, K, N, &nb);
+    float *a = ck_frand_vec(K, -1, 1), *x = ck_frand_vec(N, -2, 2), *wn = ck_frand_vec(N, 0.5, 1.5);
+    ck_buf dw = ck_new(nb, w), da = ck_new((uint64_t)K * 4, a), dx = ck_new((uint64_t)N * 4, x),
+           dx2 = ck_new((uint64_t)N * 4, x), dwn = ck_new((uint64_t)N * 4, wn),
+           dy = ck_new((uint64_t)N * 4, NULL), dy2 = ck_new((uint64_t)N * 4, NULL),
+           dxn = ck_new((uint64_t)N * 4, NULL), dxn2 = ck_new((uint64_t)N * 4, NULL);
+    char what[96], w2[160];
+    snprintf(what, sizeof what, "%s K=%" PRId64 " N=%" PRId64, memra_type_info(type).name, K, N);
+    int ok_;
+    for (int round = 0; round < 2; ++round) {
+      BOTH("matmul_rmsnorm", what,
+           P[i].vt->matmul_rmsnorm
+               ? P[i].vt->matmul_rmsnorm(P[i].be, TP(&dy, i, 0, N, 1), TP(&da, i, 0, K, 1),
+                                         TP(&dw, i, type, K, N), TP(&dxn, i, 0, N, 1),
+                                         TP(&dx, i, 0, N, 1), TP(&dwn, i, 0, N, 1), 1e-5f)
+               : MEMRA_E_UNSUPPORTED);
+      if (!ok_) break;
+      if (round == 0) {
+        compare_f32("matmul_rmsnorm", "  y", &dy, N, 1e-5);
+        compare_f32("matmul_rmsnorm", "  x", &dx, N, 1e-5);
+        compare_f32("matmul_rmsnorm", "  xn", &dxn, N, 1e-5);
+      }
+      memra_tensor none = {0};
+      memra_plug_must(&P[1],
+                      P[1].vt->matmul(P[1].be, TP(&dy2, 1, 0, N, 1), TP(&da, 1, 0, K, 1),
+                                      TP(&dw, 1, type, K, N), &none),
+                      "matmul");
+      memra_plug_must(&P[1],
+                      P[1].vt->rmsnorm(P[1].be, TP(&dxn2, 1, 0, N, 1), TP(&dx2, 1, 0, N, 1),
+                                       TP(&dy2, 1, 0, N, 1), TP(&dwn, 1, 0, N, 1), 1e-5f),
+                      "rmsnorm");
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      snprintf(w2, sizeof w2, "%s call %d: y == matmul's", what, round + 1);
+      record_bitwise(w2, &dy, &dy2, (uint64_t)N * 4);
+      snprintf(w2, sizeof w2, "%s call %d: x == rmsnorm's", what, round + 1);
+      record_bitwise(w2, &dx, &dx2, (uint64_t)N * 4);
+      snprintf(w2, sizeof w2, "%s call %d: xn == rmsnorm's", what, round + 1);
+      record_bitwise(w2, &dxn, &dxn2, (uint64_t)N * 4);
+    }
+    ck_buf *bufs[] = {&dw, &da, &dx, &dx2, &dwn, &dy, &dy2, &dxn, &dxn2};
+    for (int j = 0; j < 9; ++j)
+      ck_free(bufs[j]);
+    free(w);
+    free(a);
+    free(x);
+    free(wn);
+  }
+}
+
 /* rope_kv_store (ABI 1.4) on plugin i: q, k rotated at the batch's positions, k and v
  * stored in the caches. */
 static memra_status call_rope_kv(int i, const ck_buf *d, const kvfix *f, int rows, int qw, int kw,
@@ -1800,6 +1866,7 @@ int main(int argc, char **argv) {
   setenv("MEMRA_ROPE_ATT", "1", 0);
   setenv("MEMRA_FFN_GLU", "1", 0);
   setenv("MEMRA_NORM_MM", "1", 0);
+  setenv("MEMRA_MM_NORM", "1", 0);
   const char *paths[2] = {NULL, NULL};
   if (ck_args(argc, argv, &g_quick, paths, 2) != 2) {
     fprintf(stderr, "usage: opcheck [--quick] [--seed N] REF.so TEST.so\n");
@@ -1814,6 +1881,7 @@ int main(int argc, char **argv) {
   check_matmul_n();
   check_ffn_glu();
   check_norm_proj();
+  check_matmul_rmsnorm();
   check_rmsnorm();
   check_rope();
   check_kv_store();
