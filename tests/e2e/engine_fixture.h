@@ -135,6 +135,25 @@ inline double rel_l2(const float *a, const float *ref, size_t n) {
   return std::sqrt(num / (den > 0 ? den : 1));
 }
 
+// The route tests' context: 2 sequences of up to 64 positions, pages of 3 (position 4 lies in
+// each sequence's second page), prompt steps of up to 8 rows.
+inline memra_ctx_params route_params() {
+  memra_ctx_params p = memra_ctx_defaults();
+  p.n_ctx = 64;
+  p.n_ubatch = 8;
+  p.n_seq_max = 2;
+  p.block_size = 3;
+  return p;
+}
+
+// How many entries of a recorded call log are what.
+inline size_t count_calls(const std::vector<std::string> &log, const std::string &what) {
+  size_t n = 0;
+  for (const std::string &s : log)
+    n += s == what;
+  return n;
+}
+
 // Two steps on two sequences: a prompt step (4 rows each, positions 0..3), then a decode step
 // (one row each at position 4). log[step] gets what the recorder wrote into rec during that step
 // (rec is cleared before each); returns the decode step's logits of both rows.

@@ -29,23 +29,12 @@ memra_status rec_norm_ffn(memra_backend *be, const memra_tensor *xn, const memra
   return g_real->rmsnorm_ffn_glu(be, xn, x, res, wn, eps, y, h, u, wg, wu, wd, act);
 }
 
-size_t count(const std::vector<std::string> &log, const std::string &what) {
-  size_t n = 0;
-  for (const std::string &s : log)
-    n += s == what;
-  return n;
-}
-
 } // namespace
 
 class NormRoute : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(NormRoute, DecodeStepsTakeTheNormsWithTheProjectionsWithTheSameBits) {
-  memra_ctx_params p = memra_ctx_defaults();
-  p.n_ctx = 64;
-  p.n_ubatch = 8;
-  p.n_seq_max = 2;
-  p.block_size = 3;
+  memra_ctx_params p = route_params();
   const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
   Engine with, without;
   ASSERT_TRUE(with.open_with(path, p)) << with.err.msg;
@@ -73,15 +62,15 @@ TEST_P(NormRoute, DecodeStepsTakeTheNormsWithTheProjectionsWithTheSameBits) {
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << GetParam();
   // prompt step: every norm an rmsnorm call (2 a layer and the output norm)
-  EXPECT_EQ(2 * L + 1, count(log_with[0], "rmsnorm"));
+  EXPECT_EQ(2 * L + 1, count_calls(log_with[0], "rmsnorm"));
   EXPECT_EQ(2 * L + 1, log_with[0].size());
   // decode step: the first layer's attention norm has nothing to add yet, every later norm
   // adds the projection before it; only the output norm is an rmsnorm call
-  EXPECT_EQ(1u, count(log_with[1], "rmsnorm_matmul_n 3"));
-  EXPECT_EQ(L - 1, count(log_with[1], "rmsnorm_matmul_n 3 res"));
-  EXPECT_EQ(L, count(log_with[1], "rmsnorm_ffn_glu res"));
-  EXPECT_EQ(1u, count(log_with[1], "rmsnorm"));
-  EXPECT_EQ(2 * L + 1, count(log_without[1], "rmsnorm"));
+  EXPECT_EQ(1u, count_calls(log_with[1], "rmsnorm_matmul_n 3"));
+  EXPECT_EQ(L - 1, count_calls(log_with[1], "rmsnorm_matmul_n 3 res"));
+  EXPECT_EQ(L, count_calls(log_with[1], "rmsnorm_ffn_glu res"));
+  EXPECT_EQ(1u, count_calls(log_with[1], "rmsnorm"));
+  EXPECT_EQ(2 * L + 1, count_calls(log_without[1], "rmsnorm"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, NormRoute,

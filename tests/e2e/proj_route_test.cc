@@ -27,23 +27,12 @@ memra_status rec_mm_norm(memra_backend *be, const memra_tensor *y, const memra_t
   return g_real->matmul_rmsnorm(be, y, a, w, xn, x, wn, eps);
 }
 
-size_t count(const std::vector<std::string> &log, const std::string &what) {
-  size_t n = 0;
-  for (const std::string &s : log)
-    n += s == what;
-  return n;
-}
-
 } // namespace
 
 class ProjRoute : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(ProjRoute, DecodeStepsTakeOAndDownWithTheirNormsWithTheSameBits) {
-  memra_ctx_params p = memra_ctx_defaults();
-  p.n_ctx = 64;
-  p.n_ubatch = 8;
-  p.n_seq_max = 2;
-  p.block_size = 3;
+  memra_ctx_params p = route_params();
   const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
   Engine with, without;
   ASSERT_TRUE(with.open_with(path, p)) << with.err.msg;
@@ -73,16 +62,16 @@ TEST_P(ProjRoute, DecodeStepsTakeOAndDownWithTheirNormsWithTheSameBits) {
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << GetParam();
   // prompt step: no matmul_rmsnorm; the norms add what the projections wrote
-  EXPECT_EQ(0u, count(log_with[0], "matmul_rmsnorm"));
+  EXPECT_EQ(0u, count_calls(log_with[0], "matmul_rmsnorm"));
   EXPECT_EQ(log_without[0], log_with[0]);
   // decode step: every layer's o (into the FFN norm) and down (into the next attention norm, the
   // last into the output norm) with its norm; only the first attention norm is an rmsnorm call,
   // with nothing to add
-  EXPECT_EQ(2 * L, count(log_with[1], "matmul_rmsnorm"));
-  EXPECT_EQ(1u, count(log_with[1], "rmsnorm"));
-  EXPECT_EQ(0u, count(log_with[1], "rmsnorm res"));
-  EXPECT_EQ(2 * L, count(log_without[1], "rmsnorm res"));
-  EXPECT_EQ(count(log_without[1], "matmul"), count(log_with[1], "matmul") + 2 * L);
+  EXPECT_EQ(2 * L, count_calls(log_with[1], "matmul_rmsnorm"));
+  EXPECT_EQ(1u, count_calls(log_with[1], "rmsnorm"));
+  EXPECT_EQ(0u, count_calls(log_with[1], "rmsnorm res"));
+  EXPECT_EQ(2 * L, count_calls(log_without[1], "rmsnorm res"));
+  EXPECT_EQ(count_calls(log_without[1], "matmul"), count_calls(log_with[1], "matmul") + 2 * L);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ProjRoute,

@@ -46,22 +46,12 @@ memra_status rec_rope_kv_attend(memra_backend *be, const memra_tensor *out, cons
   return g_real->rope_kv_attend(be, out, q, k, v, kc, vc, b, rp, ap);
 }
 
-size_t count(const std::vector<std::string> &log, const std::string &what) {
-  size_t n = 0;
-  for (const std::string &s : log)
-    n += s == what;
-  return n;
-}
 } // namespace
 
 class RopeKvRoute : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(RopeKvRoute, DecodeStepsTakeTheFusedSlotWithTheSameBits) {
-  memra_ctx_params p = memra_ctx_defaults();
-  p.n_ctx = 64;
-  p.n_ubatch = 8;
-  p.n_seq_max = 2;
-  p.block_size = 3; // position 4 lies in each sequence's second page
+  memra_ctx_params p = route_params();
   p.kv_type = MEMRA_TYPE_F16;
   const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
   Engine with, without;
@@ -88,22 +78,18 @@ TEST_P(RopeKvRoute, DecodeStepsTakeTheFusedSlotWithTheSameBits) {
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << GetParam();
   // prompt step: the three calls per layer either way
-  EXPECT_EQ(2u * layers, count(log_with[0], "rope"));
-  EXPECT_EQ((size_t)layers, count(log_with[0], "kv_store"));
-  EXPECT_EQ(0u, count(log_with[0], "rope_kv_store 8"));
+  EXPECT_EQ(2u * layers, count_calls(log_with[0], "rope"));
+  EXPECT_EQ((size_t)layers, count_calls(log_with[0], "kv_store"));
+  EXPECT_EQ(0u, count_calls(log_with[0], "rope_kv_store 8"));
   // decode step: one fused call per layer, none of the three
-  EXPECT_EQ((size_t)layers, count(log_with[1], "rope_kv_store 2"));
-  EXPECT_EQ(0u, count(log_with[1], "rope") + count(log_with[1], "kv_store"));
-  EXPECT_EQ(2u * layers, count(log_without[1], "rope"));
-  EXPECT_EQ((size_t)layers, count(log_without[1], "kv_store"));
+  EXPECT_EQ((size_t)layers, count_calls(log_with[1], "rope_kv_store 2"));
+  EXPECT_EQ(0u, count_calls(log_with[1], "rope") + count_calls(log_with[1], "kv_store"));
+  EXPECT_EQ(2u * layers, count_calls(log_without[1], "rope"));
+  EXPECT_EQ((size_t)layers, count_calls(log_without[1], "kv_store"));
 }
 
 TEST_P(RopeKvRoute, DecodeRowsOfDistinctSequencesTakeRopeKvAttendWithTheSameBits) {
-  memra_ctx_params p = memra_ctx_defaults();
-  p.n_ctx = 64;
-  p.n_ubatch = 8;
-  p.n_seq_max = 2;
-  p.block_size = 3;
+  memra_ctx_params p = route_params();
   p.kv_type = MEMRA_TYPE_F16;
   const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
   Engine with, without;
@@ -141,18 +127,18 @@ TEST_P(RopeKvRoute, DecodeRowsOfDistinctSequencesTakeRopeKvAttendWithTheSameBits
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << GetParam();
   // prompt step: no fused call
-  EXPECT_EQ(0u, count(log_with[0], "rope_kv_attend 8"));
-  EXPECT_EQ((size_t)layers, count(log_with[0], "attention prompt"));
+  EXPECT_EQ(0u, count_calls(log_with[0], "rope_kv_attend 8"));
+  EXPECT_EQ((size_t)layers, count_calls(log_with[0], "attention prompt"));
   // decode step: one call per layer, none of the four it replaces
-  EXPECT_EQ((size_t)layers, count(log_with[1], "rope_kv_attend 2"));
-  EXPECT_EQ(0u, count(log_with[1], "rope") + count(log_with[1], "kv_store") +
-                    count(log_with[1], "rope_kv_store 2") +
-                    count(log_with[1], "attention distinct"));
-  EXPECT_EQ((size_t)layers, count(log_without[1], "rope_kv_store 2"));
-  EXPECT_EQ((size_t)layers, count(log_without[1], "attention distinct"));
-  EXPECT_EQ(0u, count(log_same, "rope_kv_attend 2"));
-  EXPECT_EQ((size_t)layers, count(log_same, "rope_kv_store 2"));
-  EXPECT_EQ((size_t)layers, count(log_same, "attention")); // a shared sequence: no DISTINCT
+  EXPECT_EQ((size_t)layers, count_calls(log_with[1], "rope_kv_attend 2"));
+  EXPECT_EQ(0u, count_calls(log_with[1], "rope") + count_calls(log_with[1], "kv_store") +
+                    count_calls(log_with[1], "rope_kv_store 2") +
+                    count_calls(log_with[1], "attention distinct"));
+  EXPECT_EQ((size_t)layers, count_calls(log_without[1], "rope_kv_store 2"));
+  EXPECT_EQ((size_t)layers, count_calls(log_without[1], "attention distinct"));
+  EXPECT_EQ(0u, count_calls(log_same, "rope_kv_attend 2"));
+  EXPECT_EQ((size_t)layers, count_calls(log_same, "rope_kv_store 2"));
+  EXPECT_EQ((size_t)layers, count_calls(log_same, "attention")); // a shared sequence: no DISTINCT
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, RopeKvRoute, ::testing::Values("tiny-llama", "tiny-qwen3"));
