@@ -54,18 +54,24 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+/* MEMRA_AT5_SPLITS / MEMRA_AT5_P: experiment builds only (tools/device/build_variant.sh) */
+#ifndef MEMRA_AT5_P
+#define MEMRA_AT5_P 2
+#endif
 enum {
 #ifdef MEMRA_CUDA_FAMILY_SM120
   AT5_SPLITS = 8, /* most splits of one row: the cluster size bound (portable: 8) */
+#elif defined(MEMRA_AT5_SPLITS)
+  AT5_SPLITS = MEMRA_AT5_SPLITS,
 #else
   AT5_SPLITS = 16, /* sm_90a: non-portable clusters of 16 */
 #endif
   AT5_ALIGN = 32, /* chunks are multiples of this many positions */
   AT5_THREADS = 256,
   AT5_WARPS = AT5_THREADS / 32,
-  AT5_E = 8,  /* head dimensions per lane */
-  AT5_P = 2,  /* positions per lane group per step */
-  AT5_PFD = 4 /* steps ahead hinted to L2 */
+  AT5_E = 8,           /* head dimensions per lane */
+  AT5_P = MEMRA_AT5_P, /* positions per lane group per step */
+  AT5_PFD = 4          /* steps ahead hinted to L2 */
 };
 
 /* Positions per split of a row attending to n >= 1 positions: at most AT5_SPLITS splits. */

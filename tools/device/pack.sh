@@ -10,6 +10,9 @@ bazel build //backends/sm90a:libmemra_sm90a //backends/sm120a:libmemra_sm120a \
   //tools/device:gemm_check //tools/device:gemm_bench //tools/device:mma_check \
   //backends/sm120a:libmemra_sm120a_sm90test
 mkdir -p dist/test90
+# ring_bench: a standalone experiment on the weight ring's copies (nvcc alone, no plugin)
+/usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -gencode=arch=compute_90a,code=sm_90a \
+  tools/device/ring_bench.cu -o dist/ring_bench
 for f in backends/sm90a/libmemra_sm90a.so \
   plugins/cpu/libmemra_cpu.so tools/device/opcheck tools/device/gemv_bench tools/device/attn_bench \
   tools/device/gemv_ab tools/memra/memra \
