@@ -28,6 +28,7 @@
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/gemm.h"
 #include "plugins/cuda/mbarrier.cuh"
+#include "plugins/cuda/tensor_map.h"
 
 namespace {
 
@@ -343,32 +344,11 @@ __global__ void __launch_bounds__(gw_cfg<NC, BN>::THREADS, 1)
   }
 }
 
-/* cuTensorMapEncodeTiled through the runtime's driver entry point: no -lcuda link. */
-typedef CUresult (*gw_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                 const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                 const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-cudaError_t gw_encoder(gw_encode_fn *out) {
-  static gw_encode_fn fn = NULL;
-  if (!fn) {
-    void *p = NULL;
-    cudaDriverEntryPointQueryResult q;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
-                                                     cudaEnableDefault, &q);
-    if (e != cudaSuccess) return e;
-    if (q != cudaDriverEntryPointSuccess || !p) return cudaErrorSymbolNotFound;
-    fn = (gw_encode_fn)p;
-  }
-  *out = fn;
-  return cudaSuccess;
-}
-
 /* rows x k elements, ld elements apart, boxes of GW_BK x box_rows. */
 cudaError_t gw_map(CUtensorMap *map, const void *p, int64_t rows, int64_t k, int64_t ld,
                    int box_rows, int bf16) {
-  gw_encode_fn enc;
-  cudaError_t e = gw_encoder(&enc);
+  memra_tmap_encode_fn enc;
+  cudaError_t e = memra_tmap_encoder(&enc);
   if (e != cudaSuccess) return e;
   const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
   const cuuint64_t strides[1] = {(cuuint64_t)ld * 2};

@@ -8,7 +8,8 @@
  *          instruction; the matrix as GGUF stores it).
  * Why: K 14336 down projections run at 48-75% of copy where K 4096 gate/up run at 78-100%
  * (docs/PERF.md, sixth session); this separates the copies' shape from the consumers.
- * A device experiment, built by nvcc alone (tools/device/ring_bench.sh), not by Bazel. */
+ * A device experiment, built by nvcc alone in tools/device/pack.sh (into dist/ring_bench), not by
+ * Bazel. */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "plugins/cuda/mbarrier.cuh"
+#include "plugins/cuda/tensor_map.h"
 
 #define CK(x)                                                                                      \
   do {                                                                                             \
@@ -108,20 +110,10 @@ __global__ void read_kernel(const uint4 *__restrict__ p, int64_t n, unsigned *si
   if (acc == 0x9e3779b9u) atomicAdd(sink, acc);
 }
 
-typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                              const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                              const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-static encode_fn encoder(void) {
-  void *p = NULL;
-  cudaDriverEntryPointQueryResult q;
-  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess || !p) {
-    fprintf(stderr, "ring_bench: no cuTensorMapEncodeTiled\n");
-    exit(1);
-  }
-  return (encode_fn)p;
+static memra_tmap_encode_fn encoder(void) {
+  memra_tmap_encode_fn fn;
+  CK(memra_tmap_encoder(&fn));
+  return fn;
 }
 
 /* The matrix as 8-byte elements: [rows][rowbytes / U][U / 8], boxes of [R][C / U][U / 8]. */
