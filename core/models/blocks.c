@@ -266,42 +266,27 @@ static memra_status attn_gate(memra_ctx *c, const memra_tensor *attn, const memr
   return MEMRA_OK;
 }
 
-/* memra_blk_rope_attend, and with gate (may be NULL) memra_blk_rope_attend_gated. */
-static memra_status rope_attend(memra_ctx *c, int il, const memra_tensor *q, const memra_tensor *k,
-                                const memra_tensor *v, const memra_tensor *attn,
-                                const memra_attn_cfg *cfg, const memra_tensor *gate,
-                                memra_err *err) {
-  const memra_model *m = c->m;
-  const memra_backend_vt *vt = m->vt;
-  memra_backend *be = m->be;
+/* Whether k is all n_head_kv heads of the rope (the fused rope slots' shape). */
+static bool k_all_heads(const memra_ctx *c, const memra_tensor *k, const memra_attn_cfg *cfg) {
+  return k->ne0 == (int64_t)c->m->hp.n_head_kv * cfg->rope.head_dim;
+}
+
+/* Whether rope_attend gives this step's rope, kv_store and attention to rope_kv_attend (ABI
+ * 1.10): decode rows of distinct sequences. */
+static bool rope_kv_attend_takes(const memra_ctx *c, const memra_tensor *k,
+                                 const memra_attn_cfg *cfg) {
+  return c->m->vt->rope_kv_attend && c->n_decode >= c->n_rows && c->n_rows <= c->n_distinct &&
+         k_all_heads(c, k, cfg);
+}
+
+/* The attention of q over layer il's cache (rope and kv_store done): decode rows and prompt rows
+ * attend in separate calls, the prompt ones flagged so the plugin may take its prefill kernel
+ * without touching the decode rows' results; then the output gate, when there is one. */
+static memra_status attend(memra_ctx *c, int il, const memra_tensor *q, const memra_tensor *attn,
+                           const memra_attn_cfg *cfg, const memra_tensor *gate, memra_err *err) {
+  const memra_backend_vt *vt = c->m->vt;
+  memra_backend *be = c->m->be;
   const memra_batch *b = &c->batch;
-  memra_rope_params rope_k = cfg->rope;
-  rope_k.n_head = m->hp.n_head_kv;
-  /* Decode rows of distinct sequences: rope, kv_store and attention in one call (ABI 1.10,
-   * the same bits as the calls below) */
-  if (vt->rope_kv_attend && c->n_decode >= c->n_rows && c->n_rows <= c->n_distinct &&
-      k->ne0 == (int64_t)rope_k.n_head * rope_k.head_dim) {
-    memra_batch dec = *b;
-    dec.flags = 0;
-    CALL("rope, kv_store, attention",
-         vt->rope_kv_attend(be, attn, q, k, v, &c->k_cache[il], &c->v_cache[il], &dec, &cfg->rope,
-                            &cfg->attn));
-    return attn_gate(c, attn, gate, err);
-  }
-  /* Decode-only batches: rope q, rope k and kv_store in one call (ABI 1.4, the same bits);
-   * every family's rope goes through here after its q/k norms, partial (n_rot < head_dim),
-   * NEOX or with frequency factors alike, which the fused slot keeps as rope does. */
-  if (vt->rope_kv_store && c->n_decode >= c->n_rows &&
-      k->ne0 == (int64_t)rope_k.n_head * rope_k.head_dim) {
-    CALL("rope, kv_store",
-         vt->rope_kv_store(be, q, k, v, &c->k_cache[il], &c->v_cache[il], b, &cfg->rope));
-  } else {
-    CALL("rope q", vt->rope(be, q, &b->pos, &cfg->rope));
-    CALL("rope k", vt->rope(be, k, &b->pos, &rope_k));
-    CALL("kv_store", vt->kv_store(be, &c->k_cache[il], &c->v_cache[il], k, v, b));
-  }
-  /* Decode rows and prompt rows attend in separate calls, the prompt ones flagged so the
-   * plugin may take its prefill kernel without touching the decode rows' results. */
   const int64_t n = c->n_rows, d = c->n_decode;
   if (d >= n || d == 0) {
     memra_batch all = *b;
@@ -331,6 +316,41 @@ static memra_status rope_attend(memra_ctx *c, int il, const memra_tensor *q, con
   return attn_gate(c, attn, gate, err);
 }
 
+/* memra_blk_rope_attend, and with gate (may be NULL) memra_blk_rope_attend_gated. */
+static memra_status rope_attend(memra_ctx *c, int il, const memra_tensor *q, const memra_tensor *k,
+                                const memra_tensor *v, const memra_tensor *attn,
+                                const memra_attn_cfg *cfg, const memra_tensor *gate,
+                                memra_err *err) {
+  const memra_model *m = c->m;
+  const memra_backend_vt *vt = m->vt;
+  memra_backend *be = m->be;
+  const memra_batch *b = &c->batch;
+  memra_rope_params rope_k = cfg->rope;
+  rope_k.n_head = m->hp.n_head_kv;
+  /* Decode rows of distinct sequences: rope, kv_store and attention in one call (ABI 1.10,
+   * the same bits as the calls below) */
+  if (rope_kv_attend_takes(c, k, cfg)) {
+    memra_batch dec = *b;
+    dec.flags = 0;
+    CALL("rope, kv_store, attention",
+         vt->rope_kv_attend(be, attn, q, k, v, &c->k_cache[il], &c->v_cache[il], &dec, &cfg->rope,
+                            &cfg->attn));
+    return attn_gate(c, attn, gate, err);
+  }
+  /* Decode-only batches: rope q, rope k and kv_store in one call (ABI 1.4, the same bits);
+   * every family's rope goes through here after its q/k norms, partial (n_rot < head_dim),
+   * NEOX or with frequency factors alike, which the fused slot keeps as rope does. */
+  if (vt->rope_kv_store && c->n_decode >= c->n_rows && k_all_heads(c, k, cfg)) {
+    CALL("rope, kv_store",
+         vt->rope_kv_store(be, q, k, v, &c->k_cache[il], &c->v_cache[il], b, &cfg->rope));
+  } else {
+    CALL("rope q", vt->rope(be, q, &b->pos, &cfg->rope));
+    CALL("rope k", vt->rope(be, k, &b->pos, &rope_k));
+    CALL("kv_store", vt->kv_store(be, &c->k_cache[il], &c->v_cache[il], k, v, b));
+  }
+  return attend(c, il, q, attn, cfg, gate, err);
+}
+
 memra_status memra_blk_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
                                    const memra_tensor *k, const memra_tensor *v,
                                    const memra_tensor *attn, const memra_attn_cfg *cfg,
@@ -356,6 +376,21 @@ int memra_blk_same_type_groups(const memra_tensor *w, int n, int *group) {
   return n_grp;
 }
 
+/* How many of q, k, v one ABI 1.16 matmul_n_rope_kv call projects with their rope and KV store
+ * in this step: 3 when wq, wk, wv share a type, 2 when only wq and wk do (v projected first, as
+ * memra_blk_matmuls makes a group of its own), 0 to keep the calls of memra_blk_attention. Only
+ * in decode-only steps of layers with no q/k norm between projection and rope (llama, qwen2),
+ * no norm waiting to go with the projections (ABI 1.14) and none that rope_kv_attend takes. */
+static int qkv_rope_kv_n(const memra_ctx *c, const memra_layer *l, const memra_tensor *k,
+                         const memra_attn_cfg *cfg) {
+  const memra_backend_vt *vt = c->m->vt;
+  if (!vt->matmul_n_rope_kv || !vt->matmul_n || c->n_decode < c->n_rows || l->q_norm.buf ||
+      c->norm_defer.on || !k_all_heads(c, k, cfg) || rope_kv_attend_takes(c, k, cfg))
+    return 0;
+  if (l->wk.type != l->wq.type || l->wk.ne0 != l->wq.ne0) return 0;
+  return l->wv.type == l->wq.type && l->wv.ne0 == l->wq.ne0 ? 3 : 2;
+}
+
 memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
                                  const memra_tensor *out, const memra_attn_cfg *cfg,
                                  memra_err *err) {
@@ -369,6 +404,25 @@ memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
   const bool bias = cfg->qkv_bias;
   memra_tensor q = memra_rows(c->q, n), k = memra_rows(c->k, n), v = memra_rows(c->v, n),
                attn = memra_rows(c->attn, n);
+  const int fused = qkv_rope_kv_n(c, l, &k, cfg);
+  if (fused) {
+    /* decode-only: the projections, rope and kv_store in one call (ABI 1.16, the bits of
+     * matmul_n and rope_kv_store); a v of another type first, as memra_blk_matmuls would */
+    const memra_tensor ys[3] = {q, k, v}, ws[3] = {l->wq, l->wk, l->wv};
+    const memra_tensor bs[3] = {l->bq, l->bk, l->bv};
+    if (fused == 2) {
+      MEMRA_TRY(memra_blk_matmuls(c, "matmul v", 1, &v, xn, &l->wv, bias ? &l->bv : NULL, err));
+    } else {
+      MEMRA_TRY(memra_blk_proj_flush(c, err));
+      MEMRA_TRY(memra_blk_norm_flush(c, err));
+    }
+    CALL(fused == 3 ? "matmul q, k, v, rope, kv_store" : "matmul q, k, rope, kv_store",
+         vt->matmul_n_rope_kv(be, fused, ys, xn, ws, bias ? bs : NULL, &c->k_cache[il],
+                              &c->v_cache[il], &c->batch, &cfg->rope));
+    MEMRA_TRY(attend(c, il, &q, &attn, cfg, NULL, err));
+    MEMRA_TRY(memra_blk_proj_matmul(c, "matmul o", out, &attn, &l->wo, err));
+    return MEMRA_OK;
+  }
   /* one fused call per group of same-type weights in decode-only steps (ABI 1.3 matmul_n,
    * bit-identical to the matmuls), e.g. q, k (Q4_K) and v (Q6_K) in half a Q4_K_M file's
    * layers; gemm_n for prompt rows */

@@ -98,7 +98,10 @@ memra_status memra_blk_rope_attend_gated(memra_ctx *c, int il, const memra_tenso
 
 /* out = attention of layer il on xn (F32, or the operand memra_blk_add_norm_proj made
  * for wq, wk, wv): q,k,v = xn W (+b) ; q,k = rmsnorm per head (when the
- * layer has q_norm) ; rope ; cache ; attention ; out = a Wo. */
+ * layer has q_norm) ; rope ; cache ; attention ; out = a Wo. Decode-only steps of layers
+ * without q_norm give the projections (q, k and v, or q and k after a v of another type), rope
+ * and cache to one ABI 1.16 matmul_n_rope_kv call when the plugin has it, unless rope_kv_attend
+ * takes the step or a norm waits to go with the projections (ABI 1.14). */
 memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
                                  const memra_tensor *out, const memra_attn_cfg *cfg,
                                  memra_err *err);

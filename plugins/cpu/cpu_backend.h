@@ -189,6 +189,12 @@ memra_status cpu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn, cons
 /* ABI 1.5 gemm_n: the same composition, gemm_n's messages (matmul.c). */
 memra_status cpu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y, const memra_tensor *x,
                         const memra_tensor *w, const memra_tensor *bias);
+/* ABI 1.16 matmul_n_rope_kv: matmul_n of q, k (and v), then rope_kv_store (matmul.c). */
+memra_status cpu_matmul_n_rope_kv(memra_backend *be, int32_t n, const memra_tensor *y,
+                                  const memra_tensor *x, const memra_tensor *w,
+                                  const memra_tensor *bias, const memra_tensor *k_cache,
+                                  const memra_tensor *v_cache, const memra_batch *batch,
+                                  const memra_rope_params *p);
 memra_status cpu_rope(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
                       const memra_rope_params *p);
 memra_status cpu_kv_store(memra_backend *be, const memra_tensor *k_cache,

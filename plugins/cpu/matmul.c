@@ -124,6 +124,42 @@ memra_status cpu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y, con
   return matmul_group(be, "gemm_n", n, y, x, w, bias);
 }
 
+/* ABI 1.16 matmul_n_rope_kv: the composition it stands for, matmul_n of the first n of q, k, v
+ * (n == 2: v was written before the call), then rope_kv_store of the three (rope_kv.c). Refused
+ * before anything is written: a bad count, an output overlapping what the projections read
+ * (x, w) or what the store writes (the caches, another output), rows other than the batch's. */
+memra_status cpu_matmul_n_rope_kv(memra_backend *be, int32_t n, const memra_tensor *y,
+                                  const memra_tensor *x, const memra_tensor *w,
+                                  const memra_tensor *bias, const memra_tensor *k_cache,
+                                  const memra_tensor *v_cache, const memra_batch *batch,
+                                  const memra_rope_params *p) {
+  static const char op[] = "matmul_n_rope_kv";
+  if (!y || !x || !w || !k_cache || !v_cache || !batch || !p)
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "%s: y, x, w, k_cache, v_cache, batch and params are required", op);
+  if (n != 2 && n != 3)
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "%s: %d outputs computed (2: q, k with v given; 3: q, k, v)", op, n);
+  static const char *const names[3] = {"q", "k", "v"};
+  for (int32_t i = 0; i < 3; ++i) {
+    if (cpu_overlap(&y[i], x))
+      return cpu_fail(be, MEMRA_E_INVALID, "%s: y[%d] (%s) overlaps x", op, i, names[i]);
+    for (int32_t j = 0; j < n; ++j)
+      if (cpu_overlap(&y[i], &w[j]))
+        return cpu_fail(be, MEMRA_E_INVALID, "%s: y[%d] (%s) overlaps w[%d]", op, i, names[i], j);
+    for (int32_t j = 0; j < i; ++j)
+      if (cpu_overlap(&y[i], &y[j]))
+        return cpu_fail(be, MEMRA_E_INVALID, "%s: y[%d] (%s) overlaps y[%d]", op, i, names[i], j);
+    if (cpu_overlap(&y[i], k_cache) || cpu_overlap(&y[i], v_cache))
+      return cpu_fail(be, MEMRA_E_INVALID, "%s: y[%d] (%s) overlaps a cache", op, i, names[i]);
+    if (y[i].ne1 != batch->n_rows)
+      return cpu_fail(be, MEMRA_E_INVALID, "%s: y[%d] (%s) has %" PRId64 " rows, batch %d", op, i,
+                      names[i], y[i].ne1, batch->n_rows);
+  }
+  const memra_status st = matmul_group(be, op, n, y, x, w, bias);
+  return st ? st : cpu_rope_kv_store(be, &y[0], &y[1], &y[2], k_cache, v_cache, batch, p);
+}
+
 /* ABI 1.12 ffn_glu: the composition it stands for, gate into h and up into u, glu in place in
  * h, then down; u may not share memory with h or y (the plugin would read what it wrote). */
 memra_status cpu_ffn_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *h,

@@ -158,6 +158,9 @@ static const memra_backend_vt cpu_vt = {
 #if MEMRA_ABI_MINOR >= 15 /* a decode projection with the norm that adds it (matmul.c) */
     .matmul_rmsnorm = cpu_matmul_rmsnorm,
 #endif
+#if MEMRA_ABI_MINOR >= 16 /* a decode step's q, k, v projections with rope and the KV store */
+    .matmul_n_rope_kv = cpu_matmul_n_rope_kv,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

@@ -163,8 +163,14 @@ static const size_t AT5_RK_SMEM = 16 + (ATT_MAX_D / 2) * 16 + 2 * ATT_MAX_D * si
  * writes them). */
 /* EARLY costs registers (<__half, 8, 4, HD 128>: 104 -> 124); capped at 112 (two v13 blocks
  * beside it in an SM) it ran no faster in the step (H200, 2026-12-03: 350.0 vs 349.4 tok/s). */
+/* MEMRA_AT5_MAXNREG: experiment builds only, a register cap instead of the launch bounds */
+#ifdef MEMRA_AT5_MAXNREG
+#define AT5_BOUNDS __maxnreg__(MEMRA_AT5_MAXNREG)
+#else
+#define AT5_BOUNDS __launch_bounds__(AT5_THREADS)
+#endif
 template <typename TC, int VW, int GM, bool RK = false, bool GATE = false, int HD = 0>
-__global__ void __launch_bounds__(AT5_THREADS) attention_v5_kernel(att_args a) {
+__global__ void AT5_BOUNDS attention_v5_kernel(att_args a) {
   /* q [G][D] | warp sums [AT5_WARPS][G][D] | push [S][E] */
   extern __shared__ __align__(16) float sm5[];
   __shared__ float sm5_wm[AT5_WARPS][GM], sm5_wl[AT5_WARPS][GM]; /* per warp */

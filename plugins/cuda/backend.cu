@@ -288,6 +288,13 @@ static const memra_backend_vt *cu_vtable(void) {
      * MEMRA_MM_NORM=1 (same bits, slower in a live step on the H200: docs/PERF.md) */
     v.matmul_rmsnorm = memra_cu_env_is("MEMRA_MM_NORM", "1") ? memra_cu_matmul_rmsnorm : NULL;
 #endif
+#if MEMRA_ABI_MINOR >= 16
+    /* ABI 1.16 matmul_n_rope_kv (matmul.cu: for one row of Q8_0 / Q4_K weights rope and the
+     * cache stores at the v13 / v11 launch's stores; otherwise the composition): opt-in,
+     * MEMRA_QKV_ROPE=1 (same bits, slower in a live step on the H200: Llama Q8_0 tg128 @ d512
+     * 338 vs 356, Q4_K_M 396 vs 402, docs/PERF.md) */
+    v.matmul_n_rope_kv = memra_cu_env_is("MEMRA_QKV_ROPE", "1") ? memra_cu_matmul_n_rope_kv : NULL;
+#endif
     v.sigmoid_gate = memra_cu_sigmoid_gate;
     v.ssm_conv = memra_cu_ssm_conv;
     v.gated_delta_rule = memra_cu_gated_delta_rule;

@@ -159,6 +159,12 @@ memra_status memra_cu_matmul_n_conv(memra_backend *be, int32_t n, const memra_te
                                     const memra_tensor *x, const memra_tensor *w,
                                     const memra_tensor *conv_w, const memra_tensor *state,
                                     const memra_batch *batch);
+/* ABI 1.16: q, k, v projections with rope and the cache stores (matmul.cu). */
+memra_status memra_cu_matmul_n_rope_kv(memra_backend *be, int32_t n, const memra_tensor *y,
+                                       const memra_tensor *x, const memra_tensor *w,
+                                       const memra_tensor *bias, const memra_tensor *k_cache,
+                                       const memra_tensor *v_cache, const memra_batch *batch,
+                                       const memra_rope_params *p);
 /* ABI 1.12: a dense FFN's gate/up, glu and down (matmul.cu). */
 memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *h,
                               const memra_tensor *u, const memra_tensor *x,

@@ -441,12 +441,16 @@ static int mm_mtile(int64_t M) { return M >= 8 ? 8 : M > 2 ? 4 : (int)M; }
  * else the prep kernel and v7 (mt rows of x a block); the same bits. */
 template <int T>
 static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J, int mt,
-                                 const mm_conv *cv, bool *conv_done) {
+                                 const mm_conv *cv, bool *conv_done, const mm_rkv *rk = NULL,
+                                 bool *rk_done = NULL) {
   bool ok;
   const bool xw = mm_q6_mode() == MM_Q6_TCW && !cv && m11_xw_ok<T>(a->K);
   if (a->path == MM_V11 && a->M == 1 && m11_fits<T>(be, a->K, xw)) {
     cudaError_t e;
     if (cv) J.cv = *cv, *conv_done = true;
+    /* rope at v11's stores: Q4_K, heads of whole 16-row tiles */
+    if (rk && T == MEMRA_TYPE_Q4_K && !cv && !xw && rk->head_dim % TC_ROWS == 0)
+      J.rk = *rk, *rk_done = true;
     ok = a->xv16 ? m11_launch<T, true>(be, J, a->x, a->K, &e, NULL, xw)
                  : m11_launch<T, false>(be, J, a->x, a->K, &e, NULL, xw);
     if (e != cudaSuccess)
@@ -472,7 +476,8 @@ static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J,
  * the others leave it to the caller. */
 static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs J,
                                    int64_t n_rows_all, const mm_conv *cv = NULL,
-                                   bool *conv_done = NULL) {
+                                   bool *conv_done = NULL, const mm_rkv *rk = NULL,
+                                   bool *rk_done = NULL) {
   /* v7 takes up to 16 rows of x per weight pass (a row's arithmetic is the same in any
    * group: batch invariant) */
   const bool tc = a->path == MM_V7 || a->path == MM_V11;
@@ -482,8 +487,9 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: %lld rows of x", (long long)a->M);
   bool ok = true;
   if (tc) {
-    return a->type == MEMRA_TYPE_Q6_K ? mm_launch_tc<MEMRA_TYPE_Q6_K>(be, a, J, mt, cv, conv_done)
-                                      : mm_launch_tc<MEMRA_TYPE_Q4_K>(be, a, J, mt, cv, conv_done);
+    return a->type == MEMRA_TYPE_Q6_K
+               ? mm_launch_tc<MEMRA_TYPE_Q6_K>(be, a, J, mt, cv, conv_done)
+               : mm_launch_tc<MEMRA_TYPE_Q4_K>(be, a, J, mt, cv, conv_done, rk, rk_done);
   } else if (a->path == MM_V5) {
 #define MKQ_CASE(TY)                                                                               \
   case TY:                                                                                         \
@@ -519,6 +525,7 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
     const mm_q8 q8 = mm_q8_mode();
     const bool v13 = q8 == MM_Q8_V13 && a->M == 1 && mm_jobs_q13(be, J, a->K);
     if (v13 && cv) J.cv = *cv, *conv_done = true;
+    if (v13 && rk) J.rk = *rk, *rk_done = true;
     ok = q8 == MM_Q8_V8A ? mq8_launch(mt, R, be, J, a->x, a->x_ld, a->K, a->M, &e)
          : v13           ? m13_launch(be, J, a->x, a->K, &e)
                          : mq8b_launch(a->M, R, be, J, a->x, a->x_ld, a->K, a->M, &e);
@@ -607,7 +614,8 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
  * kernel when it can (*conv_done), else left to the caller. */
 static memra_status mm_n_run(memra_backend *be, int32_t n, const memra_tensor *y,
                              const memra_tensor *x, const memra_tensor *w, const memra_tensor *bias,
-                             const char *op, const mm_conv *cv, bool *conv_done) {
+                             const char *op, const mm_conv *cv, bool *conv_done,
+                             const mm_rkv *rk = NULL, bool *rk_done = NULL) {
   if (n < 1 || n > MM_MAX_JOBS || !y || !w)
     return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %d outputs (1..%d with y and w arrays)", op, n,
                          MM_MAX_JOBS);
@@ -640,7 +648,7 @@ static memra_status mm_n_run(memra_backend *be, int32_t n, const memra_tensor *y
   mm_jobs J = {};
   for (int32_t i = 0; i < n; ++i)
     mm_job_add(&J, &a[i], w[i].nb1);
-  return mm_launch_jobs(be, &a[0], J, n_rows_all, cv, conv_done);
+  return mm_launch_jobs(be, &a[0], J, n_rows_all, cv, conv_done, rk, rk_done);
 }
 
 /* ABI 1.3 matmul_n: one v5/v6/v7/v8/v9 launch over all the outputs when every w takes the same
@@ -692,6 +700,46 @@ memra_status memra_cu_matmul_n_conv(memra_backend *be, int32_t n, const memra_te
   const bool take = conv_w->ne0 == 4;
   if ((st = mm_n_run(be, n, y, x, w, NULL, op, take ? &cv : NULL, &done))) return st;
   return done ? MEMRA_OK : memra_cu_ssm_conv_in_place(be, &y[0], conv_w, state, batch);
+}
+
+/* ABI 1.16 matmul_n_rope_kv: for one row of x on v13 with NORM rope whose pairs stay in a tile,
+ * rope and the cache stores at the GEMV's stores (matmul_rkv.cuh: rope_kv_store's arithmetic, so
+ * the same bits) and no rope_kv_store launch; otherwise matmul_n, then rope_kv_store. */
+memra_status memra_cu_matmul_n_rope_kv(memra_backend *be, int32_t n, const memra_tensor *y,
+                                       const memra_tensor *x, const memra_tensor *w,
+                                       const memra_tensor *bias, const memra_tensor *k_cache,
+                                       const memra_tensor *v_cache, const memra_batch *batch,
+                                       const memra_rope_params *p) {
+  const char *op = "matmul_n_rope_kv";
+  if ((n != 2 && n != 3) || !y || !w)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: n is %d (2 or 3, with y and w arrays)", op, n);
+  const int32_t *pos = NULL, *seq = NULL, *bt = NULL;
+  const float *ff = NULL;
+  int64_t bt_ld = 0;
+  memra_status st = memra_cu_rope_kv_check(be, op, &y[0], &y[1], &y[2], k_cache, v_cache, batch, p,
+                                           &pos, &seq, &bt, &bt_ld, &ff);
+  if (st) return st;
+  if (n == 2 && (memra_cu_overlap(&y[2], x) || memra_cu_overlap(&y[2], &w[0]) ||
+                 memra_cu_overlap(&y[2], &w[1])))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: v overlaps x or a weight", op);
+  mm_rkv rk = {};
+  memra_cu_fill_paged(&rk, k_cache, v_cache, batch, pos, seq, bt, bt_ld);
+  rk.ff = ff;
+  rk.v_src = n == 2 ? (const float *)memra_cu_ptr(&y[2]) : NULL;
+  rk.head_dim = p->head_dim;
+  rk.n_rot = p->n_rot;
+  rk.kt = k_cache->type == MEMRA_TYPE_F8_E4M3 ? 2 : k_cache->type == MEMRA_TYPE_F16 ? 1 : 0;
+  rk.vt = v_cache->type == MEMRA_TYPE_F8_E4M3 ? 2 : v_cache->type == MEMRA_TYPE_F16 ? 1 : 0;
+  rk.freq_base = p->freq_base;
+  rk.freq_scale = p->freq_scale;
+  rk.on = true;
+  /* the store's pairs in one 8-row tile (v13's): NORM, heads of whole tiles, one row */
+  const bool take = p->mode != MEMRA_ROPE_NEOX && p->head_dim % 8 == 0 && batch->n_rows == 1 &&
+                    y[1].ne0 == y[2].ne0;
+  bool done = false;
+  if ((st = mm_n_run(be, n, y, x, w, bias, op, NULL, NULL, take ? &rk : NULL, &done))) return st;
+  return done ? MEMRA_OK
+              : memra_cu_rope_kv_store(be, &y[0], &y[1], &y[2], k_cache, v_cache, batch, p);
 }
 
 /* The fused FFN launch's arguments from the three checked matmuls (gate, up, down) and the norm

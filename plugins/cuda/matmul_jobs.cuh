@@ -23,6 +23,23 @@ struct mm_conv {
   int32_t n_seqs;
 };
 
+/* ABI 1.16 matmul_n_rope_kv: jobs 0 (q) and 1 (k) turned by rope at the store and k cast into its
+ * cache, v (job 2, or v_src when its projection came before) into its own: rope_kv_v1_kernel's
+ * arithmetic on the values the rows would store, so the bits of matmul_n then rope_kv_store. NORM
+ * pairs only (rows 2i, 2i + 1 of a head: one tile holds both); one row of x. on false: none. */
+struct mm_rkv {
+  char *kc, *vc;
+  uint64_t k_nb1, v_nb1;
+  int64_t k_slots, v_slots;
+  const int32_t *pos, *seq, *bt;
+  int64_t bt_ld;
+  int n_seqs, block_size, max_blocks;
+  const float *ff, *v_src;     /* rope frequency factors or NULL; v's rows when n == 2, else NULL */
+  int head_dim, n_rot, kt, vt; /* cache types: 0 f32, 1 f16, 2 fp8 e4m3 */
+  float freq_base, freq_scale;
+  bool on;
+};
+
 struct mm_jobs {
   float *y[MM_MAX_JOBS];
   int64_t y_ld[MM_MAX_JOBS];
@@ -33,6 +50,7 @@ struct mm_jobs {
   int32_t blk0[MM_MAX_JOBS]; /* first blockIdx.x of each job */
   int32_t n;
   mm_conv cv; /* job 0's conv (matmul_n_conv), or none */
+  mm_rkv rk;  /* q / k rope and the cache stores (matmul_n_rope_kv), or none */
 };
 
 struct mm_job {

@@ -22,6 +22,7 @@
 
 #include "plugins/cuda/matmul_norm13.cuh"
 #include "plugins/cuda/matmul_q8b.cuh"
+#include "plugins/cuda/matmul_rkv.cuh"
 #include "plugins/cuda/mbarrier.cuh"
 
 enum {
@@ -85,7 +86,7 @@ v13_warp_parts(const float (&acc)[V13_R], float (&part)[V13_CW][1][V13_R], int w
  * Llama block 8 warps of 112, so two v13 blocks fit in an SM's 65,536 registers beside one
  * attention block (64,512; at 118, allocated as 120, 67,072 do not) and the o projection launched
  * early under PDL gets both blocks resident, its copies in flight, while the attention runs. */
-template <bool CV, bool NORM, bool TAIL = false>
+template <bool CV, bool NORM, bool TAIL = false, bool RK = false>
 __global__ void __maxnreg__(112)
     matmul_v13_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles,
                       bool v13_x_per_tile, bool v13_rotate, const mm_norm nm) {
@@ -127,6 +128,10 @@ __global__ void __maxnreg__(112)
   unsigned ticket = 0;
   if (NORM) n13_load_w(nm, gw, warp, lane);
   if (TAIL) n13_tail_hint(nm, warp, lane);
+  /* RK (ABI 1.16 matmul_n_rope_kv): the rope angles and cache slots before the wait */
+  __shared__ typename rkv_smem_if<RK, V13_R>::type rks;
+  if constexpr (RK)
+    if (warp == 0) rkv_prologue<V13_R>(J, my_tiles, rks, lane);
   memra_pdl_enter(); /* x comes from the kernel before */
   const uint32_t xs = memra_smem_u32(sm + V13_XS + warp * MQ8_XSPAN);
   const float *xl = x + 4 * lane;
@@ -157,8 +162,11 @@ __global__ void __maxnreg__(112)
     v13_tile_steps(acc, sm, full, empty, xs, xl, nblk, steps, nkc, x_once, u, lw, warp, lane);
     v13_warp_parts(acc, part, lw, lane);
     v13_consumers_sync();
-    mm_store_parts<V13_CW, 1, V13_R>(part, jb.b * V13_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias, ci,
-                                     cj);
+    if constexpr (RK)
+      rkv_store<V13_CW, V13_R>(part, J, jb, i, rks);
+    else
+      mm_store_parts<V13_CW, 1, V13_R>(part, jb.b * V13_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias, ci,
+                                       cj);
     v13_consumers_sync();
   }
   if (NORM) n13_finish<V13_CW>(nm, ticket, &n13_flag, warp, lane);
@@ -196,14 +204,16 @@ static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   /* J's conv (matmul_n_conv) and the norm (rmsnorm_matmul_n: K 4096, no conv) in their own
    * instantiations, so the plain kernel's code stays as it was */
   const bool cv = J.cv.w != NULL;
-  /* tail (ABI 1.15 matmul_rmsnorm): the norm after the row, by the last block */
-  const int ki = nm ? (tail ? 3 : 2) : cv;
+  /* tail (ABI 1.15 matmul_rmsnorm): the norm after the row, by the last block; J.rk.on (ABI 1.16
+   * matmul_n_rope_kv): rope and the cache stores at the tiles' stores */
+  const int ki = J.rk.on ? 4 : nm ? (tail ? 3 : 2) : cv;
   void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, bool, bool, const mm_norm) =
-      nm && tail ? matmul_v13_kernel<false, false, true>
-      : nm       ? matmul_v13_kernel<false, true>
-      : cv       ? matmul_v13_kernel<true, false>
-                 : matmul_v13_kernel<false, false>;
-  static int bps[4] = {0, 0, 0, 0}; /* resident blocks an SM, asked once per instantiation */
+      J.rk.on      ? matmul_v13_kernel<false, false, false, true>
+      : nm && tail ? matmul_v13_kernel<false, false, true>
+      : nm         ? matmul_v13_kernel<false, true>
+      : cv         ? matmul_v13_kernel<true, false>
+                   : matmul_v13_kernel<false, false>;
+  static int bps[5] = {0, 0, 0, 0, 0}; /* resident blocks an SM, asked once per instantiation */
   if ((*err = v13_blocks_per_sm(kernel, &bps[ki])) != cudaSuccess) return true;
   const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps[ki];
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;

@@ -20,6 +20,7 @@
 #define MEMRA_CUDA_MATMUL_TC11_CUH
 
 #include "plugins/cuda/matmul_norm13.cuh"
+#include "plugins/cuda/matmul_rkv.cuh"
 #include "plugins/cuda/matmul_tc.cuh"
 #include "plugins/cuda/mbarrier.cuh"
 
@@ -80,7 +81,7 @@ __device__ __forceinline__ void t11_consumers_sync() {
 }
 
 template <int T, bool VEC, int T11_SB, bool CV, bool NORM = false, bool XW = false,
-          bool TAIL = false>
+          bool TAIL = false, bool RK = false>
 __global__ void __launch_bounds__((T11_CW + 1) * 32)
     matmul_v11_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles,
                       const mm_norm nm) {
@@ -141,6 +142,10 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   unsigned ticket = 0;
   if (NORM) n11_load_w(nm, gw);
   if (TAIL) n13_tail_hint(nm, warp, lane);
+  /* RK (ABI 1.16 matmul_n_rope_kv): the rope angles and cache slots before the wait */
+  __shared__ typename rkv_smem_if<RK, TC_ROWS>::type rks;
+  if constexpr (RK)
+    if (warp == 0) rkv_prologue<TC_ROWS>(J, my_tiles, rks, lane);
   memra_pdl_enter();
   float xv[2][8]; /* XW: the next window's x */
   if (NORM) {
@@ -190,8 +195,11 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       if (t == 0) part[warp][0][g + 8 * r] = v;
     }
     t11_consumers_sync();
-    mm_store_parts<T11_CW, 1, TC_ROWS>(part, jb.b * TC_ROWS, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias, ci,
-                                       cj);
+    if constexpr (RK)
+      rkv_store<T11_CW, TC_ROWS>(part, J, jb, i, rks);
+    else
+      mm_store_parts<T11_CW, 1, TC_ROWS>(part, jb.b * TC_ROWS, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias,
+                                         ci, cj);
     t11_consumers_sync();
   }
   if (NORM) n13_finish<T11_CW>(nm, ticket, &n13_flag, warp, lane);
@@ -250,13 +258,26 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   if constexpr (T == MEMRA_TYPE_Q6_K) {
     if (xw) kernel = matmul_v11_kernel<T, VEC, 8, false, false, true>;
   }
+  /* J.rk.on (ABI 1.16 matmul_n_rope_kv, Q4_K, no conv or norm): rope and the cache stores at the
+   * tiles' stores */
+  const bool rk = T == MEMRA_TYPE_Q4_K && J.rk.on && !cv && !nm;
+  if constexpr (T == MEMRA_TYPE_Q4_K) {
+    if (rk)
+      kernel = SB == 16 ? matmul_v11_kernel<T, VEC, SB16, false, false, false, false, true>
+                        : matmul_v11_kernel<T, VEC, 8, false, false, false, false, true>;
+  }
+  if (J.rk.on && !rk) return false; /* the caller passes rk for Q4_K alone */
   /* the shared-memory limit is raised once per kernel, to all a block may have (a host call
    * per eager matmul otherwise) */
-  static bool raised[2][5];
-  const int kr = tail ? 4 : xw ? 3 : ki;
+  static bool raised[2][6];
+  const int kr = rk ? 5 : tail ? 4 : xw ? 3 : ki;
   if (!raised[SB == 16][kr]) {
+    cudaFuncAttributes fa = {};
+    *err = cudaFuncGetAttributes(&fa, kernel); /* the opt-in bounds static plus dynamic bytes */
+    if (*err != cudaSuccess) return true;
+    const size_t st = fa.sharedSizeBytes > 1024 ? fa.sharedSizeBytes : 1024;
     *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)be->prop.sharedMemPerBlockOptin - 1024);
+                                (int)(be->prop.sharedMemPerBlockOptin - st));
     if (*err != cudaSuccess) return true;
     raised[SB == 16][kr] = true;
   }

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 15u
+#define MEMRA_ABI_MINOR 16u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -499,6 +499,18 @@ typedef struct memra_backend_vt {
   memra_status (*matmul_rmsnorm)(memra_backend *be, const memra_tensor *y, const memra_tensor *a,
                                  const memra_tensor *w, const memra_tensor *xn,
                                  const memra_tensor *x, const memra_tensor *w_norm, float eps);
+  /* ABI 1.16. matmul_n_rope_kv (optional: NULL = matmul_n, then rope_kv_store): a decode step's
+   * q, k, v projections with their rope and cache store. y[0..2] are q, k, v; the first n (2 or
+   * 3) are computed here, matmul_n(n, y, x, w, bias) (n == 2: v, y[2], was written before the
+   * call, e.g. by a projection of another weight type); then rope_kv_store(&y[0], &y[1], &y[2],
+   * k_cache, v_cache, batch, p). The bits of those calls in y[0] (q, rotated), y[1] (k, rotated),
+   * y[2] and the caches. The core calls it for decode-only batches whose q and k take no norm
+   * between projection and rope (llama, qwen2); both calls' contracts hold otherwise. */
+  memra_status (*matmul_n_rope_kv)(memra_backend *be, int32_t n, const memra_tensor *y,
+                                   const memra_tensor *x, const memra_tensor *w,
+                                   const memra_tensor *bias, const memra_tensor *k_cache,
+                                   const memra_tensor *v_cache, const memra_batch *batch,
+                                   const memra_rope_params *p);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

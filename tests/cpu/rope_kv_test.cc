@@ -1,7 +1,9 @@
 // rope_kv_test.cc — ABI 1.4 rope_kv_store on the CPU plugin: bit for bit the composition
 // rope(q), rope(k), kv_store(k, v) it stands for (NORM and NEOX, partial rotation,
 // frequency factors, F32/F16/FP8 caches, odd head counts, shuffled pages), guard bytes
-// intact, and one-line refusals that leave q untouched.
+// intact, and one-line refusals that leave q untouched. ABI 1.16 matmul_n_rope_kv: bit for bit
+// matmul_n of q, k (v given: n = 2) or q, k, v (n = 3), then rope_kv_store; refusals naming it
+// that write nothing.
 #include "tests/cpu/cpu_test_util.h"
 
 #include <algorithm>
@@ -144,4 +146,144 @@ TEST(CpuRopeKv, RefusalsNameTheProblemAndLeaveQAlone) {
   EXPECT_EQ(0u, c.err().find("rope_kv_store: q, k, v, batch and params are required")) << c.err();
   EXPECT_TRUE(bits_equal(dq.get<float>(), q)) << "a refused call rotated q";
   EXPECT_TRUE(dq.guards_ok());
+}
+
+namespace {
+
+// A weight [N, K] of type (F32 or a quantized type) from random floats.
+std::unique_ptr<Dev> weight(Cpu &c, std::mt19937 &g, int32_t type, int64_t K, int64_t N) {
+  const std::vector<float> f = randf(g, (size_t)(K * N));
+  std::unique_ptr<Dev> d(new Dev(c, type, K, N));
+  if (type == MEMRA_TYPE_F32) {
+    d->put(f);
+    return d;
+  }
+  const uint64_t rb = memra_type_row_bytes(type, K);
+  std::vector<uint8_t> b(rb * (uint64_t)N);
+  for (int64_t r = 0; r < N; ++r)
+    EXPECT_TRUE(memra_quantize_row(type, &f[(size_t)(r * K)], &b[rb * (uint64_t)r], K));
+  d->put_bytes(b.data());
+  return d;
+}
+
+} // namespace
+
+// ABI 1.16 matmul_n_rope_kv: bit for bit matmul_n of the first n of q, k, v (n == 2: v written
+// before the call, here by a matmul of a weight of another type, as a Q4_K_M layer's Q6_K v),
+// then rope_kv_store of the three: q, k, v and both caches whole.
+TEST(CpuMatmulNRopeKv, EqualsMatmulNThenRopeKvStoreBitForBit) {
+  const struct {
+    int n, mode, n_head, n_kv, hd, n_rot;
+    int32_t wtype, vtype, ctype;
+    bool bias;
+  } cases[] = {
+      {2, MEMRA_ROPE_NORM, 4, 2, 32, 32, MEMRA_TYPE_Q8_0, MEMRA_TYPE_F32, MEMRA_TYPE_F16, true},
+      {2, MEMRA_ROPE_NEOX, 4, 1, 32, 16, MEMRA_TYPE_F32, MEMRA_TYPE_Q8_0, MEMRA_TYPE_F32, false},
+      {3, MEMRA_ROPE_NORM, 6, 3, 16, 16, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_F8_E4M3,
+       true},
+      {3, MEMRA_ROPE_NEOX, 4, 4, 32, 32, MEMRA_TYPE_F32, MEMRA_TYPE_F32, MEMRA_TYPE_F16, false},
+  };
+  const int64_t K = 64;
+  Cpu c;
+  int idx = 0;
+  for (const auto &k : cases) {
+    const std::string what = "case " + std::to_string(idx) + " n " + std::to_string(k.n);
+    std::mt19937 g(2000 + idx++);
+    Step st(c, g);
+    const int qw = k.n_head * k.hd, kw = k.n_kv * k.hd;
+    const int64_t ns[3] = {qw, kw, kw};
+    Dev dx(c, MEMRA_TYPE_F32, K, 3);
+    dx.put(randf(g, (size_t)(3 * K)));
+    std::unique_ptr<Dev> dw[3], db[3];
+    for (int j = 0; j < 3; ++j) {
+      dw[j] = weight(c, g, j == 2 ? k.vtype : k.wtype, K, ns[j]);
+      db[j].reset(new Dev(c, MEMRA_TYPE_F32, ns[j], 1));
+      db[j]->put(randf(g, (size_t)ns[j]));
+    }
+    const std::vector<uint8_t> kc0 = random_cache(g, k.ctype, kw, st.slots),
+                               vc0 = random_cache(g, k.ctype, kw, st.slots);
+    const memra_rope_params p = {k.n_head, k.hd, k.n_rot, k.mode, 500000.0f, 1.0f, {}};
+    const memra_tensor ws[3] = {dw[0]->t, dw[1]->t, dw[2]->t},
+                       bs[3] = {db[0]->t, db[1]->t, db[2]->t};
+    // [0]: the slot, [1]: matmul_n, then rope_kv_store, on identical inputs
+    std::unique_ptr<Dev> dy[2][3], kc[2], vc[2];
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < 3; ++j)
+        dy[i][j].reset(new Dev(c, MEMRA_TYPE_F32, ns[j], 3, j == 0 ? 8 : 0)); // padded q rows
+      kc[i].reset(new Dev(c, k.ctype, kw, st.slots));
+      vc[i].reset(new Dev(c, k.ctype, kw, st.slots));
+      kc[i]->put_bytes(kc0.data());
+      vc[i]->put_bytes(vc0.data());
+      if (k.n == 2) { // v first, by a projection of its own
+        ASSERT_EQ(MEMRA_OK,
+                  c.vt->matmul(c.be, &dy[i][2]->t, &dx.t, &dw[2]->t, k.bias ? &db[2]->t : nullptr))
+            << c.err();
+      }
+    }
+    const memra_tensor y0[3] = {dy[0][0]->t, dy[0][1]->t, dy[0][2]->t},
+                       y1[3] = {dy[1][0]->t, dy[1][1]->t, dy[1][2]->t};
+    ASSERT_EQ(MEMRA_OK, c.vt->matmul_n_rope_kv(c.be, k.n, y0, &dx.t, ws, k.bias ? bs : nullptr,
+                                               &kc[0]->t, &vc[0]->t, &st.b, &p))
+        << what << ": " << c.err();
+    ASSERT_EQ(MEMRA_OK, c.vt->matmul_n(c.be, k.n, y1, &dx.t, ws, k.bias ? bs : nullptr)) << c.err();
+    ASSERT_EQ(MEMRA_OK,
+              c.vt->rope_kv_store(c.be, &y1[0], &y1[1], &y1[2], &kc[1]->t, &vc[1]->t, &st.b, &p))
+        << c.err();
+    static const char *const names[3] = {"q", "k", "v"};
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_TRUE(bits_equal(dy[0][j]->get<float>(), dy[1][j]->get<float>()))
+          << what << ": " << names[j];
+      EXPECT_TRUE(dy[0][j]->guards_ok()) << what << ": " << names[j];
+    }
+    EXPECT_EQ(kc[0]->all(), kc[1]->all()) << what << ": k cache";
+    EXPECT_EQ(vc[0]->all(), vc[1]->all()) << what << ": v cache";
+    EXPECT_NE(kc[0]->all(), kc[0]->shadow) << what << ": nothing stored";
+  }
+}
+
+// Refusals: a one-line message naming the slot, nothing written (outputs and caches untouched).
+TEST(CpuMatmulNRopeKv, RefusalsNameTheSlotAndWriteNothing) {
+  Cpu c;
+  std::mt19937 g(17);
+  Step st(c, g);
+  const int hd = 32, qw = 4 * hd, kw = 2 * hd;
+  const int64_t K = 64;
+  Dev dx(c, MEMRA_TYPE_F32, K, 3), wq(c, MEMRA_TYPE_F32, K, qw), wk(c, MEMRA_TYPE_F32, K, kw),
+      wv(c, MEMRA_TYPE_F32, K, kw), yq(c, MEMRA_TYPE_F32, qw, 3), yk(c, MEMRA_TYPE_F32, kw, 3),
+      yv(c, MEMRA_TYPE_F32, kw, 3), yk2(c, MEMRA_TYPE_F32, kw, 2),
+      kc(c, MEMRA_TYPE_F16, kw, st.slots), vc(c, MEMRA_TYPE_F16, kw, st.slots);
+  dx.put(randf(g, (size_t)(3 * K)));
+  wq.put(randf(g, (size_t)(K * qw)));
+  wk.put(randf(g, (size_t)(K * kw)));
+  wv.put(randf(g, (size_t)(K * kw)));
+  const memra_tensor ws[3] = {wq.t, wk.t, wv.t}, ys[3] = {yq.t, yk.t, yv.t};
+  const memra_rope_params p = {4, hd, hd, MEMRA_ROPE_NORM, 10000.0f, 1.0f, {}};
+  auto call = [&](int32_t n, const memra_tensor *y, const memra_batch *b) {
+    return c.vt->matmul_n_rope_kv(c.be, n, y, &dx.t, ws, nullptr, &kc.t, &vc.t, b, &p);
+  };
+  for (int32_t n : {0, 1, 4}) {
+    EXPECT_EQ(MEMRA_E_INVALID, call(n, ys, &st.b)) << n;
+    EXPECT_EQ(0u, c.err().find("matmul_n_rope_kv: " + std::to_string(n) + " outputs computed"))
+        << c.err();
+  }
+  EXPECT_EQ(MEMRA_E_INVALID, call(3, ys, nullptr));
+  EXPECT_EQ(0u, c.err().find("matmul_n_rope_kv: y, x, w, k_cache, v_cache, batch and params are "
+                             "required"))
+      << c.err();
+  const struct {
+    memra_tensor y[3];
+    const char *msg;
+  } bad[] = {
+      {{dx.t, yk.t, yv.t}, "matmul_n_rope_kv: y[0] (q) overlaps x"},
+      {{yq.t, yk.t, wq.t}, "matmul_n_rope_kv: y[2] (v) overlaps w[0]"},
+      {{yq.t, yq.t, yv.t}, "matmul_n_rope_kv: y[1] (k) overlaps y[0]"},
+      {{yq.t, yk.t, kc.t}, "matmul_n_rope_kv: y[2] (v) overlaps a cache"},
+      {{yq.t, yk2.t, yv.t}, "matmul_n_rope_kv: y[1] (k) has 2 rows, batch 3"},
+  };
+  for (const auto &b : bad) {
+    EXPECT_EQ(MEMRA_E_INVALID, call(2, b.y, &st.b)) << b.msg;
+    EXPECT_EQ(0u, c.err().find(b.msg)) << c.err();
+  }
+  for (const Dev *d : {&yq, &yk, &yv, &kc, &vc, &dx})
+    EXPECT_EQ(d->shadow, d->all()) << "a refused call wrote";
 }

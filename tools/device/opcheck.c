@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plugins/quant/fp8.h"
 #include "plugins/quant/quant.h"
 #include "tools/device/check_report.h"
 #include "tools/device/check_util.h"
@@ -1287,6 +1288,246 @@ static void check_rope_kv_attend(void) {
   }
 }
 
+/* A value of a KV cache row (F32, F16 or F8_E4M3 bytes) as f32. */
+static float cache_value(const uint8_t *row, int32_t ctype, int64_t e) {
+  if (ctype == MEMRA_TYPE_F8_E4M3) return memra_fp8_e4m3_to_f32(row[e]);
+  if (ctype == MEMRA_TYPE_F16) {
+    uint16_t h;
+    memcpy(&h, row + 2 * e, 2);
+    return memra_fp16_to_f32(h);
+  }
+  float v;
+  memcpy(&v, row + 4 * e, 4);
+  return v;
+}
+
+/* The cache rows R batch rows wrote (row r at its slot in f's pages), decoded to f32 on both
+ * plugins and compared as compare_f32 compares (non-finite agreement, then relative L2). */
+static void compare_cache_rows(const char *op, const char *what, const ck_buf *d, const kvfix *f,
+                               const int32_t *pos, const int32_t *seq, int R, int32_t ctype,
+                               int64_t width, double tol) {
+  uint8_t *c[2] = {ck_get(d, 0), ck_get(d, 1)};
+  const uint64_t rb = memra_type_row_bytes(ctype, width);
+  double num = 0, den = 0;
+  int64_t bad = -1;
+  for (int r = 0; r < R; ++r) {
+    const int64_t slot =
+        (int64_t)f->bt[seq[r] * f->max_blocks + pos[r] / f->block_size] * f->block_size +
+        pos[r] % f->block_size;
+    for (int64_t e = 0; e < width; ++e) {
+      const float a = cache_value(c[0] + (uint64_t)slot * rb, ctype, e),
+                  b = cache_value(c[1] + (uint64_t)slot * rb, ctype, e);
+      if (!isfinite(a) || !isfinite(b)) {
+        if (bad < 0 && !(isnan(a) && isnan(b)) && a != b) bad = (int64_t)r * width + e;
+        continue;
+      }
+      num += ((double)a - b) * ((double)a - b);
+      den += (double)a * a;
+    }
+  }
+  const double err = den > 0 ? sqrt(num / den) : sqrt(num);
+  char note[96] = "";
+  if (bad >= 0) snprintf(note, sizeof note, "nonfinite mismatch at %" PRId64, bad);
+  ck_record(op, what, err, tol, err <= tol && bad < 0 && ck_guard_ok(d), note);
+  free(c[0]);
+  free(c[1]);
+}
+
+/* matmul_n_rope_kv (ABI 1.16) on plugin i: q, k (and v when n == 3) of x, rotated, k and v
+ * stored; d[0..2] q, k, v, d[3] and d[4] the caches, d[5] x, w[0..2] the weights, b[0..2] the
+ * biases (k's absent) when use_bias. */
+static memra_status call_mn_rope_kv(int i, int n, const ck_buf *d, const ck_buf *dw,
+                                    const ck_buf *db, int32_t type, int32_t ctype,
+                                    const int64_t *ns, int64_t K, int R, int64_t slots,
+                                    int use_bias, const memra_batch *b,
+                                    const memra_rope_params *p) {
+  if (!P[i].vt->matmul_n_rope_kv) return MEMRA_E_UNSUPPORTED;
+  memra_tensor ys[3], ws[3], bs[3];
+  for (int j = 0; j < 3; ++j) {
+    ys[j] = ck_t(&d[j], i, 0, ns[j], R);
+    ws[j] = ck_t(&dw[j], i, type, K, ns[j]);
+    bs[j] = j == 1 ? ck_none() : ck_t(&db[j], i, 0, ns[j], 1);
+  }
+  return P[i].vt->matmul_n_rope_kv(P[i].be, n, ys, TP(&d[5], i, 0, K, R), ws, use_bias ? bs : NULL,
+                                   TP(&d[3], i, ctype, ns[1], slots),
+                                   TP(&d[4], i, ctype, ns[1], slots), b, p);
+}
+
+/* matmul_n_rope_kv (ABI 1.16): a decode step's q, k, v projections (n = 3), or q and k after v
+ * was projected by the plugin's own matmul from a weight of another type (n = 2), with their rope
+ * and the KV store. Against the oracle (q, k, v within matmul's tolerance; the cache rows written,
+ * decoded, within the cache type's rounding), and on the plugin under test bit for bit matmul_n
+ * followed by rope_kv_store (q, k, v and both caches whole), twice in a row (the second call from
+ * what the first left: the slot recomputes q and k from x, and v is only read). */
+static void check_matmul_n_rope_kv(void) {
+  static const struct {
+    int32_t type, vtype; /* q, k (and v when n == 3) weights; v's own weight when n == 2 */
+    int n;
+    int64_t K;
+    int mode, n_head, n_kv, hd, n_rot, ff;
+    int32_t ctype;
+    int rows, bias;
+  } cs[] = {
+      /* Llama-3.1-8B decode: K 4096, q 4096, k and v 1024, head 128, F16 caches */
+      {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 3, 4096, MEMRA_ROPE_NORM, 32, 8, 128, 128, 1,
+       MEMRA_TYPE_F16, 1, 0},
+      {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q6_K, 2, 4096, MEMRA_ROPE_NORM, 32, 8, 128, 128, 1,
+       MEMRA_TYPE_F16, 1, 0}, /* v first (Q4_K_M's Q6_K v layers) */
+      {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K, 3, 4096, MEMRA_ROPE_NORM, 32, 8, 128, 128, 1,
+       MEMRA_TYPE_F16, 1, 0},
+      {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 3, 4096, MEMRA_ROPE_NORM, 32, 8, 128, 64, 0,
+       MEMRA_TYPE_F16, 1, 0}, /* partial rope */
+      {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 3, 4096, MEMRA_ROPE_NEOX, 32, 8, 128, 128, 0,
+       MEMRA_TYPE_F16, 1, 0},
+      {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 3, 4096, MEMRA_ROPE_NORM, 32, 8, 128, 128, 1,
+       MEMRA_TYPE_F32, 1, 0},
+      {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 3, 4096, MEMRA_ROPE_NORM, 32, 8, 128, 128, 1,
+       MEMRA_TYPE_F8_E4M3, 1, 0},
+      {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 3, 4096, MEMRA_ROPE_NORM, 32, 8, 128, 128, 1,
+       MEMRA_TYPE_F16, 3, 0}, /* 3 rows of distinct sequences */
+      {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, 2, 4096, MEMRA_ROPE_NORM, 32, 8, 128, 128, 1,
+       MEMRA_TYPE_F16, 3, 0},
+      {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 3, 4352, MEMRA_ROPE_NORM, 32, 8, 128, 128, 1,
+       MEMRA_TYPE_F16, 1, 1}, /* odd K (136 blocks), q and v biases (k's absent) */
+  };
+  static const int32_t row_pos[3] = {517, 1200, 83};
+  const int n_cases = g_quick ? 3 : (int)(sizeof cs / sizeof cs[0]);
+  for (int c = 0; c < n_cases; ++c) {
+    const int R = cs[c].rows, n = cs[c].n, bias = cs[c].bias;
+    const int32_t type = cs[c].type, ctype = cs[c].ctype;
+    const int64_t K = cs[c].K, qw = (int64_t)cs[c].n_head * cs[c].hd,
+                  kw = (int64_t)cs[c].n_kv * cs[c].hd, ns[3] = {qw, kw, kw};
+    int32_t pos[3], seq[3], maxp = 0;
+    for (int r = 0; r < R; ++r) {
+      pos[r] = row_pos[r];
+      seq[r] = r;
+      maxp = pos[r] > maxp ? pos[r] : maxp;
+    }
+    kvfix f = kv_fixture(R, 16, maxp / 16 + 2, pos, seq, R);
+    const int64_t slots = (int64_t)f.n_pages * f.block_size;
+    uint64_t cb, nb[3];
+    void *kc = ck_rand_rows(ctype, kw, slots, &cb), *vc = ck_rand_rows(ctype, kw, slots, &cb),
+         *w[3];
+    float *x = ck_frand_vec((int64_t)R * K, -1, 1), *ff = ck_frand_vec(cs[c].n_rot / 2, 1, 8),
+          *bv[3];
+    ck_buf dw[3], db[3];
+    for (int j = 0; j < 3; ++j) {
+      w[j] = ck_rand_rows(j == 2 ? cs[c].vtype : type, K, ns[j], &nb[j]);
+      bv[j] = ck_frand_vec(ns[j], -1, 1);
+      dw[j] = ck_new(nb[j], w[j]);
+      db[j] = ck_new((uint64_t)ns[j] * 4, bv[j]);
+    }
+    const uint64_t sz[6] = {
+        (uint64_t)R * qw * 4, (uint64_t)R * kw * 4, (uint64_t)R * kw * 4, cb, cb,
+        (uint64_t)R * K * 4};
+    const void *init[6] = {NULL, NULL, NULL, kc, vc, x};
+    ck_buf d[6], e[6]; /* d: the slot on both plugins; e: matmul_n, rope_kv_store */
+    for (int j = 0; j < 6; ++j) {
+      d[j] = ck_new(sz[j], init[j]);
+      e[j] = ck_new(sz[j], init[j]);
+    }
+    ck_buf df = ck_new((uint64_t)cs[c].n_rot / 2 * 4, ff);
+    char what[128];
+    snprintf(what, sizeof what,
+             "%s n%d K=%" PRId64 " q%" PRId64 " kv%" PRId64 " %s rot %d%s %s rows %d pos %d%s%s%s",
+             memra_type_info(type).name, n, K, qw, kw, cs[c].mode ? "NEOX" : "NORM", cs[c].n_rot,
+             cs[c].ff ? " +ff" : "", memra_type_info(ctype).name, R, pos[0], n == 2 ? " v " : "",
+             n == 2 ? memra_type_info(cs[c].vtype).name : "", bias ? " +bias" : "");
+    /* n == 2: v first, by each plugin's own matmul (its bias with it) */
+    for (int i = 0; n == 2 && i < 2; ++i)
+      for (int t = 0; t < (i ? 2 : 1); ++t) {
+        const ck_buf *dv = t ? &e[2] : &d[2];
+        memra_tensor none = {0};
+        memra_plug_must(&P[i],
+                        P[i].vt->matmul(P[i].be, TP(dv, i, 0, kw, R), TP(&d[5], i, 0, K, R),
+                                        TP(&dw[2], i, cs[c].vtype, K, kw),
+                                        bias ? TP(&db[2], i, 0, kw, 1) : &none),
+                        "matmul");
+      }
+    int ok_;
+    BOTH("matmul_n_rope_kv", what, ({
+           const memra_rope_params p = {cs[c].n_head,
+                                        cs[c].hd,
+                                        cs[c].n_rot,
+                                        cs[c].mode,
+                                        500000.f,
+                                        1.f,
+                                        cs[c].ff ? ck_t(&df, i, 0, cs[c].n_rot / 2, 1) : ck_none()};
+           const memra_batch b = kv_batch(&f, i, R, 2048); /* flags 0, as the core's */
+           call_mn_rope_kv(i, n, d, dw, db, type, ctype, ns, K, R, slots, bias, &b, &p);
+         }));
+    if (ok_) {
+      static const char *const names[3] = {NULL, "  k", "  v"}; /* q's line names the case */
+      for (int j = 0; j < 3; ++j)
+        compare_f32("matmul_n_rope_kv", j ? names[j] : what, &d[j], (int64_t)R * ns[j], 1e-5);
+      const double ctol = ctype == MEMRA_TYPE_F8_E4M3 ? 1e-2
+                          : ctype == MEMRA_TYPE_F16   ? 1e-4
+                                                      : 1e-5;
+      compare_cache_rows("matmul_n_rope_kv", "  k cache rows written", &d[3], &f, pos, seq, R,
+                         ctype, kw, ctol);
+      compare_cache_rows("matmul_n_rope_kv", "  v cache rows written", &d[4], &f, pos, seq, R,
+                         ctype, kw, ctol);
+      const memra_rope_params p = {cs[c].n_head,
+                                   cs[c].hd,
+                                   cs[c].n_rot,
+                                   cs[c].mode,
+                                   500000.f,
+                                   1.f,
+                                   cs[c].ff ? ck_t(&df, 1, 0, cs[c].n_rot / 2, 1) : ck_none()};
+      memra_batch b = kv_batch(&f, 1, R, 2048);
+      memra_tensor ys[3], ws[3], bs[3];
+      for (int j = 0; j < 3; ++j) {
+        ys[j] = ck_t(&e[j], 1, 0, ns[j], R);
+        ws[j] = ck_t(&dw[j], 1, type, K, ns[j]);
+        bs[j] = j == 1 ? ck_none() : ck_t(&db[j], 1, 0, ns[j], 1);
+      }
+      memra_plug_must(
+          &P[1], P[1].vt->matmul_n(P[1].be, n, ys, TP(&e[5], 1, 0, K, R), ws, bias ? bs : NULL),
+          "matmul_n");
+      memra_plug_must(&P[1],
+                      P[1].vt->rope_kv_store(P[1].be, &ys[0], &ys[1], &ys[2],
+                                             TP(&e[3], 1, ctype, kw, slots),
+                                             TP(&e[4], 1, ctype, kw, slots), &b, &p),
+                      "rope_kv_store");
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      static const char *const outs[5] = {"q", "k", "v", "k cache", "v cache"};
+      for (int round = 0; round < 2; ++round) {
+        if (round == 1) { /* again, from what the first call left */
+          memra_plug_must(
+              &P[1], call_mn_rope_kv(1, n, d, dw, db, type, ctype, ns, K, R, slots, bias, &b, &p),
+              "matmul_n_rope_kv");
+          memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+        }
+        for (int j = 0; j < 5; ++j) {
+          char w2[160];
+          snprintf(w2, sizeof w2,
+                   "mn_rope_kv %s n%d K%" PRId64 " %s rot%d %s rows %d call %d: %s == matmul_n, "
+                   "rope_kv_store",
+                   memra_type_info(type).name, n, K, cs[c].mode ? "NEOX" : "NORM", cs[c].n_rot,
+                   memra_type_info(ctype).name, R, round + 1, outs[j]);
+          record_bitwise(w2, &d[j], &e[j], sz[j]);
+        }
+      }
+    }
+    for (int j = 0; j < 6; ++j) {
+      ck_free(&d[j]);
+      ck_free(&e[j]);
+    }
+    for (int j = 0; j < 3; ++j) {
+      ck_free(&dw[j]);
+      ck_free(&db[j]);
+      free(w[j]);
+      free(bv[j]);
+    }
+    ck_free(&df);
+    free(kc);
+    free(vc);
+    free(x);
+    free(ff);
+    kv_free(&f);
+  }
+}
+
 static void check_attention(void) {
   struct {
     int32_t ctype;
@@ -1867,6 +2108,7 @@ int main(int argc, char **argv) {
   setenv("MEMRA_FFN_GLU", "1", 0);
   setenv("MEMRA_NORM_MM", "1", 0);
   setenv("MEMRA_MM_NORM", "1", 0);
+  setenv("MEMRA_QKV_ROPE", "1", 0);
   const char *paths[2] = {NULL, NULL};
   if (ck_args(argc, argv, &g_quick, paths, 2) != 2) {
     fprintf(stderr, "usage: opcheck [--quick] [--seed N] REF.so TEST.so\n");
@@ -1886,6 +2128,7 @@ int main(int argc, char **argv) {
   check_rope();
   check_kv_store();
   check_rope_kv();
+  check_matmul_n_rope_kv();
   check_attention();
   check_rope_kv_attend();
   check_attention_gate();

@@ -13,6 +13,9 @@ mkdir -p dist/test90
 # ring_bench: a standalone experiment on the weight ring's copies (nvcc alone, no plugin)
 /usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -gencode=arch=compute_90a,code=sm_90a \
   tools/device/ring_bench.cu -o dist/ring_bench
+# chain_bench: what a link of a kernel chain costs by hand-off (PDL wait, flag, plain launch)
+/usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -gencode=arch=compute_90a,code=sm_90a \
+  tools/device/chain_bench.cu -o dist/chain_bench
 for f in backends/sm90a/libmemra_sm90a.so \
   plugins/cpu/libmemra_cpu.so tools/device/opcheck tools/device/gemv_bench tools/device/attn_bench \
   tools/device/gemv_ab tools/memra/memra \
