@@ -65,7 +65,9 @@
  *      step per consumer warp, once at K 4096); batches run v8b. K % 256 == 0 and K >= 4096
  *      (MEMRA_GEMV_Q8=v8b / v8a for A/B). q/o 8.2 -> 7.6 us, gate/up 22.6 -> 17.7, down 20.8 ->
  *      19.6, output 161.7 -> 128.8 (v8a -> v13); Llama-8B Q8_0 tg128 @ d512 291 -> 337.
- *      (Q8_0 on the tensor cores in v7 / v11's scheme was slower: docs/PERF.md.) <- vtable (Q8_0)
+ *      (Q8_0 on the tensor cores in v7 / v11's scheme was slower: docs/PERF.md.) Since the
+ *      ninth session v8 / v8b / v13 take a block's sums by IDP2A on x split into two int16
+ *      parts (matmul_q8.cuh): q/o 7.7 -> 6.7 us, down 19.6 -> 17.7, tg128 +3.4%. <- vtable (Q8_0)
  *  6   also takes F32 weights (32-byte groups, one step in flight, 2 rows a block at M = 1): the
  *      MoE routers, whose v3 launch could not join matmul_n; hybrid tg128 +3%.  <- vtable (F32)
  * All M = 1 kernels are launched with PDL (launch.cuh) and prefetch their weight rows

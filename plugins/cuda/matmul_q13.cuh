@@ -47,7 +47,8 @@ __device__ __forceinline__ void v13_consumers_sync() {
 __device__ __forceinline__ void v13_tile_steps(float (&acc)[V13_R], uint8_t *sm, uint64_t *full,
                                                uint64_t *empty, uint32_t xs, const float *xl,
                                                int64_t nblk, int64_t steps, int64_t nkc,
-                                               bool x_once, int64_t &u, int lw, int xw, int lane) {
+                                               bool x_once, int64_t &u, int lw, int xw, int lane,
+                                               const float *ss = NULL) {
 #pragma unroll
   for (int r = 0; r < V13_R; ++r)
     acc[r] = 0.f;
@@ -63,9 +64,16 @@ __device__ __forceinline__ void v13_tile_steps(float (&acc)[V13_R], uint8_t *sm,
     if (nb) {
       if (!x_once) memra_cp_async_wait<0>();
       __syncwarp();
-      if (lane < nb)
-        mq8_step1<V13_R, V13_ROWB>(acc, sm + V13_XS + xw * MQ8_XSPAN,
-                                   sm + s * V13_STAGE + lw * MQ8_SPAN, lane);
+      if (lane < nb) {
+#if MEMRA_Q8_DP
+        if (ss) /* x_once, split in place (mq8_split_in_place) */
+          mq8_step1s<V13_R, V13_ROWB>(acc, sm + V13_XS + xw * MQ8_XSPAN, ss,
+                                      sm + s * V13_STAGE + lw * MQ8_SPAN, lane);
+        else
+#endif
+          mq8_step1<V13_R, V13_ROWB>(acc, sm + V13_XS + xw * MQ8_XSPAN,
+                                     sm + s * V13_STAGE + lw * MQ8_SPAN, lane);
+      }
     }
     __syncwarp(); /* the stage and x read by every lane before they are refilled */
     if (lane == 0) memra_mbar_arrive(&empty[s]);
@@ -146,6 +154,19 @@ __global__ void __maxnreg__(112)
     memra_cp_async_wait<0>();
     __syncwarp();
   }
+#if MEMRA_Q8_DP
+  /* x_once: each lane's block of x split once, in place, its power of two here */
+  __shared__ float v13_ss[V13_CW][32];
+  if (x_once && warp < steps) {
+    __syncwarp();
+    if (lane < mq8b_nb(nblk, warp))
+      mq8_split_in_place(sm + V13_XS + warp * MQ8_XSPAN, v13_ss[warp], lane);
+    __syncwarp();
+  }
+  const float *ss = x_once ? v13_ss[warp] : NULL;
+#else
+  const float *ss = NULL;
+#endif
   /* Rows of steps % 4 != 0 steps give warps 0 .. rem - 1 one step more a tile (K 14336: 4, 4,
    * 3, 3): the logical warps rotate over the physical ones tile by tile, so every physical warp
    * takes its share of the longer ones (each logical warp's steps and sums as before) */
@@ -159,7 +180,7 @@ __global__ void __maxnreg__(112)
         mm_conv_load(J.cv, cj && threadIdx.x < V13_R && jb.b * V13_R + threadIdx.x < jb.N, 0,
                      jb.b * V13_R + threadIdx.x);
     float acc[V13_R];
-    v13_tile_steps(acc, sm, full, empty, xs, xl, nblk, steps, nkc, x_once, u, lw, warp, lane);
+    v13_tile_steps(acc, sm, full, empty, xs, xl, nblk, steps, nkc, x_once, u, lw, warp, lane, ss);
     v13_warp_parts(acc, part, lw, lane);
     v13_consumers_sync();
     if constexpr (RK)

@@ -78,8 +78,10 @@ __device__ __forceinline__ void mq8b_issue(uint32_t xs, const float *const (&xl)
 template <int M, int R>
 __device__ __forceinline__ void mq8b_compute(float (&acc)[M][R], const uint8_t *xs, int lane) {
   const uint8_t *ws = xs + M * MQ8_XSPAN;
-  if constexpr (M == 1) { /* v8's M = 1 step: x once, then all R rows */
-    mq8_step1<R>(acc[0], xs, ws, lane);
+  if constexpr (M == 1 || MEMRA_Q8_DP) { /* v8's M = 1 step per row of x (DP: split once) */
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      mq8_step1<R>(acc[m], xs + MQ8_XSPAN * m, ws, lane);
   } else { /* RG weight rows at a time against all M rows, four elements a round */
 #pragma unroll
     for (int g = 0; g < R; g += MQ8B_RG) {
