@@ -81,8 +81,11 @@ __device__ __forceinline__ void mq8_split_x(const float x[32], uint32_t h[16], u
     asm("max.NaN.f32 %0, %0, %1;" : "+f"(amax) : "f"(fabsf(x[i])));
   const uint32_t ex = __float_as_uint(amax) >> 23; /* amax < 2^(ex - 126) */
   const uint32_t ie = 266u - ex < 254u ? 266u - ex : 254u;
-  const float inv = __uint_as_float(ie << 23); /* 2^(139 - ex): |x| inv < 2^13 */
-  *s = ex == 255u ? amax * 0.f : __uint_as_float((254u - ie) << 23);
+  const float inv = __uint_as_float(ie << 23); /* 2^(139 - ex), at most 2^127: |x| inv < 2^13 */
+  /* s = 1 / inv: 2^-127 (subnormal) when every |x| < 2^-114, NaN when one is not finite */
+  *s = ex == 255u   ? amax * 0.f
+       : ie == 254u ? __uint_as_float(0x00400000u)
+                    : __uint_as_float((254u - ie) << 23);
   const float C = 12582912.f; /* 1.5 2^23: t = C + rint(v), rint(v) in t's low 16 bits */
 #pragma unroll
   for (int k = 0; k < 16; ++k) {
@@ -156,9 +159,6 @@ __device__ __forceinline__ void mq8_unpack(const uint8_t *span, int l, uint32_t 
   *d = __half2float(__ushort_as_half((uint16_t)(v[0] >> (sh - 16u))));
 }
 
-/* One M = 1 step of the lane's block: its 32 x values once from the swizzled stage xs, then
- * all R weight spans at ws, RS bytes apart (v8, v8b and v13 share it: the same arithmetic, the
- * same bits). */
 /* The lane's 32 x values of a step from the swizzled stage xs. */
 __device__ __forceinline__ void mq8_load_x(float (&xv)[32], const uint8_t *xs, int lane) {
 #pragma unroll

@@ -276,9 +276,20 @@ static void check_matmul(void) {
   }
 }
 
-/* One Q8_0 matmul case of check_matmul_q8: rows nb1 bytes apart (0: packed), M rows of x;
- * against the oracle, and row M / 2 alone bit-identical to the batch (M > 1). */
-static void matmul_q8_case(int64_t N, int64_t K, int64_t M, uint64_t nb1, int use_bias) {
+/* x's 32-element blocks scaled by 2^e (xmag 1: e cycling over 0, -60, -118, 8, -20 by block;
+ * 2: every block 2^-118): the GPU's IDP2A sums split a block's x by the power of two of its
+ * largest |x| (matmul_q8.cuh), and below 2^-114 that power is a subnormal. */
+static void q8_scale_x(float *x, int64_t M, int64_t K, int xmag) {
+  static const int cyc[5] = {0, -60, -118, 8, -20};
+  for (int64_t i = 0; xmag && i < M * K; ++i)
+    x[i] = ldexpf(x[i], xmag == 2 ? -118 : cyc[((i % K) / 32) % 5]);
+}
+
+/* One Q8_0 matmul case of check_matmul_q8: rows nb1 bytes apart (0: packed), M rows of x
+ * (magnitudes by xmag, q8_scale_x); against the oracle, and row M / 2 alone bit-identical to the
+ * batch (M > 1). */
+static void matmul_q8_case_x(int64_t N, int64_t K, int64_t M, uint64_t nb1, int use_bias,
+                             int xmag) {
   const int32_t type = MEMRA_TYPE_Q8_0;
   uint64_t nb;
   uint8_t *w = ck_rand_rows(type, K, N, &nb);
@@ -289,11 +300,18 @@ static void matmul_q8_case(int64_t N, int64_t K, int64_t M, uint64_t nb1, int us
   for (int64_t n = 0; n < N; ++n)
     memcpy(wp + ld * (uint64_t)n, w + rb * (uint64_t)n, rb);
   float *bias = ck_frand_vec(N, -1, 1), *x = ck_frand_vec(M * K, -1, 1);
+  q8_scale_x(x, M, K, xmag);
+  if (xmag == 2)
+    for (int64_t n = 0; n < N; ++n)
+      bias[n] = ldexpf(bias[n], -118); /* the sums' own scale */
   ck_buf dw = ck_new(ld * (uint64_t)N, wp), db = ck_new((uint64_t)N * 4, bias);
   ck_buf dx = ck_new((uint64_t)M * K * 4, x), dy = ck_new((uint64_t)M * N * 4, NULL);
   char what[96];
-  snprintf(what, sizeof what, "Q8_0 M=%" PRId64 " N=%" PRId64 " K=%" PRId64 " ld %" PRIu64 "%s", M,
-           N, K, ld, use_bias ? " +bias" : "");
+  snprintf(what, sizeof what, "Q8_0 M=%" PRId64 " N=%" PRId64 " K=%" PRId64 " ld %" PRIu64 "%s%s",
+           M, N, K, ld, use_bias ? " +bias" : "",
+           xmag == 1   ? " x 2^-118..2^8"
+           : xmag == 2 ? " x 2^-118"
+                       : "");
   int ok_;
   BOTH("matmul", what,
        P[i].vt->matmul(P[i].be, TP(&dy, i, 0, N, M), TP(&dx, i, 0, K, M),
@@ -328,6 +346,10 @@ static void matmul_q8_case(int64_t N, int64_t K, int64_t M, uint64_t nb1, int us
   free(wp);
   free(bias);
   free(x);
+}
+
+static void matmul_q8_case(int64_t N, int64_t K, int64_t M, uint64_t nb1, int use_bias) {
+  matmul_q8_case_x(N, K, M, nb1, use_bias, 0);
 }
 
 /* Q8_0 decode GEMV (v8 / v8b on the GPU plugins: 16-byte-aligned rows) at odd shapes: K of 40 and
@@ -365,6 +387,13 @@ static void check_matmul_q8(void) {
     matmul_q8_case(4099, 32 * 456, M, 0, (int)(M & 1));
     matmul_q8_case(257, 4352, M, 136 * 34 + 16, 1);
   }
+  /* x's magnitudes far apart across blocks, and every block below 2^-114 (the split's
+   * subnormal power of two): v13 at K 4096 (x split once) and 14336 (per tile), v8b batches */
+  for (int xmag = 1; xmag <= 2; ++xmag)
+    for (int64_t M = 1; M <= 5; M += 4) {
+      matmul_q8_case_x(257, 4096, M, 0, 1, xmag);
+      if (!g_quick) matmul_q8_case_x(263, 14336, M, 0, 0, xmag);
+    }
 }
 
 /* matmul_n (ABI 1.3) on plugin i: y[j] = x . w[j]^T (+ bias[j], absent for j == 1). */
