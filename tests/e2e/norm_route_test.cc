@@ -3,17 +3,9 @@
 // projections that read them (q, k, v in one rmsnorm_matmul_n; the dense FFN in one
 // rmsnorm_ffn_glu), only the output norm stays an rmsnorm call; prompt steps keep rmsnorm; and
 // the logits are bit-identical to an engine whose plugin lacks the slots (an ABI 1.13 plugin).
-#include "tests/e2e/engine_fixture.h"
+#include "tests/e2e/route_record.h"
 
 namespace {
-const memra_backend_vt *g_real;
-std::vector<std::string> g_log;
-
-memra_status rec_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                         const memra_tensor *res, const memra_tensor *w, float eps) {
-  g_log.push_back("rmsnorm");
-  return g_real->rmsnorm(be, y, x, res, w, eps);
-}
 memra_status rec_norm_mm(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
                          const memra_tensor *res, const memra_tensor *wn, float eps, int32_t n,
                          const memra_tensor *y, const memra_tensor *w, const memra_tensor *b) {
@@ -34,33 +26,20 @@ memra_status rec_norm_ffn(memra_backend *be, const memra_tensor *xn, const memra
 class NormRoute : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(NormRoute, DecodeStepsTakeTheNormsWithTheProjectionsWithTheSameBits) {
-  memra_ctx_params p = route_params();
-  const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
-  Engine with, without;
-  ASSERT_TRUE(with.open_with(path, p)) << with.err.msg;
-  ASSERT_TRUE(without.open_with(path, p)) << without.err.msg;
-  ASSERT_NE(nullptr, with.bh.vt->rmsnorm_matmul_n) << "the CPU plugin lost its rmsnorm_matmul_n";
-  ASSERT_NE(nullptr, with.bh.vt->rmsnorm_ffn_glu) << "the CPU plugin lost its rmsnorm_ffn_glu";
-  const size_t L = (size_t)with.m->hp.n_layer;
+  RoutePair r;
+  ASSERT_TRUE(r.open(GetParam(), route_params())) << r.with.err.msg << r.without.err.msg;
+  ASSERT_NE(nullptr, r.with.bh.vt->rmsnorm_matmul_n) << "the CPU plugin lost its rmsnorm_matmul_n";
+  ASSERT_NE(nullptr, r.with.bh.vt->rmsnorm_ffn_glu) << "the CPU plugin lost its rmsnorm_ffn_glu";
+  const size_t L = (size_t)r.with.m->hp.n_layer;
 
-  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
-  g_real = with.bh.vt;
-  vt_with.rmsnorm = vt_without.rmsnorm = rec_rmsnorm;
-  vt_with.rmsnorm_matmul_n = rec_norm_mm;
-  vt_with.rmsnorm_ffn_glu = rec_norm_ffn;
-  vt_without.rmsnorm_matmul_n = nullptr; // an ABI 1.13 plugin
-  vt_without.rmsnorm_ffn_glu = nullptr;
-  vt_without.matmul_rmsnorm = nullptr;
-  with.m->vt = &vt_with;
-  without.m->vt = &vt_without;
+  r.vt_with.rmsnorm = r.vt_without.rmsnorm = rec_rmsnorm;
+  r.vt_with.rmsnorm_matmul_n = rec_norm_mm;
+  r.vt_with.rmsnorm_ffn_glu = rec_norm_ffn;
+  r.vt_without.rmsnorm_matmul_n = nullptr; // an ABI 1.13 plugin
+  r.vt_without.rmsnorm_ffn_glu = nullptr;
+  r.vt_without.matmul_rmsnorm = nullptr;
   std::vector<std::string> log_with[2], log_without[2];
-  std::vector<float> a = two_step_logits(with, g_log, log_with),
-                     b = two_step_logits(without, g_log, log_without);
-  with.m->vt = g_real;
-  without.m->vt = without.bh.vt;
-
-  ASSERT_EQ(a.size(), b.size());
-  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << GetParam();
+  ASSERT_NO_FATAL_FAILURE(r.two_steps(log_with, log_without));
   // prompt step: every norm an rmsnorm call (2 a layer and the output norm)
   EXPECT_EQ(2 * L + 1, count_calls(log_with[0], "rmsnorm"));
   EXPECT_EQ(2 * L + 1, log_with[0].size());

@@ -4,16 +4,13 @@
 // itself (the contract: a gemm rounds x by the memra_op16 rule either way). Steps with
 // decode rows keep F32 x. The CPU plugin has no gemm: the test lends it one that rounds x
 // to f16 (or widens a 16-bit x) and forwards to matmul, and records every x type it sees.
-#include "tests/e2e/engine_fixture.h"
+#include "tests/e2e/route_record.h"
 
 extern "C" {
 #include "plugins/quant/quant.h"
 }
 
 namespace {
-const memra_backend_vt *g_real;
-std::vector<std::string> g_log;
-
 uint16_t op16(float v) { // the memra_op16 rule for F16
   if (v > 65504.0f) v = 65504.0f;
   if (v < -65504.0f) v = -65504.0f;
@@ -99,8 +96,8 @@ memra_status lent_gemm_glu(memra_backend *be, const memra_tensor *y, const memra
   return st;
 }
 int32_t lent_x_type(memra_backend *, int32_t) { return MEMRA_TYPE_F16; }
-memra_status rec_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                         const memra_tensor *res, const memra_tensor *w, float eps) {
+memra_status rec_rmsnorm_y(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                           const memra_tensor *res, const memra_tensor *w, float eps) {
   g_log.push_back(std::string("rmsnorm y ") + tname(y->type));
   return g_real->rmsnorm(be, y, x, res, w, eps);
 }
@@ -144,7 +141,7 @@ struct Lent {
     vt.gemm_n = lent_gemm_n;
     vt.gemm_x_type = with_x_type ? lent_x_type : nullptr;
     vt.gemm_glu = with_glu ? lent_gemm_glu : nullptr;
-    vt.rmsnorm = rec_rmsnorm;
+    vt.rmsnorm = rec_rmsnorm_y;
     vt.glu = rec_glu;
     vt.ffn_glu = rec_ffn_glu;
     vt.rmsnorm_matmul_n = rec_norm_mm;
@@ -160,12 +157,7 @@ struct Lent {
   }
 };
 
-int count(const std::string &what) {
-  int n = 0;
-  for (const std::string &s : g_log)
-    n += s == what;
-  return n;
-}
+int count(const std::string &what) { return (int)count_calls(g_log, what); }
 } // namespace
 
 TEST(Op16Route, PromptRowsTakeSixteenBitOperandsWithTheSameBits) {

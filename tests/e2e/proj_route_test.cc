@@ -4,21 +4,14 @@
 // in one call with it; prompt steps keep matmul then rmsnorm; the logits are bit-identical to an
 // engine whose plugin lacks the slot (an ABI 1.14 plugin). The plugin here has no ffn_glu and no
 // ABI 1.14 norm slots, as the GPU plugins by default, so the down projection is a call of its own.
-#include "tests/e2e/engine_fixture.h"
+#include "tests/e2e/route_record.h"
 
 namespace {
-const memra_backend_vt *g_real;
-std::vector<std::string> g_log;
-
-memra_status rec_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                         const memra_tensor *res, const memra_tensor *w, float eps) {
+// rmsnorm noted with whether it adds a residual.
+memra_status rec_rmsnorm_res(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                             const memra_tensor *res, const memra_tensor *w, float eps) {
   g_log.push_back(res->buf ? "rmsnorm res" : "rmsnorm");
   return g_real->rmsnorm(be, y, x, res, w, eps);
-}
-memra_status rec_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                        const memra_tensor *w, const memra_tensor *b) {
-  g_log.push_back("matmul");
-  return g_real->matmul(be, y, x, w, b);
 }
 memra_status rec_mm_norm(memra_backend *be, const memra_tensor *y, const memra_tensor *a,
                          const memra_tensor *w, const memra_tensor *xn, const memra_tensor *x,
@@ -32,35 +25,22 @@ memra_status rec_mm_norm(memra_backend *be, const memra_tensor *y, const memra_t
 class ProjRoute : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(ProjRoute, DecodeStepsTakeOAndDownWithTheirNormsWithTheSameBits) {
-  memra_ctx_params p = route_params();
-  const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
-  Engine with, without;
-  ASSERT_TRUE(with.open_with(path, p)) << with.err.msg;
-  ASSERT_TRUE(without.open_with(path, p)) << without.err.msg;
-  ASSERT_NE(nullptr, with.bh.vt->matmul_rmsnorm) << "the CPU plugin lost its matmul_rmsnorm";
-  const size_t L = (size_t)with.m->hp.n_layer;
+  RoutePair r;
+  ASSERT_TRUE(r.open(GetParam(), route_params())) << r.with.err.msg << r.without.err.msg;
+  ASSERT_NE(nullptr, r.with.bh.vt->matmul_rmsnorm) << "the CPU plugin lost its matmul_rmsnorm";
+  const size_t L = (size_t)r.with.m->hp.n_layer;
 
-  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
-  g_real = with.bh.vt;
-  for (memra_backend_vt *v : {&vt_with, &vt_without}) {
-    v->rmsnorm = rec_rmsnorm;
+  for (memra_backend_vt *v : {&r.vt_with, &r.vt_without}) {
+    v->rmsnorm = rec_rmsnorm_res;
     v->matmul = rec_matmul;
     v->ffn_glu = nullptr; // the GPU plugins' default: gate/up, glu, down as calls
     v->rmsnorm_matmul_n = nullptr;
     v->rmsnorm_ffn_glu = nullptr;
   }
-  vt_with.matmul_rmsnorm = rec_mm_norm;
-  vt_without.matmul_rmsnorm = nullptr; // an ABI 1.14 plugin
-  with.m->vt = &vt_with;
-  without.m->vt = &vt_without;
+  r.vt_with.matmul_rmsnorm = rec_mm_norm;
+  r.vt_without.matmul_rmsnorm = nullptr; // an ABI 1.14 plugin
   std::vector<std::string> log_with[2], log_without[2];
-  std::vector<float> a = two_step_logits(with, g_log, log_with),
-                     b = two_step_logits(without, g_log, log_without);
-  with.m->vt = g_real;
-  without.m->vt = without.bh.vt;
-
-  ASSERT_EQ(a.size(), b.size());
-  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << GetParam();
+  ASSERT_NO_FATAL_FAILURE(r.two_steps(log_with, log_without));
   // prompt step: no matmul_rmsnorm; the norms add what the projections wrote
   EXPECT_EQ(0u, count_calls(log_with[0], "matmul_rmsnorm"));
   EXPECT_EQ(log_without[0], log_with[0]);

@@ -8,36 +8,13 @@
 // plugins are by default: no rope_kv_attend, no ABI 1.14 norm slots, no ffn_glu.
 #include <vector>
 
-#include "tests/e2e/engine_fixture.h"
+#include "tests/e2e/route_record.h"
 
 extern "C" {
 #include "plugins/quant/quant.h"
 }
 
 namespace {
-const memra_backend_vt *g_real;
-std::vector<std::string> g_log;
-
-memra_status rec_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                        const memra_tensor *w, const memra_tensor *b) {
-  g_log.push_back("matmul");
-  return g_real->matmul(be, y, x, w, b);
-}
-memra_status rec_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
-                          const memra_tensor *x, const memra_tensor *w, const memra_tensor *b) {
-  g_log.push_back("matmul_n " + std::to_string(n));
-  return g_real->matmul_n(be, n, y, x, w, b);
-}
-memra_status rec_rope(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
-                      const memra_rope_params *p) {
-  g_log.push_back("rope");
-  return g_real->rope(be, x, pos, p);
-}
-memra_status rec_kv_store(memra_backend *be, const memra_tensor *kc, const memra_tensor *vc,
-                          const memra_tensor *k, const memra_tensor *v, const memra_batch *b) {
-  g_log.push_back("kv_store");
-  return g_real->kv_store(be, kc, vc, k, v, b);
-}
 memra_status rec_rope_kv(memra_backend *be, const memra_tensor *q, const memra_tensor *k,
                          const memra_tensor *v, const memra_tensor *kc, const memra_tensor *vc,
                          const memra_batch *b, const memra_rope_params *p) {
@@ -114,22 +91,18 @@ struct Variant {
 // (log_without); the logits of the two must be bit-identical. Call it in ASSERT_NO_FATAL_FAILURE.
 void paired_steps(const std::string &name, const Variant &var, std::vector<std::string> log_with[2],
                   std::vector<std::string> log_without[2], size_t *n_layer) {
-  const std::string path = "tests/e2e/fixtures/" + name + ".gguf";
   memra_ctx_params p = route_params();
   p.kv_type = MEMRA_TYPE_F16;
-  Engine with, without;
-  ASSERT_TRUE(with.open_with(path, p)) << with.err.msg;
-  ASSERT_TRUE(without.open_with(path, p)) << without.err.msg;
-  ASSERT_NE(nullptr, with.bh.vt->matmul_n_rope_kv) << "the CPU plugin lost its matmul_n_rope_kv";
-  *n_layer = (size_t)with.m->hp.n_layer;
-  OwnBufs bufs[2] = {{with, {}}, {without, {}}};
+  RoutePair r;
+  ASSERT_TRUE(r.open(name, p)) << r.with.err.msg << r.without.err.msg;
+  ASSERT_NE(nullptr, r.with.bh.vt->matmul_n_rope_kv) << "the CPU plugin lost its matmul_n_rope_kv";
+  *n_layer = (size_t)r.with.m->hp.n_layer;
+  OwnBufs bufs[2] = {{r.with, {}}, {r.without, {}}};
   if (var.requant) {
-    ASSERT_NO_FATAL_FAILURE(requant_q8(with, var.requant, &bufs[0].v));
-    ASSERT_NO_FATAL_FAILURE(requant_q8(without, var.requant, &bufs[1].v));
+    ASSERT_NO_FATAL_FAILURE(requant_q8(r.with, var.requant, &bufs[0].v));
+    ASSERT_NO_FATAL_FAILURE(requant_q8(r.without, var.requant, &bufs[1].v));
   }
-  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
-  g_real = with.bh.vt;
-  for (memra_backend_vt *v : {&vt_with, &vt_without}) {
+  for (memra_backend_vt *v : {&r.vt_with, &r.vt_without}) {
     v->matmul = rec_matmul;
     v->matmul_n = rec_matmul_n;
     v->rope = rec_rope;
@@ -141,16 +114,9 @@ void paired_steps(const std::string &name, const Variant &var, std::vector<std::
     v->ffn_glu = nullptr; // and ffn_glu (MEMRA_FFN_GLU): gate and up through matmul_n
     if (var.tweak) var.tweak(*v);
   }
-  vt_with.matmul_n_rope_kv = rec_mn_rope_kv;
-  vt_without.matmul_n_rope_kv = nullptr; // an ABI 1.15 plugin
-  with.m->vt = &vt_with;
-  without.m->vt = &vt_without;
-  std::vector<float> a = two_step_logits(with, g_log, log_with),
-                     b = two_step_logits(without, g_log, log_without);
-  with.m->vt = g_real;
-  without.m->vt = without.bh.vt;
-  ASSERT_EQ(a.size(), b.size());
-  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name;
+  r.vt_with.matmul_n_rope_kv = rec_mn_rope_kv;
+  r.vt_without.matmul_n_rope_kv = nullptr; // an ABI 1.15 plugin
+  ASSERT_NO_FATAL_FAILURE(r.two_steps(log_with, log_without));
 }
 
 // How the recorder notes the biases of a fixture's slot calls: qwen2's q, k (and v) biases.

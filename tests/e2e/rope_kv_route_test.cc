@@ -5,22 +5,9 @@
 // and attention in one call) on decode rows of distinct sequences, and not otherwise; and the
 // batch flags attention gets (ABI 1.13): PROMPT for prompt rows, DISTINCT for decode rows of
 // distinct sequences, neither for decode rows sharing a sequence.
-#include "tests/e2e/engine_fixture.h"
+#include "tests/e2e/route_record.h"
 
 namespace {
-const memra_backend_vt *g_real;
-std::vector<std::string> g_log;
-
-memra_status rec_rope(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
-                      const memra_rope_params *p) {
-  g_log.push_back("rope");
-  return g_real->rope(be, x, pos, p);
-}
-memra_status rec_kv_store(memra_backend *be, const memra_tensor *kc, const memra_tensor *vc,
-                          const memra_tensor *k, const memra_tensor *v, const memra_batch *b) {
-  g_log.push_back("kv_store");
-  return g_real->kv_store(be, kc, vc, k, v, b);
-}
 memra_status rec_rope_kv(memra_backend *be, const memra_tensor *q, const memra_tensor *k,
                          const memra_tensor *v, const memra_tensor *kc, const memra_tensor *vc,
                          const memra_batch *b, const memra_rope_params *p) {
@@ -48,35 +35,28 @@ memra_status rec_rope_kv_attend(memra_backend *be, const memra_tensor *out, cons
 
 } // namespace
 
-class RopeKvRoute : public ::testing::TestWithParam<const char *> {};
+class RopeKvRoute : public ::testing::TestWithParam<const char *> {
+protected:
+  // The pair on the fixture with an F16 KV cache, rope and kv_store recorded in both engines.
+  void SetUp() override {
+    memra_ctx_params p = route_params();
+    p.kv_type = MEMRA_TYPE_F16;
+    ASSERT_TRUE(r.open(GetParam(), p)) << r.with.err.msg << r.without.err.msg;
+    r.vt_with.rope = r.vt_without.rope = rec_rope;
+    r.vt_with.kv_store = r.vt_without.kv_store = rec_kv_store;
+  }
+  RoutePair r;
+};
 
 TEST_P(RopeKvRoute, DecodeStepsTakeTheFusedSlotWithTheSameBits) {
-  memra_ctx_params p = route_params();
-  p.kv_type = MEMRA_TYPE_F16;
-  const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
-  Engine with, without;
-  ASSERT_TRUE(with.open_with(path, p)) << with.err.msg;
-  ASSERT_TRUE(without.open_with(path, p)) << without.err.msg;
-  ASSERT_NE(nullptr, with.bh.vt->rope_kv_store) << "the CPU plugin lost its rope_kv_store";
-  const int32_t layers = with.m->hp.n_layer;
+  ASSERT_NE(nullptr, r.with.bh.vt->rope_kv_store) << "the CPU plugin lost its rope_kv_store";
+  const int32_t layers = r.with.m->hp.n_layer;
 
-  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
-  g_real = with.bh.vt;
-  vt_with.rope = vt_without.rope = rec_rope;
-  vt_with.kv_store = vt_without.kv_store = rec_kv_store;
-  vt_with.rope_kv_store = rec_rope_kv;
-  vt_without.rope_kv_store = nullptr;                           // an older plugin: the three calls
-  vt_with.rope_kv_attend = vt_without.rope_kv_attend = nullptr; // ABI 1.4's form
-  with.m->vt = &vt_with;
-  without.m->vt = &vt_without;
+  r.vt_with.rope_kv_store = rec_rope_kv;
+  r.vt_without.rope_kv_store = nullptr; // an older plugin: the three calls
+  r.vt_with.rope_kv_attend = r.vt_without.rope_kv_attend = nullptr; // ABI 1.4's form
   std::vector<std::string> log_with[2], log_without[2];
-  std::vector<float> a = two_step_logits(with, g_log, log_with),
-                     b = two_step_logits(without, g_log, log_without);
-  with.m->vt = g_real;
-  without.m->vt = without.bh.vt;
-
-  ASSERT_EQ(a.size(), b.size());
-  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << GetParam();
+  ASSERT_NO_FATAL_FAILURE(r.two_steps(log_with, log_without));
   // prompt step: the three calls per layer either way
   EXPECT_EQ(2u * layers, count_calls(log_with[0], "rope"));
   EXPECT_EQ((size_t)layers, count_calls(log_with[0], "kv_store"));
@@ -89,31 +69,19 @@ TEST_P(RopeKvRoute, DecodeStepsTakeTheFusedSlotWithTheSameBits) {
 }
 
 TEST_P(RopeKvRoute, DecodeRowsOfDistinctSequencesTakeRopeKvAttendWithTheSameBits) {
-  memra_ctx_params p = route_params();
-  p.kv_type = MEMRA_TYPE_F16;
-  const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
-  Engine with, without;
-  ASSERT_TRUE(with.open_with(path, p)) << with.err.msg;
-  ASSERT_TRUE(without.open_with(path, p)) << without.err.msg;
-  ASSERT_NE(nullptr, with.bh.vt->rope_kv_attend) << "the CPU plugin lost its rope_kv_attend";
-  const int32_t layers = with.m->hp.n_layer;
+  ASSERT_NE(nullptr, r.with.bh.vt->rope_kv_attend) << "the CPU plugin lost its rope_kv_attend";
+  const int32_t layers = r.with.m->hp.n_layer;
 
-  memra_backend_vt vt_with = *with.bh.vt, vt_without = *without.bh.vt;
-  g_real = with.bh.vt;
-  vt_with.rope = vt_without.rope = rec_rope;
-  vt_with.kv_store = vt_without.kv_store = rec_kv_store;
-  vt_with.rope_kv_store = vt_without.rope_kv_store = rec_rope_kv;
-  vt_with.attention = vt_without.attention = rec_attention;
-  vt_with.rope_kv_attend = rec_rope_kv_attend;
-  vt_without.rope_kv_attend = nullptr; // an ABI 1.9 plugin: rope_kv_store, then attention
-  with.m->vt = &vt_with;
-  without.m->vt = &vt_without;
+  r.vt_with.rope_kv_store = r.vt_without.rope_kv_store = rec_rope_kv;
+  r.vt_with.attention = r.vt_without.attention = rec_attention;
+  r.vt_with.rope_kv_attend = rec_rope_kv_attend;
+  r.vt_without.rope_kv_attend = nullptr; // an ABI 1.9 plugin: rope_kv_store, then attention
   std::vector<std::string> log_with[2], log_without[2];
-  std::vector<float> a = two_step_logits(with, g_log, log_with),
-                     b = two_step_logits(without, g_log, log_without);
+  ASSERT_NO_FATAL_FAILURE(r.two_steps(log_with, log_without));
 
   // two decode rows of ONE sequence, flagged as decode rows by a caller: rows that read a
   // position another row writes, so the two calls (the slot's precondition fails)
+  Engine &with = r.with;
   const int32_t t3[2] = {4, 6}, p3[2] = {5, 6}, s3[2] = {0, 0}, o3[2] = {0, 1};
   g_log.clear();
   ASSERT_EQ(MEMRA_OK, memra_ctx_set_rows(with.c, 2, t3, p3, s3, 2, o3, &with.err)) << with.err.msg;
@@ -121,11 +89,7 @@ TEST_P(RopeKvRoute, DecodeRowsOfDistinctSequencesTakeRopeKvAttendWithTheSameBits
   with.c->n_decode = 2;
   ASSERT_EQ(MEMRA_OK, memra_ctx_forward(with.c, &with.err)) << with.err.msg;
   const std::vector<std::string> log_same = g_log;
-  with.m->vt = g_real;
-  without.m->vt = without.bh.vt;
 
-  ASSERT_EQ(a.size(), b.size());
-  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << GetParam();
   // prompt step: no fused call
   EXPECT_EQ(0u, count_calls(log_with[0], "rope_kv_attend 8"));
   EXPECT_EQ((size_t)layers, count_calls(log_with[0], "attention prompt"));

@@ -5,27 +5,13 @@
 // whose plugin lacks matmul_n (one matmul each), and every output computed exactly once.
 #include <functional>
 
-#include "tests/e2e/engine_fixture.h"
+#include "tests/e2e/route_record.h"
 
 extern "C" {
 #include "core/models/model.h"
 }
 
 namespace {
-const memra_backend_vt *g_real;
-std::vector<std::string> g_log;
-
-memra_status rec_matmul(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                        const memra_tensor *w, const memra_tensor *b) {
-  g_log.push_back("matmul");
-  return g_real->matmul(be, y, x, w, b);
-}
-memra_status rec_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
-                          const memra_tensor *x, const memra_tensor *w, const memra_tensor *b) {
-  g_log.push_back("matmul_n " + std::to_string(n));
-  return g_real->matmul_n(be, n, y, x, w, b);
-}
-
 memra_status rec_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                            const memra_tensor *w, const memra_tensor *ids, int32_t n_expert) {
   g_log.push_back("matmul_id " + std::to_string(y->ne0));
@@ -77,11 +63,6 @@ memra_status rec_rmsnorm_gate(memra_backend *be, const memra_tensor *y, const me
   return g_real->rmsnorm_gate(be, y, x, w, z, eps, act);
 }
 
-memra_status rec_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                         const memra_tensor *res, const memra_tensor *w, float eps) {
-  g_log.push_back("rmsnorm");
-  return g_real->rmsnorm(be, y, x, res, w, eps);
-}
 memra_status rec_rmsnorm_qk(memra_backend *be, const memra_tensor *q, const memra_tensor *wq,
                             const memra_tensor *k, const memra_tensor *wk, float eps) {
   g_log.push_back("rmsnorm_qk");
@@ -117,12 +98,6 @@ memra_status rec_gdr_norm(memra_backend *be, const memra_tensor *out, const memr
                           const memra_tensor *nw, const memra_tensor *z, float eps, int32_t act) {
   g_log.push_back("gated_delta_rule_norm");
   return g_real->gated_delta_rule_norm(be, out, q, k, v, a, b, al, dt, st, bt, p, nw, z, eps, act);
-}
-size_t count(const std::vector<std::string> &log, const std::string &what) {
-  size_t n = 0;
-  for (const std::string &s : log)
-    n += s == what;
-  return n;
 }
 
 // Outputs computed by a step's calls: a matmul gives one, a matmul_n n.
@@ -199,15 +174,15 @@ TEST_P(MatmulsRoute, DecodeGroupsProjectionsWithTheSameBits) {
     ASSERT_EQ(0, memcmp(a.data(), b.data(), nv * sizeof(float))) << name << " position " << p;
     EXPECT_LT(rel_l2(a.data(), ref.data() + p * nv, nv), 1e-4) << name << " position " << p;
     EXPECT_EQ(outputs(log[1]), outputs(log[0])) << name;
-    EXPECT_EQ(0u, outputs(log[1]) - count(log[1], "matmul")) << "matmul_n without the slot";
+    EXPECT_EQ(0u, outputs(log[1]) - count_calls(log[1], "matmul")) << "matmul_n without the slot";
     if (prompt) continue; // prompt rows: gemm when the plugin has it, else one matmul each
     // GDN layers: qkv, z, beta, alpha (plus the shared expert's 4 with MoE); gated attention
     // (qwen3next family): q+gate, k, v; the plain llama attention of qwen3moe: q, k, v
     const size_t n4 = (size_t)n_rec + (shexp ? (size_t)hp->n_layer : 0);
-    EXPECT_EQ(n4, count(log[0], "matmul_n 4")) << name;
-    EXPECT_EQ((size_t)n_att, count(log[0], "matmul_n 3")) << name;
+    EXPECT_EQ(n4, count_calls(log[0], "matmul_n 4")) << name;
+    EXPECT_EQ((size_t)n_att, count_calls(log[0], "matmul_n 3")) << name;
     if (!moe) { // the dense FFN: gate, up
-      EXPECT_EQ((size_t)hp->n_layer, count(log[0], "matmul_n 2")) << name;
+      EXPECT_EQ((size_t)hp->n_layer, count_calls(log[0], "matmul_n 2")) << name;
     }
   }
   with.m->vt = g_real;
@@ -277,9 +252,9 @@ TEST_P(HybridFusion, DecodeStepsTakeTheProjectionsWithTheConvWithTheSameBits) {
         w.ssm_conv = wo.ssm_conv = rec_ssm_conv;
       },
       [](bool prompt, size_t n_rec, size_t, const std::vector<std::string>(&log)[2]) {
-        EXPECT_EQ(n_rec, count(log[1], "ssm_conv"));
-        EXPECT_EQ(prompt ? 0 : n_rec, count(log[0], "matmul_n_conv 4"));
-        EXPECT_EQ(prompt ? n_rec : 0, count(log[0], "ssm_conv"));
+        EXPECT_EQ(n_rec, count_calls(log[1], "ssm_conv"));
+        EXPECT_EQ(prompt ? 0 : n_rec, count_calls(log[0], "matmul_n_conv 4"));
+        EXPECT_EQ(prompt ? n_rec : 0, count_calls(log[0], "ssm_conv"));
       });
 }
 
@@ -297,8 +272,8 @@ TEST_P(HybridFusion, AttentionLayersTakeTheGateInTheSameCallWithTheSameBits) {
         w.rope_kv_attend = wo.rope_kv_attend = nullptr;
       },
       [](bool, size_t, size_t n_att, const std::vector<std::string>(&log)[2]) {
-        EXPECT_EQ(n_att, count(log[0], "attention_gate"));
-        EXPECT_EQ(count(log[1], "sigmoid_gate"), count(log[0], "sigmoid_gate") + n_att);
+        EXPECT_EQ(n_att, count_calls(log[0], "attention_gate"));
+        EXPECT_EQ(count_calls(log[1], "sigmoid_gate"), count_calls(log[0], "sigmoid_gate") + n_att);
       });
 }
 
@@ -314,9 +289,9 @@ TEST_P(HybridFusion, DecodeStepsTakeTheRecurrenceWithItsNormWithTheSameBits) {
         w.rmsnorm_gate = wo.rmsnorm_gate = rec_rmsnorm_gate;
       },
       [](bool prompt, size_t n_rec, size_t, const std::vector<std::string>(&log)[2]) {
-        EXPECT_EQ(n_rec, count(log[1], "rmsnorm_gate"));
-        EXPECT_EQ(prompt ? 0 : n_rec, count(log[0], "gated_delta_rule_norm"));
-        EXPECT_EQ(prompt ? n_rec : 0, count(log[0], "rmsnorm_gate"));
+        EXPECT_EQ(n_rec, count_calls(log[1], "rmsnorm_gate"));
+        EXPECT_EQ(prompt ? 0 : n_rec, count_calls(log[0], "gated_delta_rule_norm"));
+        EXPECT_EQ(prompt ? n_rec : 0, count_calls(log[0], "rmsnorm_gate"));
       });
 }
 
@@ -333,9 +308,9 @@ TEST(FfnFusion, DecodeStepsTakeTheDenseFfnInOneCallWithTheSameBits) {
       },
       [](bool prompt, size_t n_rec, size_t n_att, const std::vector<std::string>(&log)[2]) {
         const size_t L = n_rec + n_att;
-        EXPECT_EQ(L, count(log[1], "glu"));
-        EXPECT_EQ(prompt ? 0 : L, count(log[0], "ffn_glu"));
-        EXPECT_EQ(prompt ? L : 0, count(log[0], "glu"));
+        EXPECT_EQ(L, count_calls(log[1], "glu"));
+        EXPECT_EQ(prompt ? 0 : L, count_calls(log[0], "ffn_glu"));
+        EXPECT_EQ(prompt ? L : 0, count_calls(log[0], "glu"));
       });
 }
 
@@ -385,10 +360,10 @@ TEST_P(GateUpFuse, OneMatmulIdForGateAndUpWithTheSameBits) {
     if (HasFatalFailure()) return;
     ASSERT_EQ(0, memcmp(a.data(), b.data(), nv * sizeof(float))) << name << " position " << p;
     const size_t L = (size_t)hp->n_layer;
-    EXPECT_EQ(L, count(log[0], "matmul_id " + F2)) << name; // gate and up together
-    EXPECT_EQ(0u, count(log[0], "matmul_id " + F)) << name;
-    EXPECT_EQ(2 * L, count(log[1], "matmul_id " + F)) << name; // gate, up apart
-    EXPECT_EQ(L, count(log[0], "matmul_id " + std::to_string(hp->n_embd))) << name; // down
+    EXPECT_EQ(L, count_calls(log[0], "matmul_id " + F2)) << name; // gate and up together
+    EXPECT_EQ(0u, count_calls(log[0], "matmul_id " + F)) << name;
+    EXPECT_EQ(2 * L, count_calls(log[1], "matmul_id " + F)) << name; // gate, up apart
+    EXPECT_EQ(L, count_calls(log[0], "matmul_id " + std::to_string(hp->n_embd))) << name; // down
   }
   fused.m->vt = fused.bh.vt;
   apart.m->vt = apart.bh.vt;
@@ -459,10 +434,10 @@ TEST_P(CombineGated, OneCallForTheSharedExpertWithTheSameBits) {
       },
       &r);
   if (HasFatalFailure()) return;
-  EXPECT_EQ(r.layers * r.chunks, count(r.with, "moe_combine_gated")) << "one a layer a chunk";
-  EXPECT_EQ(0u, count(r.with, "moe_combine"));
-  EXPECT_EQ(0u, count(r.without, "moe_combine_gated"));
-  EXPECT_EQ(r.layers * r.chunks, count(r.without, "moe_combine"));
+  EXPECT_EQ(r.layers * r.chunks, count_calls(r.with, "moe_combine_gated")) << "one a layer a chunk";
+  EXPECT_EQ(0u, count_calls(r.with, "moe_combine"));
+  EXPECT_EQ(0u, count_calls(r.without, "moe_combine_gated"));
+  EXPECT_EQ(r.layers * r.chunks, count_calls(r.without, "moe_combine"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CombineGated, ::testing::Values("qwen3next", "qwen35moe"),
@@ -486,9 +461,9 @@ TEST_P(GateUpGlu, OneCallForGateUpAndGluWithTheSameBits) {
       },
       &r);
   if (HasFatalFailure()) return;
-  EXPECT_EQ(r.layers * r.chunks, count(r.with, "matmul_id_glu")) << "one a layer a chunk";
-  EXPECT_EQ(0u, count(r.without, "matmul_id_glu"));
-  EXPECT_EQ(count(r.with, "glu") + r.layers * r.chunks, count(r.without, "glu"))
+  EXPECT_EQ(r.layers * r.chunks, count_calls(r.with, "matmul_id_glu")) << "one a layer a chunk";
+  EXPECT_EQ(0u, count_calls(r.without, "matmul_id_glu"));
+  EXPECT_EQ(count_calls(r.with, "glu") + r.layers * r.chunks, count_calls(r.without, "glu"))
       << "the experts' glu, one a layer a chunk";
 }
 
@@ -515,9 +490,10 @@ TEST_P(GatedNorm, OneCallForNormAndGateWithTheSameBits) {
       &r);
   if (HasFatalFailure()) return;
   ASSERT_GT(r.gdn_layers, 0u) << GetParam() << " has Gated DeltaNet layers";
-  EXPECT_EQ(r.gdn_layers * r.chunks, count(r.with, "rmsnorm_gate")) << "one a GDN layer a chunk";
-  EXPECT_EQ(0u, count(r.without, "rmsnorm_gate"));
-  EXPECT_EQ(count(r.with, "glu") + r.gdn_layers * r.chunks, count(r.without, "glu"))
+  EXPECT_EQ(r.gdn_layers * r.chunks, count_calls(r.with, "rmsnorm_gate"))
+      << "one a GDN layer a chunk";
+  EXPECT_EQ(0u, count_calls(r.without, "rmsnorm_gate"));
+  EXPECT_EQ(count_calls(r.with, "glu") + r.gdn_layers * r.chunks, count_calls(r.without, "glu"))
       << "the z gate, one a GDN layer a chunk";
 }
 
@@ -541,9 +517,10 @@ TEST_P(QkNorm, OneCallForTheQAndKNormsWithTheSameBits) {
       },
       &r);
   if (HasFatalFailure()) return;
-  EXPECT_EQ(r.layers * r.chunks, count(r.with, "rmsnorm_qk")) << "one a layer a chunk";
-  EXPECT_EQ(0u, count(r.without, "rmsnorm_qk"));
-  EXPECT_EQ(count(r.with, "rmsnorm") + 2 * r.layers * r.chunks, count(r.without, "rmsnorm"))
+  EXPECT_EQ(r.layers * r.chunks, count_calls(r.with, "rmsnorm_qk")) << "one a layer a chunk";
+  EXPECT_EQ(0u, count_calls(r.without, "rmsnorm_qk"));
+  EXPECT_EQ(count_calls(r.with, "rmsnorm") + 2 * r.layers * r.chunks,
+            count_calls(r.without, "rmsnorm"))
       << "the q and k norms, two a layer a chunk";
 }
 
@@ -570,9 +547,9 @@ TEST_P(IdCombine, OneCallForDownAndCombineWithTheSameBits) {
       },
       &r);
   if (HasFatalFailure()) return;
-  EXPECT_EQ(r.layers * r.chunks, count(r.with, "matmul_id_combine")) << "one a layer a chunk";
-  EXPECT_EQ(0u, count(r.with, "moe_combine"));
-  EXPECT_EQ(r.layers * r.chunks, count(r.without, "moe_combine"));
+  EXPECT_EQ(r.layers * r.chunks, count_calls(r.with, "matmul_id_combine")) << "one a layer a chunk";
+  EXPECT_EQ(0u, count_calls(r.with, "moe_combine"));
+  EXPECT_EQ(r.layers * r.chunks, count_calls(r.without, "moe_combine"));
   const auto ids = [](const std::vector<std::string> &log) {
     size_t n = 0;
     for (const std::string &s : log)
