@@ -53,8 +53,11 @@
  *      us, 14336x4096 12.8, 4096x14336 15.7, 128256x4096 79.6; v7 at 8 rows 69.4 -> 53.9.
  *      Q6_K on both (matmul_tc6.cuh, the 6-bit q as an f16 subnormal) for its output
  *      matrices (N >= 32768, K <= 4096: 128256x4096 168.9 -> 159.4 us, 151936x2048 106.2 ->
- *      90.3); its smaller matrices stay on v5, faster there for one row (mm_q6tc_for).
- *                                                                  <- vtable (Q4_K, Q6_K out)
+ *      90.3); its smaller matrices stay on v5, faster there for one row (mm_q6tc_for). The
+ *      Q6_K stage words by LDS (they were generic loads) and the 4-byte-aligned super-blocks
+ *      without funnel shifts: output 158.1 -> 136.6 us, and the down projections (K 14336,
+ *      x split by windows) on v11 too: Llama-8B Q4_K_M tg128 @ d512 402 -> 420.
+ *                                                     <- vtable (Q4_K, Q6_K out and down)
  * 12   F16 / BF16 in matmul_h12.cuh: v6's arithmetic (same bits) for one row of x, fed by a
  *      ring of bulk copies as v11 (8-row tiles, stages of 2048 elements); batches run v6.
  *      gate/up 34.5 -> 28.0 us (98% of copy), q/o 11.3 -> 9.8, output 266.9 -> 234.3; the
@@ -241,9 +244,10 @@ static mm_gemv mm_gemv_mode(void) {
 }
 
 /* MEMRA_GEMV_Q6, read once (mm_q6tc_for, mm_v9_size): v5, default, tc, tcall, v9 (the
- * Q6_K of K > 4096, the down projections, on v9: v5's bits, A/B timing), 5 tcw (tcall, the down
- * projections' x split by windows: matmul_tc11.cuh XW). Fixed for the process. */
-enum mm_q6 { MM_Q6_V5, MM_Q6_DEFAULT, MM_Q6_TC, MM_Q6_TCALL, MM_Q6_V9, MM_Q6_TCW };
+ * Q6_K of K > 4096, the down projections, on v9: v5's bits, A/B timing), tcw (the default's
+ * former name), v5k (the former default: the Q6_K of K > 4096 on v5, A/B timing). Fixed for
+ * the process. */
+enum mm_q6 { MM_Q6_V5, MM_Q6_DEFAULT, MM_Q6_TC, MM_Q6_TCALL, MM_Q6_V9, MM_Q6_V5K };
 static mm_q6 mm_q6_mode(void) {
   static int mode = -1;
   if (mode < 0) {
@@ -253,7 +257,7 @@ static mm_q6 mm_q6_mode(void) {
            : !strcmp(e, "tc")    ? MM_Q6_TC
            : !strcmp(e, "tcall") ? MM_Q6_TCALL
            : !strcmp(e, "v9")    ? MM_Q6_V9
-           : !strcmp(e, "tcw")   ? MM_Q6_TCW
+           : !strcmp(e, "v5k")   ? MM_Q6_V5K
                                  : MM_Q6_DEFAULT;
   }
   return (mm_q6)mode;
@@ -287,20 +291,19 @@ static mm_q8 mm_q8_mode(void) {
 }
 
 /* Q6_K on the tensor cores (v11 for one row, v7 for batches, the same bits; matmul_tc6.cuh):
- * by default only for matrices of at least MM_Q6TC_MIN_N rows and K <= 4096 (the output
- * matrix), where it beats v5 (H200: docs/PERF.md); the small ones (attn_v, 4096 x 4096) lose to
- * v5 on v11's fixed cost, and K > 4096 (ffn_down) would not leave room for two blocks an SM.
- * The choice depends on the matrix alone, never on the batch (batch invariance).
- * MEMRA_GEMV_Q6 (mm_q6_mode): =tc every Q6_K of K <= 4096; =tcall every Q6_K (ffn_down too: one
- * v11 block an SM, slower on the H200, 28.6 us against v5's 23.0); =tcw the default and the Q6_K
- * of K > 4096 on v11 with x by windows (two blocks an SM: 22.4 us, tg128 even with v5); =v5 none.
- */
+ * by default for matrices of at least MM_Q6TC_MIN_N rows and K <= 4096 (the output matrix) and
+ * for K > 4096 in whole x windows (ffn_down: v11 with x by windows, two blocks an SM), where it
+ * beats v5 (H200: docs/PERF.md); the small ones (attn_v, 4096 x 4096) lose to v5 on v11's fixed
+ * cost. The choice depends on the matrix alone, never on the batch (batch invariance).
+ * MEMRA_GEMV_Q6 (mm_q6_mode): =tc every Q6_K of K <= 4096; =tcall every Q6_K (ffn_down with the
+ * whole row of x split: one v11 block an SM, slower); =v5k the default but K > 4096 on v5; =v5
+ * none. */
 enum { MM_Q6TC_MIN_N = 32768 };
 static bool mm_q6tc_for(int64_t N, int64_t K) {
-  const mm_q6 m = mm_q6_mode(); /* v9 and tcw keep the default for K <= 4096 */
-  if (K > 4096) return m == MM_Q6_TCALL || m == MM_Q6_TCW;
+  const mm_q6 m = mm_q6_mode(); /* v9 and v5k keep the default for K <= 4096 */
+  if (K > 4096) return m == MM_Q6_TCALL || (m == MM_Q6_DEFAULT && m11_xw_ok<MEMRA_TYPE_Q6_K>(K));
   return m == MM_Q6_TC || m == MM_Q6_TCALL ||
-         ((m == MM_Q6_DEFAULT || m == MM_Q6_V9 || m == MM_Q6_TCW) && N >= MM_Q6TC_MIN_N);
+         ((m == MM_Q6_DEFAULT || m == MM_Q6_V9 || m == MM_Q6_V5K) && N >= MM_Q6TC_MIN_N);
 }
 
 /* F16 / BF16 (path v6) for one row of x on v12 (matmul_h12.cuh: v6's arithmetic through a
@@ -446,7 +449,7 @@ static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J,
                                  const mm_conv *cv, bool *conv_done, const mm_rkv *rk = NULL,
                                  bool *rk_done = NULL) {
   bool ok;
-  const bool xw = mm_q6_mode() == MM_Q6_TCW && !cv && m11_xw_ok<T>(a->K);
+  const bool xw = mm_q6_mode() == MM_Q6_DEFAULT && !cv && m11_xw_ok<T>(a->K);
   if (a->path == MM_V11 && a->M == 1 && m11_fits<T>(be, a->K, xw)) {
     cudaError_t e;
     if (cv) J.cv = *cv, *conv_done = true;

@@ -323,7 +323,12 @@ template <> struct tcq<MEMRA_TYPE_Q6_K> {
   template <bool G>
   static __device__ __forceinline__ void load(raw &r, const uint8_t *b0, const uint8_t *b1,
                                               const tc_role &ro) {
-    tc6_load<G>(r, b0, b1, ro.t);
+    /* a ring stage's super-blocks (G false) alternate 4-byte alignment (210 j): the aligned
+     * ones as words (the same bytes, so the same bits) */
+    if (!G && (((uint32_t)(uintptr_t)b0 | (uint32_t)(uintptr_t)b1) & 3u) == 0)
+      tc6_load<G, true>(r, b0, b1, ro.t);
+    else
+      tc6_load<G>(r, b0, b1, ro.t);
   }
   static __device__ __forceinline__ void load_x(xin &x, const uint4 *xb, const float4 *xs,
                                                 int64_t sb, const tc_role &ro) {

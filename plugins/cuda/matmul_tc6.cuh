@@ -29,8 +29,11 @@
 /* 4 bytes at a 2-byte-aligned p: two aligned words, funnel-shifted (the second word stays inside
  * the super-block for every offset read here). */
 template <bool G> __device__ __forceinline__ uint32_t tc6_ld32(const uint8_t *p) {
-  const unsigned *a = (const unsigned *)((uintptr_t)p & ~(uintptr_t)3);
-  return __funnelshift_r(tc_ld<G>(a), tc_ld<G>(a + 1), 8u * (uint32_t)((uintptr_t)p & 3));
+  /* p minus its offset, not the address masked as an integer: the pointer keeps its state space,
+   * so a ring stage's words are read by LDS, not by generic loads */
+  const uint32_t o = (uint32_t)(uintptr_t)p & 3u;
+  const unsigned *a = (const unsigned *)(p - o);
+  return __funnelshift_r(tc_ld<G>(a), tc_ld<G>(a + 1), 8u * o);
 }
 
 /* Rows g and g + 8 of one super-block, this thread's share: ql words m (bytes 16 m + 4 t),
@@ -40,17 +43,21 @@ struct tc6_raw {
   uint32_t ql[2][8], qh[2][4], sc[2][2];
   float d[2];
 };
-template <bool G>
+/* AL: b0 and b1 4-byte aligned (every other super-block of a ring stage: 210 j is), the words
+ * read as words; else two words and a funnel shift each */
+template <bool G, bool AL = false>
 __device__ __forceinline__ void tc6_load(tc6_raw &r, const uint8_t *b0, const uint8_t *b1, int t) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const uint8_t *b = i ? b1 : b0;
 #pragma unroll
     for (int m = 0; m < 8; ++m)
-      r.ql[i][m] = tc6_ld32<G>(b + 16 * m + 4 * t);
+      r.ql[i][m] =
+          AL ? tc_ld<G>((const unsigned *)(b + 16 * m + 4 * t)) : tc6_ld32<G>(b + 16 * m + 4 * t);
 #pragma unroll
     for (int m = 0; m < 4; ++m)
-      r.qh[i][m] = tc6_ld32<G>(b + 128 + 16 * m + 4 * t);
+      r.qh[i][m] = AL ? tc_ld<G>((const unsigned *)(b + 128 + 16 * m + 4 * t))
+                      : tc6_ld32<G>(b + 128 + 16 * m + 4 * t);
 #pragma unroll
     for (int n = 0; n < 2; ++n)
       r.sc[i][n] = tc_ld<G>((const unsigned short *)(b + 192 + 8 * n + 2 * t));
