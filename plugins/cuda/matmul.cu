@@ -295,13 +295,15 @@ static mm_q8 mm_q8_mode(void) {
  * for K > 4096 in whole x windows (ffn_down: v11 with x by windows, two blocks an SM), where it
  * beats v5 (H200: docs/PERF.md); the small ones (attn_v, 4096 x 4096) lose to v5 on v11's fixed
  * cost. The choice depends on the matrix alone, never on the batch (batch invariance).
- * MEMRA_GEMV_Q6 (mm_q6_mode): =tc every Q6_K of K <= 4096; =tcall every Q6_K (ffn_down with the
+ * MEMRA_GEMV_Q6 (mm_q6_mode): =tc every Q6_K of K <= 4096 too; =tcall every Q6_K (ffn_down with the
  * whole row of x split: one v11 block an SM, slower); =v5k the default but K > 4096 on v5; =v5
  * none. */
 enum { MM_Q6TC_MIN_N = 32768 };
 static bool mm_q6tc_for(int64_t N, int64_t K) {
   const mm_q6 m = mm_q6_mode(); /* v9 and v5k keep the default for K <= 4096 */
-  if (K > 4096) return m == MM_Q6_TCALL || (m == MM_Q6_DEFAULT && m11_xw_ok<MEMRA_TYPE_Q6_K>(K));
+  if (K > 4096)
+    return m == MM_Q6_TCALL ||
+           ((m == MM_Q6_DEFAULT || m == MM_Q6_TC) && m11_xw_ok<MEMRA_TYPE_Q6_K>(K));
   return m == MM_Q6_TC || m == MM_Q6_TCALL ||
          ((m == MM_Q6_DEFAULT || m == MM_Q6_V9 || m == MM_Q6_V5K) && N >= MM_Q6TC_MIN_N);
 }
@@ -449,7 +451,8 @@ static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J,
                                  const mm_conv *cv, bool *conv_done, const mm_rkv *rk = NULL,
                                  bool *rk_done = NULL) {
   bool ok;
-  const bool xw = mm_q6_mode() == MM_Q6_DEFAULT && !cv && m11_xw_ok<T>(a->K);
+  const mm_q6 q6 = mm_q6_mode();
+  const bool xw = (q6 == MM_Q6_DEFAULT || q6 == MM_Q6_TC) && !cv && m11_xw_ok<T>(a->K);
   if (a->path == MM_V11 && a->M == 1 && m11_fits<T>(be, a->K, xw)) {
     cudaError_t e;
     if (cv) J.cv = *cv, *conv_done = true;
