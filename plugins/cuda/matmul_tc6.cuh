@@ -43,21 +43,30 @@ struct tc6_raw {
   uint32_t ql[2][8], qh[2][4], sc[2][2];
   float d[2];
 };
-/* AL: b0 and b1 4-byte aligned (every other super-block of a ring stage: 210 j is), the words
- * read as words; else two words and a funnel shift each */
-template <bool G, bool AL = false>
+/* The word of bytes [off, off + 4) of a super-block at b whose offset from a 4-byte boundary is
+ * AL: 0 one word; 2 (known) the two words around it at fixed offsets from b - 2, funnel-shifted
+ * by 16 (no per-word offset arithmetic); -1 unknown (tc6_ld32). */
+template <bool G, int AL> __device__ __forceinline__ uint32_t tc6_word(const uint8_t *b, int off) {
+  if (AL == 0) return tc_ld<G>((const unsigned *)(b + off));
+  if (AL == 2) {
+    const unsigned *a = (const unsigned *)(b - 2 + off);
+    return __funnelshift_r(tc_ld<G>(a), tc_ld<G>(a + 1), 16u);
+  }
+  return tc6_ld32<G>(b + off);
+}
+/* AL (tc6_word): b0 and b1 both that far from a 4-byte boundary (a ring stage's super-blocks:
+ * 0 and 2 alternately, 210 j), or -1 */
+template <bool G, int AL = -1>
 __device__ __forceinline__ void tc6_load(tc6_raw &r, const uint8_t *b0, const uint8_t *b1, int t) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const uint8_t *b = i ? b1 : b0;
 #pragma unroll
     for (int m = 0; m < 8; ++m)
-      r.ql[i][m] =
-          AL ? tc_ld<G>((const unsigned *)(b + 16 * m + 4 * t)) : tc6_ld32<G>(b + 16 * m + 4 * t);
+      r.ql[i][m] = tc6_word<G, AL>(b, 16 * m + 4 * t);
 #pragma unroll
     for (int m = 0; m < 4; ++m)
-      r.qh[i][m] = AL ? tc_ld<G>((const unsigned *)(b + 128 + 16 * m + 4 * t))
-                      : tc6_ld32<G>(b + 128 + 16 * m + 4 * t);
+      r.qh[i][m] = tc6_word<G, AL>(b, 128 + 16 * m + 4 * t);
 #pragma unroll
     for (int n = 0; n < 2; ++n)
       r.sc[i][n] = tc_ld<G>((const unsigned short *)(b + 192 + 8 * n + 2 * t));
