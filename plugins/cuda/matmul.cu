@@ -54,9 +54,10 @@
  *      Q6_K on both (matmul_tc6.cuh, the 6-bit q as an f16 subnormal) for its output
  *      matrices (N >= 32768, K <= 4096: 128256x4096 168.9 -> 159.4 us, 151936x2048 106.2 ->
  *      90.3); its smaller matrices stay on v5, faster there for one row (mm_q6tc_for). The
- *      Q6_K stage words by LDS (they were generic loads) and the 4-byte-aligned super-blocks
- *      without funnel shifts: output 158.1 -> 136.6 us, and the down projections (K 14336,
- *      x split by windows) on v11 too: Llama-8B Q4_K_M tg128 @ d512 402 -> 420.
+ *      Q6_K stage words by LDS (they were generic loads), the 4-byte-aligned super-blocks
+ *      without funnel shifts and the others at fixed offsets: output 158.1 -> 125.5 us, and
+ *      the down projections (K 14336, x split by windows) on v11 too: Llama-8B Q4_K_M tg128
+ *      @ d512 402 -> 424.
  *                                                     <- vtable (Q4_K, Q6_K out and down)
  * 12   F16 / BF16 in matmul_h12.cuh: v6's arithmetic (same bits) for one row of x, fed by a
  *      ring of bulk copies as v11 (8-row tiles, stages of 2048 elements); batches run v6.
