@@ -4,6 +4,9 @@
  *
  *   gemv_bench PLUGIN.so [TYPE...]     (TYPE: a type name such as Q8_0 or F16; default all)
  *
+ * GEMV_BENCH_SHAPE=TEXT keeps the shapes whose name contains TEXT (e.g. "ffn_down"), so that a
+ * profiler's first launches are the shape wanted (tools/device/profile_gemv.sh).
+ *
  * Weights are rotated over enough copies that the working set is far larger than L2
  * (60 MB on an H200), and each timed unit is a captured graph of many matmuls, so launch
  * gaps and host timing add little. Bytes counted: the weight matrix, x and y, once each.
@@ -126,6 +129,7 @@ int main(int argc, char **argv) {
   static const int32_t types[] = {MEMRA_TYPE_F16,  MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0,
                                   MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_1, MEMRA_TYPE_Q4_K,
                                   MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q6_K};
+  const char *shape_want = getenv("GEMV_BENCH_SHAPE");
   char table[64][160];
   int nt = 0;
   for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ++ti) {
@@ -133,6 +137,7 @@ int main(int argc, char **argv) {
       const int32_t type = types[ti];
       const int64_t N = shapes[si].n, K = shapes[si].k, M = shapes[si].m;
       if (!type_wanted(type, argc - 2, argv + 2)) continue;
+      if (shape_want && !strstr(shapes[si].name, shape_want)) continue;
       if (M > 1 && type != MEMRA_TYPE_Q4_K && type != MEMRA_TYPE_F16 && type != MEMRA_TYPE_Q8_0)
         continue;
       if (M == 4 && type != MEMRA_TYPE_Q8_0) continue; /* Q8_0's one full group of 4 rows */
