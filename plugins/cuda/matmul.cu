@@ -245,9 +245,9 @@ static mm_gemv mm_gemv_mode(void) {
 }
 
 /* MEMRA_GEMV_Q6, read once (mm_q6tc_for, mm_v9_size): v5, default, tc, tcall, v9 (the
- * Q6_K of K > 4096, the down projections, on v9: v5's bits, A/B timing), tcw (the default's
- * former name), v5k (the former default: the Q6_K of K > 4096 on v5, A/B timing). Fixed for
- * the process. */
+ * Q6_K of K > 4096, the down projections, on v9: v5's bits, A/B timing), v5k (the former
+ * default: the Q6_K of K > 4096 on v5, A/B timing); anything else (the former tcw too) the
+ * default. Fixed for the process. */
 enum mm_q6 { MM_Q6_V5, MM_Q6_DEFAULT, MM_Q6_TC, MM_Q6_TCALL, MM_Q6_V9, MM_Q6_V5K };
 static mm_q6 mm_q6_mode(void) {
   static int mode = -1;
@@ -300,11 +300,14 @@ static mm_q8 mm_q8_mode(void) {
  * whole row of x split: one v11 block an SM, slower); =v5k the default but K > 4096 on v5; =v5
  * none. */
 enum { MM_Q6TC_MIN_N = 32768 };
+/* Whether the Q6_K of K > 4096 go by x windows (matmul_tc11.cuh XW): the default and =tc. */
+static bool mm_q6_windows(void) {
+  const mm_q6 m = mm_q6_mode();
+  return m == MM_Q6_DEFAULT || m == MM_Q6_TC;
+}
 static bool mm_q6tc_for(int64_t N, int64_t K) {
   const mm_q6 m = mm_q6_mode(); /* v9 and v5k keep the default for K <= 4096 */
-  if (K > 4096)
-    return m == MM_Q6_TCALL ||
-           ((m == MM_Q6_DEFAULT || m == MM_Q6_TC) && m11_xw_ok<MEMRA_TYPE_Q6_K>(K));
+  if (K > 4096) return m == MM_Q6_TCALL || (mm_q6_windows() && m11_xw_ok<MEMRA_TYPE_Q6_K>(K));
   return m == MM_Q6_TC || m == MM_Q6_TCALL ||
          ((m == MM_Q6_DEFAULT || m == MM_Q6_V9 || m == MM_Q6_V5K) && N >= MM_Q6TC_MIN_N);
 }
@@ -452,8 +455,7 @@ static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J,
                                  const mm_conv *cv, bool *conv_done, const mm_rkv *rk = NULL,
                                  bool *rk_done = NULL) {
   bool ok;
-  const mm_q6 q6 = mm_q6_mode();
-  const bool xw = (q6 == MM_Q6_DEFAULT || q6 == MM_Q6_TC) && !cv && m11_xw_ok<T>(a->K);
+  const bool xw = mm_q6_windows() && !cv && m11_xw_ok<T>(a->K);
   if (a->path == MM_V11 && a->M == 1 && m11_fits<T>(be, a->K, xw)) {
     cudaError_t e;
     if (cv) J.cv = *cv, *conv_done = true;
