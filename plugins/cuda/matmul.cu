@@ -466,7 +466,7 @@ static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J,
                  : m11_launch<T, false>(be, J, a->x, a->K, &e, NULL, xw);
     if (e != cudaSuccess)
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: %s kernel's shared memory: %s",
-                           memra_type_info(T).name, cudaGetErrorString(e));
+                           memra_type_info(a->type).name, cudaGetErrorString(e));
   } else {
     void *ws = NULL;
     memra_status st =
@@ -498,9 +498,10 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: %lld rows of x", (long long)a->M);
   bool ok = true;
   if (tc) {
-    return a->type == MEMRA_TYPE_Q6_K
-               ? mm_launch_tc<MEMRA_TYPE_Q6_K>(be, a, J, mt, cv, conv_done)
-               : mm_launch_tc<MEMRA_TYPE_Q4_K>(be, a, J, mt, cv, conv_done, rk, rk_done);
+    if (a->type == MEMRA_TYPE_Q6_K) /* the form by K (tc_q6_key) */
+      return tc_q6_key(a->K) == TC_Q6I ? mm_launch_tc<TC_Q6I>(be, a, J, mt, cv, conv_done)
+                                       : mm_launch_tc<MEMRA_TYPE_Q6_K>(be, a, J, mt, cv, conv_done);
+    return mm_launch_tc<MEMRA_TYPE_Q4_K>(be, a, J, mt, cv, conv_done, rk, rk_done);
   } else if (a->path == MM_V5) {
 #define MKQ_CASE(TY)                                                                               \
   case TY:                                                                                         \

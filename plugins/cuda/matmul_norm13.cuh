@@ -241,10 +241,7 @@ __device__ __forceinline__ void n11_norm_split(const mm_norm &nm, const float4 (
       e8[4 * h] = o.x, e8[4 * h + 1] = o.y, e8[4 * h + 2] = o.z, e8[4 * h + 3] = o.w;
       if (blockIdx.x == 0) ((float4 *)nm.xn)[2 * t + h + 256 * i] = o;
     }
-    uint4 hh, ll;
-    float4 gs;
-    tc_split8(e8, &hh, &ll, &gs);
-    tc_store_split(xb, xs, 8 * (int64_t)t + 1024 * i, hh, ll, gs);
+    tc_split_put(e8, xb, xs, 8 * (int64_t)t + 1024 * i);
   }
 }
 

@@ -44,6 +44,12 @@
 #include "plugins/cuda/matmul_jobs.cuh"
 
 enum { TC_WARPS = 4, TC_ROWS = 16 };
+/* tcq's key for Q6_K matrices of K <= 4096 (the output matrices, attn_v, the experts): the
+ * integer-MMA form (matmul_tc6i.cuh); longer rows (the down projections, x by windows on v11)
+ * keep the f16 form, tcq<MEMRA_TYPE_Q6_K>. A property of the matrix alone, so v11 (one row) and
+ * v7 (batches) agree on every row's bits. */
+enum { TC_Q6I = 0x100 + MEMRA_TYPE_Q6_K };
+static inline int tc_q6_key(int64_t K) { return K <= 4096 ? (int)TC_Q6I : (int)MEMRA_TYPE_Q6_K; }
 
 /* C += A B, m16n8k16, f16 x f16 -> f32. */
 __device__ __forceinline__ void tc_mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
@@ -161,6 +167,18 @@ __device__ __forceinline__ void tc_store_split(uint4 *xb, XS *xs, int64_t e, uin
   if ((threadIdx.x & 3) == 0) tc_xs_put(&xs[e >> 5], g);
 }
 
+struct tc6i_xs; /* matmul_tc6i.cuh: its form's tc_split_put, declared before the template */
+__device__ __forceinline__ void tc_split_put(const float v[8], uint4 *xb, tc6i_xs *xs, int64_t e);
+/* A lane quad's share of x split and stored in the prep form XS (matmul_tc6i.cuh overloads it
+ * for its own form). */
+template <typename XS>
+__device__ __forceinline__ void tc_split_put(const float v[8], uint4 *xb, XS *xs, int64_t e) {
+  uint4 h, l;
+  float4 g;
+  tc_split8(v, &h, &l, &g);
+  tc_store_split(xb, xs, e, h, l, g);
+}
+
 /* Thread i of block (bx, m) takes elements 1024 bx + 8 i .. + 7 of row m (four threads = one
  * 32-group, a lane quad). Per 32-group: s = 2^es brings its largest |x| to [2^14, 2^15)
  * (clamped; zero, inf and NaN groups keep s = 1), xh = f16(s x), xl = f16(s x - xh);
@@ -175,10 +193,7 @@ __global__ void __launch_bounds__(128)
   XS *xs = (XS *)(ws + m * tc_prep_bytes<XS>(K) + (uint64_t)K * 4);
   float v[8];
   tc_load_x8<VEC>(x + m * x_ld + e, v);
-  uint4 h, l;
-  float4 g;
-  tc_split8(v, &h, &l, &g);
-  tc_store_split(xb, xs, e, h, l, g);
+  tc_split_put(v, xb, xs, e);
 }
 
 /* What this thread needs of super-block sb: rows g and g + 8 (header + two q), and for x
@@ -353,6 +368,8 @@ template <> struct tcq<MEMRA_TYPE_Q6_K> {
   }
 };
 
+#include "plugins/cuda/matmul_tc6i.cuh"
+
 /* A row's sum over the lane quad t = 0..3 (butterfly: all four lanes get the same bits). */
 __device__ __forceinline__ float tc_quad_sum(float v) {
   v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -376,10 +393,7 @@ __device__ __forceinline__ void tc_split_row(const float *__restrict__ x, int64_
     for (int i = 0; i < XB; ++i) {
       const int64_t e = e0 + STRIDE * i;
       if (e >= K) break;
-      uint4 h, l;
-      float4 gs;
-      tc_split8(v[i], &h, &l, &gs);
-      tc_store_split(xb, xs, e, h, l, gs);
+      tc_split_put(v[i], xb, xs, e);
     }
   }
 }

@@ -69,12 +69,8 @@ __device__ __forceinline__ void t11_xw_load(float (&v)[2][8], const float *__res
 template <typename XS>
 __device__ __forceinline__ void t11_xw_split(float (&v)[2][8], uint4 *xb, XS *xs) {
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    uint4 h, l;
-    float4 gs;
-    tc_split8(v[i], &h, &l, &gs);
-    tc_store_split(xb, xs, 8 * (int64_t)threadIdx.x + 1024 * i, h, l, gs);
-  }
+  for (int i = 0; i < 2; ++i)
+    tc_split_put(v[i], xb, xs, 8 * (int64_t)threadIdx.x + 1024 * i);
 }
 
 __device__ __forceinline__ void t11_consumers_sync() {

@@ -640,7 +640,8 @@ static memra_status mmid_launch(memra_backend *be, const mmid_args &a, const mem
              : midtc_launch<TY, true, false>(be, a, &err))                                         \
       : (glu ? midtc_launch<TY, false, true>(be, a, &err)                                          \
              : midtc_launch<TY, false, false>(be, a, &err)))
-    done = w->type == MEMRA_TYPE_Q4_K ? TC_GO(MEMRA_TYPE_Q4_K) : TC_GO(MEMRA_TYPE_Q6_K);
+    /* Q6_K: midtc_fits takes K <= 4096 only, the integer-MMA form (tc_q6_key) */
+    done = w->type == MEMRA_TYPE_Q4_K ? TC_GO(MEMRA_TYPE_Q4_K) : TC_GO(TC_Q6I);
 #undef TC_GO
     if (err != cudaSuccess)
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul_id: %s kernel's launch setup: %s",
