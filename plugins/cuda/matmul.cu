@@ -455,7 +455,7 @@ static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J,
                                  const mm_conv *cv, bool *conv_done, const mm_rkv *rk = NULL,
                                  bool *rk_done = NULL) {
   bool ok;
-  const bool xw = mm_q6_windows() && !cv && m11_xw_ok<T>(a->K);
+  const bool xw = !cv && m11_xw_ok<T>(a->K) && (T == MEMRA_TYPE_Q4_K || mm_q6_windows());
   if (a->path == MM_V11 && a->M == 1 && m11_fits<T>(be, a->K, xw)) {
     cudaError_t e;
     if (cv) J.cv = *cv, *conv_done = true;

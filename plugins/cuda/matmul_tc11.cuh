@@ -48,13 +48,13 @@ template <int T> static inline uint64_t t11_smem(int64_t K, int SB, bool xw = fa
          sizeof(float) * T11_CW * TC_ROWS + 16u * T11_ST;
 }
 
-/* XW (the Q6_K of K > 4096 by default, matmul.cu mm_q6tc_for): x's split by windows of T11_XW
- * elements, a ring stage's 8 super-blocks, two windows double-buffered, instead of the whole row's:
- * a Q6_K block at K 14336 needs 72 KB instead of 118 (x's split alone is 64.5 KB), so two share an
- * SM (155 registers: not three). Each window holds the values the whole split holds for its
- * elements (the same threads, quads and groups: a window starts at a multiple of 1024), so the same
- * bits. Thread i loads its two groups of 8 (elements 8 i and 8 i + 1024 of the window) one stage
- * ahead, splits them after the stage. */
+/* XW (Q4_K and Q6_K of K > 4096: the down projections; Q6_K as matmul.cu mm_q6tc_for says): x's
+ * split by windows of T11_XW elements, a ring stage's 8 super-blocks, two windows double-buffered,
+ * instead of the whole row's: a Q6_K block at K 14336 needs 72 KB instead of 118 (x's split alone
+ * is 64.5 KB), so two share an SM; Q4_K's 55 KB would let four (m11_launch holds them to two). Each
+ * window holds the values the whole split holds for its elements (the same threads, quads and
+ * groups: a window starts at a multiple of 1024), so the same bits. Thread i loads its two groups
+ * of 8 (elements 8 i and 8 i + 1024 of the window) one stage ahead, splits them after the stage. */
 /* Window k's split (xb, then xs after its T11_XW * 4 bytes) in the XW area at xb. */
 template <typename XS> __device__ __forceinline__ uint8_t *t11_xw_at(uint4 *xb, int64_t k) {
   return (uint8_t *)xb + (k & 1) * tc_prep_bytes<XS>(T11_XW);
@@ -209,9 +209,11 @@ template <int T> static inline bool m11_fits(const memra_backend *be, int64_t K,
          (int64_t)t11_smem<T>(K, t11_sb<T>(K), xw) + 1024;
 }
 
-/* Whether x may go by windows (XW) for this T and K: Q6_K rows of whole windows (K > 4096). */
+/* Whether x may go by windows (XW) for this T and K: Q4_K and Q6_K rows of whole windows
+ * (K > 4096). */
 template <int T> static inline bool m11_xw_ok(int64_t K) {
-  return T == MEMRA_TYPE_Q6_K && K > 4096 && K % T11_XW == 0 && t11_sb<T>(K) * 256 == T11_XW;
+  return (T == MEMRA_TYPE_Q6_K || T == MEMRA_TYPE_Q4_K) && K > 4096 && K % T11_XW == 0 &&
+         t11_sb<T>(K) * 256 == T11_XW;
 }
 
 /* The v11 grid over J's 16-row tiles for one row of x: blocks per SM from the shared memory
@@ -228,7 +230,18 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   if (tiles == 0) return false;
   const int SB = t11_sb<T>(K);
   xw = xw && !nm; /* the caller checked m11_xw_ok and that there is no conv */
-  const int64_t smem = (int64_t)t11_smem<T>(K, SB, xw);
+  int64_t smem = (int64_t)t11_smem<T>(K, SB, xw);
+  if (xw) { /* two blocks an SM, never three: where a third fits (Q4_K's XW by its shared
+             * memory and 126 registers) the next launch's blocks pile onto the SMs free at its
+             * start, and those run slower (H200: Q4_K down 18.3 us as shared memory allows, up
+             * to four an SM, 14.0 at two; the integer Q6_K form 23.2 / 19.2). Deeper rings in
+             * the room (4-5 stages Q4_K, 3 Q6_K) measured slower in the step. */
+    const int64_t sm_bytes = be->prop.sharedMemPerMultiprocessor
+                                 ? (int64_t)be->prop.sharedMemPerMultiprocessor
+                                 : 228 * 1024;
+    const int64_t two = sm_bytes / 3 - 1024 + 128;
+    if (smem < two) smem = two;
+  }
   const int64_t slots = mm_block_slots(be, smem + 1024, 4);
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
   /* Q6_K has stages of 8 super-blocks (t11_sb) */
@@ -252,7 +265,7 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   } else if (nm) {
     return false; /* the caller takes Q4_K with 16-byte rows of x only */
   }
-  if constexpr (T == MEMRA_TYPE_Q6_K) {
+  if constexpr (T == MEMRA_TYPE_Q6_K || T == MEMRA_TYPE_Q4_K) {
     if (xw) kernel = matmul_v11_kernel<T, VEC, 8, false, false, true>;
   }
   /* J.rk.on (ABI 1.16 matmul_n_rope_kv, Q4_K, no conv or norm): rope and the cache stores at the
