@@ -94,13 +94,15 @@ __device__ __forceinline__ void mm_rows_enter(const uint8_t *(&wr)[R], const mm_
   memra_pdl_enter();
 }
 
+/* An SM's shared memory (228 KiB where the properties do not say). */
+static inline int64_t mm_sm_bytes(const memra_backend *be) {
+  return be->prop.sharedMemPerMultiprocessor ? (int64_t)be->prop.sharedMemPerMultiprocessor
+                                             : 228 * 1024;
+}
 /* Resident block slots of the device for blocks of `bytes` of shared memory each: blocks per
- * SM from its shared memory (228 KiB when unknown), between 1 and cap, times the SMs. */
+ * SM from its shared memory (mm_sm_bytes), between 1 and cap, times the SMs. */
 static inline int64_t mm_block_slots(const memra_backend *be, int64_t bytes, int cap) {
-  const int64_t sm_bytes = be->prop.sharedMemPerMultiprocessor
-                               ? (int64_t)be->prop.sharedMemPerMultiprocessor
-                               : 228 * 1024;
-  int64_t bps = sm_bytes / bytes;
+  int64_t bps = mm_sm_bytes(be) / bytes;
   bps = bps > cap ? cap : bps < 1 ? 1 : bps;
   return (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps;
 }

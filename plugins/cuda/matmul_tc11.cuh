@@ -51,7 +51,8 @@ template <int T> static inline uint64_t t11_smem(int64_t K, int SB, bool xw = fa
 /* XW (Q4_K and Q6_K of K > 4096: the down projections; Q6_K as matmul.cu mm_q6tc_for says): x's
  * split by windows of T11_XW elements, a ring stage's 8 super-blocks, two windows double-buffered,
  * instead of the whole row's: a Q6_K block at K 14336 needs 72 KB instead of 118 (x's split alone
- * is 64.5 KB), so two share an SM; Q4_K's 55 KB would let four (m11_launch holds them to two). Each
+ * is 64.5 KB), so two share an SM; Q4_K's 55 KB would let four (m11_launch holds a launch to the
+ * blocks an SM its grid needs: two). Each
  * window holds the values the whole split holds for its elements (the same threads, quads and
  * groups: a window starts at a multiple of 1024), so the same bits. Thread i loads its two groups
  * of 8 (elements 8 i and 8 i + 1024 of the window) one stage ahead, splits them after the stage. */
@@ -231,19 +232,21 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   const int SB = t11_sb<T>(K);
   xw = xw && !nm; /* the caller checked m11_xw_ok and that there is no conv */
   int64_t smem = (int64_t)t11_smem<T>(K, SB, xw);
-  if (xw) { /* two blocks an SM, never three: where a third fits (Q4_K's XW by its shared
-             * memory and 126 registers) the next launch's blocks pile onto the SMs free at its
-             * start, and those run slower (H200: Q4_K down 18.3 us as shared memory allows, up
-             * to four an SM, 14.0 at two; the integer Q6_K form 23.2 / 19.2). Deeper rings in
-             * the room (4-5 stages Q4_K, 3 Q6_K) measured slower in the step. */
-    const int64_t sm_bytes = be->prop.sharedMemPerMultiprocessor
-                                 ? (int64_t)be->prop.sharedMemPerMultiprocessor
-                                 : 228 * 1024;
-    const int64_t two = sm_bytes / 3 - 1024 + 128;
-    if (smem < two) smem = two;
-  }
   const int64_t slots = mm_block_slots(be, smem + 1024, 4);
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
+  /* At most ceil(grid / SMs) blocks an SM (the shared memory asked for says so): where more fit,
+   * the hardware places a launch's blocks where room is when it starts, behind the kernel
+   * before it under PDL, so some SMs take three or four and the launch lasts as long as they
+   * do (H200: Q4_K down by windows 18.3 us at up to four an SM, 14.0 at two; the hybrid's and
+   * the MoE's K 2048 and N 2048 launches +1.3% / +2.7% a step). Deeper rings in the room the
+   * padding leaves (XW: 4-5 stages Q4_K, 3 Q6_K) measured slower in the step. */
+  if (be->n_sms > 0) {
+    const int64_t need = (grid + be->n_sms - 1) / be->n_sms;
+    if (need < slots / be->n_sms) {
+      const int64_t lim = mm_sm_bytes(be) / (need + 1) - 1024 + 128;
+      if (smem < lim) smem = lim;
+    }
+  }
   /* Q6_K has stages of 8 super-blocks (t11_sb) */
   /* J's conv (matmul_n_conv) in its own instantiations, so the plain kernels stay as they were */
   constexpr int SB16 = T == MEMRA_TYPE_Q4_K ? 16 : 8;
