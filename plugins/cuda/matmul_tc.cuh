@@ -338,16 +338,7 @@ template <> struct tcq<MEMRA_TYPE_Q6_K> {
   template <bool G>
   static __device__ __forceinline__ void load(raw &r, const uint8_t *b0, const uint8_t *b1,
                                               const tc_role &ro) {
-    /* a ring stage's super-blocks (G false: even offsets) alternate 4-byte alignment (210 j):
-     * the aligned ones as words, the others at fixed offsets from the word below (the same
-     * bytes, so the same bits) */
-    const uint32_t o = ((uint32_t)(uintptr_t)b0 | (uint32_t)(uintptr_t)b1) & 3u;
-    if (!G && o == 0)
-      tc6_load<G, 0>(r, b0, b1, ro.t);
-    else if (!G && o == 2 && (((uint32_t)(uintptr_t)b0 ^ (uint32_t)(uintptr_t)b1) & 3u) == 0)
-      tc6_load<G, 2>(r, b0, b1, ro.t);
-    else
-      tc6_load<G>(r, b0, b1, ro.t);
+    tc6_by_align<G>(b0, b1, [&](auto al) { tc6_load<G, decltype(al)::value>(r, b0, b1, ro.t); });
   }
   static __device__ __forceinline__ void load_x(xin &x, const uint4 *xb, const float4 *xs,
                                                 int64_t sb, const tc_role &ro) {

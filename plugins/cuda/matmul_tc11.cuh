@@ -52,10 +52,10 @@ template <int T> static inline uint64_t t11_smem(int64_t K, int SB, bool xw = fa
  * split by windows of T11_XW elements, a ring stage's 8 super-blocks, two windows double-buffered,
  * instead of the whole row's: a Q6_K block at K 14336 needs 72 KB instead of 118 (x's split alone
  * is 64.5 KB), so two share an SM; Q4_K's 55 KB would let four (m11_launch holds a launch to the
- * blocks an SM its grid needs: two). Each
- * window holds the values the whole split holds for its elements (the same threads, quads and
- * groups: a window starts at a multiple of 1024), so the same bits. Thread i loads its two groups
- * of 8 (elements 8 i and 8 i + 1024 of the window) one stage ahead, splits them after the stage. */
+ * blocks an SM its grid needs: two). Each window holds the values the whole split holds for its
+ * elements (the same threads, quads and groups: a window starts at a multiple of 1024), so the
+ * same bits. Thread i loads its two groups of 8 (elements 8 i and 8 i + 1024 of the window) one
+ * stage ahead, splits them after the stage. */
 /* Window k's split (xb, then xs after its T11_XW * 4 bytes) in the XW area at xb. */
 template <typename XS> __device__ __forceinline__ uint8_t *t11_xw_at(uint4 *xb, int64_t k) {
   return (uint8_t *)xb + (k & 1) * tc_prep_bytes<XS>(T11_XW);

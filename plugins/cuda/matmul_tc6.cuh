@@ -26,6 +26,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 /* 4 bytes at a 2-byte-aligned p: two aligned words, funnel-shifted (the second word stays inside
  * the super-block for every offset read here). */
 template <bool G> __device__ __forceinline__ uint32_t tc6_ld32(const uint8_t *p) {
@@ -54,24 +56,47 @@ template <bool G, int AL> __device__ __forceinline__ uint32_t tc6_word(const uin
   }
   return tc6_ld32<G>(b + off);
 }
-/* AL (tc6_word): b0 and b1 both that far from a 4-byte boundary (a ring stage's super-blocks:
- * 0 and 2 alternately, 210 j), or -1 */
-template <bool G, int AL = -1>
-__device__ __forceinline__ void tc6_load(tc6_raw &r, const uint8_t *b0, const uint8_t *b1, int t) {
+/* What every Q6_K form reads of a super-block pair (rows b0, b1), row by row: the ql words
+ * (16 m + 4 t), the qh words (128 + 16 m + 4 t), the form's scales (scales(i, b)), d. AL
+ * (tc6_word): b0 and b1 both that far from a 4-byte boundary (a ring stage's super-blocks: 0 and
+ * 2 alternately, 210 j), or -1. */
+template <bool G, int AL, typename SC>
+__device__ __forceinline__ void tc6_load_rows(uint32_t (&ql)[2][8], uint32_t (&qh)[2][4],
+                                              float (&d)[2], const uint8_t *b0, const uint8_t *b1,
+                                              int t, SC scales) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const uint8_t *b = i ? b1 : b0;
 #pragma unroll
     for (int m = 0; m < 8; ++m)
-      r.ql[i][m] = tc6_word<G, AL>(b, 16 * m + 4 * t);
+      ql[i][m] = tc6_word<G, AL>(b, 16 * m + 4 * t);
 #pragma unroll
     for (int m = 0; m < 4; ++m)
-      r.qh[i][m] = tc6_word<G, AL>(b, 128 + 16 * m + 4 * t);
+      qh[i][m] = tc6_word<G, AL>(b, 128 + 16 * m + 4 * t);
+    scales(i, b);
+    d[i] = __half2float(__ushort_as_half(tc_ld<G>((const unsigned short *)(b + 208))));
+  }
+}
+template <bool G, int AL = -1>
+__device__ __forceinline__ void tc6_load(tc6_raw &r, const uint8_t *b0, const uint8_t *b1, int t) {
+  tc6_load_rows<G, AL>(r.ql, r.qh, r.d, b0, b1, t, [&](int i, const uint8_t *b) {
 #pragma unroll
     for (int n = 0; n < 2; ++n)
       r.sc[i][n] = tc_ld<G>((const unsigned short *)(b + 192 + 8 * n + 2 * t));
-    r.d[i] = __half2float(__ushort_as_half(tc_ld<G>((const unsigned short *)(b + 208))));
-  }
+  });
+}
+/* Calls load(AL) with AL (an integral_constant) as b0 and b1 allow: a ring stage's super-blocks
+ * (G false: even offsets) alternate 4-byte alignment (210 j), the aligned ones read as words,
+ * the others at fixed offsets from the word below (the same bytes, so the same bits). */
+template <bool G, typename L>
+__device__ __forceinline__ void tc6_by_align(const uint8_t *b0, const uint8_t *b1, L load) {
+  const uint32_t o = ((uint32_t)(uintptr_t)b0 | (uint32_t)(uintptr_t)b1) & 3u;
+  if (!G && o == 0)
+    load(std::integral_constant<int, 0>());
+  else if (!G && o == 2 && (((uint32_t)(uintptr_t)b0 ^ (uint32_t)(uintptr_t)b1) & 3u) == 0)
+    load(std::integral_constant<int, 2>());
+  else
+    load(std::integral_constant<int, -1>());
 }
 
 /* What this thread needs of x for super-block sb: for each chunk the pair of words of its B

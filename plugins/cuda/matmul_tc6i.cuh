@@ -123,20 +123,11 @@ struct tc6i_raw {
 template <bool G, int AL>
 __device__ __forceinline__ void tc6i_load(tc6i_raw &r, const uint8_t *b0, const uint8_t *b1,
                                           int t) {
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const uint8_t *b = i ? b1 : b0;
-#pragma unroll
-    for (int m = 0; m < 8; ++m)
-      r.ql[i][m] = tc6_word<G, AL>(b, 16 * m + 4 * t);
-#pragma unroll
-    for (int m = 0; m < 4; ++m)
-      r.qh[i][m] = tc6_word<G, AL>(b, 128 + 16 * m + 4 * t);
+  tc6_load_rows<G, AL>(r.ql, r.qh, r.d, b0, b1, t, [&](int i, const uint8_t *b) {
 #pragma unroll
     for (int w = 0; w < 4; ++w)
       r.sc[i][w] = tc6_word<G, AL>(b, 192 + 4 * w);
-    r.d[i] = __half2float(__ushort_as_half(tc_ld<G>((const unsigned short *)(b + 208))));
-  }
+  });
 }
 
 /* x of super-block sb for this thread: per chunk its B word (digit g & 3 of sub-block g >> 2, or
@@ -168,13 +159,7 @@ template <> struct tcq<TC_Q6I> {
   template <bool G>
   static __device__ __forceinline__ void load(raw &r, const uint8_t *b0, const uint8_t *b1,
                                               const tc_role &ro) {
-    const uint32_t o = ((uint32_t)(uintptr_t)b0 | (uint32_t)(uintptr_t)b1) & 3u;
-    if (!G && o == 0)
-      tc6i_load<G, 0>(r, b0, b1, ro.t);
-    else if (!G && o == 2 && (((uint32_t)(uintptr_t)b0 ^ (uint32_t)(uintptr_t)b1) & 3u) == 0)
-      tc6i_load<G, 2>(r, b0, b1, ro.t);
-    else
-      tc6i_load<G, -1>(r, b0, b1, ro.t);
+    tc6_by_align<G>(b0, b1, [&](auto al) { tc6i_load<G, decltype(al)::value>(r, b0, b1, ro.t); });
   }
   static __device__ __forceinline__ void load_x(xin &x, const uint4 *xb, const tc6i_xs *xs,
                                                 int64_t sb, const tc_role &ro) {
