@@ -113,14 +113,23 @@ memra_status memra_blk_proj_flush(memra_ctx *c, memra_err *err) {
                           err);
 }
 
+/* Whether a decode step's residual projections go by matmul_acc (ABI 1.17) with their norms
+ * deferred into the next projections without a residual (ABI 1.14, res none). */
+static bool acc_mode(const memra_ctx *c) {
+  const memra_backend_vt *vt = c->m->vt;
+  return vt->matmul_acc && vt->rmsnorm_matmul_n && vt->rmsnorm_ffn_glu && c->n_decode >= c->n_rows;
+}
+
 memra_status memra_blk_proj_matmul(memra_ctx *c, const char *what, const memra_tensor *y,
                                    const memra_tensor *a, const memra_tensor *w, memra_err *err) {
   const memra_tensor none = {0};
   MEMRA_TRY(memra_blk_proj_flush(c, err));
   const memra_backend_vt *vt = c->m->vt;
-  /* the ABI 1.14 slots, where a plugin has them, take the norm with the next projections */
-  if (c->proj_defer.ok && vt->matmul_rmsnorm && !(vt->rmsnorm_matmul_n && vt->rmsnorm_ffn_glu) &&
-      c->n_decode >= c->n_rows && y->type == MEMRA_TYPE_F32 && a->type == MEMRA_TYPE_F32) {
+  /* matmul_acc (ABI 1.17) adds it into x where the norm would have; else matmul_rmsnorm (1.15),
+   * unless the 1.14 slots take the norm with the next projections */
+  const bool by_norm = vt->matmul_rmsnorm && !(vt->rmsnorm_matmul_n && vt->rmsnorm_ffn_glu);
+  if (c->proj_defer.ok && (acc_mode(c) || by_norm) && c->n_decode >= c->n_rows &&
+      y->type == MEMRA_TYPE_F32 && a->type == MEMRA_TYPE_F32) {
     c->proj_defer.on = true;
     c->proj_defer.y = *y;
     c->proj_defer.a = *a;
@@ -138,9 +147,25 @@ static bool proj_defer_takes(const memra_ctx *c, const memra_tensor *add) {
          add->ne0 == y->ne0 && add->ne1 == y->ne1 && add->nb1 == y->nb1 && add->type == y->type;
 }
 
-/* rmsnorm(xn, x, add, w) with the waiting projection that writes add, in one call. */
+/* The waiting projection added into x by matmul_acc (its y the scratch). */
+static memra_status proj_acc(memra_ctx *c, const char *what, const memra_tensor *x,
+                             memra_err *err) {
+  c->proj_defer.on = false;
+  CALL(what,
+       c->m->vt->matmul_acc(c->m->be, x, &c->proj_defer.y, &c->proj_defer.a, &c->proj_defer.w));
+  return MEMRA_OK;
+}
+
+/* rmsnorm(xn, x, add, w) with the waiting projection that writes add: matmul_acc, then the norm
+ * without a residual (ABI 1.17); else matmul_rmsnorm, one call (ABI 1.15). */
 static memra_status proj_norm(memra_ctx *c, const char *what, const memra_tensor *xn,
                               const memra_tensor *x, const memra_tensor *w, memra_err *err) {
+  if (acc_mode(c)) {
+    const memra_tensor none = {0};
+    MEMRA_TRY(proj_acc(c, what, x, err));
+    CALL(what, c->m->vt->rmsnorm(c->m->be, xn, x, &none, w, c->m->hp.eps));
+    return MEMRA_OK;
+  }
   c->proj_defer.on = false;
   CALL(what, c->m->vt->matmul_rmsnorm(c->m->be, &c->proj_defer.y, &c->proj_defer.a,
                                       &c->proj_defer.w, xn, x, w, c->m->hp.eps));
@@ -238,9 +263,11 @@ memra_status memra_blk_add_norm_proj(memra_ctx *c, const char *what, const memra
   const int32_t t = memra_blk_op16_type(c, n, w);
   *h = t == MEMRA_TYPE_F32 || xn->ne0 > c->op16.ne0 ? *xn : op16_view(c, &c->op16, t, xn->ne0);
   const memra_backend_vt *vt = c->m->vt;
-  if (proj_defer_takes(c, add) && h->type == MEMRA_TYPE_F32) { /* ABI 1.15 */
+  if (proj_defer_takes(c, add) && h->type == MEMRA_TYPE_F32) {
     MEMRA_TRY(memra_blk_norm_flush(c, err));
-    return proj_norm(c, what, h, x, w_norm, err);
+    if (!acc_mode(c)) return proj_norm(c, what, h, x, w_norm, err); /* ABI 1.15 */
+    MEMRA_TRY(proj_acc(c, what, x, err)); /* ABI 1.17: x += the projection; the norm waits */
+    add = NULL;
   }
   MEMRA_TRY(memra_blk_proj_flush(c, err));
   if (vt->rmsnorm_matmul_n && vt->rmsnorm_ffn_glu && c->n_decode >= c->n_rows &&
@@ -476,6 +503,16 @@ memra_status memra_blk_glu_ffn(memra_ctx *c, const memra_layer *l, const memra_t
   const int32_t t = ff <= c->op16_ff.ne0 ? memra_blk_op16_type(c, 1, &l->w_down) : MEMRA_TYPE_F32;
   const memra_tensor g = t == MEMRA_TYPE_F32 ? gate : op16_view(c, &c->op16_ff, t, ff);
   const bool paired = l->w_up.type == l->w_gate.type && l->w_up.ne0 == l->w_gate.ne0;
+  if (norm_defer_takes(c, xn) && paired && t == MEMRA_TYPE_F32 && c->proj_defer.ok && acc_mode(c)) {
+    /* the deferred norm with gate and up (ABI 1.14), glu, and down waiting for matmul_acc */
+    const memra_tensor ys[2] = {gate, up}, ws[2] = {l->w_gate, l->w_up};
+    c->norm_defer.on = false;
+    CALL("ffn rmsnorm, gate, up",
+         vt->rmsnorm_matmul_n(be, &c->norm_defer.xn, &c->norm_defer.x, &c->norm_defer.res,
+                              &c->norm_defer.w, m->hp.eps, 2, ys, ws, NULL));
+    CALL("glu", vt->glu(be, &g, &gate, &up, act));
+    return memra_blk_proj_matmul(c, "matmul down", out, &g, &l->w_down, err);
+  }
   if (norm_defer_takes(c, xn) && paired && t == MEMRA_TYPE_F32) {
     /* the deferred norm, gate, up, glu and down in one call (ABI 1.14) */
     c->norm_defer.on = false;

@@ -78,8 +78,10 @@ memra_status memra_blk_norm_flush(memra_ctx *c, memra_err *err);
 /* The projection memra_blk_proj_matmul left waiting (c->proj_defer), as a plain matmul. */
 memra_status memra_blk_proj_flush(memra_ctx *c, memra_err *err);
 /* y = a w^T into the residual branch; in a decode-only step whose family allows it
- * (c->proj_defer.ok) and whose plugin has matmul_rmsnorm (ABI 1.15), left for the norm that
- * adds y (memra_blk_add_norm_proj, memra_blk_add_norm, memra_blk_logits). */
+ * (c->proj_defer.ok) and whose plugin has matmul_acc (ABI 1.17, with the 1.14 slots) or
+ * matmul_rmsnorm (ABI 1.15), left for the norm that adds y (memra_blk_add_norm_proj,
+ * memra_blk_add_norm, memra_blk_logits): matmul_acc adds it into x there (y its scratch) and
+ * the norm goes without a residual, or matmul_rmsnorm does both. */
 memra_status memra_blk_proj_matmul(memra_ctx *c, const char *what, const memra_tensor *y,
                                    const memra_tensor *a, const memra_tensor *w, memra_err *err);
 

@@ -186,6 +186,9 @@ memra_status cpu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn, cons
                                  const memra_tensor *y, const memra_tensor *h,
                                  const memra_tensor *u, const memra_tensor *w_gate,
                                  const memra_tensor *w_up, const memra_tensor *w_down, int32_t act);
+/* ABI 1.17 matmul_acc: matmul into t, then y = y + t (matmul.c). */
+memra_status cpu_matmul_acc(memra_backend *be, const memra_tensor *y, const memra_tensor *t,
+                            const memra_tensor *x, const memra_tensor *w);
 /* ABI 1.5 gemm_n: the same composition, gemm_n's messages (matmul.c). */
 memra_status cpu_gemm_n(memra_backend *be, int32_t n, const memra_tensor *y, const memra_tensor *x,
                         const memra_tensor *w, const memra_tensor *bias);

@@ -214,6 +214,21 @@ memra_status cpu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn, cons
   return st ? st : cpu_ffn_glu(be, y, h, u, xn, w_gate, w_up, w_down, act);
 }
 
+/* ABI 1.17 matmul_acc: the composition it stands for, the projection into the scratch t, then
+ * the residual add y = y + t. */
+memra_status cpu_matmul_acc(memra_backend *be, const memra_tensor *y, const memra_tensor *t,
+                            const memra_tensor *x, const memra_tensor *w) {
+  if (!y || !t || !x || !w)
+    return cpu_fail(be, MEMRA_E_INVALID, "matmul_acc: a tensor argument is NULL");
+  if (cpu_overlap(y, t) || cpu_overlap(y, x) || cpu_overlap(t, x))
+    return cpu_fail(be, MEMRA_E_INVALID, "matmul_acc: y, t and x overlap");
+  if (t->type != MEMRA_TYPE_F32 || y->type != MEMRA_TYPE_F32 || t->ne0 != y->ne0 ||
+      t->ne1 != y->ne1)
+    return cpu_fail(be, MEMRA_E_INVALID, "matmul_acc: t is not F32 of y's shape");
+  const memra_status st = cpu_matmul(be, t, x, w, NULL);
+  return st ? st : cpu_add(be, y, y, t);
+}
+
 /* ABI 1.15 matmul_rmsnorm: the composition it stands for, the projection into y, then the norm
  * that adds y into x. */
 memra_status cpu_matmul_rmsnorm(memra_backend *be, const memra_tensor *y, const memra_tensor *a,

@@ -161,6 +161,9 @@ static const memra_backend_vt cpu_vt = {
 #if MEMRA_ABI_MINOR >= 16 /* a decode step's q, k, v projections with rope and the KV store */
     .matmul_n_rope_kv = cpu_matmul_n_rope_kv,
 #endif
+#if MEMRA_ABI_MINOR >= 17 /* a decode projection added into the residual stream (matmul.c) */
+    .matmul_acc = cpu_matmul_acc,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

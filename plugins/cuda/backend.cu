@@ -277,10 +277,16 @@ static const memra_backend_vt *cu_vtable(void) {
     /* ABI 1.14 (matmul.cu: for one row of 4096 and Q8_0 / Q4_K weights the norm in the v13 / v11
      * launch; otherwise the composition): opt-in, MEMRA_NORM_MM=1 (same bits, slower in a live
      * step on the H200 so far: docs/PERF.md) */
-    if (memra_cu_env_is("MEMRA_NORM_MM", "1")) {
+    if (memra_cu_env_is("MEMRA_NORM_MM", "1") || memra_cu_env_is("MEMRA_ACC", "1")) {
       v.rmsnorm_matmul_n = memra_cu_rmsnorm_matmul_n;
       v.rmsnorm_ffn_glu = memra_cu_rmsnorm_ffn_glu;
     }
+#endif
+#if MEMRA_ABI_MINOR >= 17
+    /* ABI 1.17 matmul_acc (matmul.cu: the ring kernels of one row add at their store), with the
+     * 1.14 slots: a decode step's norms then go into the projections after them without a
+     * residual. MEMRA_ACC=1 */
+    v.matmul_acc = memra_cu_env_is("MEMRA_ACC", "1") ? memra_cu_matmul_acc : NULL;
 #endif
 #if MEMRA_ABI_MINOR >= 15
     /* ABI 1.15 (matmul.cu: for one row of 4096 and Q8_0 / Q4_K weights the norm at the end of

@@ -170,6 +170,9 @@ memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const me
                               const memra_tensor *u, const memra_tensor *x,
                               const memra_tensor *w_gate, const memra_tensor *w_up,
                               const memra_tensor *w_down, int32_t act);
+/* ABI 1.17 matmul_acc (matmul.cu). */
+memra_status memra_cu_matmul_acc(memra_backend *be, const memra_tensor *y, const memra_tensor *t,
+                                 const memra_tensor *x, const memra_tensor *w);
 /* ABI 1.15 matmul_rmsnorm (matmul.cu). */
 memra_status memra_cu_matmul_rmsnorm(memra_backend *be, const memra_tensor *y,
                                      const memra_tensor *a, const memra_tensor *w,

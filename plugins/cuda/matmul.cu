@@ -448,16 +448,34 @@ static bool mm_jobs_q13(const memra_backend *be, const mm_jobs &J, int64_t K) {
 
 static int mm_mtile(int64_t M) { return M >= 8 ? 8 : M > 2 ? 4 : (int)M; }
 
+/* matmul_acc (ABI 1.17) of one job: a ring kernel of one row (v11, v12, v13) adds into y at its
+ * store (J.acc; done set); any other kernel writes t instead (J's y replaced), for the caller's
+ * add. */
+struct mm_acc_req {
+  float *t;
+  int64_t t_ld;
+  bool done;
+};
+
+static void mm_acc_ring(mm_jobs *J, mm_acc_req *acc) {
+  if (acc) J->acc = acc->done = true;
+}
+
+static void mm_acc_other(mm_jobs *J, mm_acc_req *acc) {
+  if (acc) J->y[0] = acc->t, J->y_ld[0] = acc->t_ld;
+}
+
 /* The tensor-core GEMV of type T for jobs sharing a's x: v11 for one row where its block fits,
  * else the prep kernel and v7 (mt rows of x a block); the same bits. */
 template <int T>
 static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J, int mt,
                                  const mm_conv *cv, bool *conv_done, const mm_rkv *rk = NULL,
-                                 bool *rk_done = NULL) {
+                                 bool *rk_done = NULL, mm_acc_req *acc = NULL) {
   bool ok;
   const bool xw = !cv && m11_xw_ok<T>(a->K) && (T == MEMRA_TYPE_Q4_K || mm_q6_windows());
   if (a->path == MM_V11 && a->M == 1 && m11_fits<T>(be, a->K, xw)) {
     cudaError_t e;
+    mm_acc_ring(&J, acc);
     if (cv) J.cv = *cv, *conv_done = true;
     /* rope at v11's stores: Q4_K, heads of whole 16-row tiles */
     if (rk && T == MEMRA_TYPE_Q4_K && !cv && !xw && rk->head_dim % TC_ROWS == 0)
@@ -468,6 +486,7 @@ static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J,
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: %s kernel's shared memory: %s",
                            memra_type_info(a->type).name, cudaGetErrorString(e));
   } else {
+    mm_acc_other(&J, acc);
     void *ws = NULL;
     memra_status st =
         memra_cu_workspace(be, (uint64_t)a->M * tc_prep_bytes<typename tcq<T>::xs_t>(a->K), &ws);
@@ -488,7 +507,7 @@ static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J,
 static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs J,
                                    int64_t n_rows_all, const mm_conv *cv = NULL,
                                    bool *conv_done = NULL, const mm_rkv *rk = NULL,
-                                   bool *rk_done = NULL) {
+                                   bool *rk_done = NULL, mm_acc_req *acc = NULL) {
   /* v7 takes up to 16 rows of x per weight pass (a row's arithmetic is the same in any
    * group: batch invariant) */
   const bool tc = a->path == MM_V7 || a->path == MM_V11;
@@ -499,10 +518,20 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
   bool ok = true;
   if (tc) {
     if (a->type == MEMRA_TYPE_Q6_K) /* the form by K (tc_q6_key) */
-      return tc_q6_key(a->K) == TC_Q6I ? mm_launch_tc<TC_Q6I>(be, a, J, mt, cv, conv_done)
-                                       : mm_launch_tc<MEMRA_TYPE_Q6_K>(be, a, J, mt, cv, conv_done);
-    return mm_launch_tc<MEMRA_TYPE_Q4_K>(be, a, J, mt, cv, conv_done, rk, rk_done);
-  } else if (a->path == MM_V5) {
+      return tc_q6_key(a->K) == TC_Q6I
+                 ? mm_launch_tc<TC_Q6I>(be, a, J, mt, cv, conv_done, NULL, NULL, acc)
+                 : mm_launch_tc<MEMRA_TYPE_Q6_K>(be, a, J, mt, cv, conv_done, NULL, NULL, acc);
+    return mm_launch_tc<MEMRA_TYPE_Q4_K>(be, a, J, mt, cv, conv_done, rk, rk_done, acc);
+  }
+  const bool v13 =
+      a->path == MM_V8 && mm_q8_mode() == MM_Q8_V13 && a->M == 1 && mm_jobs_q13(be, J, a->K);
+  const bool v12 = a->path == MM_V6 && a->type != MEMRA_TYPE_F32 && a->M == 1 && mm_h12_for(a->K) &&
+                   m12_fits(be);
+  if (v13 || v12)
+    mm_acc_ring(&J, acc);
+  else
+    mm_acc_other(&J, acc);
+  if (a->path == MM_V5) {
 #define MKQ_CASE(TY)                                                                               \
   case TY:                                                                                         \
     ok = a->xv16 ? mkq_launch<TY, true>(mt, R, be, J, a->x, a->x_ld, a->K, a->M)                   \
@@ -535,7 +564,6 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
   } else if (a->path == MM_V8) {
     cudaError_t e;
     const mm_q8 q8 = mm_q8_mode();
-    const bool v13 = q8 == MM_Q8_V13 && a->M == 1 && mm_jobs_q13(be, J, a->K);
     if (v13 && cv) J.cv = *cv, *conv_done = true;
     if (v13 && rk) J.rk = *rk, *rk_done = true;
     ok = q8 == MM_Q8_V8A ? mq8_launch(mt, R, be, J, a->x, a->x_ld, a->K, a->M, &e)
@@ -544,8 +572,7 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
     if (e != cudaSuccess)
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: Q8_0 kernel's shared memory: %s",
                            cudaGetErrorString(e));
-  } else if (a->path == MM_V6 && a->type != MEMRA_TYPE_F32 && a->M == 1 && mm_h12_for(a->K) &&
-             m12_fits(be)) {
+  } else if (v12) {
     cudaError_t e;
     if (cv) J.cv = *cv, *conv_done = true;
     ok = a->type == MEMRA_TYPE_F16 ? m12_launch<MEMRA_TYPE_F16>(be, J, a->x, a->K, &e)
@@ -620,6 +647,38 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
   }
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
+}
+
+/* ABI 1.17 matmul_acc: y += x w^T. A ring kernel of one row (v11, v12, v13) adds y's old value at
+ * its store (mm_store_parts: rmsnorm's residual sum, the norm after it then takes no residual and
+ * no launch of its own); any other writes the product into t, then add. */
+memra_status memra_cu_matmul_acc(memra_backend *be, const memra_tensor *y, const memra_tensor *t,
+                                 const memra_tensor *x, const memra_tensor *w) {
+  const char *op = "matmul_acc";
+  if (!y || !t || !x || !w)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: a tensor argument is NULL", op);
+  if (memra_cu_overlap(y, t) || memra_cu_overlap(y, x) || memra_cu_overlap(t, x))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y, t and x overlap", op);
+  if (t->type != MEMRA_TYPE_F32 || y->type != MEMRA_TYPE_F32 || t->ne0 != y->ne0 ||
+      t->ne1 != y->ne1)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: t is not F32 of y's shape", op);
+  mm_args a;
+  memra_status st;
+  if ((st = memra_cu_check_tensor(be, y, "matmul_acc: y", MEMRA_TYPE_F32)) != MEMRA_OK ||
+      (st = mm_check(be, t, x, w, NULL, &a)) != MEMRA_OK)
+    return st;
+  if (a.M == 0) return MEMRA_OK;
+  mm_acc_req acc = {(float *)memra_cu_ptr(t), (int64_t)(t->nb1 / sizeof(float)), false};
+  if (a.path != MM_V3) {
+    mm_jobs J = {};
+    a.y = (float *)memra_cu_ptr(y); /* t's shape and checks; the ring kernels store into y */
+    a.y_ld = (int64_t)(y->nb1 / sizeof(float));
+    mm_job_add(&J, &a, w->nb1);
+    if ((st = mm_launch_jobs(be, &a, J, a.N, NULL, NULL, NULL, NULL, &acc)) != MEMRA_OK) return st;
+  } else if ((st = memra_cu_matmul(be, t, x, w, NULL)) != MEMRA_OK) {
+    return st;
+  }
+  return acc.done ? MEMRA_OK : memra_cu_add(be, y, y, t);
 }
 
 /* matmul_n's checks and launches; cv (matmul_n_conv; may be NULL): job 0's conv, taken by the

@@ -71,6 +71,7 @@ __global__ void __launch_bounds__((V12_CW + 1) * 32)
     const mm_conv_in ci =
         mm_conv_load(J.cv, cj && threadIdx.x < V12_R && jb.b * V12_R + threadIdx.x < jb.N, 0,
                      jb.b * V12_R + threadIdx.x);
+    const float xo = mm_acc_load<V12_R>(J.acc, jb.y, jb.b * V12_R, jb.N);
     float acc[1][V12_R];
 #pragma unroll
     for (int r = 0; r < V12_R; ++r)
@@ -98,8 +99,8 @@ __global__ void __launch_bounds__((V12_CW + 1) * 32)
       if (lane == 0) part[warp][0][r] = v;
     }
     v12_consumers_sync();
-    mm_store_parts<V12_CW, 1, V12_R>(part, jb.b * V12_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias, ci,
-                                     cj);
+    mm_store_parts<V12_CW, 1, V12_R>(part, jb.b * V12_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias, ci, cj,
+                                     J.acc, xo);
     v12_consumers_sync();
   }
 }

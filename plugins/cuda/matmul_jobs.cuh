@@ -51,6 +51,8 @@ struct mm_jobs {
   int32_t n;
   mm_conv cv; /* job 0's conv (matmul_n_conv), or none */
   mm_rkv rk;  /* q / k rope and the cache stores (matmul_n_rope_kv), or none */
+  bool acc;   /* matmul_acc (ABI 1.17): y = y + the row's sum, y's old value read at the tile's
+                 start (mm_acc_load) */
 };
 
 struct mm_job {
@@ -170,21 +172,32 @@ __device__ __forceinline__ float mm_sum_parts(const float (&part)[WARPS][M][R], 
   return v;
 }
 
+/* matmul_acc (ABI 1.17), one row: y's old value at output n0 + threadIdx.x (the thread that
+ * stores it, mm_store_parts), read at the tile's start, after the PDL wait, so its round trip
+ * is off the tile's end. */
+template <int R>
+__device__ __forceinline__ float mm_acc_load(bool acc, const float *y, int64_t n0, int64_t N) {
+  return acc && threadIdx.x < R && n0 + threadIdx.x < N ? y[n0 + threadIdx.x] : 0.f;
+}
+
 /* The GEMV kernels' last step, after every warp wrote its partials part[warp][m][r] and the
  * block synchronized: the warps' partials added in warp order, bias last (then, with conv, the
- * conv: one row, thread r storing output r, which mm_conv_load prepared); rows m >= mrows and
+ * conv: one row, thread r storing output r, which mm_conv_load prepared; with acc, one row, the
+ * old value xo from mm_acc_load added: rmsnorm's residual sum x + y); rows m >= mrows and
  * columns n >= N are not written. */
 template <int WARPS, int M, int R>
 __device__ __forceinline__ void
 mm_store_parts(const float (&part)[WARPS][M][R], int64_t n0, int64_t N, int64_t m0, int64_t mrows,
                float *__restrict__ y, int64_t y_ld, const float *__restrict__ bias,
-               const mm_conv_in ci = mm_conv_in{}, bool conv = false) {
+               const mm_conv_in ci = mm_conv_in{}, bool conv = false, bool acc = false,
+               float xo = 0.f) {
   for (int i = threadIdx.x; i < M * R; i += WARPS * 32) {
     const int m = i / R, r = i % R;
     const int64_t n = n0 + r;
     if (m >= mrows || n >= N) continue;
     float v = mm_sum_parts<WARPS, M, R>(part, m, r);
     v = bias ? __fadd_rn(v, bias[n]) : v;
+    v = acc ? __fadd_rn(xo, v) : v;
     y[(m0 + m) * y_ld + n] = conv ? mm_conv_finish(ci, v) : v;
   }
 }

@@ -91,7 +91,7 @@ __device__ __forceinline__ void n13_norm_x(const mm_norm &nm, const float4 (&g)[
     }
   }
   const float inv = n13_rms_inv<NCW>(v, shn, nm.eps, warp, lane);
-  if (threadIdx.x == 0) *ticket = atomicAdd(&norm13_ctr, 1u); /* every warp's x is read */
+  if (threadIdx.x == 0 && nm.res) *ticket = atomicAdd(&norm13_ctr, 1u); /* x is read */
 #pragma unroll
   for (int j = 0; j < N13_J; ++j) {
     const float4 o = make_float4(v[j].x * inv * g[j].x, v[j].y * inv * g[j].y,
@@ -107,6 +107,7 @@ __device__ __forceinline__ void n13_norm_x(const mm_norm &nm, const float4 (&g)[
 template <int NCW>
 __device__ __forceinline__ void n13_finish(const mm_norm &nm, unsigned ticket, int *flag, int warp,
                                            int lane) {
+  if (!nm.res) return; /* nothing to write back, no ticket taken (matmul_acc added it before) */
   if (threadIdx.x == 0) *flag = ticket == gridDim.x - 1;
   asm volatile("bar.sync 1, %0;" ::"n"(NCW * 32) : "memory");
   if (!*flag) return;
@@ -227,7 +228,7 @@ __device__ __forceinline__ void n11_norm_split(const mm_norm &nm, const float4 (
     if ((lane & 15) == 0) shn[2 * warp + (lane >> 4) + 8 * i] = p[0] + p[1];
   }
   asm volatile("bar.sync 1, %0;" ::"n"(NCW * 32) : "memory");
-  if (t == 0) *ticket = atomicAdd(&norm13_ctr, 1u); /* every warp's x is read */
+  if (t == 0 && nm.res) *ticket = atomicAdd(&norm13_ctr, 1u); /* every warp's x is read */
   const float ss = memra_warp_sum(shn[lane]);
   const float inv = rsqrtf(ss / 4096.f + nm.eps);
 #pragma unroll

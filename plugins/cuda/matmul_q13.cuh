@@ -179,6 +179,7 @@ __global__ void __maxnreg__(112)
     const mm_conv_in ci =
         mm_conv_load(J.cv, cj && threadIdx.x < V13_R && jb.b * V13_R + threadIdx.x < jb.N, 0,
                      jb.b * V13_R + threadIdx.x);
+    const float xo = mm_acc_load<V13_R>(J.acc, jb.y, jb.b * V13_R, jb.N);
     float acc[V13_R];
     v13_tile_steps(acc, sm, full, empty, xs, xl, nblk, steps, nkc, x_once, u, lw, warp, lane, ss);
     v13_warp_parts(acc, part, lw, lane);
@@ -187,7 +188,7 @@ __global__ void __maxnreg__(112)
       rkv_store<V13_CW, V13_R>(part, J, jb, i, rks);
     else
       mm_store_parts<V13_CW, 1, V13_R>(part, jb.b * V13_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias, ci,
-                                       cj);
+                                       cj, J.acc, xo);
     v13_consumers_sync();
   }
   if (NORM) n13_finish<V13_CW>(nm, ticket, &n13_flag, warp, lane);

@@ -165,6 +165,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
     const mm_conv_in ci =
         mm_conv_load(J.cv, cj && threadIdx.x < TC_ROWS && jb.b * TC_ROWS + threadIdx.x < jb.N, 0,
                      jb.b * TC_ROWS + threadIdx.x);
+    const float xo = mm_acc_load<TC_ROWS>(J.acc, jb.y, jb.b * TC_ROWS, jb.N);
     float acc[1][2] = {{0.f, 0.f}};
     for (int64_t gi = 0; gi < ngrp; ++gi, ++u) {
       const int s = (int)(u % T11_ST);
@@ -197,7 +198,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       rkv_store<T11_CW, TC_ROWS>(part, J, jb, i, rks);
     else
       mm_store_parts<T11_CW, 1, TC_ROWS>(part, jb.b * TC_ROWS, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias,
-                                         ci, cj);
+                                         ci, cj, J.acc, xo);
     t11_consumers_sync();
   }
   if (NORM) n13_finish<T11_CW>(nm, ticket, &n13_flag, warp, lane);

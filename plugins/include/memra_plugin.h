@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 16u
+#define MEMRA_ABI_MINOR 17u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -511,6 +511,14 @@ typedef struct memra_backend_vt {
                                    const memra_tensor *bias, const memra_tensor *k_cache,
                                    const memra_tensor *v_cache, const memra_batch *batch,
                                    const memra_rope_params *p);
+  /* ABI 1.17. matmul_acc (optional: NULL = matmul into t, then add): y += x w^T, i.e. t = x w^T
+   * with matmul's bits, then y = y + t with add's (rmsnorm's residual add: the same sum). t is
+   * F32 scratch of y's shape, its contents after the call unspecified (a plugin whose kernel adds
+   * at its store need not write it); y, t and x F32, pairwise apart. The core calls it for a
+   * decode step's projections into the residual stream (llama: o, down), so the norm after it
+   * takes no residual (rmsnorm_matmul_n's res none: no write-back of x). */
+  memra_status (*matmul_acc)(memra_backend *be, const memra_tensor *y, const memra_tensor *t,
+                             const memra_tensor *x, const memra_tensor *w);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -421,6 +421,47 @@ TEST(CpuRmsnormProj, EqualsTheCompositionBitForBit) {
   }
 }
 
+// ABI 1.17 matmul_acc: y += x w^T equals matmul into t, then add(y, y, t), bit for bit (the
+// residual sum rmsnorm would have made), at odd sizes and over several rows; bad arguments are
+// refused with the slot's name and y left as it was.
+TEST(CpuMatmulAcc, EqualsMatmulThenAddBitForBit) {
+  Cpu c;
+  ASSERT_NE(nullptr, c.vt->matmul_acc);
+  std::mt19937 g(83);
+  for (int32_t type : {MEMRA_TYPE_F32, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_K}) {
+    SCOPED_TRACE(memra_type_info(type).name);
+    const int64_t k = type == MEMRA_TYPE_Q4_K ? 256 : 96, n = 37, m = 3;
+    Weights w = make_weights(g, type, n, k);
+    Dev dw(c, type, k, n), x(c, MEMRA_TYPE_F32, k, m), y(c, MEMRA_TYPE_F32, n, m),
+        t(c, MEMRA_TYPE_F32, n, m), ref(c, MEMRA_TYPE_F32, n, m), p(c, MEMRA_TYPE_F32, n, m);
+    dw.put_bytes(w.bytes.data());
+    x.put(randf(g, m * k));
+    const std::vector<float> y0 = randf(g, m * n, -3.f, 3.f);
+    y.put(y0);
+    ref.put(y0);
+    ASSERT_EQ(MEMRA_OK, c.vt->matmul_acc(c.be, &y.t, &t.t, &x.t, &dw.t)) << c.err();
+    memra_tensor none = {};
+    ASSERT_EQ(MEMRA_OK, c.vt->matmul(c.be, &p.t, &x.t, &dw.t, &none)) << c.err();
+    ASSERT_EQ(MEMRA_OK, c.vt->add(c.be, &ref.t, &ref.t, &p.t)) << c.err();
+    const std::vector<float> got = y.get<float>();
+    EXPECT_TRUE(bits_equal(got, ref.get<float>()));
+    EXPECT_FALSE(bits_equal(got, y0)) << "nothing was added";
+    EXPECT_TRUE(y.guards_ok() && t.guards_ok());
+  }
+  Dev x(c, MEMRA_TYPE_F32, 64, 1), w(c, MEMRA_TYPE_F16, 64, 40), y(c, MEMRA_TYPE_F32, 40, 1),
+      t16(c, MEMRA_TYPE_F16, 40, 1);
+  x.put(randf(g, 64));
+  const std::vector<float> y0 = randf(g, 40);
+  y.put(y0);
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul_acc(c.be, &y.t, &y.t, &x.t, &w.t));
+  EXPECT_EQ(0u, c.err().find("matmul_acc: y, t and x overlap")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul_acc(c.be, &y.t, &t16.t, &x.t, &w.t));
+  EXPECT_EQ(0u, c.err().find("matmul_acc: t is not F32 of y's shape")) << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->matmul_acc(c.be, &y.t, nullptr, &x.t, &w.t));
+  EXPECT_EQ(0u, c.err().find("matmul_acc: a tensor argument is NULL")) << c.err();
+  EXPECT_TRUE(bits_equal(y.get<float>(), y0));
+}
+
 TEST(CpuRmsnormProj, RefusesBadArguments) {
   Cpu c;
   std::mt19937 g(71);

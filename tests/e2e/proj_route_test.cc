@@ -7,12 +7,6 @@
 #include "tests/e2e/route_record.h"
 
 namespace {
-// rmsnorm noted with whether it adds a residual.
-memra_status rec_rmsnorm_res(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
-                             const memra_tensor *res, const memra_tensor *w, float eps) {
-  g_log.push_back(res->buf ? "rmsnorm res" : "rmsnorm");
-  return g_real->rmsnorm(be, y, x, res, w, eps);
-}
 memra_status rec_mm_norm(memra_backend *be, const memra_tensor *y, const memra_tensor *a,
                          const memra_tensor *w, const memra_tensor *xn, const memra_tensor *x,
                          const memra_tensor *wn, float eps) {

@@ -29,6 +29,27 @@ inline memra_status rec_rmsnorm(memra_backend *be, const memra_tensor *y, const 
   g_log.push_back("rmsnorm");
   return g_real->rmsnorm(be, y, x, res, w, eps);
 }
+// rmsnorm and the ABI 1.14 norm slots noted with whether they add a residual (" res").
+inline memra_status rec_rmsnorm_res(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                    const memra_tensor *res, const memra_tensor *w, float eps) {
+  g_log.push_back(res->buf ? "rmsnorm res" : "rmsnorm");
+  return g_real->rmsnorm(be, y, x, res, w, eps);
+}
+inline memra_status rec_norm_mm(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
+                                const memra_tensor *res, const memra_tensor *wn, float eps,
+                                int32_t n, const memra_tensor *y, const memra_tensor *w,
+                                const memra_tensor *b) {
+  g_log.push_back("rmsnorm_matmul_n " + std::to_string(n) + (res->buf ? " res" : ""));
+  return g_real->rmsnorm_matmul_n(be, xn, x, res, wn, eps, n, y, w, b);
+}
+inline memra_status rec_norm_ffn(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
+                                 const memra_tensor *res, const memra_tensor *wn, float eps,
+                                 const memra_tensor *y, const memra_tensor *h,
+                                 const memra_tensor *u, const memra_tensor *wg,
+                                 const memra_tensor *wu, const memra_tensor *wd, int32_t act) {
+  g_log.push_back(std::string("rmsnorm_ffn_glu") + (res->buf ? " res" : ""));
+  return g_real->rmsnorm_ffn_glu(be, xn, x, res, wn, eps, y, h, u, wg, wu, wd, act);
+}
 inline memra_status rec_rope(memra_backend *be, const memra_tensor *x, const memra_tensor *pos,
                              const memra_rope_params *p) {
   g_log.push_back("rope");

@@ -18,8 +18,8 @@ TEST_P(TinyModel, EveryPositionMatchesLlamaCpp) {
     const size_t nv = (size_t)e.m->hp.n_vocab;
     ASSERT_EQ(ref.size(), ids.size() * nv);
     std::vector<float> got(ref.size());
-    ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, ids.data(), (int32_t)ids.size(), 0, true,
-                                       got.data(), &e.err))
+    ASSERT_EQ(MEMRA_OK,
+              memra_ctx_eval(e.c, 0, ids.data(), (int32_t)ids.size(), 0, true, got.data(), &e.err))
         << e.err.msg;
     // F32 cache: both engines do float32 math; F16: the cache rounds k and v.
     const double bound = kv == MEMRA_TYPE_F32 ? 1e-4 : 2e-3;
@@ -48,12 +48,13 @@ TEST_P(TinyModel, DecodeStepsMatchPrefill) {
 // The committed fixture is exactly what our writer produces from the seed.
 TEST_P(TinyModel, WriterReproducesTheFixture) {
   const std::string name = GetParam();
-  std::string out = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/" +
-                    name + ".gguf";
+  std::string out =
+      std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/" + name + ".gguf";
   std::string cmd = "tools/synth/memra-synth --preset " + name + " --types f32 --seed 7 -o " + out;
   ASSERT_EQ(0, system(cmd.c_str()));
   std::ifstream a(out, std::ios::binary), b(kDir + name + ".gguf", std::ios::binary);
-  std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
+  std::string sa((std::istreambuf_iterator<char>(a)), {}),
+      sb((std::istreambuf_iterator<char>(b)), {});
   EXPECT_GT(sb.size(), 100000u);
   EXPECT_TRUE(sa == sb) << "memra-synth output differs from " << name << ".gguf";
 }

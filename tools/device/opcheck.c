@@ -1003,6 +1003,71 @@ static void check_matmul_rmsnorm(void) {
   }
 }
 
+/* matmul_acc (ABI 1.17): y += a w^T into a random y, as the core calls it for attention's o and
+ * the FFN's down. Against the oracle; on the plugin under test y bit-identical to its
+ * composition (matmul into t, then add), twice in a row. One row of Q4_K (K 4096: v11; K 14336:
+ * v11 by windows), Q6_K (K 4096: the integer form; K 14336: windows), Q8_0 (v13) and F16 (v12) on
+ * the GPU's ring kernels that add at their store; three rows of Q4_K and one of Q5_K on kernels
+ * that write t for an add; odd N. */
+static void check_matmul_acc(void) {
+  static const struct {
+    int32_t type;
+    int64_t K, N, M;
+  } cs[] = {{MEMRA_TYPE_Q4_K, 4096, 4096, 1}, {MEMRA_TYPE_Q4_K, 14336, 4096, 1},
+            {MEMRA_TYPE_Q8_0, 4096, 1031, 1}, {MEMRA_TYPE_Q6_K, 14336, 4096, 1},
+            {MEMRA_TYPE_Q6_K, 4096, 1031, 1}, {MEMRA_TYPE_F16, 4096, 4096, 1},
+            {MEMRA_TYPE_Q4_K, 4096, 1031, 3}, {MEMRA_TYPE_Q5_K, 4096, 1031, 1}};
+  const int n_cases = g_quick ? 3 : (int)(sizeof cs / sizeof cs[0]);
+  for (int c = 0; c < n_cases; ++c) {
+    const int32_t type = cs[c].type;
+    const int64_t K = cs[c].K, N = cs[c].N, M = cs[c].M;
+    uint64_t nb;
+    void *w = ck_rand_rows(type, K, N, &nb);
+    float *a = ck_frand_vec(K * M, -1, 1), *y0 = ck_frand_vec(N * M, -2, 2);
+    const uint64_t yb = (uint64_t)N * M * 4;
+    ck_buf dw = ck_new(nb, w), da = ck_new((uint64_t)K * M * 4, a), dt = ck_new(yb, NULL),
+           dt2 = ck_new(yb, NULL);
+    char what[96], w2[160];
+    snprintf(what, sizeof what, "%s K=%" PRId64 " N=%" PRId64 " M=%" PRId64,
+             memra_type_info(type).name, K, N, M);
+    int ok_;
+    for (int round = 0; round < 2; ++round) {
+      ck_buf dy = ck_new(yb, y0), dy2 = ck_new(yb, y0); /* y afresh each call */
+      BOTH("matmul_acc", what,
+           P[i].vt->matmul_acc
+               ? P[i].vt->matmul_acc(P[i].be, TP(&dy, i, 0, N, M), TP(&dt, i, 0, N, M),
+                                     TP(&da, i, 0, K, M), TP(&dw, i, type, K, N))
+               : MEMRA_E_UNSUPPORTED);
+      if (!ok_) {
+        ck_free(&dy);
+        ck_free(&dy2);
+        break;
+      }
+      if (round == 0) compare_f32("matmul_acc", "  y", &dy, N * M, 1e-5);
+      memra_tensor none = {0};
+      memra_plug_must(&P[1],
+                      P[1].vt->matmul(P[1].be, TP(&dt2, 1, 0, N, M), TP(&da, 1, 0, K, M),
+                                      TP(&dw, 1, type, K, N), &none),
+                      "matmul");
+      memra_plug_must(
+          &P[1],
+          P[1].vt->add(P[1].be, TP(&dy2, 1, 0, N, M), TP(&dy2, 1, 0, N, M), TP(&dt2, 1, 0, N, M)),
+          "add");
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      snprintf(w2, sizeof w2, "%s call %d: y == matmul, then add", what, round + 1);
+      record_bitwise(w2, &dy, &dy2, yb);
+      ck_free(&dy);
+      ck_free(&dy2);
+    }
+    ck_buf *bufs[] = {&dw, &da, &dt, &dt2};
+    for (int j = 0; j < 4; ++j)
+      ck_free(bufs[j]);
+    free(w);
+    free(a);
+    free(y0);
+  }
+}
+
 /* rope_kv_store (ABI 1.4) on plugin i: q, k rotated at the batch's positions, k and v
  * stored in the caches. */
 static memra_status call_rope_kv(int i, const ck_buf *d, const kvfix *f, int rows, int qw, int kw,
@@ -2138,6 +2203,7 @@ int main(int argc, char **argv) {
   setenv("MEMRA_NORM_MM", "1", 0);
   setenv("MEMRA_MM_NORM", "1", 0);
   setenv("MEMRA_QKV_ROPE", "1", 0);
+  setenv("MEMRA_ACC", "1", 0);
   const char *paths[2] = {NULL, NULL};
   if (ck_args(argc, argv, &g_quick, paths, 2) != 2) {
     fprintf(stderr, "usage: opcheck [--quick] [--seed N] REF.so TEST.so\n");
@@ -2153,6 +2219,7 @@ int main(int argc, char **argv) {
   check_ffn_glu();
   check_norm_proj();
   check_matmul_rmsnorm();
+  check_matmul_acc();
   check_rmsnorm();
   check_rope();
   check_kv_store();
