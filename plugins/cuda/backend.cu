@@ -275,18 +275,20 @@ static const memra_backend_vt *cu_vtable(void) {
 #endif
 #if MEMRA_ABI_MINOR >= 14
     /* ABI 1.14 (matmul.cu: for one row of 4096 and Q8_0 / Q4_K weights the norm in the v13 / v11
-     * launch; otherwise the composition): opt-in, MEMRA_NORM_MM=1 (same bits, slower in a live
-     * step on the H200 so far: docs/PERF.md) */
-    if (memra_cu_env_is("MEMRA_NORM_MM", "1") || memra_cu_env_is("MEMRA_ACC", "1")) {
+     * launch; otherwise the composition): with matmul_acc below (no residual then), or with one
+     * by MEMRA_NORM_MM=1 (same bits, slower in a live step on the H200: docs/PERF.md) */
+    if (memra_cu_env_is("MEMRA_NORM_MM", "1") || !memra_cu_env_is("MEMRA_ACC", "0")) {
       v.rmsnorm_matmul_n = memra_cu_rmsnorm_matmul_n;
       v.rmsnorm_ffn_glu = memra_cu_rmsnorm_ffn_glu;
     }
 #endif
 #if MEMRA_ABI_MINOR >= 17
-    /* ABI 1.17 matmul_acc (matmul.cu: the ring kernels of one row add at their store), with the
-     * 1.14 slots: a decode step's norms then go into the projections after them without a
-     * residual. MEMRA_ACC=1 */
-    v.matmul_acc = memra_cu_env_is("MEMRA_ACC", "1") ? memra_cu_matmul_acc : NULL;
+    /* ABI 1.17 matmul_acc (matmul.cu: the ring kernels of one row and v7 add at their store),
+     * with the 1.14 slots: a decode step's o and down add into x, its norms go into the Q4_K
+     * projections after them without a residual (v11's head; other types keep the norm's launch).
+     * H200 tg128 @ d512: Q4_K_M 426-427 -> 431 (+1.1%), Q8_0 364-366 -> 368-369 (+0.8%);
+     * MEMRA_ACC=0: off (and the 1.14 slots with it, unless MEMRA_NORM_MM=1) */
+    v.matmul_acc = memra_cu_env_is("MEMRA_ACC", "0") ? NULL : memra_cu_matmul_acc;
 #endif
 #if MEMRA_ABI_MINOR >= 15
     /* ABI 1.15 (matmul.cu: for one row of 4096 and Q8_0 / Q4_K weights the norm at the end of

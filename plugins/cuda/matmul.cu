@@ -448,9 +448,9 @@ static bool mm_jobs_q13(const memra_backend *be, const mm_jobs &J, int64_t K) {
 
 static int mm_mtile(int64_t M) { return M >= 8 ? 8 : M > 2 ? 4 : (int)M; }
 
-/* matmul_acc (ABI 1.17) of one job: a ring kernel of one row (v11, v12, v13) adds into y at its
- * store (J.acc; done set); any other kernel writes t instead (J's y replaced), for the caller's
- * add. */
+/* matmul_acc (ABI 1.17) of one job: the ring kernels of one row (v11, v12, v13) and the
+ * tensor-core v7 add into y at their store (J.acc; done set); any other kernel writes t instead
+ * (J's y replaced), for the caller's add. */
 struct mm_acc_req {
   float *t;
   int64_t t_ld;
@@ -486,7 +486,7 @@ static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J,
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: %s kernel's shared memory: %s",
                            memra_type_info(a->type).name, cudaGetErrorString(e));
   } else {
-    mm_acc_other(&J, acc);
+    mm_acc_ring(&J, acc); /* v7 adds at its store too (rows of a batch) */
     void *ws = NULL;
     memra_status st =
         memra_cu_workspace(be, (uint64_t)a->M * tc_prep_bytes<typename tcq<T>::xs_t>(a->K), &ws);
@@ -649,9 +649,9 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
   return MEMRA_OK;
 }
 
-/* ABI 1.17 matmul_acc: y += x w^T. A ring kernel of one row (v11, v12, v13) adds y's old value at
- * its store (mm_store_parts: rmsnorm's residual sum, the norm after it then takes no residual and
- * no launch of its own); any other writes the product into t, then add. */
+/* ABI 1.17 matmul_acc: y += x w^T. A ring kernel of one row (v11, v12, v13) or v7 adds y's old
+ * value at its store (mm_store_parts: rmsnorm's residual sum, the norm after it then takes no
+ * residual and no launch of its own); any other writes the product into t, then add. */
 memra_status memra_cu_matmul_acc(memra_backend *be, const memra_tensor *y, const memra_tensor *t,
                                  const memra_tensor *x, const memra_tensor *w) {
   const char *op = "matmul_acc";
@@ -923,7 +923,9 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
     for (int32_t i = 0; i < n; ++i) {
       memra_status st = mm_check(be, &y[i], xn, &w[i], bias ? &bias[i] : NULL, &a[i]);
       if (st != MEMRA_OK) return st;
-      q13 = q13 && a[i].path == MM_V8 && w[i].type == MEMRA_TYPE_Q8_0 && a[i].K == 4096 &&
+      /* v13's head without a residual (matmul_acc's route) measured slower than the norm's
+       * launch (q/k/v 7.8 -> 12.5 us, 2.9 saved; docs/PERF.md): that norm is a launch */
+      q13 = q13 && nm.res && a[i].path == MM_V8 && w[i].type == MEMRA_TYPE_Q8_0 && a[i].K == 4096 &&
             m13_fits(be, a[i].K, w[i].nb1);
       q11 =
           q11 && a[i].path == MM_V11 && w[i].type == MEMRA_TYPE_Q4_K && a[i].K == 4096 && a[i].xv16;

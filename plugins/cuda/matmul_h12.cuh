@@ -100,7 +100,7 @@ __global__ void __launch_bounds__((V12_CW + 1) * 32)
     }
     v12_consumers_sync();
     mm_store_parts<V12_CW, 1, V12_R>(part, jb.b * V12_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias, ci, cj,
-                                     J.acc, xo);
+                                     J.acc ? MM_ACC_XO : MM_ACC_NONE, xo);
     v12_consumers_sync();
   }
 }

@@ -172,6 +172,10 @@ __device__ __forceinline__ float mm_sum_parts(const float (&part)[WARPS][M][R], 
   return v;
 }
 
+/* matmul_acc (ABI 1.17) at mm_store_parts: none, y's old value preloaded by the storing thread
+ * (xo, mm_acc_load: one row), or read at the store (rows of a batch). */
+enum { MM_ACC_NONE = 0, MM_ACC_XO = 1, MM_ACC_READ = 2 };
+
 /* matmul_acc (ABI 1.17), one row: y's old value at output n0 + threadIdx.x (the thread that
  * stores it, mm_store_parts), read at the tile's start, after the PDL wait, so its round trip
  * is off the tile's end. */
@@ -182,14 +186,14 @@ __device__ __forceinline__ float mm_acc_load(bool acc, const float *y, int64_t n
 
 /* The GEMV kernels' last step, after every warp wrote its partials part[warp][m][r] and the
  * block synchronized: the warps' partials added in warp order, bias last (then, with conv, the
- * conv: one row, thread r storing output r, which mm_conv_load prepared; with acc, one row, the
- * old value xo from mm_acc_load added: rmsnorm's residual sum x + y); rows m >= mrows and
+ * conv: one row, thread r storing output r, which mm_conv_load prepared; with acc, y's old value
+ * added first, rmsnorm's residual sum x + y); rows m >= mrows and
  * columns n >= N are not written. */
 template <int WARPS, int M, int R>
 __device__ __forceinline__ void
 mm_store_parts(const float (&part)[WARPS][M][R], int64_t n0, int64_t N, int64_t m0, int64_t mrows,
                float *__restrict__ y, int64_t y_ld, const float *__restrict__ bias,
-               const mm_conv_in ci = mm_conv_in{}, bool conv = false, bool acc = false,
+               const mm_conv_in ci = mm_conv_in{}, bool conv = false, int acc = MM_ACC_NONE,
                float xo = 0.f) {
   for (int i = threadIdx.x; i < M * R; i += WARPS * 32) {
     const int m = i / R, r = i % R;
@@ -197,7 +201,7 @@ mm_store_parts(const float (&part)[WARPS][M][R], int64_t n0, int64_t N, int64_t 
     if (m >= mrows || n >= N) continue;
     float v = mm_sum_parts<WARPS, M, R>(part, m, r);
     v = bias ? __fadd_rn(v, bias[n]) : v;
-    v = acc ? __fadd_rn(xo, v) : v;
+    if (acc != MM_ACC_NONE) v = __fadd_rn(acc == MM_ACC_XO ? xo : y[(m0 + m) * y_ld + n], v);
     y[(m0 + m) * y_ld + n] = conv ? mm_conv_finish(ci, v) : v;
   }
 }

@@ -188,7 +188,7 @@ __global__ void __maxnreg__(112)
       rkv_store<V13_CW, V13_R>(part, J, jb, i, rks);
     else
       mm_store_parts<V13_CW, 1, V13_R>(part, jb.b * V13_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias, ci,
-                                       cj, J.acc, xo);
+                                       cj, J.acc ? MM_ACC_XO : MM_ACC_NONE, xo);
     v13_consumers_sync();
   }
   if (NORM) n13_finish<V13_CW>(nm, ticket, &n13_flag, warp, lane);

@@ -477,7 +477,8 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
       if (t == 0) part[warp][m][g + 8 * r] = v;
     }
   __syncthreads();
-  mm_store_parts<TC_WARPS, M, TC_ROWS>(part, n0, N, m0, mrows, jb.y, jb.y_ld, jb.bias);
+  mm_store_parts<TC_WARPS, M, TC_ROWS>(part, n0, N, m0, mrows, jb.y, jb.y_ld, jb.bias, mm_conv_in{},
+                                       false, J.acc ? MM_ACC_READ : MM_ACC_NONE);
 }
 
 /* The prep kernel over x's rows, then the v7 grid over J (TC_ROWS rows per block, mt = 1, 2,

@@ -198,7 +198,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       rkv_store<T11_CW, TC_ROWS>(part, J, jb, i, rks);
     else
       mm_store_parts<T11_CW, 1, TC_ROWS>(part, jb.b * TC_ROWS, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias,
-                                         ci, cj, J.acc, xo);
+                                         ci, cj, J.acc ? MM_ACC_XO : MM_ACC_NONE, xo);
     t11_consumers_sync();
   }
   if (NORM) n13_finish<T11_CW>(nm, ticket, &n13_flag, warp, lane);
