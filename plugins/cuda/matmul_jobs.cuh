@@ -51,8 +51,7 @@ struct mm_jobs {
   int32_t n;
   mm_conv cv; /* job 0's conv (matmul_n_conv), or none */
   mm_rkv rk;  /* q / k rope and the cache stores (matmul_n_rope_kv), or none */
-  bool acc;   /* matmul_acc (ABI 1.17): y = y + the row's sum, y's old value read at the tile's
-                 start (mm_acc_load) */
+  bool acc;   /* matmul_acc (ABI 1.17): y = y + the row's sum (mm_store_parts' MM_ACC_*) */
 };
 
 struct mm_job {
@@ -187,7 +186,7 @@ __device__ __forceinline__ float mm_acc_load(bool acc, const float *y, int64_t n
 /* The GEMV kernels' last step, after every warp wrote its partials part[warp][m][r] and the
  * block synchronized: the warps' partials added in warp order, bias last (then, with conv, the
  * conv: one row, thread r storing output r, which mm_conv_load prepared; with acc, y's old value
- * added first, rmsnorm's residual sum x + y); rows m >= mrows and
+ * plus the sum after the bias, rmsnorm's residual sum x + y); rows m >= mrows and
  * columns n >= N are not written. */
 template <int WARPS, int M, int R>
 __device__ __forceinline__ void

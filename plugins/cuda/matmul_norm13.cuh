@@ -176,7 +176,9 @@ __device__ __forceinline__ void n13_tail(const mm_norm &nm, int *flag, float *sh
   if (threadIdx.x == 0) tail13_ctr = 0;
 }
 
-/* v11 (Q4_K, matmul_tc11.cuh): consumer thread t splits elements 8 t + 1024 i (i < 4), i.e.
+/* Without a residual (res NULL: ABI 1.17 matmul_acc added it into x before) no block takes a
+ * ticket or writes x back; v11's form of it is on by default (docs/PERF.md, twelfth session).
+ * v11 (Q4_K, matmul_tc11.cuh): consumer thread t splits elements 8 t + 1024 i (i < 4), i.e.
  * float4s 2 t + h + 256 i (h < 2): rmsnorm's threads of its warp 2 w + lane / 16 + 8 i, lanes
  * 2 (lane % 16) + h. Their butterfly (xor 16, 8, 4, 2, 1 over those lanes) is, in this layout,
  * xor 8, 4, 2, 1 over the real lanes for each h, then the two h added: the same sums. */
