@@ -1,5 +1,6 @@
 #include "core/decode/decoder.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int bucket_index(int32_t bucket) {
@@ -51,16 +52,39 @@ static memra_status record_step(memra_decoder *d, memra_err *err) {
   return MEMRA_OK;
 }
 
-memra_status memra_decoder_step(memra_decoder *d, int32_t *out, memra_err *err) {
+/* The bucket of a step whose largest position is max_pos: 256, 512, ... (the split count of
+ * split-KV attention is captured per bucket). */
+static int32_t bucket_of(int32_t max_pos) {
+  int32_t bucket = 256;
+  while (bucket < max_pos + 1)
+    bucket *= 2;
+  return bucket;
+}
+
+static int32_t max_pos_of(const memra_decoder *d) {
+  int32_t m = 0;
+  for (int32_t i = 0; i < d->n_seq; ++i)
+    if (d->pos[i] > m) m = d->pos[i];
+  return m;
+}
+
+/* KV pages for every row's next position. */
+static memra_status reserve_rows(memra_decoder *d, memra_err *err) {
+  for (int32_t i = 0; i < d->n_seq; ++i) {
+    memra_status st = memra_kv_pages_reserve(&d->c->pages, i, d->pos[i] + 1, err);
+    if (st) return st;
+  }
+  return MEMRA_OK;
+}
+
+/* Queues one step after the pages are reserved: the block tables if a page is new, then the
+ * graph of the step's bucket (captured the first time) or the eager calls; advances the host
+ * positions. */
+static memra_status queue_step(memra_decoder *d, memra_err *err) {
   memra_ctx *c = d->c;
   const memra_backend_vt *vt = c->m->vt;
   memra_backend *be = c->m->be;
-  int32_t max_pos = 0;
-  for (int32_t i = 0; i < d->n_seq; ++i) {
-    memra_status st = memra_kv_pages_reserve(&c->pages, i, d->pos[i] + 1, err);
-    if (st) return st;
-    if (d->pos[i] > max_pos) max_pos = d->pos[i];
-  }
+  const int32_t max_pos = max_pos_of(d);
   memra_status st = MEMRA_OK;
   if (c->pages.dirty) { /* a new page: the block table changes outside the graph */
     st = vt->buf_upload(be, c->block_table.buf, c->block_table.offset, c->pages.tables,
@@ -68,9 +92,7 @@ memra_status memra_decoder_step(memra_decoder *d, int32_t *out, memra_err *err) 
     if (st) return memra_ctx_fail(c, st, "upload block tables", err);
     c->pages.dirty = false;
   }
-  int32_t bucket = 256;
-  while (bucket < max_pos + 1)
-    bucket *= 2;
+  const int32_t bucket = bucket_of(max_pos);
   c->batch.kv_bucket = bucket;
   d->buckets_seen |= 1u << bucket_index(bucket);
   if (!d->use_graph)
@@ -96,9 +118,67 @@ memra_status memra_decoder_step(memra_decoder *d, int32_t *out, memra_err *err) 
   if (st) return st;
   for (int32_t i = 0; i < d->n_seq; ++i)
     d->pos[i]++;
-  if ((st = vt->buf_download(be, c->ids.buf, c->ids.offset, out, 4u * (uint64_t)d->n_seq)))
+  return MEMRA_OK;
+}
+
+static bool pipelined(const memra_decoder *d) {
+  const memra_backend_vt *vt = d->c->m->vt;
+  const char *env = getenv("MEMRA_LOOKAHEAD");
+  return d->lookahead && vt->download_start && vt->download_wait && !(env && env[0] == '0');
+}
+
+/* Queues one step and its tokens' copy into the staging slot after the last one in flight. */
+static memra_status queue_with_copy(memra_decoder *d, memra_err *err) {
+  memra_ctx *c = d->c;
+  memra_status st = queue_step(d, err);
+  if (st) return st;
+  const int32_t slot = (d->slot_head + d->in_flight) % 2;
+  if ((st = c->m->vt->download_start(c->m->be, c->ids.buf, c->ids.offset, 4u * (uint64_t)d->n_seq,
+                                     slot)))
+    return memra_ctx_fail(c, st, "download ids", err);
+  d->in_flight++;
+  return MEMRA_OK;
+}
+
+/* Whether the step after the one in flight may be queued now: its positions fit the context,
+ * its graph exists (no capture while a step runs) and its pages could be reserved. */
+static bool ahead_ready(memra_decoder *d) {
+  memra_ctx *c = d->c;
+  const int32_t max_pos = max_pos_of(d);
+  if (max_pos + 1 > c->p.n_ctx) return false;
+  const int bi = bucket_index(bucket_of(max_pos));
+  if (d->use_graph && (bi >= MEMRA_DECODER_MAX_BUCKETS || !d->graphs[bi])) return false;
+  memra_err scratch = {{0}};
+  return reserve_rows(d, &scratch) == MEMRA_OK; /* else the next call reports it */
+}
+
+memra_status memra_decoder_step(memra_decoder *d, int32_t *out, memra_err *err) {
+  memra_ctx *c = d->c;
+  const memra_backend_vt *vt = c->m->vt;
+  memra_status st;
+  if (!pipelined(d) && d->in_flight == 0) {
+    if ((st = reserve_rows(d, err)) || (st = queue_step(d, err))) return st;
+    if ((st = vt->buf_download(c->m->be, c->ids.buf, c->ids.offset, out, 4u * (uint64_t)d->n_seq)))
+      return memra_ctx_fail(c, st, "download ids", err);
+    return MEMRA_OK;
+  }
+  if (d->in_flight == 0 && ((st = reserve_rows(d, err)) || (st = queue_with_copy(d, err))))
+    return st;
+  if (d->in_flight == 1 && pipelined(d) && ahead_ready(d)) {
+    if ((st = queue_with_copy(d, err))) return st;
+    d->n_ahead++;
+  }
+  const int32_t slot = d->slot_head;
+  d->slot_head = (d->slot_head + 1) % 2;
+  d->in_flight--;
+  if ((st = vt->download_wait(c->m->be, slot, out, 4u * (uint64_t)d->n_seq)))
     return memra_ctx_fail(c, st, "download ids", err);
   return MEMRA_OK;
+}
+
+bool memra_decoder_can_look_ahead(const memra_decoder *d) {
+  const memra_backend_vt *vt = d->c->m->vt;
+  return !d->c->conv_state && !d->c->ssm_state && vt->download_start && vt->download_wait;
 }
 
 memra_status memra_decoder_set_sampling(memra_decoder *d, const memra_sample_params *p,
@@ -130,6 +210,11 @@ memra_status memra_decoder_set_sampling(memra_decoder *d, const memra_sample_par
 void memra_decoder_free(memra_decoder *d) {
   if (!d->c) return;
   const memra_backend_vt *vt = d->c->m->vt;
+  for (; d->in_flight > 0; --d->in_flight) { /* a step queued ahead: its copy's slot freed */
+    int32_t ids[64];
+    (void)vt->download_wait(d->c->m->be, d->slot_head, ids, 4u * (uint64_t)d->n_seq);
+    d->slot_head = (d->slot_head + 1) % 2;
+  }
   if (d->rng_buf) vt->buf_free(d->c->m->be, d->rng_buf);
   for (int i = 0; i < MEMRA_DECODER_MAX_BUCKETS; ++i)
     if (d->graphs[i] && vt->graph_free) vt->graph_free(d->c->m->be, d->graphs[i]);

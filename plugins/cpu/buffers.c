@@ -65,6 +65,39 @@ memra_status cpu_buf_download(memra_backend *be, const memra_buf *src, uint64_t 
   return MEMRA_OK;
 }
 
+memra_status cpu_download_start(memra_backend *be, const memra_buf *src, uint64_t off,
+                                uint64_t nbytes, int32_t slot) {
+  if (slot < 0 || slot >= MEMRA_STAGE_SLOTS)
+    return cpu_fail(be, MEMRA_E_INVALID, "download_start: slot %d is not in 0..%d", (int)slot,
+                    MEMRA_STAGE_SLOTS - 1);
+  if (nbytes == 0 || nbytes > MEMRA_STAGE_BYTES)
+    return cpu_fail(be, MEMRA_E_INVALID, "download_start: %" PRIu64 " bytes (1..%d)", nbytes,
+                    MEMRA_STAGE_BYTES);
+  if (be->stage_len[slot])
+    return cpu_fail(be, MEMRA_E_INVALID, "download_start: slot %d still holds a copy", (int)slot);
+  memra_status st = check_range(be, "download_start", "src", src, off, nbytes);
+  if (st != MEMRA_OK) return st;
+  memcpy(be->stage[slot], src->data + off, nbytes);
+  be->stage_len[slot] = nbytes;
+  return MEMRA_OK;
+}
+
+memra_status cpu_download_wait(memra_backend *be, int32_t slot, void *dst, uint64_t nbytes) {
+  if (slot < 0 || slot >= MEMRA_STAGE_SLOTS)
+    return cpu_fail(be, MEMRA_E_INVALID, "download_wait: slot %d is not in 0..%d", (int)slot,
+                    MEMRA_STAGE_SLOTS - 1);
+  if (!be->stage_len[slot])
+    return cpu_fail(be, MEMRA_E_INVALID, "download_wait: slot %d holds no copy", (int)slot);
+  if (nbytes != be->stage_len[slot])
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "download_wait: %" PRIu64 " bytes asked, slot %d holds %" PRIu64, nbytes,
+                    (int)slot, be->stage_len[slot]);
+  if (!dst) return cpu_fail(be, MEMRA_E_INVALID, "download_wait: dst is NULL");
+  memcpy(dst, be->stage[slot], nbytes);
+  be->stage_len[slot] = 0;
+  return MEMRA_OK;
+}
+
 memra_status cpu_buf_copy(memra_backend *be, memra_buf *dst, uint64_t dst_off, const memra_buf *src,
                           uint64_t src_off, uint64_t nbytes) {
   memra_status st = check_range(be, "buf_copy", "dst", dst, dst_off, nbytes);

@@ -52,6 +52,10 @@ struct memra_backend {
    * by the calling thread before a parallel region; never shrunk. */
   float *scratch[CPU_MAX_THREADS];
   size_t scratch_len; /* floats in each scratch[i] */
+  /* ABI 1.18 download_start's slots: every op has finished when it returns, so a start copies
+   * at once and its wait only hands the bytes over */
+  uint8_t stage[MEMRA_STAGE_SLOTS][MEMRA_STAGE_BYTES];
+  uint64_t stage_len[MEMRA_STAGE_SLOTS]; /* 0: the slot holds no copy */
   char err[512];
 };
 
@@ -155,6 +159,10 @@ memra_status cpu_buf_download(memra_backend *be, const memra_buf *src, uint64_t 
                               uint64_t nbytes);
 memra_status cpu_buf_copy(memra_backend *be, memra_buf *dst, uint64_t dst_off, const memra_buf *src,
                           uint64_t src_off, uint64_t nbytes);
+/* ABI 1.18: buf_download in two halves (buffers.c). */
+memra_status cpu_download_start(memra_backend *be, const memra_buf *src, uint64_t off,
+                                uint64_t nbytes, int32_t slot);
+memra_status cpu_download_wait(memra_backend *be, int32_t slot, void *dst, uint64_t nbytes);
 
 memra_status cpu_get_rows(memra_backend *be, const memra_tensor *y, const memra_tensor *table,
                           const memra_tensor *ids);

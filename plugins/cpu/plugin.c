@@ -163,6 +163,8 @@ static const memra_backend_vt cpu_vt = {
 #endif
 #if MEMRA_ABI_MINOR >= 17 /* a decode projection added into the residual stream (matmul.c) */
     .matmul_acc = cpu_matmul_acc,
+    .download_start = cpu_download_start,
+    .download_wait = cpu_download_wait,
 #endif
 };
 

@@ -161,6 +161,7 @@ static void cu_close(memra_backend *be) {
 #endif
     cudaStreamDestroy(be->stream);
   }
+  memra_cu_stage_free(be);
   cudaFree(be->ws);
   while (be->retired) {
     memra_cu_retired *r = be->retired;
@@ -289,6 +290,13 @@ static const memra_backend_vt *cu_vtable(void) {
      * H200 tg128 @ d512: Q4_K_M 426-427 -> 431 (+1.1%), Q8_0 364-366 -> 368-369 (+0.8%);
      * MEMRA_ACC=0: off (and the 1.14 slots with it, unless MEMRA_NORM_MM=1) */
     v.matmul_acc = memra_cu_env_is("MEMRA_ACC", "0") ? NULL : memra_cu_matmul_acc;
+#endif
+#if MEMRA_ABI_MINOR >= 18
+    /* ABI 1.18: the token's download in two halves (buffer.cu), so the decoder queues step n + 1
+     * before it waits for step n's token: the GPU does not idle while the host returns and
+     * launches (MEMRA_LOOKAHEAD=0 in the decoder turns the overlap off) */
+    v.download_start = memra_cu_download_start;
+    v.download_wait = memra_cu_download_wait;
 #endif
 #if MEMRA_ABI_MINOR >= 15
     /* ABI 1.15 (matmul.cu: for one row of 4096 and Q8_0 / Q4_K weights the norm at the end of

@@ -39,6 +39,11 @@ struct memra_backend {
   void *ws; /* attention split-KV partials */
   uint64_t ws_size;
   memra_cu_retired *retired;
+  /* ABI 1.18 download_start's slots: pinned host bytes and the event after each slot's copy,
+   * made at the first start (buffer.cu) */
+  uint8_t *stage;
+  cudaEvent_t stage_ev[MEMRA_STAGE_SLOTS];
+  uint64_t stage_len[MEMRA_STAGE_SLOTS]; /* 0: the slot holds no copy */
   char err[512];
 };
 

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 17u
+#define MEMRA_ABI_MINOR 18u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -171,6 +171,9 @@ typedef struct memra_plugin_info {
   const char *name; /* "cpu", "sm90a", "sm120a" */
   const char *why;  /* one line: what was found, or why the plugin declined */
 } memra_plugin_info;
+
+/* ABI 1.18 download_start / download_wait: a plugin's staging slots and their size. */
+enum { MEMRA_STAGE_SLOTS = 4, MEMRA_STAGE_BYTES = 256 };
 
 typedef struct memra_backend_vt {
   uint32_t abi_major; /* offset 0 in every version */
@@ -519,6 +522,16 @@ typedef struct memra_backend_vt {
    * takes no residual (rmsnorm_matmul_n's res none: no write-back of x). */
   memra_status (*matmul_acc)(memra_backend *be, const memra_tensor *y, const memra_tensor *t,
                              const memra_tensor *x, const memra_tensor *w);
+  /* ABI 1.18. download_start / download_wait (optional, both or neither; NULL = buf_download):
+   * buf_download in two halves, so the host can queue the next step before it waits for this
+   * one's token. download_start queues a copy of nbytes (1..MEMRA_STAGE_BYTES) at src + off into
+   * the plugin's host staging slot `slot` (0..MEMRA_STAGE_SLOTS-1), in stream order: after all
+   * work queued before it, before all work queued after it (not inside graph capture);
+   * download_wait(slot) waits for that copy and writes its bytes to dst. A slot holds one copy:
+   * start it again only after its wait. */
+  memra_status (*download_start)(memra_backend *be, const memra_buf *src, uint64_t off,
+                                 uint64_t nbytes, int32_t slot);
+  memra_status (*download_wait)(memra_backend *be, int32_t slot, void *dst, uint64_t nbytes);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

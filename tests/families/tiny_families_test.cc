@@ -5,6 +5,10 @@
 // each against HF's own prefill and cached decode.
 #include "tests/e2e/engine_fixture.h"
 
+extern "C" {
+#include "core/decode/decoder.h"
+}
+
 static std::string fx(const std::string &name) { return "tests/families/fixtures/" + name; }
 
 class Tiny : public ::testing::TestWithParam<const char *> {};
@@ -58,6 +62,36 @@ INSTANTIATE_TEST_SUITE_P(Families, Tiny,
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });
+
+// Lookahead (ABI 1.18): the decoder queueing each step before the last token is read gives the
+// same greedy tokens on every family, and it is offered to a sequence that goes on afterwards
+// only where no recurrent state takes in the step run past the last token (qwen3moe alone).
+TEST_P(Tiny, LookaheadDecodeMatchesAndRecurrentStateDeclines) {
+  const std::string name = GetParam();
+  std::vector<int32_t> ids = read_ids(fx(name + ".txt"), "ids");
+  ASSERT_GT(ids.size(), 3u);
+  const int32_t P = (int32_t)ids.size() - 1, N = 20;
+  std::vector<int32_t> runs[2];
+  for (int la = 0; la < 2; ++la) {
+    Engine e;
+    ASSERT_TRUE(e.open(fx(name + ".gguf"), MEMRA_TYPE_F32, 64)) << e.err.msg;
+    ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e.c, 0, ids.data(), P, 0, false, nullptr, &e.err));
+    memra_decoder d;
+    int32_t pos = P;
+    ASSERT_EQ(MEMRA_OK, memra_decoder_init(&d, e.c, 1, &ids[P], &pos, true, &e.err)) << e.err.msg;
+    EXPECT_EQ(name == "qwen3moe", memra_decoder_can_look_ahead(&d)) << name;
+    for (int32_t i = 0; i < N; ++i) {
+      d.lookahead = la == 1 && i + 1 < N;
+      int32_t id;
+      ASSERT_EQ(MEMRA_OK, memra_decoder_step(&d, &id, &e.err)) << e.err.msg;
+      runs[la].push_back(id);
+    }
+    EXPECT_EQ(la == 1 ? N - 1 : 0, d.n_ahead);
+    EXPECT_EQ(0, d.in_flight); // none past the last step asked for
+    memra_decoder_free(&d);
+  }
+  EXPECT_EQ(runs[0], runs[1]) << name;
+}
 
 // Serving shape: two sequences decoded in one context, their rows interleaved in each
 // step (per-sequence recurrent state and KV), then sequence 0 evaluated again from

@@ -54,8 +54,10 @@ static memra_status run_once(memra_session *s, int32_t depth, int32_t n_prompt, 
     memra_decoder d;
     int32_t tok = ids[depth];
     st = memra_decoder_init(&d, c, 1, &tok, &depth, true, err);
-    for (int32_t i = 0; i < n_gen && !st; ++i)
+    for (int32_t i = 0; i < n_gen && !st; ++i) {
+      d.lookahead = i + 1 < n_gen; /* the sequence ends here: no step past the last */
       st = memra_decoder_step(&d, &tok, err);
+    }
     memra_decoder_free(&d);
   }
   if (!st && (st = vt->synchronize(s->m->be))) return memra_ctx_fail(c, st, "synchronize", err);

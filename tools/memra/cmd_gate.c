@@ -30,8 +30,10 @@ static memra_status decode_run(memra_session *s, const int32_t *prompt, int32_t 
   int32_t pos = p - 1;
   if ((st = memra_decoder_init(d, c, 1, &prompt[p - 1], &pos, graph, err))) return st;
   double t0 = memra_now_s();
-  for (int32_t i = 0; i < n && !st; ++i)
+  for (int32_t i = 0; i < n && !st; ++i) {
+    d->lookahead = graph && i + 1 < n; /* replay queues each step before the last one's token */
     st = memra_decoder_step(d, &out[i], err);
+  }
   *secs = memra_now_s() - t0;
   return st;
 }
@@ -76,7 +78,8 @@ int memra_cmd_gate(int argc, char **argv, int first) {
            "captures%s\n",
            s.bh.name, P, N, popcount(dg.buckets_seen), dg.n_captures,
            dg.use_graph ? "" : " (backend has no graph capture: both runs eager)");
-    printf("eager %.1f tok/s, replay %.1f tok/s\n", N / te, N / tg);
+    printf("eager %.1f tok/s, replay %.1f tok/s (%d steps queued ahead of the last token)\n",
+           N / te, N / tg, dg.n_ahead);
     if (first_diff >= 0)
       printf("MISMATCH at token %d: eager %d, replay %d\n", first_diff, eager[first_diff],
              replay[first_diff]);

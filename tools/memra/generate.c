@@ -112,9 +112,12 @@ memra_status memra_generate(memra_session *s, memra_sampler *smp, const int32_t 
       stats->hit_ctx = true;
       break;
     }
-    if (dec.c)
+    if (dec.c) {
+      /* the step after this one queued ahead when it will be asked for and the sequence can
+       * go on after it (no recurrent state took in a token nobody fed) */
+      dec.lookahead = stats->n_gen + 1 < n_predict && memra_decoder_can_look_ahead(&dec);
       st = memra_decoder_step(&dec, &id, err);
-    else {
+    } else {
       if (on_device) {
         st = memra_ctx_eval(c, 0, &id, 1, pos, false, NULL, err);
         if (!st) st = dev_sampler_draw(&ds, c, &id, err);
