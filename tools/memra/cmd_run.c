@@ -24,15 +24,16 @@ static memra_status parse_ids(const char *s, int32_t n_vocab, int32_t **out, int
   int32_t k = 0;
   const char *p = s;
   while (*p) {
-    while (*p == ' ' || *p == ',') ++p;
+    while (*p == ' ' || *p == ',')
+      ++p;
     if (!*p) break;
     char *end;
     errno = 0;
     long v = strtol(p, &end, 10);
     if (end == p || errno || v < 0 || v >= n_vocab) {
       memra_free(ids);
-      return memra_errf(err, MEMRA_E_INVALID,
-                        "--prompt-ids: '%.16s' is not a token id in 0..%d", p, n_vocab - 1);
+      return memra_errf(err, MEMRA_E_INVALID, "--prompt-ids: '%.16s' is not a token id in 0..%d", p,
+                        n_vocab - 1);
     }
     ids[k++] = (int32_t)v;
     p = end;
@@ -79,7 +80,8 @@ static memra_status dump_logits(memra_session *s, const int32_t *ids, int32_t n,
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
-    if (!f) st = memra_errf(err, MEMRA_E_IO, "--dump-logits %s: %s", path, strerror(errno));
+    if (!f)
+      st = memra_errf(err, MEMRA_E_IO, "--dump-logits %s: %s", path, strerror(errno));
     else {
       size_t w = fwrite(lg, sizeof(float), nv * (size_t)n, f);
       if (fclose(f) != 0 || w != nv * (size_t)n || rename(tmp, path) != 0) {
@@ -114,7 +116,8 @@ int memra_cmd_run(int argc, char **argv, int first) {
     return 1;
   }
   int32_t *ids = NULL, n_ids = 0;
-  if (o.prompt_ids_set) st = parse_ids(o.prompt_ids, s.m->hp.n_vocab, &ids, &n_ids, &err);
+  if (o.prompt_ids_set)
+    st = parse_ids(o.prompt_ids, s.m->hp.n_vocab, &ids, &n_ids, &err);
   else {
     const char *text = o.prompt_set ? o.prompt : stdin_prompt;
     size_t n = 0;
@@ -139,22 +142,25 @@ int memra_cmd_run(int argc, char **argv, int first) {
   if (!st) {
     FILE *out = o.print_ids ? NULL : stdout;
     if (out && o.prompt_set && !o.no_display_prompt) fputs(o.prompt, out);
+    s.one_shot = true; /* nothing runs on this sequence after it */
     st = memra_generate(&s, smp, ids, n_ids, 0, o.n_predict, greedy, out ? print_text : NULL, out,
                         gen, &gs, &err);
     if (out) fputc('\n', out);
   }
   if (!st && o.print_ids) {
     putchar('[');
-    for (int32_t i = 0; i < gs.n_gen; ++i) printf(i ? ",%d" : "%d", gen[i]);
+    for (int32_t i = 0; i < gs.n_gen; ++i)
+      printf(i ? ",%d" : "%d", gen[i]);
     puts("]");
   }
   if (!st)
     fprintf(stderr,
             "memra: prompt %d tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s "
             "(%.1f tok/s) on %s\n",
-            gs.n_prompt, gs.prompt_s, gs.n_prompt / (gs.prompt_s > 0 ? gs.prompt_s : 1),
-            gs.n_gen, gs.gen_s, gs.n_gen > 1 ? (gs.n_gen - 1) / gs.gen_s : 0.0, s.bh.name);
-  else fprintf(stderr, "memra: %s\n", err.msg);
+            gs.n_prompt, gs.prompt_s, gs.n_prompt / (gs.prompt_s > 0 ? gs.prompt_s : 1), gs.n_gen,
+            gs.gen_s, gs.n_gen > 1 ? (gs.n_gen - 1) / gs.gen_s : 0.0, s.bh.name);
+  else
+    fprintf(stderr, "memra: %s\n", err.msg);
   memra_free(gen);
   memra_sampler_free(smp);
   memra_free(ids);

@@ -113,9 +113,10 @@ memra_status memra_generate(memra_session *s, memra_sampler *smp, const int32_t 
       break;
     }
     if (dec.c) {
-      /* the step after this one queued ahead when it will be asked for and the sequence can
-       * go on after it (no recurrent state took in a token nobody fed) */
-      dec.lookahead = stats->n_gen + 1 < n_predict && memra_decoder_can_look_ahead(&dec);
+      /* the step after this one queued ahead when it will be asked for and the sequence ends
+       * here or can go on after it (no recurrent state took in a token nobody fed) */
+      dec.lookahead =
+          stats->n_gen + 1 < n_predict && (s->one_shot || memra_decoder_can_look_ahead(&dec));
       st = memra_decoder_step(&dec, &id, err);
     } else {
       if (on_device) {

@@ -20,6 +20,9 @@ typedef struct memra_session {
   bool device_sampling;
   memra_sample_params dev_sample;
   uint64_t dev_seed;
+  /* `run`: the sequence ends with its one generation, so its decoder may queue a step past the
+   * last token whatever the model keeps (generate.c; chat goes on from the cache). */
+  bool one_shot;
 } memra_session;
 
 /* Opens everything in o (the default model when o->model is empty); n_seq_max sequences.
