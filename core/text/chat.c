@@ -422,3 +422,11 @@ const char *memra_chat_builtin(const char *family) {
            "{{'<start_of_turn>model\\n'}}{% endif %}";
   return NULL;
 }
+
+int32_t memra_chat_reuse(const int32_t *cached, int32_t n_cached, const int32_t *ids, int32_t n_ids,
+                         bool recurrent) {
+  int32_t keep = 0;
+  while (keep < n_cached && keep < n_ids - 1 && cached[keep] == ids[keep])
+    keep++;
+  return recurrent && keep != n_cached ? 0 : keep;
+}

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/base/err.h"
 
@@ -29,6 +30,13 @@ memra_status memra_chat_render(const char *tmpl, const memra_chat_msg *msgs, siz
  * own template is missing or unrecognized: "chatml", "llama3" or "gemma"; NULL otherwise.
  * The CLI's documented fallback flag passes it to memra_chat_render. */
 const char *memra_chat_builtin(const char *family);
+
+/* How many tokens of the cached history (what the context holds for the conversation) the next
+ * turn's ids may keep: their common prefix, less one so the turn evaluates at least one token.
+ * A recurrent state (hybrid models) holds exactly the n_cached tokens and cannot be cut back to
+ * a shorter prefix, so there anything short of all of them is 0: the turn starts over. */
+int32_t memra_chat_reuse(const int32_t *cached, int32_t n_cached, const int32_t *ids, int32_t n_ids,
+                         bool recurrent);
 
 #ifdef __cplusplus
 }

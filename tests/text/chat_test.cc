@@ -102,3 +102,21 @@ TEST(Chat, BuiltinFallbacksRender) {
 }
 
 } // namespace
+
+// The next turn keeps the common prefix of the cached history and its ids, less one token so it
+// evaluates at least one; a recurrent state (hybrid models) holds all the cached tokens, so a
+// shorter match starts the turn over (a state cut back to a prefix would be a wrong state).
+TEST(ChatReuse, PrefixAndRecurrentAllOrNothing) {
+  const int32_t cached[] = {1, 50, 7, 300, 12};
+  const int32_t same_then_more[] = {1, 50, 7, 300, 12, 9, 4};
+  const int32_t differs_at_3[] = {1, 50, 7, 301, 12, 9};
+  EXPECT_EQ(5, memra_chat_reuse(cached, 5, same_then_more, 7, false));
+  EXPECT_EQ(5, memra_chat_reuse(cached, 5, same_then_more, 7, true));
+  EXPECT_EQ(3, memra_chat_reuse(cached, 5, differs_at_3, 6, false));
+  EXPECT_EQ(0, memra_chat_reuse(cached, 5, differs_at_3, 6, true));
+  // the ids are the history itself: one token is evaluated again
+  EXPECT_EQ(4, memra_chat_reuse(cached, 5, cached, 5, false));
+  EXPECT_EQ(0, memra_chat_reuse(cached, 5, cached, 5, true));
+  EXPECT_EQ(0, memra_chat_reuse(cached, 0, same_then_more, 7, true));
+  EXPECT_EQ(0, memra_chat_reuse(nullptr, 0, same_then_more, 7, false));
+}

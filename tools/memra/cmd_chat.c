@@ -19,9 +19,9 @@ typedef struct chat_state {
   memra_chat_msg msgs[MAX_TURNS];
   char *owned[MAX_TURNS]; /* the strings msgs point to */
   size_t n;
-  int32_t *cached;        /* tokens whose K/V sit in sequence 0 */
+  int32_t *cached; /* tokens whose K/V sit in sequence 0 */
   int32_t n_cached;
-  char *reply;            /* the assistant text being generated */
+  char *reply; /* the assistant text being generated */
   size_t reply_len, reply_cap;
 } chat_state;
 
@@ -51,7 +51,8 @@ static bool push_msg(chat_state *cs, const char *role, const char *text) {
 }
 
 static void reset(chat_state *cs, const char *system) {
-  for (size_t i = 0; i < cs->n; ++i) memra_free(cs->owned[i]);
+  for (size_t i = 0; i < cs->n; ++i)
+    memra_free(cs->owned[i]);
   cs->n = 0;
   if (system && *system) push_msg(cs, "system", system);
 }
@@ -76,18 +77,21 @@ static memra_status turn(memra_session *s, memra_sampler *smp, chat_state *cs, c
   st = memra_tokenize(s->tok, text, strlen(text), !has_bos, true, &ids, &n_ids, err);
   memra_free(text);
   if (st) return st;
-  int32_t keep = 0; /* reuse the cached prefix, but always evaluate at least one token */
-  while (keep < cs->n_cached && keep < (int32_t)n_ids - 1 && cs->cached[keep] == ids[keep]) keep++;
+  /* reuse the cached prefix (all of it or nothing where a recurrent state holds it) */
+  const int32_t keep =
+      memra_chat_reuse(cs->cached, cs->n_cached, ids, (int32_t)n_ids, s->ctx->conv_state != NULL);
   cs->reply_len = 0;
   if (cs->reply) cs->reply[0] = 0;
   int32_t *gen = memra_malloc(sizeof(int32_t) * (size_t)(n_predict + 1));
   memra_gen_stats gs;
-  if (!gen) st = memra_errf(err, MEMRA_E_OOM, "out of memory");
+  if (!gen)
+    st = memra_errf(err, MEMRA_E_OOM, "out of memory");
   else {
     memra_sampler_reset(smp);
-    for (int32_t i = 0; i < keep; ++i) memra_sampler_accept(smp, ids[i]);
-    st = memra_generate(s, smp, ids + keep, (int32_t)n_ids - keep, keep, n_predict, greedy,
-                        on_text, cs, gen, &gs, err);
+    for (int32_t i = 0; i < keep; ++i)
+      memra_sampler_accept(smp, ids[i]);
+    st = memra_generate(s, smp, ids + keep, (int32_t)n_ids - keep, keep, n_predict, greedy, on_text,
+                        cs, gen, &gs, err);
   }
   fputc('\n', stdout);
   fflush(stdout);
@@ -95,10 +99,12 @@ static memra_status turn(memra_session *s, memra_sampler *smp, chat_state *cs, c
     /* What sits in the cache now: the prompt and every generated token but the last. */
     int32_t n_new = (int32_t)n_ids + (gs.n_gen > 0 ? gs.n_gen - 1 : 0);
     int32_t *c = memra_realloc(cs->cached, sizeof(int32_t) * (size_t)(n_new > 0 ? n_new : 1));
-    if (!c) st = memra_errf(err, MEMRA_E_OOM, "out of memory");
+    if (!c)
+      st = memra_errf(err, MEMRA_E_OOM, "out of memory");
     else {
       memcpy(c, ids, sizeof(int32_t) * n_ids);
-      for (int32_t i = 0; i + 1 < gs.n_gen; ++i) c[n_ids + i] = gen[i];
+      for (int32_t i = 0; i + 1 < gs.n_gen; ++i)
+        c[n_ids + i] = gen[i];
       cs->cached = c;
       cs->n_cached = n_new;
       if (!push_msg(cs, "assistant", cs->reply ? cs->reply : ""))
@@ -112,7 +118,8 @@ static memra_status turn(memra_session *s, memra_sampler *smp, chat_state *cs, c
 
 static char *chomp(char *line) {
   size_t n = strlen(line);
-  while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+  while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+    line[--n] = 0;
   return line;
 }
 
@@ -134,9 +141,13 @@ int memra_cmd_chat(int argc, char **argv, int first) {
     tmpl = memra_strndup(tmpl_str.ptr, (size_t)tmpl_str.len);
   else if (!family) {
     const char *arch = s.m->hp.arch_name;
-    family = !strncmp(arch, "gemma", 5) ? "gemma" : !strncmp(arch, "llama", 5) ? "llama3" : "chatml";
-    fprintf(stderr, "memra chat: the model has no chat template; using the built-in %s one "
-                    "(--chat-template chooses)\n", family);
+    family = !strncmp(arch, "gemma", 5)   ? "gemma"
+             : !strncmp(arch, "llama", 5) ? "llama3"
+                                          : "chatml";
+    fprintf(stderr,
+            "memra chat: the model has no chat template; using the built-in %s one "
+            "(--chat-template chooses)\n",
+            family);
   }
   if (family) {
     const char *b = memra_chat_builtin(family);
