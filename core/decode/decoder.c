@@ -19,6 +19,8 @@ memra_status memra_decoder_init(memra_decoder *d, memra_ctx *c, int32_t n_seq,
                       c->p.n_seq_max < 64 ? c->p.n_seq_max : 64);
   d->c = c;
   d->n_seq = n_seq;
+  const char *env = getenv("MEMRA_LOOKAHEAD"); /* read once, not every step */
+  d->lookahead_off = env && env[0] == '0';
   const memra_backend_vt *vt = c->m->vt;
   d->use_graph = use_graph && vt->graph_begin && vt->graph_end && vt->graph_launch;
   int32_t seq[64], rows[64];
@@ -123,8 +125,7 @@ static memra_status queue_step(memra_decoder *d, memra_err *err) {
 
 static bool pipelined(const memra_decoder *d) {
   const memra_backend_vt *vt = d->c->m->vt;
-  const char *env = getenv("MEMRA_LOOKAHEAD");
-  return d->lookahead && vt->download_start && vt->download_wait && !(env && env[0] == '0');
+  return d->lookahead && !d->lookahead_off && vt->download_start && vt->download_wait;
 }
 
 /* Queues one step and its tokens' copy into the staging slot after the last one in flight. */

@@ -35,9 +35,10 @@ typedef struct memra_decoder {
    * models) has taken the token in, so set it only where the sequence ends with the decoder or
    * keeps no recurrent state (memra_decoder_can_look_ahead). */
   bool lookahead;
-  int32_t in_flight; /* steps queued whose tokens were not returned: 0, 1 or 2 */
-  int32_t slot_head; /* the staging slot of the oldest step in flight */
-  int32_t n_ahead;   /* steps queued before the previous step's tokens were read */
+  bool lookahead_off; /* MEMRA_LOOKAHEAD=0 at init */
+  int32_t in_flight;  /* steps queued whose tokens were not returned: 0, 1 or 2 */
+  int32_t slot_head;  /* the staging slot of the oldest step in flight */
+  int32_t n_ahead;    /* steps queued before the previous step's tokens were read */
 } memra_decoder;
 
 /* Starts decoding n_seq sequences (rows) whose next input tokens are tokens[i] at

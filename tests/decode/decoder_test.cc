@@ -10,13 +10,18 @@ extern "C" {
 
 class Decoder : public ::testing::TestWithParam<const char *> {};
 
+// P token ids below 300 from a seeded LCG (fresh, not zeros; the fixtures' vocabularies hold 300).
+static std::vector<int32_t> lcg_prompt(int32_t P, uint32_t s) {
+  std::vector<int32_t> prompt(P);
+  for (auto &t : prompt)
+    t = (int32_t)((s = s * 1664525u + 1013904223u) >> 8) % 300;
+  return prompt;
+}
+
 TEST_P(Decoder, DeviceStateStepsMatchHostLoop) {
   const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
   const int32_t P = 251, N = 12; // positions 250..262 cross the 256 bucket
-  std::vector<int32_t> prompt(P);
-  uint32_t s = 12345;
-  for (auto &t : prompt)
-    t = (int32_t)((s = s * 1664525u + 1013904223u) >> 8) % 300;
+  const std::vector<int32_t> prompt = lcg_prompt(P, 12345);
 
   std::vector<int32_t> host, device;
   {
@@ -104,16 +109,14 @@ TEST_P(Decoder, SampledStepsMatchHostLoop) {
 }
 
 // Lookahead (ABI 1.18 download_start / download_wait): each step queued before the previous
-// step's token is read gives exactly the tokens of the plain loop, across the 256 bucket (where
-// the next bucket's graph does not exist yet) and page boundaries; the step queued past the
-// last returned token leaves the KV cache as the next eval of that token would.
+// step's token is read gives exactly the tokens of the plain loop, across the 256 bucket and page
+// boundaries (the CPU plugin runs the steps eagerly; the GPU's graph gate covers replay and the
+// wait at a new bucket's capture); the step queued past the last returned token leaves the KV
+// cache as the next eval of that token would.
 TEST_P(Decoder, LookaheadStepsMatchPlainSteps) {
   const std::string path = std::string("tests/e2e/fixtures/") + GetParam() + ".gguf";
   const int32_t P = 237, N = 41; // positions 236..277 cross the 256 bucket
-  std::vector<int32_t> prompt(P);
-  uint32_t s = 777;
-  for (auto &t : prompt)
-    t = (int32_t)((s = s * 1664525u + 1013904223u) >> 8) % 300;
+  const std::vector<int32_t> prompt = lcg_prompt(P, 777);
   std::vector<int32_t> runs[2];
   std::vector<float> after[2]; // logits of one more eval after the decoder stopped
   for (int la = 0; la < 2; ++la) {
