@@ -24,6 +24,10 @@
  *  4   matmul_id v3 (moe_tc.cuh): Q4_K / Q6_K experts on the tensor cores (v7's arithmetic),
  *      whole 16-row tiles of the chosen expert bulk-copied into a ring by a producer warp.
  *      H200: MoE 8-layer tg128 1,764 -> 1,831, pp512 9,943 -> 11,467; hybrid unchanged.
+ *  5   matmul_id v4 (moe_group.cuh): prompt rows sorted by expert on the device, each tile of
+ *      an expert copied once for a group of up to 8 of its rows (v7's batch arithmetic: v3's
+ *      bits); v3 keeps the decode steps (fewer than two rows an expert). Opt-in
+ *      (MEMRA_MMID_GROUP=1) until a device run has checked it.
  * An id outside [0, n_expert) cannot be seen on the host without a sync: its output row is
  * NaN (as get_rows does), so the fault shows downstream. */
 #include <math.h>
@@ -36,6 +40,7 @@
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_kq.cuh"
 #include "plugins/cuda/moe_id.cuh"
+#include "plugins/cuda/moe_group.cuh"
 #include "plugins/cuda/moe_tc.cuh"
 
 /* --- moe_route ----------------------------------------------------------------------- */
@@ -634,14 +639,27 @@ static memra_status mmid_launch(memra_backend *be, const mmid_args &a, const mem
   const unsigned gy = (unsigned)(rows < 65535 ? rows : 65535);
   if (midtc_mode(w->type) && midtc_fits(w->type, wp, w->nb1, N, K)) {
     cudaError_t err = cudaSuccess;
-    bool done;
+    bool done = false;
+    if (midg_wanted(a)) { /* prompt rows: gathered per expert (v4, v3's bits) */
+      void *ws = NULL;
+      const memra_status st = memra_cu_workspace(be, midg_ws_bytes(a.rows, a.n_expert), &ws);
+      if (st != MEMRA_OK) return st;
+#define TCG_GO(TY)                                                                                 \
+  (xv ? (glu ? midg_launch<TY, true, true>(be, a, ws, &err)                                        \
+             : midg_launch<TY, true, false>(be, a, ws, &err))                                      \
+      : (glu ? midg_launch<TY, false, true>(be, a, ws, &err)                                       \
+             : midg_launch<TY, false, false>(be, a, ws, &err)))
+      done = w->type == MEMRA_TYPE_Q4_K ? TCG_GO(MEMRA_TYPE_Q4_K) : TCG_GO(TC_Q6I);
+#undef TCG_GO
+    }
 #define TC_GO(TY)                                                                                  \
   (xv ? (glu ? midtc_launch<TY, true, true>(be, a, &err)                                           \
              : midtc_launch<TY, true, false>(be, a, &err))                                         \
       : (glu ? midtc_launch<TY, false, true>(be, a, &err)                                          \
              : midtc_launch<TY, false, false>(be, a, &err)))
     /* Q6_K: midtc_fits takes K <= 4096 only, the integer-MMA form (tc_q6_key) */
-    done = w->type == MEMRA_TYPE_Q4_K ? TC_GO(MEMRA_TYPE_Q4_K) : TC_GO(TC_Q6I);
+    if (!done && err == cudaSuccess)
+      done = w->type == MEMRA_TYPE_Q4_K ? TC_GO(MEMRA_TYPE_Q4_K) : TC_GO(TC_Q6I);
 #undef TC_GO
     if (err != cudaSuccess)
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul_id: %s kernel's launch setup: %s",

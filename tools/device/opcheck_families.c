@@ -1074,6 +1074,19 @@ static int run_ops(void) {
   check_matmul_id(MEMRA_TYPE_Q6_K, 7, 16, 512, 3, 2, 0, 1);
   check_matmul_id(MEMRA_TYPE_Q4_K, 32, 256, 2048, 37, 10, 1, 0);
   check_matmul_id(MEMRA_TYPE_Q6_K, 16, 1024, 512, 23, 10, 0, 0);
+  /* matmul_id v4 (moe_group.cuh: two rows an expert or more, the rows sorted by expert and a
+   * tile applied to up to 8 of them): groups of every size (1, 2, 4 and 8 wide), x shared and
+   * per row, the out-of-range bucket, and a token alone (v3) bitwise its batch (v4) */
+  check_matmul_id(MEMRA_TYPE_Q4_K, 16, 48, 2048, 40, 8, 1, 0);
+  check_matmul_id(MEMRA_TYPE_Q6_K, 12, 32, 768, 29, 6, 0, 0);
+  check_matmul_id(MEMRA_TYPE_Q4_K, 64, 32, 512, 26, 5, 0, 0);
+  check_matmul_id(MEMRA_TYPE_Q4_K, 8, 32, 512, 40, 4, 1, 1);
+  check_matmul_id(MEMRA_TYPE_Q6_K, 8, 16, 256, 37, 3, 0, 1);
+  check_matmul_id_alone(MEMRA_TYPE_Q4_K, 16, 48, 2048, 41, 4, 17);
+  check_matmul_id_alone(MEMRA_TYPE_Q6_K, 16, 32, 768, 37, 3, 20);
+  check_matmul_id_alone(MEMRA_TYPE_Q4_K, 12, 64, 768, 33, 8, 0);
+  check_matmul_id_glu(MEMRA_TYPE_Q4_K, 24, 64, 2048, 53, 8, 1);
+  check_matmul_id_glu(MEMRA_TYPE_Q6_K, 16, 40, 768, 41, 4, 0);
   check_matmul_id_alone(MEMRA_TYPE_Q4_K, 16, 48, 2048, 7, 4, 5);
   check_matmul_id_alone(MEMRA_TYPE_Q6_K, 16, 32, 768, 6, 3, 2);
   check_matmul_id_alone(MEMRA_TYPE_Q4_K, 16, 45, 2048, 7, 4, 5);
