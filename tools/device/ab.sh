@@ -6,8 +6,8 @@
 #   MODELS:   preset:type[:layers], e.g. llama31-8b:q4_k_m qwen3-30b-a3b:q4_k_m:8
 #   VARIANTS: label=plugin_dir[:ENV=value[,ENV=value...]], e.g. main=old new=dist new-v5=dist:MEMRA_GEMV=v5
 # Env: R rounds (2), DEPTH the --bench-d list (512), BACKEND (sm90a), D, WORK (models, kept
-# between runs), OUT.
-# Prints one line per run as it goes, then a table of tg128 medians (each memra bench -r 3).
+# between runs), OUT; PP=512 times prompt processing (pp512 at depth 0) instead of tg128.
+# Prints one line per run as it goes, then a table of the medians (each memra bench -r 3).
 # Models are synthesized (when not in WORK already) before the first timed run.
 set -u
 D=${D:-dist}
@@ -15,6 +15,12 @@ W=${WORK:-/tmp/memra-models}
 O=${OUT:-/tmp/memra-ab}
 R=${R:-2}
 DEPTH=${DEPTH:-512}
+PP=${PP:-0}
+if [ "$PP" -gt 0 ]; then
+  TEST="pp$PP" BENCH=(--bench-p "$PP" --bench-n 0)
+else
+  TEST=tg128 BENCH=(--bench-p 0 --bench-n 128 --bench-d "$DEPTH")
+fi
 mkdir -p "$W" "$O"
 export LD_LIBRARY_PATH="$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 models=()
@@ -47,7 +53,7 @@ for r in $(seq "$R"); do
       label=${v%%=*}; rest=${v#*=}; dir=${rest%%:*}; envs=""
       [ "$rest" != "$dir" ] && envs=${rest#*:}
       out=$(env ${envs//,/ } timeout 150 "$D/memra" bench --plugin-dir "$dir" --backend "${BACKEND:-sm90a}" -m "$f" \
-        --bench-p 0 --bench-n 128 --bench-d "$DEPTH" -r 3 2>"$O/err.txt" | grep 'tg128' |
+        "${BENCH[@]}" -r 3 2>"$O/err.txt" | grep "| $TEST " |
         cut -d'|' -f5,6 | tr -s ' ' | tr '\n' ' ')
       echo "round $r  $m  $label: $out"
       sum["$m $label"]+="$out; "
@@ -55,7 +61,7 @@ for r in $(seq "$R"); do
   done
 done
 echo
-echo "tg128 tok/s (test | median, one entry per round)"
+echo "$TEST tok/s (test | median, one entry per round)"
 for m in "${models[@]}"; do for v in "$@"; do
   label=${v%%=*}; printf '%-32s %-12s %s\n' "$m" "$label" "${sum["$m $label"]:-}"
 done; done
