@@ -5,10 +5,18 @@
 # and DRAM throughput. The sum is kernel time without PDL's overlap: an upper bound on the
 # step, the gap to the measured tok/s is launch and dependency latency.
 # On the GPU machine, from the repo root, carry ["dist"]:  bash tools/device/profile_step.sh M.gguf
+# PROMPT=512: the same table for one eval of a 512-token prompt instead (N = 1: the prompt step
+# alone, which is where a pp512 figure's time goes).
 set -u
 D=${D:-dist}
 MODEL=${1:?usage: profile_step.sh MODEL.gguf [N]}
 N=${2:-5}
+PROMPT=${PROMPT:-0}
+IDS=1,2,3
+if [ "$PROMPT" -gt 0 ]; then
+  N=1
+  IDS=$(seq -s, 100 $((99 + PROMPT)))
+fi
 O=${OUT:-/tmp/memra-profile}
 mkdir -p "$O"
 export LD_LIBRARY_PATH="$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -18,14 +26,14 @@ NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 timeout 500 "$NCU" --csv --page raw --print-units base --graph-profiling node --clock-control none \
   --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
   --kernel-name-base demangled "$D/memra" run --plugin-dir "$D" --backend "${BACKEND:-sm90a}" \
-  -m "$MODEL" --prompt-ids 1,2,3 -n "$N" --temp 0 >"$O/step_ncu.csv" 2>"$O/step_ncu.err"
+  -m "$MODEL" --prompt-ids "$IDS" -n "$N" --temp 0 >"$O/step_ncu.csv" 2>"$O/step_ncu.err"
 rc=$?
 echo "ncu rc $rc"
 [ $rc -eq 0 ] || { tail -5 "$O/step_ncu.err"; exit 1; }
 python3 - "$O/step_ncu.csv" "$N" <<'PY'
 import csv, sys, collections
 rows = list(csv.reader(open(sys.argv[1])))
-steps = int(sys.argv[2]) - 1  # the first token comes from the prompt step
+steps = max(int(sys.argv[2]) - 1, 1)  # the first token comes from the prompt step (N 1: it alone)
 hdr = next(i for i, r in enumerate(rows) if r and r[0] == "ID")
 h = rows[hdr]
 c = {n: h.index(n) for n in h}
