@@ -29,7 +29,9 @@
  *  4   ABI 1.11 gated_delta_rule_norm (NORM): a d 128 head in one block of 16 warps (each warp's
  *      rows and arithmetic as ver 3), its row in shared memory at each token and rmsnorm_gate's
  *      arithmetic by one warp: the composition's bits in one launch (hybrid F16 tg128 2,283-2,306
- *      -> 2,347-2,356 on the H200). ssm_conv in place is matmul_n_conv's two-launch form. */
+ *      -> 2,347-2,356 on the H200). ssm_conv in place is matmul_n_conv's two-launch form.
+ *  5   gated_delta_rule_v2 (MEMRA_GDN_PIPE=1, d <= 128): the next row's inputs loaded under this
+ *      row's arithmetic, q / k double-buffered: prompts without a global round trip a row. */
 #include <math.h>
 
 #include "plugins/cuda/device_util.cuh"
@@ -255,7 +257,7 @@ __device__ __forceinline__ float gdn_softplus(float x) { return x > 20.0f ? x : 
  * over the float4, memra_block_sum's two warp sums (the second over one warp's value), then
  * silu(z) * (v * inv * w) (rmsnorm.cu rms_row, VEC, GATE 1). */
 __device__ __forceinline__ void gdn_norm_row(const gdn_args &a, float *orow, const float *o,
-                                             int64_t r, int h, int lane) {
+                                             const float (&zr)[4], int lane) {
   const float4 v = ((const float4 *)o)[lane];
   float ss = 0.f;
   ss = fmaf(v.x, v.x, ss);
@@ -266,7 +268,6 @@ __device__ __forceinline__ void gdn_norm_row(const gdn_args &a, float *orow, con
   ss = memra_warp_sum(lane == 0 ? ss : 0.f);
   const float inv = rsqrtf(ss / 128.f + a.norm_eps);
   const float4 g = __ldg((const float4 *)a.norm_w + lane);
-  const float *zr = a.z + r * a.z_ld + (int64_t)h * 128 + 4 * lane;
   ((float4 *)orow)[lane] = make_float4(
       memra_act_silu(zr[0]) * (v.x * inv * g.x), memra_act_silu(zr[1]) * (v.y * inv * g.y),
       memra_act_silu(zr[2]) * (v.z * inv * g.z), memra_act_silu(zr[3]) * (v.w * inv * g.w));
@@ -386,7 +387,11 @@ __global__ void __launch_bounds__(W * 32) gated_delta_rule_v1_kernel(gdn_args a)
           for (int t = 0; t < GDN_RPW; ++t)
             ks[j0 + t] = o[t];
         __syncthreads();
-        if (warp == 0) gdn_norm_row(a, orow, ks, r, h, lane);
+        if (warp == 0) {
+          const float *zp = a.z + r * a.z_ld + (int64_t)h * 128 + 4 * lane;
+          const float zr[4] = {zp[0], zp[1], zp[2], zp[3]};
+          gdn_norm_row(a, orow, ks, zr, lane);
+        }
       }
     } else {
 #pragma unroll
@@ -429,6 +434,169 @@ __global__ void __launch_bounds__(W * 32) gated_delta_rule_v1_kernel(gdn_args a)
       for (int u = 0; u < NI; ++u) {
         const int j = j0 + t, i = lane + 32 * u;
         if (j < d && i < d) Sg[(int64_t)j * d + i] = S[GL ? 0 : t][u];
+      }
+  }
+}
+
+/* A row's inputs as gated_delta_rule_v2 holds them one row ahead: this thread's q and k element
+ * (threads < d), the warp's v rows, the gates, and (NORM) warp 0's four z of the head. */
+struct gdn_next {
+  int seq, pos;
+  float a, b, q, k;
+  float v[GDN_RPW];
+  float z[4];
+};
+
+template <bool NORM>
+__device__ __forceinline__ void gdn_fetch(gdn_next &f, const gdn_args &a, int64_t r, int h, int kh,
+                                          int j0, int lane, int warp) {
+  if (r >= a.n) return;
+  const int d = a.d, i = threadIdx.x;
+  f.seq = a.seq[r];
+  f.pos = a.pos[r];
+  f.a = a.a[r * a.a_ld + h];
+  f.b = a.b[r * a.b_ld + h];
+  f.q = i < d ? a.q[r * a.q_ld + (int64_t)kh * d + i] : 0.f;
+  f.k = i < d ? a.k[r * a.k_ld + (int64_t)kh * d + i] : 0.f;
+  const float *vr = a.v + r * a.v_ld + (int64_t)h * d;
+#pragma unroll
+  for (int t = 0; t < GDN_RPW; ++t)
+    f.v[t] = j0 + t < d ? vr[j0 + t] : 0.f;
+  if (NORM && warp == 0) {
+    const float *zp = a.z + r * a.z_ld + (int64_t)h * 128 + 4 * lane;
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      f.z[c] = zp[c];
+  }
+}
+
+/* ver 5 (MEMRA_GDN_PIPE=1; d <= 128, the state in registers): v1 walks its rows with three to
+ * four global round trips on each row's chain (seq, then pos, then q / k through shared memory
+ * between two barriers, then the gates and v) while the state waits; a prompt of 512 tokens is
+ * 512 such links in a row. Here row r + 1's inputs are loaded while row r computes, its q / k
+ * stored into the other of two shared buffers at the next row's start: one barrier a row (two
+ * with NORM) and no global load on the chain. Each row's arithmetic is v1's, statement for
+ * statement (ver 3, and ver 4's norm): the same bits. */
+template <int NI, int W = GDN_WARPS, bool NORM = false>
+__global__ void __launch_bounds__(W * 32) gated_delta_rule_v2_kernel(gdn_args a) {
+  static_assert(NI <= 4 && W * 32 >= 128, "d <= 128: a q and a k element a thread");
+  static_assert(!NORM || (NI == 4 && W * GDN_RPW == 128), "NORM: a d 128 head a block");
+  constexpr int ROWS = W * GDN_RPW; /* state rows a block */
+  __shared__ float qs[2][128], ks[2][128], os[128];
+  const int h = blockIdx.x, s = blockIdx.y;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, d = a.d;
+  const int j0 = blockIdx.z * ROWS + warp * GDN_RPW; /* this warp's first state row */
+  float *Sg = a.state + (int64_t)s * a.s_ld + (int64_t)h * d * d;
+  float S[GDN_RPW][NI];
+#pragma unroll
+  for (int t = 0; t < GDN_RPW; ++t)
+#pragma unroll
+    for (int u = 0; u < NI; ++u) {
+      const int j = j0 + t, i = lane + 32 * u;
+      S[t][u] = j >= d || i >= d ? 0.f : Sg[(int64_t)j * d + i];
+    }
+  memra_pdl_enter();
+  const int kh = a.tiled ? h % a.hk : h / a.r;
+  const float a_log = a.a_log[h], dt = a.dt[h];
+  bool live = false;
+  gdn_next cur, nxt;
+  gdn_fetch<NORM>(cur, a, 0, h, kh, j0, lane, warp);
+  for (int64_t r = 0; r < a.n; ++r) {
+    const int buf = (int)(r & 1);
+    if ((int)threadIdx.x < d) {
+      qs[buf][threadIdx.x] = cur.q;
+      ks[buf][threadIdx.x] = cur.k;
+    }
+    gdn_fetch<NORM>(nxt, a, r + 1, h, kh, j0, lane, warp);
+    __syncthreads(); /* buf written; its last readers (row r - 2) are past the previous barrier */
+    const int sr = cur.seq;
+    if (sr != s) {
+      if (s == 0 && (sr < 0 || sr >= a.n_seqs))
+        for (int jj = threadIdx.x; jj < ROWS; jj += blockDim.x)
+          if (blockIdx.z * ROWS + jj < d)
+            a.out[r * a.o_ld + (int64_t)h * d + blockIdx.z * ROWS + jj] = GDN_NAN;
+      cur = nxt;
+      continue;
+    }
+    if (cur.pos == 0) {
+#pragma unroll
+      for (int t = 0; t < GDN_RPW; ++t)
+#pragma unroll
+        for (int u = 0; u < NI; ++u)
+          S[t][u] = 0.f;
+    }
+    live = true;
+    float qv[NI], kv[NI], sq = 0.f, sk = 0.f;
+#pragma unroll
+    for (int u = 0; u < NI; ++u) {
+      const int i = lane + 32 * u;
+      qv[u] = i < d ? qs[buf][i] : 0.f;
+      kv[u] = i < d ? ks[buf][i] : 0.f;
+      sq += qv[u] * qv[u];
+      sk += kv[u] * kv[u];
+    }
+    sq = memra_warp_sum(sq);
+    sk = memra_warp_sum(sk);
+    const float fq = (1.0f / sqrtf((float)d)) / sqrtf(sq + a.eps), fk = 1.0f / sqrtf(sk + a.eps);
+#pragma unroll
+    for (int u = 0; u < NI; ++u) {
+      qv[u] *= fq;
+      kv[u] *= fk;
+    }
+    const float beta = 1.0f / (1.0f + expf(-cur.b));
+    const float decay = expf(a_log * gdn_softplus(cur.a + dt));
+    float *orow = a.out + r * a.o_ld + (int64_t)h * d;
+    float vj[GDN_RPW], p[GDN_RPW], o[GDN_RPW];
+#pragma unroll
+    for (int t = 0; t < GDN_RPW; ++t)
+      vj[t] = cur.v[t];
+#pragma unroll
+    for (int t = 0; t < GDN_RPW; ++t) {
+      p[t] = 0.f;
+#pragma unroll
+      for (int u = 0; u < NI; ++u) {
+        S[t][u] *= decay;
+        p[t] += S[t][u] * kv[u];
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < GDN_RPW; ++t)
+      p[t] = memra_warp_sum(p[t]);
+#pragma unroll
+    for (int t = 0; t < GDN_RPW; ++t) {
+      const float delta = beta * (vj[t] - p[t]);
+      o[t] = 0.f;
+#pragma unroll
+      for (int u = 0; u < NI; ++u) {
+        S[t][u] += kv[u] * delta;
+        o[t] += S[t][u] * qv[u];
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < GDN_RPW; ++t)
+      o[t] = memra_warp_sum(o[t]);
+    if (!NORM && lane == 0)
+#pragma unroll
+      for (int t = 0; t < GDN_RPW; ++t)
+        if (j0 + t < d) orow[j0 + t] = o[t];
+    if (NORM) { /* the head's row in os, then rmsnorm_gate by warp 0 (os is rewritten only
+                   after the next row's first barrier, which warp 0 reaches after its reads) */
+      if (lane == 0)
+#pragma unroll
+        for (int t = 0; t < GDN_RPW; ++t)
+          os[j0 + t] = o[t];
+      __syncthreads();
+      if (warp == 0) gdn_norm_row(a, orow, os, cur.z, lane);
+    }
+    cur = nxt;
+  }
+  if (live) {
+#pragma unroll
+    for (int t = 0; t < GDN_RPW; ++t)
+#pragma unroll
+      for (int u = 0; u < NI; ++u) {
+        const int j = j0 + t, i = lane + 32 * u;
+        if (j < d && i < d) Sg[(int64_t)j * d + i] = S[t][u];
       }
   }
 }
@@ -510,19 +678,34 @@ static memra_status gdn_run(memra_backend *be, const memra_tensor *out, const me
   g.tiled = p->heads == MEMRA_GDN_TILED;
   g.d = (int)d;
   g.eps = p->eps;
+  /* ver 5 (v2, the next row's loads under this row's arithmetic): opt-in until a device run has
+   * checked it; read at each call (the same bits either way), so opcheck_families can compare
+   * the two kernels bitwise in one process */
+  const bool pipe = memra_cu_env_is("MEMRA_GDN_PIPE", "1");
   if (nm && d == 128) {
     g.z = nm->z;
     g.norm_w = nm->w;
     g.z_ld = nm->z_ld;
     g.norm_eps = nm->eps;
     *normed = true;
-    (void)memra_cu_launch(be, gated_delta_rule_v1_kernel<4, false, 16, true>,
+    (void)memra_cu_launch(be,
+                          pipe ? gated_delta_rule_v2_kernel<4, 16, true>
+                               : gated_delta_rule_v1_kernel<4, false, 16, true>,
                           dim3((unsigned)hv, (unsigned)batch->n_seqs, 1u), dim3(16 * 32), 0, g);
     MEMRA_CU_LAUNCHED();
     return MEMRA_OK;
   }
   const dim3 grid((unsigned)hv, (unsigned)batch->n_seqs, (unsigned)((d + GDN_ROWS - 1) / GDN_ROWS));
   const int ni = (int)((d + 31) / 32);
+  if (pipe && ni <= 4) {
+    void (*k2)(gdn_args) = ni == 1   ? gated_delta_rule_v2_kernel<1>
+                           : ni == 2 ? gated_delta_rule_v2_kernel<2>
+                           : ni == 3 ? gated_delta_rule_v2_kernel<3>
+                                     : gated_delta_rule_v2_kernel<4>;
+    (void)memra_cu_launch(be, k2, grid, dim3(GDN_WARPS * 32), 0, g);
+    MEMRA_CU_LAUNCHED();
+    return MEMRA_OK;
+  }
   switch (ni) {
   case 1:
     (void)memra_cu_launch(be, gated_delta_rule_v1_kernel<1, false>, grid, dim3(GDN_WARPS * 32), 0,

@@ -976,6 +976,93 @@ static void check_gdn_norm(int hk, int hv, int d, int heads) {
   free(nw);
 }
 
+/* gated_delta_rule v2 (MEMRA_GDN_PIPE=1: the next row's loads under this row's arithmetic) on the
+ * test plugin, bitwise against v1 over the recurrent schedule: out of every step and the final
+ * states, each kernel from its own copy of the state (norm: gated_delta_rule_norm's launch). */
+static void check_gdn_pipe(int hk, int hv, int d, int heads, int norm) {
+  const int64_t KD = (int64_t)hk * d, VD = (int64_t)hv * d, uw = 2 * KD + VD + 3, abw = 2 * hv + 1;
+  const int64_t sn = (int64_t)hv * d * d;
+  float *alog = ck_frand_vec(hv, -1.5f, 0.5f), *dt = ck_frand_vec(hv, -1, 1),
+        *st = ck_frand_vec(NSEQ * sn, -0.5f, 0.5f), *nw = ck_frand_vec(d, 0.5f, 1.5f);
+  for (int h = 0; h < hv; ++h)
+    alog[h] = -expf(alog[h]);
+  ck_buf dal = ck_new(4 * (uint64_t)hv, alog), ddt = ck_new(4 * (uint64_t)hv, dt),
+         ds[2] = {ck_new(4 * (uint64_t)(NSEQ * sn), st), ck_new(4 * (uint64_t)(NSEQ * sn), st)},
+         dnw = ck_new(4 * (uint64_t)d, nw);
+  memra_gdn_params p = {hk, hv, d, heads, 1e-6f, 0};
+  const int i = 1;
+  int ok = 1, same = 1;
+  for (int t = 0; t < NSTEPS && ok; ++t) {
+    const step *s = &STEPS[t];
+    float *u = ck_frand_vec(MAX_ROWS * uw, -1, 1), *ab = ck_frand_vec(MAX_ROWS * abw, -3, 3),
+          *z = ck_frand_vec(MAX_ROWS * VD, -3, 3);
+    ck_buf du = ck_new(4 * (uint64_t)(MAX_ROWS * uw), u),
+           dab = ck_new(4 * (uint64_t)(MAX_ROWS * abw), ab),
+           dz = ck_new(4 * (uint64_t)(MAX_ROWS * VD), z),
+           dout[2] = {ck_new(4 * (uint64_t)(MAX_ROWS * VD), NULL),
+                      ck_new(4 * (uint64_t)(MAX_ROWS * VD), NULL)};
+    dbatch b = batch_new(s);
+    const uint64_t ul = 4 * (uint64_t)uw, al = 4 * (uint64_t)abw;
+    memra_tensor tq = ck_view(&du, i, MEMRA_TYPE_F32, KD, s->n, ul, 0),
+                 tk = ck_view(&du, i, MEMRA_TYPE_F32, KD, s->n, ul, 4 * (uint64_t)KD),
+                 tv = ck_view(&du, i, MEMRA_TYPE_F32, VD, s->n, ul, 8 * (uint64_t)KD),
+                 ta = ck_view(&dab, i, MEMRA_TYPE_F32, hv, s->n, al, 0),
+                 tb = ck_view(&dab, i, MEMRA_TYPE_F32, hv, s->n, al, 4 * (uint64_t)hv),
+                 tz = ck_view(&dz, i, MEMRA_TYPE_F32, VD, s->n, 0, 0),
+                 tal = ck_view(&dal, i, MEMRA_TYPE_F32, hv, 1, 0, 0),
+                 tdt = ck_view(&ddt, i, MEMRA_TYPE_F32, hv, 1, 0, 0),
+                 tnw = ck_view(&dnw, i, MEMRA_TYPE_F32, d, 1, 0, 0);
+    memra_batch mb = batch_view(&b, i, s);
+    for (int v = 0; v < 2 && ok; ++v) { /* v 0: v1, v 1: v2 */
+      memra_tensor to = ck_view(&dout[v], i, MEMRA_TYPE_F32, VD, s->n, 0, 0),
+                   ts = ck_view(&ds[v], i, MEMRA_TYPE_F32, sn, NSEQ, 0, 0);
+      if (v)
+        setenv("MEMRA_GDN_PIPE", "1", 1);
+      else
+        unsetenv("MEMRA_GDN_PIPE");
+      const memra_status r =
+          norm ? P[i].vt->gated_delta_rule_norm(P[i].be, &to, &tq, &tk, &tv, &ta, &tb, &tal, &tdt,
+                                                &ts, &mb, &p, &tnw, &tz, 1e-6f, MEMRA_ACT_SILU)
+               : P[i].vt->gated_delta_rule(P[i].be, &to, &tq, &tk, &tv, &ta, &tb, &tal, &tdt, &ts,
+                                           &mb, &p);
+      ok &= must_ok(i, r, norm ? "gated_delta_rule_norm" : "gated_delta_rule");
+    }
+    unsetenv("MEMRA_GDN_PIPE");
+    if (ok && s->n > 0) {
+      uint8_t *x1 = ck_get(&dout[0], i), *x2 = ck_get(&dout[1], i);
+      same &= !memcmp(x1, x2, (size_t)(s->n * VD) * 4);
+      free(x1);
+      free(x2);
+    }
+    batch_free(&b);
+    ck_free(&du);
+    ck_free(&dab);
+    ck_free(&dz);
+    ck_free(&dout[0]);
+    ck_free(&dout[1]);
+    free(u);
+    free(ab);
+    free(z);
+  }
+  char what[80];
+  snprintf(what, sizeof what, "H_k %d H_v %d d %d %s%s: %d steps", hk, hv, d,
+           heads == MEMRA_GDN_TILED ? "tiled" : "grouped", norm ? " norm" : "", NSTEPS);
+  if (ok) {
+    ck_record("gated_delta_rule v2 == v1", what, same ? 0 : 1, 0, same, "bitwise, every step");
+    record_same_bits("gated_delta_rule v2 state == v1's", what, &ds[1], 0, &ds[0], i,
+                     4 * (uint64_t)(NSEQ * sn));
+  }
+  ck_free(&dal);
+  ck_free(&ddt);
+  ck_free(&ds[0]);
+  ck_free(&ds[1]);
+  ck_free(&dnw);
+  free(alog);
+  free(dt);
+  free(st);
+  free(nw);
+}
+
 /* --- hostile arguments: both plugins refuse with the same status ------------------------ */
 
 static void check_errors(void) {
@@ -1173,7 +1260,12 @@ static int run_ops(void) {
     check_gdn_norm(2, 4, 128, MEMRA_GDN_GROUPED);
     check_gdn_norm(3, 6, 128, MEMRA_GDN_TILED);
     check_gdn_norm(2, 6, 64, MEMRA_GDN_GROUPED);
+    check_gdn_pipe(3, 6, 128, MEMRA_GDN_TILED, 1);
   }
+  check_gdn_pipe(2, 6, 64, MEMRA_GDN_GROUPED, 0);
+  check_gdn_pipe(3, 6, 128, MEMRA_GDN_TILED, 0);
+  check_gdn_pipe(1, 2, 40, MEMRA_GDN_GROUPED, 0);
+  check_gdn_pipe(2, 4, 16, MEMRA_GDN_TILED, 0);
   check_errors();
   return 0;
 }
