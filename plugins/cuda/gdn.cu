@@ -31,7 +31,8 @@
  *      arithmetic by one warp: the composition's bits in one launch (hybrid F16 tg128 2,283-2,306
  *      -> 2,347-2,356 on the H200). ssm_conv in place is matmul_n_conv's two-launch form.
  *  5   gated_delta_rule_v2 (MEMRA_GDN_PIPE=1, d <= 128): the next row's inputs loaded under this
- *      row's arithmetic, q / k double-buffered: prompts without a global round trip a row. */
+ *      row's arithmetic, q / k double-buffered: prompts without a global round trip a row;
+ *      ssm_conv_v2 the same for the conv (8 rows' inputs loaded at once). */
 #include <math.h>
 
 #include "plugins/cuda/device_util.cuh"
@@ -159,6 +160,70 @@ template <int KM> __global__ void ssm_conv_v1_kernel(conv_args a) {
   }
 }
 
+/* ver 5 (MEMRA_GDN_PIPE=1; K <= 8, the state in registers): v1's thread walks its rows with a
+ * global round trip each (seq, pos and x after the last row's store); here it loads CONV_AHEAD
+ * rows' seq, pos and x at once, then takes them in order with v1's arithmetic (the same bits).
+ * In place stays safe: a row's x is read before that row's y is written. */
+enum { CONV_AHEAD = 8 };
+template <int KM> __global__ void ssm_conv_v2_kernel(conv_args a) {
+  static_assert(KM >= 0, "the state in registers");
+  memra_pdl_enter_early();
+  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int s = blockIdx.y;
+  if (c >= a.C) return;
+  const float *w = a.w + c * a.w_ld;
+  float *st = a.state + s * a.s_ld + c * KM;
+  float reg[KM > 0 ? KM : 1], wv[KM + 1];
+#pragma unroll
+  for (int i = 0; i <= KM; ++i)
+    wv[i] = w[i];
+  bool live = false;
+  for (int64_t r0 = 0; r0 < a.n; r0 += CONV_AHEAD) {
+    int sq[CONV_AHEAD], ps[CONV_AHEAD];
+    float xs[CONV_AHEAD];
+#pragma unroll
+    for (int u = 0; u < CONV_AHEAD; ++u) {
+      const int64_t r = r0 + u < a.n ? r0 + u : a.n - 1;
+      sq[u] = a.seq[r];
+      ps[u] = a.pos[r];
+      xs[u] = a.x[r * a.x_ld + c];
+    }
+#pragma unroll
+    for (int u = 0; u < CONV_AHEAD; ++u) {
+      const int64_t r = r0 + u;
+      if (r >= a.n) break;
+      const int sr = sq[u];
+      if (sr != s) {
+        if (s == 0 && (sr < 0 || sr >= a.n_seqs)) a.y[r * a.y_ld + c] = GDN_NAN;
+        continue;
+      }
+      const bool fresh = ps[u] == 0;
+      const float xv = xs[u];
+      float acc = 0.f;
+      if (!live || fresh) {
+#pragma unroll
+        for (int i = 0; i < KM; ++i)
+          reg[i] = fresh ? 0.f : st[i];
+      }
+#pragma unroll
+      for (int i = 0; i < KM; ++i)
+        acc += wv[i] * reg[i];
+      acc += wv[KM] * xv;
+#pragma unroll
+      for (int i = 0; i + 1 < KM; ++i)
+        reg[i] = reg[i + 1];
+      if (KM > 0) reg[KM > 0 ? KM - 1 : 0] = xv;
+      live = true;
+      a.y[r * a.y_ld + c] = acc / (1.0f + expf(-acc));
+    }
+  }
+  if (KM > 0 && live) {
+#pragma unroll
+    for (int i = 0; i < KM; ++i)
+      st[i] = reg[i];
+  }
+}
+
 /* ssm_conv's checks and launch; in_place: y is x (matmul_n_conv's fallback: a channel's thread
  * reads each row's value before it writes that row's result, so the conv may run in place). */
 static memra_status ssm_conv_run(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
@@ -201,6 +266,19 @@ static memra_status ssm_conv_run(memra_backend *be, const memra_tensor *y, const
   a.n_seqs = batch->n_seqs;
   a.K = (int)K;
   const dim3 grid((unsigned)((a.C + 127) / 128), (unsigned)batch->n_seqs);
+  if (memra_cu_env_is("MEMRA_GDN_PIPE", "1") && K >= 1 && K <= 8 && a.n > 1) {
+    void (*k2)(conv_args) = K == 1   ? ssm_conv_v2_kernel<0>
+                            : K == 2 ? ssm_conv_v2_kernel<1>
+                            : K == 3 ? ssm_conv_v2_kernel<2>
+                            : K == 4 ? ssm_conv_v2_kernel<3>
+                            : K == 5 ? ssm_conv_v2_kernel<4>
+                            : K == 6 ? ssm_conv_v2_kernel<5>
+                            : K == 7 ? ssm_conv_v2_kernel<6>
+                                     : ssm_conv_v2_kernel<7>;
+    (void)memra_cu_launch(be, k2, grid, dim3(128), 0, a);
+    MEMRA_CU_LAUNCHED();
+    return MEMRA_OK;
+  }
   switch (K) {
   case 1: (void)memra_cu_launch(be, ssm_conv_v1_kernel<0>, grid, dim3(128), 0, a); break;
   case 2: (void)memra_cu_launch(be, ssm_conv_v1_kernel<1>, grid, dim3(128), 0, a); break;

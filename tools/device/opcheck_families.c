@@ -721,6 +721,60 @@ static void check_ssm_conv(int64_t C, int64_t K) {
   free(st);
 }
 
+/* ssm_conv v2 (MEMRA_GDN_PIPE=1: eight rows' inputs loaded at once) on the test plugin, bitwise
+ * against v1 over the recurrent schedule (y of every step, the final states; a state copy each). */
+static void check_ssm_conv_pipe(int64_t C, int64_t K) {
+  const int64_t xw = C + 5;
+  float *w = ck_frand_vec(C * K, -1, 1), *st = ck_frand_vec(NSEQ * (K - 1) * C, -1, 1);
+  const uint64_t sbytes = (uint64_t)(NSEQ * (K - 1) * C) * 4;
+  ck_buf dw = ck_new((uint64_t)(C * K) * 4, w), ds[2] = {ck_new(sbytes, st), ck_new(sbytes, st)};
+  const int i = 1;
+  int ok = 1, same = 1;
+  for (int t = 0; t < NSTEPS && ok; ++t) {
+    const step *s = &STEPS[t];
+    float *x = ck_frand_vec(MAX_ROWS * xw, -2, 2);
+    ck_buf dx = ck_new((uint64_t)(MAX_ROWS * xw) * 4, x),
+           dy[2] = {ck_new((uint64_t)(MAX_ROWS * C) * 4, NULL),
+                    ck_new((uint64_t)(MAX_ROWS * C) * 4, NULL)};
+    dbatch b = batch_new(s);
+    memra_batch mb = batch_view(&b, i, s);
+    memra_tensor tx = ck_view(&dx, i, MEMRA_TYPE_F32, C, s->n, 4 * (uint64_t)xw, 8),
+                 tw = ck_view(&dw, i, MEMRA_TYPE_F32, K, C, 0, 0);
+    for (int v = 0; v < 2 && ok; ++v) { /* v 0: v1, v 1: v2 */
+      memra_tensor ty = ck_view(&dy[v], i, MEMRA_TYPE_F32, C, s->n, 0, 0),
+                   ts = ck_view(&ds[v], i, MEMRA_TYPE_F32, (K - 1) * C, NSEQ, 0, 0);
+      if (v)
+        setenv("MEMRA_GDN_PIPE", "1", 1);
+      else
+        unsetenv("MEMRA_GDN_PIPE");
+      ok &= must_ok(i, P[i].vt->ssm_conv(P[i].be, &ty, &tx, &tw, &ts, &mb), "ssm_conv");
+    }
+    unsetenv("MEMRA_GDN_PIPE");
+    if (ok && s->n > 0) {
+      uint8_t *y1 = ck_get(&dy[0], i), *y2 = ck_get(&dy[1], i);
+      same &= !memcmp(y1, y2, (size_t)(s->n * C) * 4);
+      free(y1);
+      free(y2);
+    }
+    batch_free(&b);
+    ck_free(&dx);
+    ck_free(&dy[0]);
+    ck_free(&dy[1]);
+    free(x);
+  }
+  char what[80];
+  snprintf(what, sizeof what, "C %" PRId64 " K %" PRId64 ": %d steps", C, K, NSTEPS);
+  if (ok) {
+    ck_record("ssm_conv v2 == v1", what, same ? 0 : 1, 0, same, "bitwise, every step");
+    record_same_bits("ssm_conv v2 state == v1's", what, &ds[1], 0, &ds[0], i, sbytes);
+  }
+  ck_free(&dw);
+  ck_free(&ds[0]);
+  ck_free(&ds[1]);
+  free(w);
+  free(st);
+}
+
 /* --- matmul_n_conv (ABI 1.11) ------------------------------------------------------------ */
 
 /* Decode rows of one sequence each (sequence 1 resuming from a state it never wrote, sequence 0
@@ -1236,6 +1290,9 @@ static int run_ops(void) {
     check_ssm_conv(1031, 8);
     check_ssm_conv(33, 2);
   }
+  check_ssm_conv_pipe(161, 4);
+  check_ssm_conv_pipe(1031, 8);
+  check_ssm_conv_pipe(33, 2);
   /* ABI 1.11 matmul_n_conv on each ring kernel of one row (v12 F16 / BF16, v13 Q8_0 at K 4096,
    * v11 Q4_K / Q6_K), and types whose kernel leaves the conv to a second launch (F32, Q5_K) */
   if (P[0].vt->matmul_n_conv && P[1].vt->matmul_n_conv) {
