@@ -22,14 +22,21 @@
 
 #include "plugins/cuda/moe_tc.cuh"
 
+/* Rows of a group: 4 or 8 (build_variant.sh -DMEMRA_MIDG_M=4 for an A/B: Q4_K at 8 takes ~253
+ * registers, one block an SM). */
+#ifndef MEMRA_MIDG_M
+#define MEMRA_MIDG_M 8
+#endif
 enum {
-  MIDG_M = 8, /* rows of a group: v7's widest batch that keeps two blocks an SM */
+  MIDG_M = MEMRA_MIDG_M,
   MIDG_SORT_THREADS = 1024,
   MIDG_MAX_EXPERTS = 8191 /* the sort's counts in 32 KB of shared memory */
 };
 
 /* The sort's output in the workspace: the group count, the groups (start in perm, rows,
  * expert or -1), the rows of y in expert order. */
+static_assert(MIDG_M == 4 || MIDG_M == 8, "groups of 4 or 8 rows");
+
 struct midg_table {
   int32_t *n_grp;
   int4 *grp;
@@ -257,12 +264,12 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
     else if (cnt <= 2)
       midg_unit<T, 2>(part, stage, (int)rowb, nsb, xsp, pb, K, cnt, live, ro, warp, lane,
                       &empty[s]);
-    else if (cnt <= 4)
+    else if (MIDG_M == 4 || cnt <= 4)
       midg_unit<T, 4>(part, stage, (int)rowb, nsb, xsp, pb, K, cnt, live, ro, warp, lane,
                       &empty[s]);
     else
-      midg_unit<T, 8>(part, stage, (int)rowb, nsb, xsp, pb, K, cnt, live, ro, warp, lane,
-                      &empty[s]);
+      midg_unit<T, MIDG_M>(part, stage, (int)rowb, nsb, xsp, pb, K, cnt, live, ro, warp, lane,
+                           &empty[s]);
     midtc_consumers_sync();
     /* the warps' partials in order (mm_store_parts' sum), a thread an output of a row */
     if (!GLU && (int)threadIdx.x < TC_ROWS * cnt) {
