@@ -403,6 +403,17 @@ int memra_blk_same_type_groups(const memra_tensor *w, int n, int *group) {
   return n_grp;
 }
 
+/* Whether a layer's q / k norms go with rope and kv_store into one ABI 1.19 rmsnorm_qk_rope_kv
+ * call: the decode-only steps that take rope_kv_store (memra_blk_rope_attend's rule), unless
+ * rope_kv_attend takes them, with q's heads of the rope's head_dim (rmsnorm_qk's per-head views).
+ */
+static bool qk_rope_kv_takes(const memra_ctx *c, const memra_tensor *k, const memra_attn_cfg *cfg) {
+  const memra_backend_vt *vt = c->m->vt;
+  return vt->rmsnorm_qk_rope_kv && vt->rope_kv_store && c->n_decode >= c->n_rows &&
+         k_all_heads(c, k, cfg) && !rope_kv_attend_takes(c, k, cfg) &&
+         cfg->rope.head_dim == c->m->hp.head_dim;
+}
+
 /* How many of q, k, v one ABI 1.16 matmul_n_rope_kv call projects with their rope and KV store
  * in this step: 3 when wq, wk, wv share a type, 2 when only wq and wk do (v projected first, as
  * memra_blk_matmuls makes a group of its own), 0 to keep the calls of memra_blk_attention. Only
@@ -457,6 +468,15 @@ memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
     const memra_tensor ys[3] = {q, k, v}, ws[3] = {l->wq, l->wk, l->wv};
     const memra_tensor bs[3] = {l->bq, l->bk, l->bv};
     MEMRA_TRY(memra_blk_matmuls(c, "matmul q, k, v", 3, ys, xn, ws, bias ? bs : NULL, err));
+  }
+  if (l->q_norm.buf && qk_rope_kv_takes(c, &k, cfg)) {
+    /* decode-only: the q / k norms, rope and kv_store in one call (ABI 1.19, their bits) */
+    CALL("q/k norm, rope, kv_store",
+         vt->rmsnorm_qk_rope_kv(be, &q, &l->q_norm, &k, &l->k_norm, hp->eps, &v, &c->k_cache[il],
+                                &c->v_cache[il], &c->batch, &cfg->rope));
+    MEMRA_TRY(attend(c, il, &q, &attn, cfg, NULL, err));
+    MEMRA_TRY(memra_blk_proj_matmul(c, "matmul o", out, &attn, &l->wo, err));
+    return MEMRA_OK;
   }
   if (l->q_norm.buf) {
     memra_tensor qh = memra_per_head(q, n, hp->head_dim), kh = memra_per_head(k, n, hp->head_dim);

@@ -163,8 +163,13 @@ static const memra_backend_vt cpu_vt = {
 #endif
 #if MEMRA_ABI_MINOR >= 17 /* a decode projection added into the residual stream (matmul.c) */
     .matmul_acc = cpu_matmul_acc,
+#endif
+#if MEMRA_ABI_MINOR >= 18 /* the token's copy in two halves (buffers.c) */
     .download_start = cpu_download_start,
     .download_wait = cpu_download_wait,
+#endif
+#if MEMRA_ABI_MINOR >= 19 /* an attention's q / k norms with rope and the KV store (rope_kv.c) */
+    .rmsnorm_qk_rope_kv = cpu_rmsnorm_qk_rope_kv,
 #endif
 };
 

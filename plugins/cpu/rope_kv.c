@@ -1,6 +1,7 @@
 /* rope_kv.c — ABI 1.4 rope_kv_store: rope(q), rope(k), kv_store(k, v) in one call, ABI
  * 1.10 rope_kv_attend: that, then attention, and ABI 1.11 attention_gate: attention, then its
- * output gate. The oracle is the composition itself (GPU
+ * output gate, and ABI 1.19 rmsnorm_qk_rope_kv: the per-head q / k norms, then rope_kv_store.
+ * The oracle is the composition itself (GPU
  * plugins fuse them into one kernel and must give these bits). The shape facts the three calls do
  * not check between each other (same rows, k's heads) are checked first; a later refusal (a bad
  * slot) may leave q and k rotated, as the ABI allows. */
@@ -31,6 +32,39 @@ memra_status cpu_rope_kv_store(memra_backend *be, const memra_tensor *q, const m
       (st = cpu_kv_store(be, k_cache, v_cache, k, v, batch)))
     return st;
   return MEMRA_OK;
+}
+
+/* A packed F32 row tensor as rmsnorm's per-head view: [rows x heads, d]. */
+static memra_tensor per_head(memra_tensor t, int64_t d) {
+  t.ne1 *= t.ne0 / d;
+  t.ne0 = d;
+  t.nb1 = 4u * (uint64_t)d;
+  return t;
+}
+
+/* ABI 1.19 rmsnorm_qk_rope_kv: the per-head q and k norms (rmsnorm_qk over heads of head_dim),
+ * then rope_kv_store; the composition it stands for. */
+memra_status cpu_rmsnorm_qk_rope_kv(memra_backend *be, const memra_tensor *q,
+                                    const memra_tensor *wq, const memra_tensor *k,
+                                    const memra_tensor *wk, float eps, const memra_tensor *v,
+                                    const memra_tensor *k_cache, const memra_tensor *v_cache,
+                                    const memra_batch *batch, const memra_rope_params *p) {
+  const char *op = "rmsnorm_qk_rope_kv";
+  if (!q || !wq || !k || !wk || !p)
+    return cpu_fail(be, MEMRA_E_INVALID, "%s: q, wq, k, wk and params are required", op);
+  const int64_t d = p->head_dim;
+  if (d < 1 || q->ne0 % d || k->ne0 % d)
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "%s: q, k rows of %" PRId64 ", %" PRId64
+                    " elements, not whole heads of %" PRId64,
+                    op, q->ne0, k->ne0, d);
+  if (q->type != MEMRA_TYPE_F32 || k->type != MEMRA_TYPE_F32 ||
+      (q->ne1 > 1 && q->nb1 != 4u * (uint64_t)q->ne0) ||
+      (k->ne1 > 1 && k->nb1 != 4u * (uint64_t)k->ne0))
+    return cpu_fail(be, MEMRA_E_INVALID, "%s: q and k must be F32 with packed rows", op);
+  const memra_tensor qh = per_head(*q, d), kh = per_head(*k, d);
+  memra_status st = cpu_rmsnorm_qk(be, &qh, wq, &kh, wk, eps);
+  return st ? st : cpu_rope_kv_store(be, q, k, v, k_cache, v_cache, batch, p);
 }
 
 memra_status cpu_rope_kv_attend(memra_backend *be, const memra_tensor *out, const memra_tensor *q,

@@ -298,6 +298,12 @@ static const memra_backend_vt *cu_vtable(void) {
     v.download_start = memra_cu_download_start;
     v.download_wait = memra_cu_download_wait;
 #endif
+#if MEMRA_ABI_MINOR >= 19
+    /* ABI 1.19: the q / k norms with rope and the KV store in one launch (norm_rope_kv.cu):
+     * opt-in (MEMRA_QK_ROPE=1) until a device run has checked it (written without one) */
+    v.rmsnorm_qk_rope_kv =
+        memra_cu_env_is("MEMRA_QK_ROPE", "1") ? memra_cu_rmsnorm_qk_rope_kv : NULL;
+#endif
 #if MEMRA_ABI_MINOR >= 15
     /* ABI 1.15 (matmul.cu: for one row of 4096 and Q8_0 / Q4_K weights the norm at the end of
      * the v13 / v11 launch, by its last block; otherwise the composition): opt-in,

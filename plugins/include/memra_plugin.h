@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 18u
+#define MEMRA_ABI_MINOR 19u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -532,6 +532,17 @@ typedef struct memra_backend_vt {
   memra_status (*download_start)(memra_backend *be, const memra_buf *src, uint64_t off,
                                  uint64_t nbytes, int32_t slot);
   memra_status (*download_wait)(memra_backend *be, int32_t slot, void *dst, uint64_t nbytes);
+  /* ABI 1.19. rmsnorm_qk_rope_kv (optional: NULL = rmsnorm_qk, then rope_kv_store): an attention
+   * layer's per-head q and k norms in place (rmsnorm_qk over q's and k's heads of p->head_dim,
+   * weights wq and wk of head_dim), then rope_kv_store(q, k, v, k_cache, v_cache, batch, p): those
+   * two calls' contracts and bits in one (one launch on the GPU plugins, two small kernels' link
+   * fewer in a decode step). q, k and v as rope_kv_store takes them, q and k with packed rows
+   * (nb1 = 4 ne0). On failure q and k may already be normed or rotated. */
+  memra_status (*rmsnorm_qk_rope_kv)(memra_backend *be, const memra_tensor *q,
+                                     const memra_tensor *wq, const memra_tensor *k,
+                                     const memra_tensor *wk, float eps, const memra_tensor *v,
+                                     const memra_tensor *k_cache, const memra_tensor *v_cache,
+                                     const memra_batch *batch, const memra_rope_params *p);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -3,7 +3,7 @@
 // frequency factors, F32/F16/FP8 caches, odd head counts, shuffled pages), guard bytes
 // intact, and one-line refusals that leave q untouched. ABI 1.16 matmul_n_rope_kv: bit for bit
 // matmul_n of q, k (v given: n = 2) or q, k, v (n = 3), then rope_kv_store; refusals naming it
-// that write nothing.
+// that write nothing. ABI 1.19 rmsnorm_qk_rope_kv: bit for bit rmsnorm_qk, then rope_kv_store.
 #include "tests/cpu/cpu_test_util.h"
 
 #include <algorithm>
@@ -286,4 +286,100 @@ TEST(CpuMatmulNRopeKv, RefusalsNameTheSlotAndWriteNothing) {
   }
   for (const Dev *d : {&yq, &yk, &yv, &kc, &vc, &dx})
     EXPECT_EQ(d->shadow, d->all()) << "a refused call wrote";
+}
+
+// ABI 1.19 rmsnorm_qk_rope_kv: bit for bit rmsnorm_qk over q's and k's per-head views, then
+// rope_kv_store (NEOX after the norms as qwen3, a partial NORM rotation, F16 and FP8 caches); the
+// norm really ran (q differs from rope_kv_store alone); refusals name the op.
+TEST(CpuRmsnormQkRopeKv, EqualsRmsnormQkThenRopeKvStoreBitForBit) {
+  const Case cases[] = {
+      {MEMRA_ROPE_NEOX, 4, 2, 64, 64, false, MEMRA_TYPE_F16},
+      {MEMRA_ROPE_NORM, 5, 1, 48, 16, true, MEMRA_TYPE_F32},
+      {MEMRA_ROPE_NEOX, 6, 3, 32, 32, false, MEMRA_TYPE_F8_E4M3},
+  };
+  Cpu c;
+  int n = 0;
+  for (const Case &k : cases) {
+    const std::string what = "case " + std::to_string(n);
+    std::mt19937 g(3000 + n++);
+    Step st(c, g);
+    const int qw = k.n_head * k.hd, kw = k.n_kv * k.hd;
+    std::vector<float> q = randf(g, (size_t)3 * qw, -3, 3), kk = randf(g, (size_t)3 * kw, -3, 3),
+                       v = randf(g, (size_t)3 * kw), ff = randf(g, (size_t)k.n_rot / 2, 1, 8),
+                       wq = randf(g, (size_t)k.hd, 0.5f, 1.5f),
+                       wk = randf(g, (size_t)k.hd, 0.5f, 1.5f);
+    std::vector<uint8_t> kc0 = random_cache(g, k.ctype, kw, st.slots),
+                         vc0 = random_cache(g, k.ctype, kw, st.slots);
+    Dev dff(c, MEMRA_TYPE_F32, k.n_rot / 2, 1), dwq(c, MEMRA_TYPE_F32, k.hd, 1),
+        dwk(c, MEMRA_TYPE_F32, k.hd, 1);
+    dff.put(ff);
+    dwq.put(wq);
+    dwk.put(wk);
+    memra_rope_params p = {k.n_head, k.hd, k.n_rot, k.mode, 10000.0f, 0.5f, {}};
+    if (k.ff) p.freq_factors = dff.t;
+    // [0]: the fused call, [1]: rmsnorm_qk then rope_kv_store, [2]: rope_kv_store alone
+    std::unique_ptr<Dev> dq[3], dk[3], dv[3], kc[3], vc[3];
+    for (int i = 0; i < 3; ++i) {
+      dq[i].reset(new Dev(c, MEMRA_TYPE_F32, qw, 3));
+      dk[i].reset(new Dev(c, MEMRA_TYPE_F32, kw, 3));
+      dv[i].reset(new Dev(c, MEMRA_TYPE_F32, kw, 3));
+      kc[i].reset(new Dev(c, k.ctype, kw, st.slots));
+      vc[i].reset(new Dev(c, k.ctype, kw, st.slots));
+      dq[i]->put(q);
+      dk[i]->put(kk);
+      dv[i]->put(v);
+      kc[i]->put_bytes(kc0.data());
+      vc[i]->put_bytes(vc0.data());
+    }
+    ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm_qk_rope_kv(c.be, &dq[0]->t, &dwq.t, &dk[0]->t, &dwk.t, 1e-6f,
+                                                 &dv[0]->t, &kc[0]->t, &vc[0]->t, &st.b, &p))
+        << c.err();
+    memra_tensor qh = dq[1]->t, kh = dk[1]->t;
+    qh.ne1 = 3 * k.n_head, kh.ne1 = 3 * k.n_kv;
+    qh.ne0 = kh.ne0 = k.hd;
+    qh.nb1 = kh.nb1 = 4u * (uint64_t)k.hd;
+    ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm_qk(c.be, &qh, &dwq.t, &kh, &dwk.t, 1e-6f)) << c.err();
+    for (int i = 1; i < 3; ++i)
+      ASSERT_EQ(MEMRA_OK, c.vt->rope_kv_store(c.be, &dq[i]->t, &dk[i]->t, &dv[i]->t, &kc[i]->t,
+                                              &vc[i]->t, &st.b, &p))
+          << c.err();
+    EXPECT_TRUE(bits_equal(dq[0]->get<float>(), dq[1]->get<float>())) << what << ": q";
+    EXPECT_TRUE(bits_equal(dk[0]->get<float>(), dk[1]->get<float>())) << what << ": k";
+    EXPECT_EQ(kc[0]->all(), kc[1]->all()) << what << ": k cache";
+    EXPECT_EQ(vc[0]->all(), vc[1]->all()) << what << ": v cache";
+    EXPECT_FALSE(bits_equal(dq[0]->get<float>(), dq[2]->get<float>())) << what << ": no norm";
+    EXPECT_NE(kc[0]->all(), kc[2]->all()) << what << ": the cache got unnormed k";
+    for (int i = 0; i < 3; ++i)
+      EXPECT_TRUE(dq[i]->guards_ok() && dk[i]->guards_ok() && dv[i]->guards_ok()) << what;
+  }
+}
+
+TEST(CpuRmsnormQkRopeKv, RefusalsNameTheProblem) {
+  Cpu c;
+  std::mt19937 g(11);
+  Step st(c, g);
+  const int hd = 32, qw = 4 * hd, kw = 2 * hd;
+  Dev dq(c, MEMRA_TYPE_F32, qw, 3), dk(c, MEMRA_TYPE_F32, kw, 3), dv(c, MEMRA_TYPE_F32, kw, 3),
+      kc(c, MEMRA_TYPE_F16, kw, st.slots), vc(c, MEMRA_TYPE_F16, kw, st.slots),
+      dpad(c, MEMRA_TYPE_F32, qw, 3, 8), dw(c, MEMRA_TYPE_F32, hd, 1);
+  dq.put(randf(g, (size_t)3 * qw));
+  dk.put(randf(g, (size_t)3 * kw));
+  dv.put(randf(g, (size_t)3 * kw));
+  dw.put(randf(g, (size_t)hd, 0.5f, 1.5f));
+  memra_rope_params p = {4, hd, hd, MEMRA_ROPE_NEOX, 10000.0f, 1.0f, {}};
+  memra_rope_params odd = p;
+  odd.head_dim = 24;
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_qk_rope_kv(c.be, &dq.t, &dw.t, &dk.t, &dw.t, 1e-6f,
+                                                      &dv.t, &kc.t, &vc.t, &st.b, &odd));
+  EXPECT_EQ(0u, c.err().find("rmsnorm_qk_rope_kv: q, k rows of 128, 64 elements, not whole "
+                             "heads of 24"))
+      << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_qk_rope_kv(c.be, &dpad.t, &dw.t, &dk.t, &dw.t, 1e-6f,
+                                                      &dv.t, &kc.t, &vc.t, &st.b, &p));
+  EXPECT_EQ(0u, c.err().find("rmsnorm_qk_rope_kv: q and k must be F32 with packed rows"))
+      << c.err();
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_qk_rope_kv(c.be, &dq.t, nullptr, &dk.t, &dw.t, 1e-6f,
+                                                      &dv.t, &kc.t, &vc.t, &st.b, &p));
+  EXPECT_EQ(0u, c.err().find("rmsnorm_qk_rope_kv: q, wq, k, wk and params are required"))
+      << c.err();
 }

@@ -111,7 +111,8 @@ void paired_steps(const std::string &name, const Variant &var, std::vector<std::
     v->rope_kv_attend = nullptr;   // the GPU plugins' default (MEMRA_ROPE_ATT=1 opts in)
     v->rmsnorm_matmul_n = nullptr; // likewise the ABI 1.14 norm slots (MEMRA_NORM_MM=1)
     v->rmsnorm_ffn_glu = nullptr;
-    v->ffn_glu = nullptr; // and ffn_glu (MEMRA_FFN_GLU): gate and up through matmul_n
+    v->ffn_glu = nullptr;            // and ffn_glu (MEMRA_FFN_GLU): gate and up through matmul_n
+    v->rmsnorm_qk_rope_kv = nullptr; // qwen3's norms with rope: qk_rope_route_test's slot
     if (var.tweak) var.tweak(*v);
   }
   r.vt_with.matmul_n_rope_kv = rec_mn_rope_kv;

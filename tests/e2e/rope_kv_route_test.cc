@@ -44,6 +44,8 @@ protected:
     ASSERT_TRUE(r.open(GetParam(), p)) << r.with.err.msg << r.without.err.msg;
     r.vt_with.rope = r.vt_without.rope = rec_rope;
     r.vt_with.kv_store = r.vt_without.kv_store = rec_kv_store;
+    /* qwen3's norms with rope in one call (ABI 1.19): qk_rope_route_test's slot */
+    r.vt_with.rmsnorm_qk_rope_kv = r.vt_without.rmsnorm_qk_rope_kv = nullptr;
   }
   RoutePair r;
 };

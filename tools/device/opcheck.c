@@ -1273,6 +1273,110 @@ static void check_attention_gate(void) {
   }
 }
 
+/* rmsnorm_qk_rope_kv (ABI 1.19, opt-in on the GPU plugins: MEMRA_QK_ROPE=1): against the oracle
+ * (q, k), and on the plugin under test bit for bit the two calls it replaces (rmsnorm_qk over the
+ * per-head views, then rope_kv_store): q, k and both caches whole. Head dims of one warp (64,
+ * 128), two warps' sums (160, 256), odd head counts, partial rope, each cache type, and a head
+ * dim off the vector path (30: the two calls inside the slot). */
+static void check_qk_rope_kv(void) {
+  if (!P[1].vt->rmsnorm_qk_rope_kv) {
+    printf("skip rmsnorm_qk_rope_kv: not in %s's vtable (MEMRA_QK_ROPE=1 opts in)\n",
+           P[1].vt->name);
+    return;
+  }
+  struct {
+    int mode, n_head, n_kv, hd, n_rot;
+    int32_t ctype;
+    int rows;
+  } cs[] = {
+      {MEMRA_ROPE_NEOX, 32, 4, 128, 128, MEMRA_TYPE_F16, 1}, /* Qwen3-30B-A3B decode */
+      {MEMRA_ROPE_NEOX, 16, 2, 256, 64, MEMRA_TYPE_F16, 2},  /* Qwen3-Next's, partial rope */
+      {MEMRA_ROPE_NORM, 8, 4, 64, 64, MEMRA_TYPE_F8_E4M3, 3},
+      {MEMRA_ROPE_NEOX, 7, 1, 80, 80, MEMRA_TYPE_F32, 3},
+      {MEMRA_ROPE_NEOX, 5, 5, 160, 96, MEMRA_TYPE_F16, 2},
+      {MEMRA_ROPE_NORM, 4, 2, 30, 30, MEMRA_TYPE_F16, 2}, /* two calls */
+  };
+  const int n_cases = g_quick ? 2 : (int)(sizeof cs / sizeof cs[0]);
+  for (int c = 0; c < n_cases; ++c) {
+    const int R = cs[c].rows, hd = cs[c].hd, qw = cs[c].n_head * hd, kw = cs[c].n_kv * hd;
+    int32_t pos[8], seq[8];
+    for (int r = 0; r < R; ++r) {
+      seq[r] = r % 2;
+      pos[r] = r / 2 * 17 + (int32_t)(ck_rnd() % 15) + (r == 0 ? 100 : 0);
+    }
+    kvfix f = kv_fixture(2, 16, 10, pos, seq, R);
+    const int64_t slots = (int64_t)f.n_pages * f.block_size;
+    uint64_t cb;
+    void *kc = ck_rand_rows(cs[c].ctype, kw, slots, &cb),
+         *vc = ck_rand_rows(cs[c].ctype, kw, slots, &cb);
+    float *q = ck_frand_vec((int64_t)R * qw, -3, 3), *k = ck_frand_vec((int64_t)R * kw, -3, 3),
+          *v = ck_frand_vec((int64_t)R * kw, -1, 1), *wq = ck_frand_vec(hd, 0.5f, 1.5f),
+          *wk = ck_frand_vec(hd, 0.5f, 1.5f);
+    const uint64_t sz[5] = {(uint64_t)R * qw * 4, (uint64_t)R * kw * 4, (uint64_t)R * kw * 4, cb,
+                            cb};
+    const void *init[5] = {q, k, v, kc, vc};
+    ck_buf d[5], e[5]; /* d: the slot on both plugins; e: the two calls on the plugin under test */
+    for (int j = 0; j < 5; ++j) {
+      d[j] = ck_new(sz[j], init[j]);
+      e[j] = ck_new(sz[j], init[j]);
+    }
+    ck_buf dwq = ck_new((uint64_t)hd * 4, wq), dwk = ck_new((uint64_t)hd * 4, wk);
+    const memra_rope_params p = {cs[c].n_head, hd,  cs[c].n_rot, cs[c].mode,
+                                 1000000.f,    1.f, ck_none()};
+    char what[96];
+    snprintf(what, sizeof what, "%s h%d/kv%d d%d rot %d %s rows %d", cs[c].mode ? "NEOX" : "NORM",
+             cs[c].n_head, cs[c].n_kv, hd, cs[c].n_rot, memra_type_info(cs[c].ctype).name, R);
+    int ok_;
+    BOTH("rmsnorm_qk_rope_kv", what, ({
+           memra_batch b = kv_batch(&f, i, R, 512);
+           P[i].vt->rmsnorm_qk_rope_kv(P[i].be, TP(&d[0], i, 0, qw, R), TP(&dwq, i, 0, hd, 1),
+                                       TP(&d[1], i, 0, kw, R), TP(&dwk, i, 0, hd, 1), 1e-6f,
+                                       TP(&d[2], i, 0, kw, R), TP(&d[3], i, cs[c].ctype, kw, slots),
+                                       TP(&d[4], i, cs[c].ctype, kw, slots), &b, &p);
+         }));
+    if (ok_) {
+      compare_f32("rmsnorm_qk_rope_kv", "  q", &d[0], (int64_t)R * qw, 1e-6);
+      compare_f32("rmsnorm_qk_rope_kv", "  k", &d[1], (int64_t)R * kw, 1e-6);
+      memra_batch b = kv_batch(&f, 1, R, 512);
+      memra_plug_must(&P[1],
+                      P[1].vt->rmsnorm_qk(P[1].be, TP(&e[0], 1, 0, hd, (int64_t)R * cs[c].n_head),
+                                          TP(&dwq, 1, 0, hd, 1),
+                                          TP(&e[1], 1, 0, hd, (int64_t)R * cs[c].n_kv),
+                                          TP(&dwk, 1, 0, hd, 1), 1e-6f),
+                      "rmsnorm_qk");
+      memra_plug_must(&P[1],
+                      P[1].vt->rope_kv_store(P[1].be, TP(&e[0], 1, 0, qw, R),
+                                             TP(&e[1], 1, 0, kw, R), TP(&e[2], 1, 0, kw, R),
+                                             TP(&e[3], 1, cs[c].ctype, kw, slots),
+                                             TP(&e[4], 1, cs[c].ctype, kw, slots), &b, &p),
+                      "rope_kv_store");
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      static const char *names[5] = {"q", "k", "v", "k cache", "v cache"};
+      for (int j = 0; j < 5; ++j) {
+        if (j == 2) continue; /* v is an input only */
+        char w2[112];
+        snprintf(w2, sizeof w2, "qk_rope_kv d%d %s %s: == rmsnorm_qk, rope_kv_store", hd,
+                 memra_type_info(cs[c].ctype).name, names[j]);
+        record_bitwise(w2, &d[j], &e[j], sz[j]);
+      }
+    }
+    for (int j = 0; j < 5; ++j) {
+      ck_free(&d[j]);
+      ck_free(&e[j]);
+    }
+    ck_free(&dwq);
+    ck_free(&dwk);
+    free(kc);
+    free(vc);
+    free(q);
+    free(k);
+    free(v);
+    free(wq);
+    free(wk);
+    kv_free(&f);
+  }
+}
+
 /* rope_kv_attend (ABI 1.10): decode rows of distinct sequences, their earlier positions random
  * cache rows. Against the oracle (out), and on the plugin under test bit for bit the two calls
  * it replaces (rope_kv_store, then attention): out and both caches whole. */
@@ -2224,6 +2328,7 @@ int main(int argc, char **argv) {
   check_rope();
   check_kv_store();
   check_rope_kv();
+  check_qk_rope_kv();
   check_matmul_n_rope_kv();
   check_attention();
   check_rope_kv_attend();
