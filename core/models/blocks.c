@@ -113,6 +113,52 @@ memra_status memra_blk_proj_flush(memra_ctx *c, memra_err *err) {
                           err);
 }
 
+memra_status memra_blk_combine_flush(memra_ctx *c, memra_err *err) {
+  if (!c->combine_defer.on) return MEMRA_OK;
+  const memra_backend_vt *vt = c->m->vt;
+  const memra_tensor *y = &c->combine_defer.y, *d = &c->combine_defer.down,
+                     *w = &c->combine_defer.w, *g = &c->combine_defer.logit;
+  c->combine_defer.on = false;
+  if (g->buf)
+    CALL("moe_combine_shexp", vt->moe_combine_shexp(c->m->be, y, d, w, g));
+  else
+    CALL("moe_combine", vt->moe_combine(c->m->be, y, d, w));
+  return MEMRA_OK;
+}
+
+memra_status memra_blk_moe_combine(memra_ctx *c, const memra_tensor *y, const memra_tensor *down,
+                                   const memra_tensor *w, const memra_tensor *logit,
+                                   memra_err *err) {
+  const memra_tensor none = {0};
+  MEMRA_TRY(memra_blk_combine_flush(c, err));
+  c->combine_defer.on = true;
+  c->combine_defer.y = *y;
+  c->combine_defer.down = *down;
+  c->combine_defer.w = *w;
+  c->combine_defer.logit = logit ? *logit : none;
+  if (c->m->vt->moe_combine_rmsnorm && c->n_decode >= c->n_rows) return MEMRA_OK;
+  return memra_blk_combine_flush(c, err);
+}
+
+/* Whether the waiting combine (c->combine_defer) writes add: then the norm adding add takes it
+ * (moe_combine_rmsnorm, ABI 1.20). */
+static bool combine_defer_takes(const memra_ctx *c, const memra_tensor *add) {
+  const memra_tensor *y = &c->combine_defer.y;
+  return c->combine_defer.on && add && add->buf == y->buf && add->offset == y->offset &&
+         add->ne0 == y->ne0 && add->ne1 == y->ne1 && add->nb1 == y->nb1 && add->type == y->type;
+}
+
+/* rmsnorm(xn, x, add, w) with the waiting combine that writes add, in one call (ABI 1.20). */
+static memra_status combine_norm(memra_ctx *c, const char *what, const memra_tensor *xn,
+                                 const memra_tensor *x, const memra_tensor *w, memra_err *err) {
+  c->combine_defer.on = false;
+  const memra_tensor *g = &c->combine_defer.logit;
+  CALL(what, c->m->vt->moe_combine_rmsnorm(c->m->be, xn, x, w, c->m->hp.eps, &c->combine_defer.y,
+                                           &c->combine_defer.down, &c->combine_defer.w,
+                                           g->buf ? g : NULL));
+  return MEMRA_OK;
+}
+
 /* Whether a decode step's residual projections go by matmul_acc (ABI 1.17) with their norms
  * deferred into the next projections without a residual (ABI 1.14, res none). */
 static bool acc_mode(const memra_ctx *c) {
@@ -181,6 +227,7 @@ memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memr
     return memra_errf(err, MEMRA_E_INVALID, "%s: %d projections (1..%d)", what, n,
                       MEMRA_BLK_MATMULS_MAX);
   const bool decode = vt->matmul_n && c->n_decode >= c->n_rows;
+  MEMRA_TRY(memra_blk_combine_flush(c, err));
   MEMRA_TRY(memra_blk_proj_flush(c, err));
   if (!decode || !norm_defer_takes(c, x)) MEMRA_TRY(memra_blk_norm_flush(c, err));
   if (decode) { /* decode-only: matmul_n per type group */
@@ -227,6 +274,9 @@ memra_status memra_blk_add_norm(memra_ctx *c, const char *what, const memra_tens
   const memra_model *m = c->m;
   const memra_tensor none = {0};
   MEMRA_TRY(memra_blk_norm_flush(c, err));
+  if (combine_defer_takes(c, add) && xn->type == MEMRA_TYPE_F32)
+    return combine_norm(c, what, xn, x, w, err);
+  MEMRA_TRY(memra_blk_combine_flush(c, err));
   if (proj_defer_takes(c, add) && xn->type == MEMRA_TYPE_F32)
     return proj_norm(c, what, xn, x, w, err);
   MEMRA_TRY(memra_blk_proj_flush(c, err));
@@ -260,6 +310,7 @@ memra_status memra_blk_add_norm_proj(memra_ctx *c, const char *what, const memra
                                      const memra_tensor *x, const memra_tensor *add,
                                      const memra_tensor *w_norm, int32_t n, const memra_tensor *w,
                                      memra_tensor *h, memra_err *err) {
+  MEMRA_TRY(memra_blk_combine_flush(c, err));
   const int32_t t = memra_blk_op16_type(c, n, w);
   *h = t == MEMRA_TYPE_F32 || xn->ne0 > c->op16.ne0 ? *xn : op16_view(c, &c->op16, t, xn->ne0);
   const memra_backend_vt *vt = c->m->vt;
@@ -577,9 +628,13 @@ memra_status memra_blk_logits(memra_ctx *c, const memra_tensor *x, const memra_t
   memra_backend *be = m->be;
   const memra_tensor none = {0};
   MEMRA_TRY(memra_blk_norm_flush(c, err));
-  if (proj_defer_takes(c, pending) && xn->type == MEMRA_TYPE_F32) {
+  if (combine_defer_takes(c, pending) && xn->type == MEMRA_TYPE_F32) {
+    MEMRA_TRY(combine_norm(c, "output rmsnorm", xn, x, &m->output_norm, err));
+  } else if (proj_defer_takes(c, pending) && xn->type == MEMRA_TYPE_F32) {
+    MEMRA_TRY(memra_blk_combine_flush(c, err));
     MEMRA_TRY(proj_norm(c, "output rmsnorm", xn, x, &m->output_norm, err));
   } else {
+    MEMRA_TRY(memra_blk_combine_flush(c, err));
     MEMRA_TRY(memra_blk_proj_flush(c, err));
     CALL("output rmsnorm", vt->rmsnorm(be, xn, x, pending, &m->output_norm, m->hp.eps));
   }

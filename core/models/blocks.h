@@ -77,6 +77,15 @@ memra_status memra_blk_add_norm_proj(memra_ctx *c, const char *what, const memra
 memra_status memra_blk_norm_flush(memra_ctx *c, memra_err *err);
 /* The projection memra_blk_proj_matmul left waiting (c->proj_defer), as a plain matmul. */
 memra_status memra_blk_proj_flush(memra_ctx *c, memra_err *err);
+/* A MoE layer's combine into y of its expert rows down with the token weights w (logit present:
+ * the stacked shared expert too, moe_combine_shexp): in a decode-only step whose plugin has
+ * moe_combine_rmsnorm (ABI 1.20) left for the norm that adds y (memra_blk_add_norm,
+ * memra_blk_logits), else run now. */
+memra_status memra_blk_moe_combine(memra_ctx *c, const memra_tensor *y, const memra_tensor *down,
+                                   const memra_tensor *w, const memra_tensor *logit,
+                                   memra_err *err);
+/* The combine memra_blk_moe_combine left waiting (c->combine_defer), run now. */
+memra_status memra_blk_combine_flush(memra_ctx *c, memra_err *err);
 /* y = a w^T into the residual branch; in a decode-only step whose family allows it
  * (c->proj_defer.ok) and whose plugin has matmul_acc (ABI 1.17, with the 1.14 slots) or
  * matmul_rmsnorm (ABI 1.15), left for the norm that adds y (memra_blk_add_norm_proj,

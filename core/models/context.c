@@ -323,6 +323,7 @@ memra_status memra_ctx_eval(memra_ctx *c, int32_t seq, const int32_t *tokens, in
 memra_status memra_ctx_forward(memra_ctx *c, memra_err *err) {
   c->norm_defer.on = false; /* a failed step may have left one */
   c->proj_defer.on = c->proj_defer.ok = false;
+  c->combine_defer.on = false;
   switch (c->m->hp.arch) {
   case MEMRA_ARCH_GEMMA3: return memra_gemma3_forward(c, err);
   case MEMRA_ARCH_QWEN3MOE: return memra_qwen3moe_forward(c, err);

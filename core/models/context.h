@@ -77,6 +77,13 @@ typedef struct memra_ctx {
     bool ok, on;
     memra_tensor y, a, w;
   } proj_defer;
+  /* ABI 1.20: a decode step's MoE combine into y (logit's buf NULL: no shared expert), left for
+   * the norm that adds y (moe_combine_rmsnorm) by memra_blk_moe_combine; on is false when none
+   * waits (memra_blk_combine_flush runs it) */
+  struct {
+    bool on;
+    memra_tensor y, down, w, logit;
+  } combine_defer;
 } memra_ctx;
 
 memra_status memra_ctx_new(memra_model *m, const memra_ctx_params *p, memra_ctx **out,

@@ -12,6 +12,12 @@
 
 #define CALL MEMRA_FWD_CALL
 
+/* Whether this step's combine goes with the norm after it (ABI 1.20 moe_combine_rmsnorm, a
+ * decode-only step): then matmul_id_combine (ABI 1.9) gives way, the down projection runs alone. */
+static bool combine_defers(const memra_ctx *c) {
+  return c->m->vt->moe_combine_rmsnorm && c->n_decode >= c->n_rows;
+}
+
 /* The experts' gate, up and glu into gate [rows, n_ff_exp]: one launch when the plugin has
  * matmul_id_glu and the stacks are fused, else the calls it replaces. */
 static memra_status experts_glu(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
@@ -60,15 +66,14 @@ static memra_status moe_ffn_stacked(memra_ctx *c, const memra_layer *l, const me
   }
   CALL("moe_route", vt->moe_route(be, &route, &w, &router, 1));
   MEMRA_TRY(experts_glu(c, l, xn, &gate, &ids, hp->n_expert + 1, err));
-  if (vt->matmul_id_combine) { /* ABI 1.9: the down projection and the combine at once */
+  if (vt->matmul_id_combine && !combine_defers(c)) { /* ABI 1.9: down and the combine at once */
     CALL("matmul_id_combine", vt->matmul_id_combine(be, out, &gate, &l->ffn_down_exps, &ids,
                                                     hp->n_expert + 1, &w, &logit));
     return MEMRA_OK;
   }
   CALL("matmul_id down",
        vt->matmul_id(be, &down, &gate, &l->ffn_down_exps, &ids, hp->n_expert + 1));
-  CALL("moe_combine_shexp", vt->moe_combine_shexp(be, out, &down, &w, &logit));
-  return MEMRA_OK;
+  return memra_blk_moe_combine(c, out, &down, &w, &logit, err); /* ABI 1.20: with the next norm */
 }
 
 static memra_status moe_ffn_apart(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
@@ -153,16 +158,13 @@ static memra_status moe_ffn_apart(memra_ctx *c, const memra_layer *l, const memr
   }
   CALL("moe_route", vt->moe_route(be, &ids, &w, &router, 1));
   MEMRA_TRY(experts_glu(c, l, xn, &gate, &ids, hp->n_expert, err));
-  if (!shexp && vt->matmul_id_combine) { /* ABI 1.9 */
+  if (!shexp && vt->matmul_id_combine && !combine_defers(c)) { /* ABI 1.9 */
     CALL("matmul_id_combine",
          vt->matmul_id_combine(be, out, &gate, &l->ffn_down_exps, &ids, hp->n_expert, &w, NULL));
     return MEMRA_OK;
   }
   CALL("matmul_id down", vt->matmul_id(be, &down, &gate, &l->ffn_down_exps, &ids, hp->n_expert));
-  if (!shexp) {
-    CALL("moe_combine", vt->moe_combine(be, out, &down, &w));
-    return MEMRA_OK;
-  }
+  if (!shexp) return memra_blk_moe_combine(c, out, &down, &w, NULL, err); /* ABI 1.20 */
   CALL("shared glu", vt->glu(be, &sg, &sg, &su, MEMRA_ACT_SILU));
   MEMRA_TRY(memra_blk_matmul(c, "matmul shared down", &sh, &sg, &l->ffn_down_shexp, &none, err));
   if (vt->moe_combine_gated) { /* ABI 1.7: the three calls below in one, the same bits */

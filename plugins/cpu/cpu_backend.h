@@ -256,6 +256,11 @@ memra_status cpu_moe_combine_gated(memra_backend *be, const memra_tensor *y, con
 /* ABI minor 9 (moe.c) */
 memra_status cpu_moe_combine_shexp(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                    const memra_tensor *weights, const memra_tensor *g);
+/* ABI 1.20 (moe.c): the combine, then the norm that adds it */
+memra_status cpu_moe_combine_rmsnorm(memra_backend *be, const memra_tensor *xn,
+                                     const memra_tensor *x, const memra_tensor *w_norm, float eps,
+                                     const memra_tensor *y, const memra_tensor *down,
+                                     const memra_tensor *weights, const memra_tensor *logit);
 memra_status cpu_matmul_id_combine(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                    const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
                                    const memra_tensor *weights, const memra_tensor *g);

@@ -281,3 +281,19 @@ memra_status cpu_matmul_id_combine(memra_backend *be, const memra_tensor *y, con
   cpu_buf_free(be, buf);
   return st;
 }
+
+/* ABI 1.20 moe_combine_rmsnorm: the combine (routed, or with the stacked shared expert when logit
+ * is given), then the norm that adds it; the composition it stands for. */
+memra_status cpu_moe_combine_rmsnorm(memra_backend *be, const memra_tensor *xn,
+                                     const memra_tensor *x, const memra_tensor *w_norm, float eps,
+                                     const memra_tensor *y, const memra_tensor *down,
+                                     const memra_tensor *weights, const memra_tensor *logit) {
+  if (!xn || !x || !w_norm || !y || !down || !weights)
+    return cpu_fail(be, MEMRA_E_INVALID, "moe_combine_rmsnorm: a tensor argument is NULL");
+  if (cpu_overlap(y, x) || cpu_overlap(y, xn))
+    return cpu_fail(be, MEMRA_E_INVALID, "moe_combine_rmsnorm: y overlaps x or xn");
+  const bool sh = logit && logit->buf;
+  memra_status st = sh ? cpu_moe_combine_shexp(be, y, down, weights, logit)
+                       : cpu_moe_combine(be, y, down, weights);
+  return st ? st : cpu_rmsnorm(be, xn, x, y, w_norm, eps);
+}

@@ -171,6 +171,9 @@ static const memra_backend_vt cpu_vt = {
 #if MEMRA_ABI_MINOR >= 19 /* an attention's q / k norms with rope and the KV store (rope_kv.c) */
     .rmsnorm_qk_rope_kv = cpu_rmsnorm_qk_rope_kv,
 #endif
+#if MEMRA_ABI_MINOR >= 20 /* a MoE layer's combine with the norm that adds it (moe.c) */
+    .moe_combine_rmsnorm = cpu_moe_combine_rmsnorm,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

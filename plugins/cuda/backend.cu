@@ -304,6 +304,12 @@ static const memra_backend_vt *cu_vtable(void) {
     v.rmsnorm_qk_rope_kv =
         memra_cu_env_is("MEMRA_QK_ROPE", "1") ? memra_cu_rmsnorm_qk_rope_kv : NULL;
 #endif
+#if MEMRA_ABI_MINOR >= 20
+    /* ABI 1.20: a MoE layer's combine with the norm after it (rmsnorm.cu): opt-in
+     * (MEMRA_COMBINE_NORM=1) until a device run has checked it (written without one) */
+    v.moe_combine_rmsnorm =
+        memra_cu_env_is("MEMRA_COMBINE_NORM", "1") ? memra_cu_moe_combine_rmsnorm : NULL;
+#endif
 #if MEMRA_ABI_MINOR >= 15
     /* ABI 1.15 (matmul.cu: for one row of 4096 and Q8_0 / Q4_K weights the norm at the end of
      * the v13 / v11 launch, by its last block; otherwise the composition): opt-in,

@@ -23,6 +23,12 @@ memra_status memra_cu_moe_combine_gated(memra_backend *be, const memra_tensor *y
 memra_status memra_cu_moe_combine_shexp(memra_backend *be, const memra_tensor *y,
                                         const memra_tensor *x, const memra_tensor *weights,
                                         const memra_tensor *g);
+/* ABI 1.20: a MoE layer's combine and the norm that adds it in one launch (rmsnorm.cu). */
+memra_status memra_cu_moe_combine_rmsnorm(memra_backend *be, const memra_tensor *xn,
+                                          const memra_tensor *x, const memra_tensor *w_norm,
+                                          float eps, const memra_tensor *y,
+                                          const memra_tensor *down, const memra_tensor *weights,
+                                          const memra_tensor *logit);
 memra_status memra_cu_matmul_id_combine(memra_backend *be, const memra_tensor *y,
                                         const memra_tensor *x, const memra_tensor *w,
                                         const memra_tensor *ids, int32_t n_expert,

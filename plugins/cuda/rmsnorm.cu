@@ -12,6 +12,7 @@
  *                                                                            <- in the vtable */
 #include "plugins/cuda/cuda_common.h"
 #include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/families.h"
 #include "plugins/cuda/launch.cuh"
 
 enum { RMS_VPT = 4 }; /* float4s per thread kept in registers (wider rows re-read x) */
@@ -142,6 +143,36 @@ __global__ void __launch_bounds__(1024)
   memra_pdl_enter_early();
   float *xr = r < nq ? q + r * q_ld : k + (r - nq) * k_ld;
   rms_row<VEC, 0, 0>(xr, xr, NULL, NULL, w, ne0, eps, sh, w0);
+}
+
+/* ABI 1.20 moe_combine_rmsnorm: row r's combine into y (moe.cu moe_combine_v1_kernel's sum in j
+ * order; GATED: + the stacked shared row r xk + k times sigmoid(g), moe_combine_shexp's), each
+ * thread the elements its rms_row pass then reads back as the residual (its own writes: no
+ * barrier), then rms_row: the two calls' bits, one launch. */
+template <bool VEC, bool GATED>
+__global__ void __launch_bounds__(1024)
+    moe_combine_rms_kernel(float *xn, int64_t xn_ld, float *x, int64_t x_ld, float *y, int64_t y_ld,
+                           const float *d, int64_t d_ld, const float *wt, int64_t wt_ld, int k,
+                           int xk, const float *g, int64_t g_ld, const float *w, int64_t ne0,
+                           float eps) {
+  __shared__ float sh[32];
+  const float4 w0 = rms_w0<VEC>(w, ne0);
+  memra_pdl_enter_early();
+  const int64_t r = blockIdx.x, per = VEC ? 4 : 1, units = ne0 / per;
+  const float *wr = wt + r * wt_ld;
+  float *yr = y + r * y_ld;
+  for (int64_t u = threadIdx.x; u < units; u += blockDim.x)
+    for (int64_t e = per * u; e < per * u + per; ++e) {
+      float s = 0.f;
+      for (int j = 0; j < k; ++j)
+        s = __fadd_rn(s, __fmul_rn(wr[j], d[(r * xk + j) * d_ld + e]));
+      if (GATED) {
+        const float v = d[(r * xk + k) * d_ld + e] / (1.0f + expf(-g[r * g_ld]));
+        s = __fadd_rn(s, v);
+      }
+      yr[e] = s;
+    }
+  rms_row<VEC, 0, 0>(xn + r * xn_ld, x + r * x_ld, yr, NULL, w, ne0, eps, sh, w0);
 }
 
 /* One launch of the kernel for y's type (OUT16), the load path (VEC) and the gate. */
@@ -309,6 +340,63 @@ memra_status memra_cu_rmsnorm_qk(memra_backend *be, const memra_tensor *q, const
   (void)memra_cu_launch(be, vq ? rmsnorm_qk_kernel<true> : rmsnorm_qk_kernel<false>, grid,
                         dim3(threads), 0, qp, (int64_t)(q->nb1 / 4), wqp, q->ne1, kp,
                         (int64_t)(k->nb1 / 4), wkp, q->ne0, eps);
+  MEMRA_CU_LAUNCHED();
+  return MEMRA_OK;
+}
+
+/* ABI 1.20: a MoE layer's combine (routed, or with the stacked shared expert when logit is
+ * present) and the norm that adds it, in one launch; the two calls' checks and bits. Opt-in
+ * (MEMRA_COMBINE_NORM=1, backend.cu) until a device run has checked it. */
+memra_status memra_cu_moe_combine_rmsnorm(memra_backend *be, const memra_tensor *xn,
+                                          const memra_tensor *x, const memra_tensor *w_norm,
+                                          float eps, const memra_tensor *y,
+                                          const memra_tensor *down, const memra_tensor *weights,
+                                          const memra_tensor *logit) {
+  const char *op = "moe_combine_rmsnorm";
+  if (!xn || !x || !w_norm || !y || !down || !weights)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: a tensor argument is NULL", op);
+  const bool gated = memra_cu_present(logit);
+  memra_status st;
+  if ((st = memra_cu_check_f(be, op, "weights", weights, MEMRA_TYPE_F32, -1, -1))) return st;
+  const int64_t n = weights->ne1, k = weights->ne0, xk = gated ? k + 1 : k;
+  if ((st = memra_cu_check_f(be, op, "down", down, MEMRA_TYPE_F32, -1, n * xk)) ||
+      (st = memra_cu_check_f(be, op, "y", y, MEMRA_TYPE_F32, down->ne0, n)) ||
+      (st = memra_cu_check_f(be, op, "x", x, MEMRA_TYPE_F32, down->ne0, n)) ||
+      (st = memra_cu_check_f(be, op, "xn", xn, MEMRA_TYPE_F32, down->ne0, n)) ||
+      (st = memra_cu_check_f(be, op, "w_norm", w_norm, MEMRA_TYPE_F32, down->ne0, 1)) ||
+      (gated && (st = memra_cu_check_f(be, op, "logit", logit, MEMRA_TYPE_F32, 1, n))))
+    return st;
+  if (memra_cu_overlap(y, x) || memra_cu_overlap(y, xn) || memra_cu_overlap(y, down) ||
+      memra_cu_overlap(y, weights) || (gated && memra_cu_overlap(y, logit)))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y overlaps x, xn or an input", op);
+  if (memra_cu_overlap(xn, x) || memra_cu_overlap(xn, down) || memra_cu_overlap(x, down))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: xn, x and down must not overlap", op);
+  if (!(eps >= 0.f)) return memra_cu_errf(be, MEMRA_E_INVALID, "%s: eps %g is negative", op, eps);
+  if (k > 0x7fffffff || n > 0x7fffffff)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: %lld rows of %lld experts", op, (long long)n,
+                         (long long)k);
+  if (n == 0) return MEMRA_OK;
+  const int64_t E = down->ne0;
+  float *xnp = (float *)memra_cu_ptr(xn), *xp = (float *)memra_cu_ptr(x),
+        *yp = (float *)memra_cu_ptr(y);
+  const float *wp = (const float *)memra_cu_ptr(w_norm);
+  /* rms_run's rule for the load path, y the residual */
+  const bool vec = E % 4 == 0 && memra_cu_align_of(xnp, xn->nb1) >= 16 &&
+                   memra_cu_align_of(xp, x->nb1) >= 16 && memra_cu_align_of(wp, 0) >= 16 &&
+                   memra_cu_align_of(yp, y->nb1) >= 16;
+  const int threads = rms_threads(vec, E);
+  const float *gp = gated ? (const float *)memra_cu_ptr(logit) : NULL;
+  const int64_t g_ld = gated ? (int64_t)(logit->nb1 / 4) : 0;
+  void (*kernel)(float *, int64_t, float *, int64_t, float *, int64_t, const float *, int64_t,
+                 const float *, int64_t, int, int, const float *, int64_t, const float *, int64_t,
+                 float) =
+      vec ? (gated ? moe_combine_rms_kernel<true, true> : moe_combine_rms_kernel<true, false>)
+          : (gated ? moe_combine_rms_kernel<false, true> : moe_combine_rms_kernel<false, false>);
+  (void)memra_cu_launch(be, kernel, dim3((unsigned)n), dim3(threads), 0, xnp,
+                        (int64_t)(xn->nb1 / 4), xp, (int64_t)(x->nb1 / 4), yp,
+                        (int64_t)(y->nb1 / 4), (const float *)memra_cu_ptr(down),
+                        (int64_t)(down->nb1 / 4), (const float *)memra_cu_ptr(weights),
+                        (int64_t)(weights->nb1 / 4), (int)k, (int)xk, gp, g_ld, wp, E, eps);
   MEMRA_CU_LAUNCHED();
   return MEMRA_OK;
 }

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 19u
+#define MEMRA_ABI_MINOR 20u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -543,6 +543,16 @@ typedef struct memra_backend_vt {
                                      const memra_tensor *wk, float eps, const memra_tensor *v,
                                      const memra_tensor *k_cache, const memra_tensor *v_cache,
                                      const memra_batch *batch, const memra_rope_params *p);
+  /* ABI 1.20. moe_combine_rmsnorm (optional: NULL = the combine, then rmsnorm): y = moe_combine(y,
+   * down, weights) (logit NULL: down [n k, E]) or moe_combine_shexp(y, down, weights, logit)
+   * (down [n (k+1), E], logit [n, 1]), then rmsnorm(xn, x, y, w_norm, eps) (x += y, written back):
+   * those calls' contracts and bits in one, a MoE layer's combine with the norm after it that adds
+   * it (the next layer's, or the output's). y, x and xn F32 [n, E], pairwise apart and apart from
+   * down, weights and logit. */
+  memra_status (*moe_combine_rmsnorm)(memra_backend *be, const memra_tensor *xn,
+                                      const memra_tensor *x, const memra_tensor *w_norm, float eps,
+                                      const memra_tensor *y, const memra_tensor *down,
+                                      const memra_tensor *weights, const memra_tensor *logit);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -224,3 +224,48 @@ TEST(MatmulIdGlu, BitIdenticalToMatmulIdThenGlu) {
 }
 
 } // namespace
+
+// ABI 1.20: the combine with the norm that adds it gives the bits of moe_combine (or
+// moe_combine_shexp with a logit) into y, then rmsnorm(xn, x, y) (x += y written back); odd
+// sizes; refuses a y overlapping x with its message.
+TEST(MoeCombineRmsnorm, BitIdenticalToTheCombineThenTheNorm) {
+  Cpu c;
+  const int n = 3, k = 4, E = 45;
+  ASSERT_NE(nullptr, c.vt->moe_combine_rmsnorm);
+  for (int shexp = 0; shexp < 2; ++shexp) {
+    SCOPED_TRACE(shexp ? "with the shared expert" : "routed only");
+    const int kx = shexp ? k + 1 : k;
+    std::vector<float> d = rnd((size_t)n * kx * E, 21 + shexp), w = rnd((size_t)n * k, 22, 0, 1),
+                       g = rnd((size_t)n, 23, -6, 6), x = rnd((size_t)n * E, 24, -2, 2),
+                       wn = rnd((size_t)E, 25, 0.5f, 1.5f);
+    Dev D(c, MEMRA_TYPE_F32, E, n * kx), Wt(c, MEMRA_TYPE_F32, k, n), G(c, MEMRA_TYPE_F32, 1, n),
+        Wn(c, MEMRA_TYPE_F32, E, 1), X1(c, MEMRA_TYPE_F32, E, n), X2(c, MEMRA_TYPE_F32, E, n),
+        Y1(c, MEMRA_TYPE_F32, E, n), Y2(c, MEMRA_TYPE_F32, E, n), N1(c, MEMRA_TYPE_F32, E, n),
+        N2(c, MEMRA_TYPE_F32, E, n);
+    D.put(d.data());
+    Wt.put(w.data());
+    G.put(g.data());
+    Wn.put(wn.data());
+    X1.put(x.data());
+    X2.put(x.data());
+    ASSERT_EQ(MEMRA_OK, c.vt->moe_combine_rmsnorm(c.be, &N1.t, &X1.t, &Wn.t, 1e-6f, &Y1.t, &D.t,
+                                                  &Wt.t, shexp ? &G.t : nullptr))
+        << c.err();
+    ASSERT_EQ(MEMRA_OK, shexp ? c.vt->moe_combine_shexp(c.be, &Y2.t, &D.t, &Wt.t, &G.t)
+                              : c.vt->moe_combine(c.be, &Y2.t, &D.t, &Wt.t))
+        << c.err();
+    ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm(c.be, &N2.t, &X2.t, &Y2.t, &Wn.t, 1e-6f)) << c.err();
+    const std::pair<Dev *, Dev *> same[3] = {{&Y1, &Y2}, {&X1, &X2}, {&N1, &N2}};
+    for (const auto &p : same) {
+      const std::vector<float> a = p.first->get<float>(), b = p.second->get<float>();
+      EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+    }
+    EXPECT_NE(0, memcmp(X1.get<float>().data(), x.data(), x.size() * sizeof(float)))
+        << "x was not added into";
+  }
+  Dev Y(c, MEMRA_TYPE_F32, E, n), D(c, MEMRA_TYPE_F32, E, n * k), Wt(c, MEMRA_TYPE_F32, k, n),
+      Wn(c, MEMRA_TYPE_F32, E, 1), N(c, MEMRA_TYPE_F32, E, n);
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->moe_combine_rmsnorm(c.be, &N.t, &Y.t, &Wn.t, 1e-6f, &Y.t, &D.t, &Wt.t, nullptr));
+  EXPECT_EQ("moe_combine_rmsnorm: y overlaps x or xn", c.err());
+}

@@ -81,9 +81,19 @@ TEST(SynthHybrid, TinyQwen3NextLoadsAndPrefillEqualsDecode) {
 // and of mixed steps (sequence 0's decode row first, then a 3-row prompt chunk of sequence 1)
 // is bit-identical to the engine whose plugin lacks the slot; each decode or mixed step makes
 // one moe_combine_shexp a layer, each step with prompt rows one moe_combine_gated a layer.
+// ABI 1.20: the stacked engine's plugin also has moe_combine_rmsnorm, so a decode-only step's
+// combine goes with the norm after it (one moe_combine_rmsnorm a layer, its shared-expert form);
+// a mixed step's decode row still makes its moe_combine_shexp (its norm adds the whole step's
+// rows).
 namespace {
 const memra_backend_vt *g_sx_real;
-int g_sx_calls, g_sx_gated;
+int g_sx_calls, g_sx_gated, g_sx_norm;
+memra_status rec_combine_norm(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
+                              const memra_tensor *wn, float eps, const memra_tensor *y,
+                              const memra_tensor *d, const memra_tensor *w, const memra_tensor *g) {
+  g_sx_norm += g != nullptr;
+  return g_sx_real->moe_combine_rmsnorm(be, xn, x, wn, eps, y, d, w, g);
+}
 memra_status rec_shexp(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                        const memra_tensor *w, const memra_tensor *g) {
   ++g_sx_calls;
@@ -120,6 +130,8 @@ TEST(SynthHybrid, SharedExpertStackedWithTheSameBits) {
     vw.moe_combine_gated = vo.moe_combine_gated = rec_gated;
     vw.matmul_id_combine = vo.matmul_id_combine = nullptr; /* the combine counted apart */
     vo.moe_combine_shexp = nullptr;
+    vw.moe_combine_rmsnorm = rec_combine_norm;
+    vo.moe_combine_rmsnorm = nullptr;
     with.m->vt = &vw;
     without.m->vt = &vo;
     std::vector<int32_t> ids;
@@ -128,11 +140,11 @@ TEST(SynthHybrid, SharedExpertStackedWithTheSameBits) {
       ids.push_back((int32_t)((s = s * 1103515245u + 12345u) >> 16) % 300);
     const size_t nv = (size_t)hp.n_vocab;
     std::vector<float> out[2];
-    int calls[2] = {0, 0}, gated[2] = {0, 0};
+    int calls[2] = {0, 0}, gated[2] = {0, 0}, normed[2] = {0, 0};
     for (int v = 0; v < 2; ++v) {
       Engine *e = v ? &without : &with;
       std::vector<float> &o = out[v];
-      g_sx_calls = g_sx_gated = 0;
+      g_sx_calls = g_sx_gated = g_sx_norm = 0;
       o.resize(20 * nv);
       // sequence 0's prompt, 20 positions in chunks of 7
       ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e->c, 0, ids.data(), 20, 0, true, o.data(), &e->err))
@@ -163,13 +175,16 @@ TEST(SynthHybrid, SharedExpertStackedWithTheSameBits) {
       }
       calls[v] = g_sx_calls;
       gated[v] = g_sx_gated;
+      normed[v] = g_sx_norm;
     }
     with.m->vt = with.bh.vt;
     without.m->vt = without.bh.vt;
     ASSERT_EQ(out[0].size(), out[1].size());
     EXPECT_EQ(0, memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float))) << types;
     const int L = hp.n_layer, chunks = 3;
-    EXPECT_EQ(9 * L, calls[0]) << types << ": decode and mixed steps";
+    EXPECT_EQ(6 * L, normed[0]) << types << ": decode steps, with the next norm";
+    EXPECT_EQ(3 * L, calls[0]) << types << ": mixed steps";
+    EXPECT_EQ(0, normed[1]) << types;
     EXPECT_EQ((chunks + 3) * L, gated[0])
         << types << ": prompt chunks and mixed steps' prompt rows";
     EXPECT_EQ(0, calls[1]) << types;

@@ -456,6 +456,72 @@ static void check_combine_shexp(int64_t n, int64_t k, int64_t E) {
   free(g);
 }
 
+/* ABI 1.20 moe_combine_rmsnorm (opt-in on the GPU plugins: MEMRA_COMBINE_NORM=1): the combine
+ * (gated: with the stacked shared expert) and the norm that adds it, against the CPU (y, x, xn),
+ * and on plugin 1 bitwise against its own moe_combine / moe_combine_shexp, then rmsnorm. */
+static void check_combine_norm(int64_t n, int64_t k, int64_t E, int gated) {
+  if (!P[1].vt->moe_combine_rmsnorm) {
+    printf("skip moe_combine_rmsnorm: not in %s's vtable (MEMRA_COMBINE_NORM=1 opts in)\n",
+           P[1].vt->name);
+    return;
+  }
+  const int64_t xk = gated ? k + 1 : k;
+  float *d = ck_frand_vec(n * xk * E, -2, 2), *w = ck_frand_vec(n * k, 0, 1),
+        *g = ck_frand_vec(n, -6, 6), *x = ck_frand_vec(n * E, -2, 2),
+        *wn = ck_frand_vec(E, 0.5f, 1.5f);
+  const uint64_t row = (uint64_t)(n * E) * 4;
+  ck_buf dd = ck_new((uint64_t)(n * xk * E) * 4, d), dw = ck_new((uint64_t)(n * k) * 4, w),
+         dg = ck_new((uint64_t)n * 4, g), dwn = ck_new((uint64_t)E * 4, wn), dx = ck_new(row, x),
+         dx2 = ck_new(row, x), dy = ck_new(row, NULL), dy2 = ck_new(row, NULL),
+         dn = ck_new(row, NULL), dn2 = ck_new(row, NULL);
+  char what[80];
+  snprintf(what, sizeof what, "n %" PRId64 " k %" PRId64 " E %" PRId64 "%s", n, k, E,
+           gated ? " shared" : "");
+  int ok = 1;
+  for (int i = 0; i < 2 && ok; ++i) {
+    memra_tensor td = ck_view(&dd, i, MEMRA_TYPE_F32, E, n * xk, 0, 0),
+                 tw = ck_view(&dw, i, MEMRA_TYPE_F32, k, n, 0, 0),
+                 tg = ck_view(&dg, i, MEMRA_TYPE_F32, 1, n, 0, 0),
+                 twn = ck_view(&dwn, i, MEMRA_TYPE_F32, E, 1, 0, 0),
+                 tx = ck_view(&dx, i, MEMRA_TYPE_F32, E, n, 0, 0),
+                 ty = ck_view(&dy, i, MEMRA_TYPE_F32, E, n, 0, 0),
+                 tn = ck_view(&dn, i, MEMRA_TYPE_F32, E, n, 0, 0);
+    ok &= must_ok(i,
+                  P[i].vt->moe_combine_rmsnorm(P[i].be, &tn, &tx, &twn, 1e-6f, &ty, &td, &tw,
+                                               gated ? &tg : NULL),
+                  "moe_combine_rmsnorm");
+  }
+  if (ok) {
+    cmp_f32("moe_combine_rmsnorm y", what, &dy, 0, n * E, 1e-6, NULL);
+    cmp_f32("moe_combine_rmsnorm x", what, &dx, 0, n * E, 1e-6, NULL);
+    cmp_f32("moe_combine_rmsnorm xn", what, &dn, 0, n * E, 1e-5, NULL);
+    memra_tensor td = ck_view(&dd, 1, MEMRA_TYPE_F32, E, n * xk, 0, 0),
+                 tw = ck_view(&dw, 1, MEMRA_TYPE_F32, k, n, 0, 0),
+                 tg = ck_view(&dg, 1, MEMRA_TYPE_F32, 1, n, 0, 0),
+                 twn = ck_view(&dwn, 1, MEMRA_TYPE_F32, E, 1, 0, 0),
+                 tx = ck_view(&dx2, 1, MEMRA_TYPE_F32, E, n, 0, 0),
+                 ty = ck_view(&dy2, 1, MEMRA_TYPE_F32, E, n, 0, 0),
+                 tn = ck_view(&dn2, 1, MEMRA_TYPE_F32, E, n, 0, 0);
+    if (must_ok(1,
+                gated ? P[1].vt->moe_combine_shexp(P[1].be, &ty, &td, &tw, &tg)
+                      : P[1].vt->moe_combine(P[1].be, &ty, &td, &tw),
+                "moe_combine") &&
+        must_ok(1, P[1].vt->rmsnorm(P[1].be, &tn, &tx, &ty, &twn, 1e-6f), "rmsnorm")) {
+      record_same_bits("moe_combine_rmsnorm y == the combine's", what, &dy, 0, &dy2, 1, row);
+      record_same_bits("moe_combine_rmsnorm x == rmsnorm's", what, &dx, 0, &dx2, 1, row);
+      record_same_bits("moe_combine_rmsnorm xn == rmsnorm's", what, &dn, 0, &dn2, 1, row);
+    }
+  }
+  ck_buf *bufs[] = {&dd, &dw, &dg, &dwn, &dx, &dx2, &dy, &dy2, &dn, &dn2};
+  for (size_t j = 0; j < sizeof bufs / sizeof bufs[0]; ++j)
+    ck_free(bufs[j]);
+  free(d);
+  free(w);
+  free(g);
+  free(x);
+  free(wn);
+}
+
 /* ABI 1.7 moe_combine_gated: against the CPU, and on plugin 1 bitwise against its own
  * moe_combine, sigmoid_gate and add (the composition it replaces). */
 static void check_combine_gated(int64_t n, int64_t k, int64_t E) {
@@ -1262,7 +1328,11 @@ static int run_ops(void) {
   check_combine_gated(13, 10, 101);
   check_combine_gated(1, 10, 2048);
   check_combine_shexp(13, 10, 101);
-  check_combine_shexp(1, 10, 2048); /* Qwen3-Next's decode row */
+  check_combine_norm(1, 8, 2048, 0);  /* Qwen3-30B-A3B decode */
+  check_combine_norm(1, 10, 2048, 1); /* Qwen3-Next's, its shared expert stacked */
+  check_combine_norm(3, 4, 1030, 0);  /* not a multiple of 4: the scalar path */
+  check_combine_norm(2, 5, 4100, 1);  /* 1,025 float4s: two for some threads */
+  check_combine_shexp(1, 10, 2048);   /* Qwen3-Next's decode row */
   /* Qwen3-Next's down shape (N 2048, K 512, 10 routed + the shared expert), odd shapes, a
    * prompt's rows, the two-launch form (Q4_K, Q8_0) and no shared expert */
   check_mmid_combine(MEMRA_TYPE_F16, 17, 2048, 512, 1, 10, 1);
