@@ -333,9 +333,11 @@ __device__ __forceinline__ float gdn_softplus(float x) { return x > 20.0f ? x : 
 /* rmsnorm_gate of one 128-wide head row o (shared memory) into orow by one warp, with
  * rmsnorm_gate's bits: its launch gives a 128-wide row 32 threads, one float4 each, an fmaf chain
  * over the float4, memra_block_sum's two warp sums (the second over one warp's value), then
- * silu(z) * (v * inv * w) (rmsnorm.cu rms_row, VEC, GATE 1). */
+ * silu(z) * (v * inv * w) (rmsnorm.cu rms_row, VEC, GATE 1). PRE: the lane's four z from pre (v2's,
+ * loaded a row ahead) instead of z's row r. */
+template <bool PRE = false>
 __device__ __forceinline__ void gdn_norm_row(const gdn_args &a, float *orow, const float *o,
-                                             const float (&zr)[4], int lane) {
+                                             int64_t r, int h, int lane, const float *pre = NULL) {
   const float4 v = ((const float4 *)o)[lane];
   float ss = 0.f;
   ss = fmaf(v.x, v.x, ss);
@@ -346,6 +348,7 @@ __device__ __forceinline__ void gdn_norm_row(const gdn_args &a, float *orow, con
   ss = memra_warp_sum(lane == 0 ? ss : 0.f);
   const float inv = rsqrtf(ss / 128.f + a.norm_eps);
   const float4 g = __ldg((const float4 *)a.norm_w + lane);
+  const float *zr = PRE ? pre : a.z + r * a.z_ld + (int64_t)h * 128 + 4 * lane;
   ((float4 *)orow)[lane] = make_float4(
       memra_act_silu(zr[0]) * (v.x * inv * g.x), memra_act_silu(zr[1]) * (v.y * inv * g.y),
       memra_act_silu(zr[2]) * (v.z * inv * g.z), memra_act_silu(zr[3]) * (v.w * inv * g.w));
@@ -465,11 +468,7 @@ __global__ void __launch_bounds__(W * 32) gated_delta_rule_v1_kernel(gdn_args a)
           for (int t = 0; t < GDN_RPW; ++t)
             ks[j0 + t] = o[t];
         __syncthreads();
-        if (warp == 0) {
-          const float *zp = a.z + r * a.z_ld + (int64_t)h * 128 + 4 * lane;
-          const float zr[4] = {zp[0], zp[1], zp[2], zp[3]};
-          gdn_norm_row(a, orow, ks, zr, lane);
-        }
+        if (warp == 0) gdn_norm_row(a, orow, ks, r, h, lane);
       }
     } else {
 #pragma unroll
@@ -664,7 +663,7 @@ __global__ void __launch_bounds__(W * 32) gated_delta_rule_v2_kernel(gdn_args a)
         for (int t = 0; t < GDN_RPW; ++t)
           os[j0 + t] = o[t];
       __syncthreads();
-      if (warp == 0) gdn_norm_row(a, orow, os, cur.z, lane);
+      if (warp == 0) gdn_norm_row<true>(a, orow, os, r, h, lane, cur.z);
     }
     cur = nxt;
   }

@@ -219,19 +219,7 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
       const int64_t q = u / p.tpr, tile = u % p.tpr;
       if (q != qc) e = tb.grp[q].z, qc = q;
       if (i >= p.st) memra_mbar_wait(&empty[s], (uint32_t)(i / p.st - 1) & 1);
-      if (e < 0) { /* the consumers write NaN: the phase completes on the arrival alone */
-        memra_mbar_expect(&full[s], 0);
-        continue;
-      }
-      uint8_t *dst = ring + (uint64_t)s * p.stage;
-      const uint8_t *we = a.w + (uint64_t)e * (uint64_t)a.N * rowb;
-      memra_mbar_expect(&full[s], 16 * rowb);
-      if (!GLU) {
-        memra_bulk_load(dst, we + (uint64_t)(16 * tile) * rowb, 16 * rowb, &full[s]);
-      } else {
-        memra_bulk_load(dst, we + (uint64_t)(8 * tile) * rowb, 8 * rowb, &full[s]);
-        memra_bulk_load(dst + 8 * rowb, we + (uint64_t)(a.F + 8 * tile) * rowb, 8 * rowb, &full[s]);
-      }
+      midtc_copy_tile<GLU>(a, e, tile, rowb, ring + (uint64_t)s * p.stage, &full[s]);
     }
     return;
   }

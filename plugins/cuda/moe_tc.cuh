@@ -58,6 +58,26 @@ __device__ __forceinline__ void midtc_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(MIDTC_CW * 32) : "memory");
 }
 
+/* The producer's copy of unit tile of expert e into a ring stage (full: its barrier): 16 whole
+ * rows, or (GLU) 8 gate rows and their 8 up rows; e < 0 (an id out of range, the consumers write
+ * NaN) copies nothing and the phase completes on the arrival alone. */
+template <bool GLU>
+__device__ __forceinline__ void midtc_copy_tile(const mmid_args &a, int e, int64_t tile,
+                                                uint32_t rowb, uint8_t *dst, uint64_t *full) {
+  if (e < 0) {
+    memra_mbar_expect(full, 0);
+    return;
+  }
+  const uint8_t *we = a.w + (uint64_t)e * (uint64_t)a.N * rowb;
+  memra_mbar_expect(full, 16 * rowb);
+  if (!GLU) {
+    memra_bulk_load(dst, we + (uint64_t)(16 * tile) * rowb, 16 * rowb, full);
+  } else {
+    memra_bulk_load(dst, we + (uint64_t)(8 * tile) * rowb, 8 * rowb, full);
+    memra_bulk_load(dst + 8 * rowb, we + (uint64_t)(a.F + 8 * tile) * rowb, 8 * rowb, full);
+  }
+}
+
 template <int T, bool VEC, bool GLU>
 __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
     matmul_id_tc_kernel(const mmid_args a, const midtc_plan p) {
@@ -86,19 +106,7 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
       const int64_t rj = u / p.tpr, tile = u % p.tpr;
       const int e = ex.at(a, rj);
       if (i >= p.st) memra_mbar_wait(&empty[s], (uint32_t)(i / p.st - 1) & 1);
-      if (e < 0) { /* the consumers write NaN: the phase completes on the arrival alone */
-        memra_mbar_expect(&full[s], 0);
-        continue;
-      }
-      uint8_t *dst = ring + (uint64_t)s * p.stage;
-      const uint8_t *we = a.w + (uint64_t)e * (uint64_t)a.N * rowb;
-      memra_mbar_expect(&full[s], 16 * rowb);
-      if (!GLU) {
-        memra_bulk_load(dst, we + (uint64_t)(16 * tile) * rowb, 16 * rowb, &full[s]);
-      } else {
-        memra_bulk_load(dst, we + (uint64_t)(8 * tile) * rowb, 8 * rowb, &full[s]);
-        memra_bulk_load(dst + 8 * rowb, we + (uint64_t)(a.F + 8 * tile) * rowb, 8 * rowb, &full[s]);
-      }
+      midtc_copy_tile<GLU>(a, e, tile, rowb, ring + (uint64_t)s * p.stage, &full[s]);
     }
     return;
   }
