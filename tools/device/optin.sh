@@ -1,0 +1,76 @@
+#!/bin/bash
+# optin.sh — on the GPU machine: the checks and timings of the opt-in switches written without a
+# device (docs/PERF.md, fourteenth session), in parts that each fit a call's 600 s:
+#   PARTS=checks  opcheck_families (matmul_id v4, the GDN v2 kernels, moe_combine_rmsnorm) and
+#                 opcheck (rmsnorm_qk_rope_kv) with the switches on, memcheck over the families'
+#                 quick cases, the chunk and batch gates with v4 and GDN v2, the graph gates with
+#                 every decode switch on;
+#   PARTS=ab      pp512 A/B (v4, GDN v2), tg128 A/B (GDN v2, ABI 1.19, ABI 1.20, all);
+#   PARTS=prof    a prompt profile per kernel (ncu) of each file with v4 and GDN v2.
+# From the repo root after tools/device/pack.sh, carrying dist-carry:  PARTS=checks bash
+# tools/device/optin.sh. Models go to WORK (/tmp/memra-models; kept while the machine is warm).
+set -u
+D=${D:-dist-carry}
+W=${WORK:-/tmp/memra-models}
+O=${OUT:-/tmp/memra-optin}
+PARTS=${PARTS:-checks}
+[ -f "$D/gpu-plugins.tar.xz" ] && [ ! -f "$D/libmemra_sm90a.so" ] && tar xJf "$D/gpu-plugins.tar.xz" -C "$D"
+export LD_LIBRARY_PATH="$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+mkdir -p "$W" "$O"
+HY=qwen3next-80b-a3b-q4_k_m-l4 MOE=qwen3-30b-a3b-q4_k_m-l8
+syn() { [ -s "$W/$1.gguf" ] || "$D/memra-synth" --preset "$2" --types "$3" --seed 1 --layers "$4" \
+  -o "$W/$1.gguf" >"$O/synth-$1.log" 2>&1; }
+syn "$HY" qwen3next-80b-a3b q4_k_m 4 &
+syn "$MOE" qwen3-30b-a3b q4_k_m 8 &
+want() { [[ " $PARTS " == *" $1 "* ]]; }
+line() { grep -E 'PASS|MISMATCH|FAIL' "$1" | head -2 | tr '\n' ' '; }
+G=(--plugin-dir "$D" --backend sm90a)
+
+if want checks; then
+  MEMRA_MMID_GROUP=1 MEMRA_COMBINE_NORM=1 "$D/opcheck_families" "$D/libmemra_cpu.so" \
+    "$D/libmemra_sm90a.so" >"$O/opf.txt" 2>&1
+  echo "== opcheck_families (v4, combine-norm; GDN v2 by call) rc $?: $(tail -1 "$O/opf.txt")"
+  grep FAIL "$O/opf.txt" | head -8
+  grep -E "alone == batched|v2 ==|v2 state|moe_combine_rmsnorm .*==" "$O/opf.txt" | cut -c1-120
+  MEMRA_QK_ROPE=1 "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/op.txt" 2>&1
+  echo "== opcheck --quick (rmsnorm_qk_rope_kv) rc $?: $(tail -1 "$O/op.txt")"
+  grep FAIL "$O/op.txt" | head -8
+  grep -E "qk_rope_kv" "$O/op.txt" | cut -c1-120
+  MEMRA_MMID_GROUP=1 MEMRA_COMBINE_NORM=1 compute-sanitizer --tool memcheck "$D/opcheck_families" \
+    --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/mc.txt" 2>&1
+  echo "== memcheck opcheck_families --quick rc $?: $(grep -E 'ERROR SUMMARY' "$O/mc.txt" | tail -1)"
+  wait
+  for f in "$HY" "$MOE"; do
+    MEMRA_MMID_GROUP=1 MEMRA_GDN_PIPE=1 timeout 120 "$D/memra" gate chunk "${G[@]}" -m "$W/$f.gguf" \
+      --gate-p 1000 --ubatch 67 >"$O/g.txt" 2>&1
+    echo "== gate chunk v4 + GDN v2 $f rc $?: $(line "$O/g.txt")"
+    MEMRA_MMID_GROUP=1 MEMRA_GDN_PIPE=1 timeout 120 "$D/memra" gate batch "${G[@]}" -m "$W/$f.gguf" \
+      --gate-b 8 --gate-p 512 -n 32 >"$O/g.txt" 2>&1
+    echo "== gate batch v4 + GDN v2 $f rc $?: $(line "$O/g.txt")"
+    MEMRA_QK_ROPE=1 MEMRA_COMBINE_NORM=1 MEMRA_GDN_PIPE=1 timeout 120 "$D/memra" gate graph "${G[@]}" \
+      -m "$W/$f.gguf" --gate-p 200 -n 512 >"$O/g.txt" 2>&1
+    echo "== gate graph 1.19 + 1.20 + GDN v2 $f rc $?: $(line "$O/g.txt")"
+  done
+fi
+
+if want ab; then
+  wait
+  PP=512 WORK=$W OUT=$O/ab R=2 D=$D timeout 240 bash tools/device/ab.sh \
+    qwen3next-80b-a3b:q4_k_m:4 qwen3-30b-a3b:q4_k_m:8 -- base="$D" v4="$D:MEMRA_MMID_GROUP=1" \
+    pipe="$D:MEMRA_GDN_PIPE=1" both="$D:MEMRA_MMID_GROUP=1,MEMRA_GDN_PIPE=1" >"$O/ab-pp.txt" 2>&1
+  grep -E "^qwen" "$O/ab-pp.txt"
+  WORK=$W OUT=$O/ab2 R=2 DEPTH=512 D=$D timeout 330 bash tools/device/ab.sh \
+    qwen3next-80b-a3b:q4_k_m:4 qwen3-30b-a3b:q4_k_m:8 -- base="$D" pipe="$D:MEMRA_GDN_PIPE=1" \
+    qkrope="$D:MEMRA_QK_ROPE=1" cnorm="$D:MEMRA_COMBINE_NORM=1" \
+    all="$D:MEMRA_GDN_PIPE=1,MEMRA_QK_ROPE=1,MEMRA_COMBINE_NORM=1" >"$O/ab-tg.txt" 2>&1
+  grep -E "^qwen" "$O/ab-tg.txt"
+fi
+
+if want prof; then
+  wait
+  for f in "$HY" "$MOE"; do
+    echo "== prompt profile (v4, GDN v2) $f"
+    MEMRA_MMID_GROUP=1 MEMRA_GDN_PIPE=1 PROMPT=512 D=$D OUT=$O/prof timeout 280 \
+      bash tools/device/profile_step.sh "$W/$f.gguf" | head -14
+  done
+fi
