@@ -484,12 +484,10 @@ memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
                                  const memra_tensor *out, const memra_attn_cfg *cfg,
                                  memra_err *err) {
   const memra_model *m = c->m;
-  const memra_hparams *hp = &m->hp;
   const memra_backend_vt *vt = m->vt;
   memra_backend *be = m->be;
   const memra_layer *l = &m->layers[il];
   const int64_t n = c->n_rows;
-  const memra_tensor none = {0};
   const bool bias = cfg->qkv_bias;
   memra_tensor q = memra_rows(c->q, n), k = memra_rows(c->k, n), v = memra_rows(c->v, n),
                attn = memra_rows(c->attn, n);
@@ -520,28 +518,43 @@ memra_status memra_blk_attention(memra_ctx *c, int il, const memra_tensor *xn,
     const memra_tensor bs[3] = {l->bq, l->bk, l->bv};
     MEMRA_TRY(memra_blk_matmuls(c, "matmul q, k, v", 3, ys, xn, ws, bias ? bs : NULL, err));
   }
-  if (l->q_norm.buf && qk_rope_kv_takes(c, &k, cfg)) {
-    /* decode-only: the q / k norms, rope and kv_store in one call (ABI 1.19, their bits) */
-    CALL("q/k norm, rope, kv_store",
-         vt->rmsnorm_qk_rope_kv(be, &q, &l->q_norm, &k, &l->k_norm, hp->eps, &v, &c->k_cache[il],
-                                &c->v_cache[il], &c->batch, &cfg->rope));
-    MEMRA_TRY(attend(c, il, &q, &attn, cfg, NULL, err));
-    MEMRA_TRY(memra_blk_proj_matmul(c, "matmul o", out, &attn, &l->wo, err));
-    return MEMRA_OK;
-  }
-  if (l->q_norm.buf) {
-    memra_tensor qh = memra_per_head(q, n, hp->head_dim), kh = memra_per_head(k, n, hp->head_dim);
-    if (vt->rmsnorm_qk) { /* ABI 1.8: both norms in one call, their bits */
-      CALL("q/k norm", vt->rmsnorm_qk(be, &qh, &l->q_norm, &kh, &l->k_norm, hp->eps));
-    } else {
-      CALL("q norm", vt->rmsnorm(be, &qh, &qh, &none, &l->q_norm, hp->eps));
-      CALL("k norm", vt->rmsnorm(be, &kh, &kh, &none, &l->k_norm, hp->eps));
-    }
-  }
-  memra_status st = memra_blk_rope_attend(c, il, &q, &k, &v, &attn, cfg, err);
-  if (st) return st;
+  MEMRA_TRY(l->q_norm.buf
+                ? memra_blk_qk_norm_rope_attend(c, il, &q, NULL, &k, &v, &attn, cfg, NULL, err)
+                : memra_blk_rope_attend(c, il, &q, &k, &v, &attn, cfg, err));
   MEMRA_TRY(memra_blk_proj_matmul(c, "matmul o", out, &attn, &l->wo, err));
   return MEMRA_OK;
+}
+
+memra_status memra_blk_qk_norm_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
+                                           const memra_tensor *q_in, const memra_tensor *k,
+                                           const memra_tensor *v, const memra_tensor *attn,
+                                           const memra_attn_cfg *cfg, const memra_tensor *gate,
+                                           memra_err *err) {
+  const memra_model *m = c->m;
+  const memra_hparams *hp = &m->hp;
+  const memra_backend_vt *vt = m->vt;
+  memra_backend *be = m->be;
+  const memra_layer *l = &m->layers[il];
+  const memra_tensor none = {0};
+  if (qk_rope_kv_takes(c, k, cfg)) {
+    /* decode-only: the q / k norms, rope and kv_store in one call (ABI 1.19, their bits) */
+    CALL("q/k norm, rope, kv_store",
+         vt->rmsnorm_qk_rope_kv(be, q, q_in, &l->q_norm, k, &l->k_norm, hp->eps, v, &c->k_cache[il],
+                                &c->v_cache[il], &c->batch, &cfg->rope));
+    return attend(c, il, q, attn, cfg, gate, err);
+  }
+  const int64_t n = c->n_rows;
+  memra_tensor qh = memra_per_head(*q, n, hp->head_dim), kh = memra_per_head(*k, n, hp->head_dim);
+  if (q_in) { /* q from rows elsewhere (Qwen3-Next's q + gate rows): the two norms apart */
+    CALL("q norm", vt->rmsnorm(be, &qh, q_in, &none, &l->q_norm, hp->eps));
+    CALL("k norm", vt->rmsnorm(be, &kh, &kh, &none, &l->k_norm, hp->eps));
+  } else if (vt->rmsnorm_qk) { /* ABI 1.8: both norms in one call, their bits */
+    CALL("q/k norm", vt->rmsnorm_qk(be, &qh, &l->q_norm, &kh, &l->k_norm, hp->eps));
+  } else {
+    CALL("q norm", vt->rmsnorm(be, &qh, &qh, &none, &l->q_norm, hp->eps));
+    CALL("k norm", vt->rmsnorm(be, &kh, &kh, &none, &l->k_norm, hp->eps));
+  }
+  return rope_attend(c, il, q, k, v, attn, cfg, gate, err);
 }
 
 /* True when the prompt rows of this step may take gemm_glu (ABI 1.6) for the layer's

@@ -107,6 +107,17 @@ memra_status memra_blk_rope_attend_gated(memra_ctx *c, int il, const memra_tenso
                                          const memra_tensor *attn, const memra_attn_cfg *cfg,
                                          const memra_tensor *gate, memra_err *err);
 
+/* q = rmsnorm per head of q_in (NULL: of q, in place) with layer il's q_norm, k = rmsnorm per
+ * head with its k_norm, then memra_blk_rope_attend_gated (gate NULL: memra_blk_rope_attend):
+ * in the decode-only steps that take rope_kv_store, the norms, rope and kv_store in one ABI 1.19
+ * rmsnorm_qk_rope_kv call when the plugin has it (their bits). q_in: a per-head view
+ * [n_rows * n_head, head_dim]. */
+memra_status memra_blk_qk_norm_rope_attend(memra_ctx *c, int il, const memra_tensor *q,
+                                           const memra_tensor *q_in, const memra_tensor *k,
+                                           const memra_tensor *v, const memra_tensor *attn,
+                                           const memra_attn_cfg *cfg, const memra_tensor *gate,
+                                           memra_err *err);
+
 /* out = attention of layer il on xn (F32, or the operand memra_blk_add_norm_proj made
  * for wq, wk, wv): q,k,v = xn W (+b) ; q,k = rmsnorm per head (when the
  * layer has q_norm) ; rope ; cache ; attention ; out = a Wo. Decode-only steps of layers

@@ -92,8 +92,6 @@ static memra_status attn_mixer(memra_ctx *c, int il, const memra_tensor *xn,
                                const memra_tensor *out, memra_err *err) {
   const memra_model *m = c->m;
   const memra_hparams *hp = &m->hp;
-  const memra_backend_vt *vt = m->vt;
-  memra_backend *be = m->be;
   const memra_layer *l = &m->layers[il];
   const int64_t n = c->n_rows, D = hp->head_dim;
   const memra_tensor none = {0};
@@ -107,11 +105,8 @@ static memra_status attn_mixer(memra_ctx *c, int il, const memra_tensor *xn,
   memra_tensor qh_in = memra_per_head(qg, n, 2 * D), gate = qh_in;
   qh_in.ne0 = gate.ne0 = D;
   gate.offset += 4u * (uint64_t)D;
-  memra_tensor qh = memra_per_head(q, n, D), kh = memra_per_head(k, n, D);
-  CALL("q norm", vt->rmsnorm(be, &qh, &qh_in, &none, &l->q_norm, hp->eps));
-  CALL("k norm", vt->rmsnorm(be, &kh, &kh, &none, &l->k_norm, hp->eps));
   const memra_attn_cfg cfg = memra_attn_cfg_default(hp); /* n_rot < head_dim: partial */
-  MEMRA_TRY(memra_blk_rope_attend_gated(c, il, &q, &k, &v, &attn, &cfg, &gate, err));
+  MEMRA_TRY(memra_blk_qk_norm_rope_attend(c, il, &q, &qh_in, &k, &v, &attn, &cfg, &gate, err));
   MEMRA_TRY(memra_blk_matmul(c, "matmul o", out, &attn, &l->wo, &none, err));
   return MEMRA_OK;
 }

@@ -219,10 +219,11 @@ memra_status cpu_rope_kv_store(memra_backend *be, const memra_tensor *q, const m
 /* ABI 1.19 rmsnorm_qk_rope_kv: rmsnorm_qk over q's and k's heads, then rope_kv_store (rope_kv.c).
  */
 memra_status cpu_rmsnorm_qk_rope_kv(memra_backend *be, const memra_tensor *q,
-                                    const memra_tensor *wq, const memra_tensor *k,
-                                    const memra_tensor *wk, float eps, const memra_tensor *v,
-                                    const memra_tensor *k_cache, const memra_tensor *v_cache,
-                                    const memra_batch *batch, const memra_rope_params *p);
+                                    const memra_tensor *q_in, const memra_tensor *wq,
+                                    const memra_tensor *k, const memra_tensor *wk, float eps,
+                                    const memra_tensor *v, const memra_tensor *k_cache,
+                                    const memra_tensor *v_cache, const memra_batch *batch,
+                                    const memra_rope_params *p);
 /* ABI 1.10 rope_kv_attend: rope_kv_store, then attention (rope_kv.c). */
 memra_status cpu_rope_kv_attend(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
                                 const memra_tensor *k, const memra_tensor *v,

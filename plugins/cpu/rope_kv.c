@@ -6,6 +6,7 @@
  * not check between each other (same rows, k's heads) are checked first; a later refusal (a bad
  * slot) may leave q and k rotated, as the ABI allows. */
 #include <inttypes.h>
+#include <math.h>
 
 #include "plugins/cpu/cpu_backend.h"
 
@@ -45,10 +46,11 @@ static memra_tensor per_head(memra_tensor t, int64_t d) {
 /* ABI 1.19 rmsnorm_qk_rope_kv: the per-head q and k norms (rmsnorm_qk over heads of head_dim),
  * then rope_kv_store; the composition it stands for. */
 memra_status cpu_rmsnorm_qk_rope_kv(memra_backend *be, const memra_tensor *q,
-                                    const memra_tensor *wq, const memra_tensor *k,
-                                    const memra_tensor *wk, float eps, const memra_tensor *v,
-                                    const memra_tensor *k_cache, const memra_tensor *v_cache,
-                                    const memra_batch *batch, const memra_rope_params *p) {
+                                    const memra_tensor *q_in, const memra_tensor *wq,
+                                    const memra_tensor *k, const memra_tensor *wk, float eps,
+                                    const memra_tensor *v, const memra_tensor *k_cache,
+                                    const memra_tensor *v_cache, const memra_batch *batch,
+                                    const memra_rope_params *p) {
   const char *op = "rmsnorm_qk_rope_kv";
   if (!q || !wq || !k || !wk || !p)
     return cpu_fail(be, MEMRA_E_INVALID, "%s: q, wq, k, wk and params are required", op);
@@ -63,7 +65,22 @@ memra_status cpu_rmsnorm_qk_rope_kv(memra_backend *be, const memra_tensor *q,
       (k->ne1 > 1 && k->nb1 != 4u * (uint64_t)k->ne0))
     return cpu_fail(be, MEMRA_E_INVALID, "%s: q and k must be F32 with packed rows", op);
   const memra_tensor qh = per_head(*q, d), kh = per_head(*k, d);
-  memra_status st = cpu_rmsnorm_qk(be, &qh, wq, &kh, wk, eps);
+  memra_status st;
+  if (q_in) { /* q from rows elsewhere: the two rmsnorm calls */
+    if (q_in->ne0 != d || q_in->ne1 != qh.ne1)
+      return cpu_fail(be, MEMRA_E_INVALID,
+                      "%s: q_in has shape [%" PRId64 ", %" PRId64 "], expected [%" PRId64
+                      ", %" PRId64 "]",
+                      op, q_in->ne1, q_in->ne0, qh.ne1, d);
+    if (cpu_overlap(q_in, q) || cpu_overlap(q_in, k))
+      return cpu_fail(be, MEMRA_E_INVALID, "%s: q_in overlaps q or k", op);
+    if (!(eps >= 0.0f) || isinf(eps))
+      return cpu_fail(be, MEMRA_E_INVALID, "%s: eps %g is not a finite value >= 0", op, eps);
+    st = cpu_rmsnorm(be, &qh, q_in, NULL, wq, eps);
+    if (!st) st = cpu_rmsnorm(be, &kh, &kh, NULL, wk, eps);
+  } else {
+    st = cpu_rmsnorm_qk(be, &qh, wq, &kh, wk, eps);
+  }
   return st ? st : cpu_rope_kv_store(be, q, k, v, k_cache, v_cache, batch, p);
 }
 

@@ -208,10 +208,11 @@ memra_status memra_cu_rope_kv_store(memra_backend *be, const memra_tensor *q, co
 /* ABI 1.19: the per-head q / k norms, rope(q), rope(k) and kv_store in one launch
  * (norm_rope_kv.cu). */
 memra_status memra_cu_rmsnorm_qk_rope_kv(memra_backend *be, const memra_tensor *q,
-                                         const memra_tensor *wq, const memra_tensor *k,
-                                         const memra_tensor *wk, float eps, const memra_tensor *v,
-                                         const memra_tensor *k_cache, const memra_tensor *v_cache,
-                                         const memra_batch *batch, const memra_rope_params *p);
+                                         const memra_tensor *q_in, const memra_tensor *wq,
+                                         const memra_tensor *k, const memra_tensor *wk, float eps,
+                                         const memra_tensor *v, const memra_tensor *k_cache,
+                                         const memra_tensor *v_cache, const memra_batch *batch,
+                                         const memra_rope_params *p);
 /* ABI 1.10: rope_kv_store then attention of decode rows in one launch (attention.cu). */
 memra_status memra_cu_rope_kv_attend(memra_backend *be, const memra_tensor *out,
                                      const memra_tensor *q, const memra_tensor *k,

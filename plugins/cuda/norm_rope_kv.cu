@@ -13,7 +13,9 @@
  * take the two calls. Why (docs/PERF.md): the q / k norms and rope_kv_store are two small kernels
  * in a row between the q / k / v projections and the attention, ~2 us a link each in a decode
  * step (chain_bench); one of them carries no work the other could not.
- * ver 1: a warp a (row, q or k head), then warps storing v; 4 warps a block.
+ * ver 1: a warp a (row, q or k head), then warps storing v; 4 warps a block. q's heads may be
+ *   read from other rows (q_in: Qwen3-Next's q inside its q + gate projection), as rmsnorm with
+ *   y != x reads them.
  * Opt-in (MEMRA_QK_ROPE=1, backend.cu) until a device run has checked it. */
 #include <cuda_fp16.h>
 
@@ -27,8 +29,8 @@ enum { NRK_WARPS = 4, NRK_MAXD = 256, NRK_VW = 256 /* v elements a v warp stores
 
 struct nrk_args {
   float *q, *k;
-  const float *v, *wq, *wk;
-  int64_t q_ld, k_ld, v_ld;
+  const float *v, *wq, *wk, *qin; /* qin: q's source heads (NULL: q in place) */
+  int64_t q_ld, k_ld, v_ld, qin_ld;
   float eps;
   char *kc, *vc;
   uint64_t k_nb1, v_nb1;
@@ -82,8 +84,9 @@ __global__ void __launch_bounds__(NRK_WARPS * 32) norm_rope_kv_v1_kernel(nrk_arg
                            : -1;
     memra_pdl_wait();
     float *xh = (isk ? a.k + r * a.k_ld : a.q + r * a.q_ld) + (int64_t)h * D;
-    const float4 v0 = lane < n4 ? ((const float4 *)xh)[lane] : zero;
-    const float4 v1 = lane + 32 < n4 ? ((const float4 *)xh)[32 + lane] : zero;
+    const float *src = isk || !a.qin ? xh : a.qin + (r * a.n_head + h) * a.qin_ld;
+    const float4 v0 = lane < n4 ? ((const float4 *)src)[lane] : zero;
+    const float4 v1 = lane + 32 < n4 ? ((const float4 *)src)[32 + lane] : zero;
     const float s0 = memra_warp_sum(nrk_ss(v0));
     float ss;
     if (n4 > 32) {
@@ -130,10 +133,11 @@ __global__ void __launch_bounds__(NRK_WARPS * 32) norm_rope_kv_v1_kernel(nrk_arg
 }
 
 memra_status memra_cu_rmsnorm_qk_rope_kv(memra_backend *be, const memra_tensor *q,
-                                         const memra_tensor *wq, const memra_tensor *k,
-                                         const memra_tensor *wk, float eps, const memra_tensor *v,
-                                         const memra_tensor *k_cache, const memra_tensor *v_cache,
-                                         const memra_batch *batch, const memra_rope_params *p) {
+                                         const memra_tensor *q_in, const memra_tensor *wq,
+                                         const memra_tensor *k, const memra_tensor *wk, float eps,
+                                         const memra_tensor *v, const memra_tensor *k_cache,
+                                         const memra_tensor *v_cache, const memra_batch *batch,
+                                         const memra_rope_params *p) {
   const char *op = "rmsnorm_qk_rope_kv";
   if (!q || !wq || !k || !wk || !p)
     return memra_cu_errf(be, MEMRA_E_INVALID, "%s: q, wq, k, wk and params are required", op);
@@ -161,6 +165,17 @@ memra_status memra_cu_rmsnorm_qk_rope_kv(memra_backend *be, const memra_tensor *
     return memra_cu_errf(be, MEMRA_E_INVALID, "%s: wq, wk have %lld, %lld elements, heads %lld", op,
                          (long long)wq->ne0, (long long)wk->ne0, (long long)D);
   if (!(eps >= 0.f)) return memra_cu_errf(be, MEMRA_E_INVALID, "%s: eps %g is negative", op, eps);
+  if (q_in) {
+    if ((st = memra_cu_check_tensor(be, q_in, "rmsnorm_qk_rope_kv: q_in", MEMRA_TYPE_F32)))
+      return st;
+    if (q_in->ne0 != D || q_in->ne1 != qh.ne1)
+      return memra_cu_errf(
+          be, MEMRA_E_INVALID, "%s: q_in has shape [%lld, %lld], expected [%lld, %lld]", op,
+          (long long)q_in->ne1, (long long)q_in->ne0, (long long)qh.ne1, (long long)D);
+    if (q_in->nb1 % 4 || memra_cu_overlap(q_in, q) || memra_cu_overlap(q_in, k))
+      return memra_cu_errf(be, MEMRA_E_INVALID,
+                           "%s: q_in overlaps q or k, or its stride is not whole floats", op);
+  }
   const int32_t *pos = NULL, *seq = NULL, *bt = NULL;
   const float *ff = NULL;
   int64_t bt_ld = 0;
@@ -170,12 +185,21 @@ memra_status memra_cu_rmsnorm_qk_rope_kv(memra_backend *be, const memra_tensor *
   float *qp = (float *)memra_cu_ptr(q), *kp = (float *)memra_cu_ptr(k);
   const float *wqp = (const float *)memra_cu_ptr(wq), *wkp = (const float *)memra_cu_ptr(wk);
   /* one warp a head on rmsnorm_qk's VEC path (its rule: rows and weights 16-byte aligned) */
+  const float *qinp = q_in ? (const float *)memra_cu_ptr(q_in) : NULL;
   const bool fits = D % 4 == 0 && D <= NRK_MAXD && p->n_rot <= D &&
                     memra_cu_align_of(qp, 4u * (uint64_t)D) >= 16 &&
+                    (!q_in || memra_cu_align_of(qinp, q_in->nb1) >= 16) &&
                     memra_cu_align_of(kp, 4u * (uint64_t)D) >= 16 &&
                     memra_cu_align_of(wqp, 0) >= 16 && memra_cu_align_of(wkp, 0) >= 16;
-  if (!fits) { /* the two calls: their bits by definition */
-    if ((st = memra_cu_rmsnorm_qk(be, &qh, wq, &kh, wk, eps))) return st;
+  if (!fits) { /* the calls it stands for: their bits by definition */
+    const memra_tensor none = {};
+    if (q_in) {
+      if ((st = memra_cu_rmsnorm(be, &qh, q_in, &none, wq, eps)) ||
+          (st = memra_cu_rmsnorm(be, &kh, &kh, &none, wk, eps)))
+        return st;
+    } else if ((st = memra_cu_rmsnorm_qk(be, &qh, wq, &kh, wk, eps))) {
+      return st;
+    }
     return memra_cu_rope_kv_store(be, q, k, v, k_cache, v_cache, batch, p);
   }
   if (batch->n_rows == 0) return MEMRA_OK;
@@ -185,6 +209,8 @@ memra_status memra_cu_rmsnorm_qk_rope_kv(memra_backend *be, const memra_tensor *
   a.v = (const float *)memra_cu_ptr(v);
   a.wq = wqp;
   a.wk = wkp;
+  a.qin = qinp;
+  a.qin_ld = q_in ? (int64_t)(q_in->nb1 / 4) : 0;
   a.q_ld = (int64_t)(q->nb1 / 4);
   a.k_ld = (int64_t)(k->nb1 / 4);
   a.v_ld = (int64_t)(v->nb1 / 4);

@@ -532,17 +532,21 @@ typedef struct memra_backend_vt {
   memra_status (*download_start)(memra_backend *be, const memra_buf *src, uint64_t off,
                                  uint64_t nbytes, int32_t slot);
   memra_status (*download_wait)(memra_backend *be, int32_t slot, void *dst, uint64_t nbytes);
-  /* ABI 1.19. rmsnorm_qk_rope_kv (optional: NULL = rmsnorm_qk, then rope_kv_store): an attention
-   * layer's per-head q and k norms in place (rmsnorm_qk over q's and k's heads of p->head_dim,
-   * weights wq and wk of head_dim), then rope_kv_store(q, k, v, k_cache, v_cache, batch, p): those
-   * two calls' contracts and bits in one (one launch on the GPU plugins, two small kernels' link
-   * fewer in a decode step). q, k and v as rope_kv_store takes them, q and k with packed rows
-   * (nb1 = 4 ne0). On failure q and k may already be normed or rotated. */
+  /* ABI 1.19. rmsnorm_qk_rope_kv (optional: NULL = the norms' calls, then rope_kv_store): an
+   * attention layer's per-head q and k norms (heads of p->head_dim, weights wq and wk of head_dim):
+   * q = rmsnorm(q_in) wq per head (q_in NULL: q in place, rmsnorm_qk's form; else q_in a per-head
+   * view [rows x heads, head_dim] as rmsnorm takes it, e.g. Qwen3-Next's q rows inside its q +
+   * gate projection), k = rmsnorm(k) wk in place, then rope_kv_store(q, k, v, k_cache, v_cache,
+   * batch, p): those calls' contracts and bits in one (one launch on the GPU plugins, one or two
+   * small kernels' links fewer in a decode step). q, k and v as rope_kv_store takes them, q and k
+   * with packed rows (nb1 = 4 ne0), q_in apart from q and k. On failure q and k may already be
+   * normed or rotated. */
   memra_status (*rmsnorm_qk_rope_kv)(memra_backend *be, const memra_tensor *q,
-                                     const memra_tensor *wq, const memra_tensor *k,
-                                     const memra_tensor *wk, float eps, const memra_tensor *v,
-                                     const memra_tensor *k_cache, const memra_tensor *v_cache,
-                                     const memra_batch *batch, const memra_rope_params *p);
+                                     const memra_tensor *q_in, const memra_tensor *wq,
+                                     const memra_tensor *k, const memra_tensor *wk, float eps,
+                                     const memra_tensor *v, const memra_tensor *k_cache,
+                                     const memra_tensor *v_cache, const memra_batch *batch,
+                                     const memra_rope_params *p);
   /* ABI 1.20. moe_combine_rmsnorm (optional: NULL = the combine, then rmsnorm): y = moe_combine(y,
    * down, weights) (logit NULL: down [n k, E]) or moe_combine_shexp(y, down, weights, logit)
    * (down [n (k+1), E], logit [n, 1]), then rmsnorm(xn, x, y, w_norm, eps) (x += y, written back):

@@ -331,8 +331,9 @@ TEST(CpuRmsnormQkRopeKv, EqualsRmsnormQkThenRopeKvStoreBitForBit) {
       kc[i]->put_bytes(kc0.data());
       vc[i]->put_bytes(vc0.data());
     }
-    ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm_qk_rope_kv(c.be, &dq[0]->t, &dwq.t, &dk[0]->t, &dwk.t, 1e-6f,
-                                                 &dv[0]->t, &kc[0]->t, &vc[0]->t, &st.b, &p))
+    ASSERT_EQ(MEMRA_OK,
+              c.vt->rmsnorm_qk_rope_kv(c.be, &dq[0]->t, nullptr, &dwq.t, &dk[0]->t, &dwk.t, 1e-6f,
+                                       &dv[0]->t, &kc[0]->t, &vc[0]->t, &st.b, &p))
         << c.err();
     memra_tensor qh = dq[1]->t, kh = dk[1]->t;
     qh.ne1 = 3 * k.n_head, kh.ne1 = 3 * k.n_kv;
@@ -369,17 +370,17 @@ TEST(CpuRmsnormQkRopeKv, RefusalsNameTheProblem) {
   memra_rope_params p = {4, hd, hd, MEMRA_ROPE_NEOX, 10000.0f, 1.0f, {}};
   memra_rope_params odd = p;
   odd.head_dim = 24;
-  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_qk_rope_kv(c.be, &dq.t, &dw.t, &dk.t, &dw.t, 1e-6f,
-                                                      &dv.t, &kc.t, &vc.t, &st.b, &odd));
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_qk_rope_kv(c.be, &dq.t, nullptr, &dw.t, &dk.t, &dw.t,
+                                                      1e-6f, &dv.t, &kc.t, &vc.t, &st.b, &odd));
   EXPECT_EQ(0u, c.err().find("rmsnorm_qk_rope_kv: q, k rows of 128, 64 elements, not whole "
                              "heads of 24"))
       << c.err();
-  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_qk_rope_kv(c.be, &dpad.t, &dw.t, &dk.t, &dw.t, 1e-6f,
-                                                      &dv.t, &kc.t, &vc.t, &st.b, &p));
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_qk_rope_kv(c.be, &dpad.t, nullptr, &dw.t, &dk.t, &dw.t,
+                                                      1e-6f, &dv.t, &kc.t, &vc.t, &st.b, &p));
   EXPECT_EQ(0u, c.err().find("rmsnorm_qk_rope_kv: q and k must be F32 with packed rows"))
       << c.err();
-  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_qk_rope_kv(c.be, &dq.t, nullptr, &dk.t, &dw.t, 1e-6f,
-                                                      &dv.t, &kc.t, &vc.t, &st.b, &p));
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_qk_rope_kv(c.be, &dq.t, nullptr, nullptr, &dk.t, &dw.t,
+                                                      1e-6f, &dv.t, &kc.t, &vc.t, &st.b, &p));
   EXPECT_EQ(0u, c.err().find("rmsnorm_qk_rope_kv: q, wq, k, wk and params are required"))
       << c.err();
 }

@@ -16,12 +16,13 @@ memra_status rec_rope_kv(memra_backend *be, const memra_tensor *q, const memra_t
   g_log.push_back("rope_kv_store");
   return g_real->rope_kv_store(be, q, k, v, kc, vc, b, p);
 }
-memra_status rec_qk_rope_kv(memra_backend *be, const memra_tensor *q, const memra_tensor *wq,
-                            const memra_tensor *k, const memra_tensor *wk, float eps,
-                            const memra_tensor *v, const memra_tensor *kc, const memra_tensor *vc,
-                            const memra_batch *b, const memra_rope_params *p) {
+memra_status rec_qk_rope_kv(memra_backend *be, const memra_tensor *q, const memra_tensor *qi,
+                            const memra_tensor *wq, const memra_tensor *k, const memra_tensor *wk,
+                            float eps, const memra_tensor *v, const memra_tensor *kc,
+                            const memra_tensor *vc, const memra_batch *b,
+                            const memra_rope_params *p) {
   g_log.push_back("rmsnorm_qk_rope_kv " + std::to_string(b->n_rows));
-  return g_real->rmsnorm_qk_rope_kv(be, q, wq, k, wk, eps, v, kc, vc, b, p);
+  return g_real->rmsnorm_qk_rope_kv(be, q, qi, wq, k, wk, eps, v, kc, vc, b, p);
 }
 memra_status rec_rope_kv_attend(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
                                 const memra_tensor *k, const memra_tensor *v,

@@ -29,6 +29,20 @@ memra_status rec_combine_norm(memra_backend *be, const memra_tensor *xn, const m
   g_log.push_back(g ? "moe_combine_rmsnorm shexp" : "moe_combine_rmsnorm");
   return g_real->moe_combine_rmsnorm(be, xn, x, wn, eps, y, d, w, g);
 }
+memra_status rec_qk_rope(memra_backend *be, const memra_tensor *q, const memra_tensor *qi,
+                         const memra_tensor *wq, const memra_tensor *k, const memra_tensor *wk,
+                         float eps, const memra_tensor *v, const memra_tensor *kc,
+                         const memra_tensor *vc, const memra_batch *b, const memra_rope_params *p) {
+  g_log.push_back(qi ? "rmsnorm_qk_rope_kv q_in" : "rmsnorm_qk_rope_kv");
+  return g_real->rmsnorm_qk_rope_kv(be, q, qi, wq, k, wk, eps, v, kc, vc, b, p);
+}
+memra_status rec_rope_kv_store(memra_backend *be, const memra_tensor *q, const memra_tensor *k,
+                               const memra_tensor *v, const memra_tensor *kc,
+                               const memra_tensor *vc, const memra_batch *b,
+                               const memra_rope_params *p) {
+  g_log.push_back("rope_kv_store");
+  return g_real->rope_kv_store(be, q, k, v, kc, vc, b, p);
+}
 memra_status rec_combine_gated(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                const memra_tensor *w, const memra_tensor *sh,
                                const memra_tensor *g) {
@@ -300,6 +314,29 @@ TEST_P(HybridFusion, DecodeStepsTakeTheRecurrenceWithItsNormWithTheSameBits) {
         EXPECT_EQ(n_rec, count_calls(log[1], "rmsnorm_gate"));
         EXPECT_EQ(prompt ? 0 : n_rec, count_calls(log[0], "gated_delta_rule_norm"));
         EXPECT_EQ(prompt ? n_rec : 0, count_calls(log[0], "rmsnorm_gate"));
+      });
+}
+
+// ABI 1.19 rmsnorm_qk_rope_kv with q_in: in a decode step each gated attention layer's q norm
+// (read from its q + gate rows), k norm, rope and KV store are one call instead of two rmsnorm
+// calls and rope_kv_store; prompt steps keep their calls.
+TEST_P(HybridFusion, DecodeStepsTakeTheAttentionNormsWithRopeWithTheSameBits) {
+  paired_steps(
+      GetParam(),
+      [](memra_backend_vt &w, memra_backend_vt &wo) {
+        ASSERT_NE(nullptr, w.rmsnorm_qk_rope_kv) << "the CPU plugin lost its rmsnorm_qk_rope_kv";
+        w.rmsnorm_qk_rope_kv = rec_qk_rope;
+        wo.rmsnorm_qk_rope_kv = nullptr; // an ABI 1.18 plugin
+        w.rmsnorm = wo.rmsnorm = rec_rmsnorm;
+        w.rope_kv_store = wo.rope_kv_store = rec_rope_kv_store;
+        w.rope_kv_attend = wo.rope_kv_attend = nullptr;
+      },
+      [](bool prompt, size_t, size_t n_att, const std::vector<std::string>(&log)[2]) {
+        EXPECT_EQ(prompt ? 0 : n_att, count_calls(log[0], "rmsnorm_qk_rope_kv q_in"));
+        EXPECT_EQ(0u, count_calls(log[0], "rope_kv_store"));
+        EXPECT_EQ(prompt ? 0 : n_att, count_calls(log[1], "rope_kv_store"));
+        EXPECT_EQ(count_calls(log[1], "rmsnorm") - (prompt ? 0 : 2 * n_att),
+                  count_calls(log[0], "rmsnorm"));
       });
 }
 

@@ -1287,14 +1287,14 @@ static void check_qk_rope_kv(void) {
   struct {
     int mode, n_head, n_kv, hd, n_rot;
     int32_t ctype;
-    int rows;
+    int rows, qin; /* qin: q's norm reads q + gate rows (Qwen3-Next's projection) */
   } cs[] = {
-      {MEMRA_ROPE_NEOX, 32, 4, 128, 128, MEMRA_TYPE_F16, 1}, /* Qwen3-30B-A3B decode */
-      {MEMRA_ROPE_NEOX, 16, 2, 256, 64, MEMRA_TYPE_F16, 2},  /* Qwen3-Next's, partial rope */
-      {MEMRA_ROPE_NORM, 8, 4, 64, 64, MEMRA_TYPE_F8_E4M3, 3},
-      {MEMRA_ROPE_NEOX, 7, 1, 80, 80, MEMRA_TYPE_F32, 3},
-      {MEMRA_ROPE_NEOX, 5, 5, 160, 96, MEMRA_TYPE_F16, 2},
-      {MEMRA_ROPE_NORM, 4, 2, 30, 30, MEMRA_TYPE_F16, 2}, /* two calls */
+      {MEMRA_ROPE_NEOX, 32, 4, 128, 128, MEMRA_TYPE_F16, 1, 0}, /* Qwen3-30B-A3B decode */
+      {MEMRA_ROPE_NEOX, 16, 2, 256, 64, MEMRA_TYPE_F16, 2, 1},  /* Qwen3-Next's, partial rope */
+      {MEMRA_ROPE_NORM, 8, 4, 64, 64, MEMRA_TYPE_F8_E4M3, 3, 0},
+      {MEMRA_ROPE_NEOX, 7, 1, 80, 80, MEMRA_TYPE_F32, 3, 1},
+      {MEMRA_ROPE_NEOX, 5, 5, 160, 96, MEMRA_TYPE_F16, 2, 0},
+      {MEMRA_ROPE_NORM, 4, 2, 30, 30, MEMRA_TYPE_F16, 2, 1}, /* the calls it stands for */
   };
   const int n_cases = g_quick ? 2 : (int)(sizeof cs / sizeof cs[0]);
   for (int c = 0; c < n_cases; ++c) {
@@ -1321,29 +1321,49 @@ static void check_qk_rope_kv(void) {
       e[j] = ck_new(sz[j], init[j]);
     }
     ck_buf dwq = ck_new((uint64_t)hd * 4, wq), dwk = ck_new((uint64_t)hd * 4, wk);
+    float *qg = ck_frand_vec((int64_t)R * 2 * qw, -3, 3);
+    ck_buf dqg = ck_new((uint64_t)R * 2 * qw * 4, qg); /* per head [q (hd), gate (hd)] */
+    const int64_t nqh = (int64_t)R * cs[c].n_head;
+    const uint64_t qg_nb1 = 2u * (uint64_t)hd * 4;
     const memra_rope_params p = {cs[c].n_head, hd,  cs[c].n_rot, cs[c].mode,
                                  1000000.f,    1.f, ck_none()};
     char what[96];
-    snprintf(what, sizeof what, "%s h%d/kv%d d%d rot %d %s rows %d", cs[c].mode ? "NEOX" : "NORM",
-             cs[c].n_head, cs[c].n_kv, hd, cs[c].n_rot, memra_type_info(cs[c].ctype).name, R);
+    snprintf(what, sizeof what, "%s h%d/kv%d d%d rot %d %s rows %d%s", cs[c].mode ? "NEOX" : "NORM",
+             cs[c].n_head, cs[c].n_kv, hd, cs[c].n_rot, memra_type_info(cs[c].ctype).name, R,
+             cs[c].qin ? " q_in" : "");
     int ok_;
     BOTH("rmsnorm_qk_rope_kv", what, ({
            memra_batch b = kv_batch(&f, i, R, 512);
-           P[i].vt->rmsnorm_qk_rope_kv(P[i].be, TP(&d[0], i, 0, qw, R), TP(&dwq, i, 0, hd, 1),
-                                       TP(&d[1], i, 0, kw, R), TP(&dwk, i, 0, hd, 1), 1e-6f,
-                                       TP(&d[2], i, 0, kw, R), TP(&d[3], i, cs[c].ctype, kw, slots),
-                                       TP(&d[4], i, cs[c].ctype, kw, slots), &b, &p);
+           P[i].vt->rmsnorm_qk_rope_kv(
+               P[i].be, TP(&d[0], i, 0, qw, R), cs[c].qin ? TPS(&dqg, i, 0, hd, nqh, qg_nb1) : NULL,
+               TP(&dwq, i, 0, hd, 1), TP(&d[1], i, 0, kw, R), TP(&dwk, i, 0, hd, 1), 1e-6f,
+               TP(&d[2], i, 0, kw, R), TP(&d[3], i, cs[c].ctype, kw, slots),
+               TP(&d[4], i, cs[c].ctype, kw, slots), &b, &p);
          }));
     if (ok_) {
       compare_f32("rmsnorm_qk_rope_kv", "  q", &d[0], (int64_t)R * qw, 1e-6);
       compare_f32("rmsnorm_qk_rope_kv", "  k", &d[1], (int64_t)R * kw, 1e-6);
       memra_batch b = kv_batch(&f, 1, R, 512);
-      memra_plug_must(&P[1],
-                      P[1].vt->rmsnorm_qk(P[1].be, TP(&e[0], 1, 0, hd, (int64_t)R * cs[c].n_head),
-                                          TP(&dwq, 1, 0, hd, 1),
-                                          TP(&e[1], 1, 0, hd, (int64_t)R * cs[c].n_kv),
-                                          TP(&dwk, 1, 0, hd, 1), 1e-6f),
-                      "rmsnorm_qk");
+      if (cs[c].qin) { /* rmsnorm from the q + gate rows, then k's in place */
+        memra_tensor none = ck_none();
+        memra_plug_must(&P[1],
+                        P[1].vt->rmsnorm(P[1].be, TP(&e[0], 1, 0, hd, nqh),
+                                         TPS(&dqg, 1, 0, hd, nqh, qg_nb1), &none,
+                                         TP(&dwq, 1, 0, hd, 1), 1e-6f),
+                        "rmsnorm");
+        memra_plug_must(&P[1],
+                        P[1].vt->rmsnorm(P[1].be, TP(&e[1], 1, 0, hd, (int64_t)R * cs[c].n_kv),
+                                         TP(&e[1], 1, 0, hd, (int64_t)R * cs[c].n_kv), &none,
+                                         TP(&dwk, 1, 0, hd, 1), 1e-6f),
+                        "rmsnorm");
+      } else {
+        memra_plug_must(&P[1],
+                        P[1].vt->rmsnorm_qk(P[1].be, TP(&e[0], 1, 0, hd, nqh),
+                                            TP(&dwq, 1, 0, hd, 1),
+                                            TP(&e[1], 1, 0, hd, (int64_t)R * cs[c].n_kv),
+                                            TP(&dwk, 1, 0, hd, 1), 1e-6f),
+                        "rmsnorm_qk");
+      }
       memra_plug_must(&P[1],
                       P[1].vt->rope_kv_store(P[1].be, TP(&e[0], 1, 0, qw, R),
                                              TP(&e[1], 1, 0, kw, R), TP(&e[2], 1, 0, kw, R),
@@ -1366,6 +1386,8 @@ static void check_qk_rope_kv(void) {
     }
     ck_free(&dwq);
     ck_free(&dwk);
+    ck_free(&dqg);
+    free(qg);
     free(kc);
     free(vc);
     free(q);
