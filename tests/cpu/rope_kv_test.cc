@@ -384,3 +384,58 @@ TEST(CpuRmsnormQkRopeKv, RefusalsNameTheProblem) {
   EXPECT_EQ(0u, c.err().find("rmsnorm_qk_rope_kv: q, wq, k, wk and params are required"))
       << c.err();
 }
+
+// q_in: q's norm from another per-head view (Qwen3-Next's q rows inside its q + gate rows): bit for
+// bit rmsnorm(q heads, q_in) and rmsnorm(k heads in place), then rope_kv_store; a q_in of the
+// wrong shape is refused with its message.
+TEST(CpuRmsnormQkRopeKv, QInEqualsTheTwoNormsThenRopeKvStore) {
+  Cpu c;
+  std::mt19937 g(17);
+  Step st(c, g);
+  const int hd = 32, nh = 4, nkv = 2, qw = nh * hd, kw = nkv * hd;
+  const std::vector<float> qg = randf(g, (size_t)3 * 2 * qw, -3, 3), kk = randf(g, (size_t)3 * kw),
+                           v = randf(g, (size_t)3 * kw), w = randf(g, (size_t)hd, 0.5f, 1.5f);
+  Dev dqg(c, MEMRA_TYPE_F32, 2 * qw, 3), dw(c, MEMRA_TYPE_F32, hd, 1);
+  dqg.put(qg);
+  dw.put(w);
+  memra_tensor qin = dqg.t; /* per head [q (hd), gate (hd)]: the q halves */
+  qin.ne0 = hd;
+  qin.ne1 = 3 * nh;
+  qin.nb1 = 2u * 4u * hd;
+  memra_rope_params p = {nh, hd, hd, MEMRA_ROPE_NEOX, 10000.0f, 1.0f, {}};
+  std::unique_ptr<Dev> dq[2], dk[2], dv[2], kc[2], vc[2];
+  for (int i = 0; i < 2; ++i) {
+    dq[i].reset(new Dev(c, MEMRA_TYPE_F32, qw, 3));
+    dk[i].reset(new Dev(c, MEMRA_TYPE_F32, kw, 3));
+    dv[i].reset(new Dev(c, MEMRA_TYPE_F32, kw, 3));
+    kc[i].reset(new Dev(c, MEMRA_TYPE_F16, kw, st.slots));
+    vc[i].reset(new Dev(c, MEMRA_TYPE_F16, kw, st.slots));
+    dq[i]->put(randf(g, (size_t)3 * qw)); /* overwritten: q comes from q_in */
+    dk[i]->put(kk);
+    dv[i]->put(v);
+  }
+  ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm_qk_rope_kv(c.be, &dq[0]->t, &qin, &dw.t, &dk[0]->t, &dw.t,
+                                               1e-6f, &dv[0]->t, &kc[0]->t, &vc[0]->t, &st.b, &p))
+      << c.err();
+  memra_tensor qh = dq[1]->t, kh = dk[1]->t;
+  qh.ne1 = 3 * nh, kh.ne1 = 3 * nkv;
+  qh.ne0 = kh.ne0 = hd;
+  qh.nb1 = kh.nb1 = 4u * hd;
+  const memra_tensor none = {};
+  ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm(c.be, &qh, &qin, &none, &dw.t, 1e-6f)) << c.err();
+  ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm(c.be, &kh, &kh, &none, &dw.t, 1e-6f)) << c.err();
+  ASSERT_EQ(MEMRA_OK, c.vt->rope_kv_store(c.be, &dq[1]->t, &dk[1]->t, &dv[1]->t, &kc[1]->t,
+                                          &vc[1]->t, &st.b, &p))
+      << c.err();
+  EXPECT_TRUE(bits_equal(dq[0]->get<float>(), dq[1]->get<float>())) << "q";
+  EXPECT_TRUE(bits_equal(dk[0]->get<float>(), dk[1]->get<float>())) << "k";
+  EXPECT_EQ(kc[0]->all(), kc[1]->all()) << "k cache";
+  EXPECT_EQ(vc[0]->all(), vc[1]->all()) << "v cache";
+  memra_tensor bad = qin;
+  bad.ne1 = 3 * nh - 1;
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->rmsnorm_qk_rope_kv(c.be, &dq[0]->t, &bad, &dw.t, &dk[0]->t, &dw.t, 1e-6f,
+                                     &dv[0]->t, &kc[0]->t, &vc[0]->t, &st.b, &p));
+  EXPECT_EQ(0u, c.err().find("rmsnorm_qk_rope_kv: q_in has shape [11, 32], expected [12, 32]"))
+      << c.err();
+}
