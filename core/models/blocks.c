@@ -28,12 +28,16 @@ static memra_tensor rows_at(memra_tensor t, int64_t r0, int64_t n) {
   return t;
 }
 
+/* Whether a (may be NULL) is the very view b: the tensor a deferred call writes. */
+static bool same_view(const memra_tensor *a, const memra_tensor *b) {
+  return a && a->buf == b->buf && a->offset == b->offset && a->ne0 == b->ne0 && a->ne1 == b->ne1 &&
+         a->nb1 == b->nb1 && a->type == b->type;
+}
+
 /* Whether the norm deferred by memra_blk_add_norm_proj produces x (a decode-only step's xn,
  * the plugin's ABI 1.14 slots present). */
 static bool norm_defer_takes(const memra_ctx *c, const memra_tensor *x) {
-  const memra_tensor *xn = &c->norm_defer.xn;
-  return c->norm_defer.on && x->buf == xn->buf && x->offset == xn->offset && x->ne0 == xn->ne0 &&
-         x->ne1 == xn->ne1 && x->nb1 == xn->nb1 && x->type == xn->type;
+  return c->norm_defer.on && same_view(x, &c->norm_defer.xn);
 }
 
 memra_status memra_blk_norm_flush(memra_ctx *c, memra_err *err) {
@@ -143,9 +147,7 @@ memra_status memra_blk_moe_combine(memra_ctx *c, const memra_tensor *y, const me
 /* Whether the waiting combine (c->combine_defer) writes add: then the norm adding add takes it
  * (moe_combine_rmsnorm, ABI 1.20). */
 static bool combine_defer_takes(const memra_ctx *c, const memra_tensor *add) {
-  const memra_tensor *y = &c->combine_defer.y;
-  return c->combine_defer.on && add && add->buf == y->buf && add->offset == y->offset &&
-         add->ne0 == y->ne0 && add->ne1 == y->ne1 && add->nb1 == y->nb1 && add->type == y->type;
+  return c->combine_defer.on && same_view(add, &c->combine_defer.y);
 }
 
 /* rmsnorm(xn, x, add, w) with the waiting combine that writes add, in one call (ABI 1.20). */
@@ -188,9 +190,7 @@ memra_status memra_blk_proj_matmul(memra_ctx *c, const char *what, const memra_t
 /* Whether the waiting projection (c->proj_defer) writes add: then the norm adding add takes it
  * (matmul_rmsnorm, ABI 1.15). */
 static bool proj_defer_takes(const memra_ctx *c, const memra_tensor *add) {
-  const memra_tensor *y = &c->proj_defer.y;
-  return c->proj_defer.on && add && add->buf == y->buf && add->offset == y->offset &&
-         add->ne0 == y->ne0 && add->ne1 == y->ne1 && add->nb1 == y->nb1 && add->type == y->type;
+  return c->proj_defer.on && same_view(add, &c->proj_defer.y);
 }
 
 /* The waiting projection added into x by matmul_acc (its y the scratch). */
