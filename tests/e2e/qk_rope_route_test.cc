@@ -5,17 +5,6 @@
 #include "tests/e2e/route_record.h"
 
 namespace {
-memra_status rec_rmsnorm_qk(memra_backend *be, const memra_tensor *q, const memra_tensor *wq,
-                            const memra_tensor *k, const memra_tensor *wk, float eps) {
-  g_log.push_back("rmsnorm_qk");
-  return g_real->rmsnorm_qk(be, q, wq, k, wk, eps);
-}
-memra_status rec_rope_kv(memra_backend *be, const memra_tensor *q, const memra_tensor *k,
-                         const memra_tensor *v, const memra_tensor *kc, const memra_tensor *vc,
-                         const memra_batch *b, const memra_rope_params *p) {
-  g_log.push_back("rope_kv_store");
-  return g_real->rope_kv_store(be, q, k, v, kc, vc, b, p);
-}
 memra_status rec_qk_rope_kv(memra_backend *be, const memra_tensor *q, const memra_tensor *qi,
                             const memra_tensor *wq, const memra_tensor *k, const memra_tensor *wk,
                             float eps, const memra_tensor *v, const memra_tensor *kc,
@@ -49,7 +38,7 @@ protected:
       v->rmsnorm_qk = rec_rmsnorm_qk;
       v->rope = rec_rope;
       v->kv_store = rec_kv_store;
-      v->rope_kv_store = rec_rope_kv;
+      v->rope_kv_store = rec_rope_kv_store;
       v->rope_kv_attend = nullptr;
     }
     r.vt_with.rmsnorm_qk_rope_kv = rec_qk_rope_kv;

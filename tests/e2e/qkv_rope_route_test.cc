@@ -15,12 +15,6 @@ extern "C" {
 }
 
 namespace {
-memra_status rec_rope_kv(memra_backend *be, const memra_tensor *q, const memra_tensor *k,
-                         const memra_tensor *v, const memra_tensor *kc, const memra_tensor *vc,
-                         const memra_batch *b, const memra_rope_params *p) {
-  g_log.push_back("rope_kv_store");
-  return g_real->rope_kv_store(be, q, k, v, kc, vc, b, p);
-}
 memra_status rec_rope_kv_attend(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
                                 const memra_tensor *k, const memra_tensor *v,
                                 const memra_tensor *kc, const memra_tensor *vc,
@@ -107,7 +101,7 @@ void paired_steps(const std::string &name, const Variant &var, std::vector<std::
     v->matmul_n = rec_matmul_n;
     v->rope = rec_rope;
     v->kv_store = rec_kv_store;
-    v->rope_kv_store = rec_rope_kv;
+    v->rope_kv_store = rec_rope_kv_store;
     v->rope_kv_attend = nullptr;   // the GPU plugins' default (MEMRA_ROPE_ATT=1 opts in)
     v->rmsnorm_matmul_n = nullptr; // likewise the ABI 1.14 norm slots (MEMRA_NORM_MM=1)
     v->rmsnorm_ffn_glu = nullptr;

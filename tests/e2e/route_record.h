@@ -55,6 +55,18 @@ inline memra_status rec_rope(memra_backend *be, const memra_tensor *x, const mem
   g_log.push_back("rope");
   return g_real->rope(be, x, pos, p);
 }
+inline memra_status rec_rmsnorm_qk(memra_backend *be, const memra_tensor *q, const memra_tensor *wq,
+                                   const memra_tensor *k, const memra_tensor *wk, float eps) {
+  g_log.push_back("rmsnorm_qk");
+  return g_real->rmsnorm_qk(be, q, wq, k, wk, eps);
+}
+inline memra_status rec_rope_kv_store(memra_backend *be, const memra_tensor *q,
+                                      const memra_tensor *k, const memra_tensor *v,
+                                      const memra_tensor *kc, const memra_tensor *vc,
+                                      const memra_batch *b, const memra_rope_params *p) {
+  g_log.push_back("rope_kv_store");
+  return g_real->rope_kv_store(be, q, k, v, kc, vc, b, p);
+}
 inline memra_status rec_kv_store(memra_backend *be, const memra_tensor *kc, const memra_tensor *vc,
                                  const memra_tensor *k, const memra_tensor *v,
                                  const memra_batch *b) {

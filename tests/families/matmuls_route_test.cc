@@ -36,13 +36,6 @@ memra_status rec_qk_rope(memra_backend *be, const memra_tensor *q, const memra_t
   g_log.push_back(qi ? "rmsnorm_qk_rope_kv q_in" : "rmsnorm_qk_rope_kv");
   return g_real->rmsnorm_qk_rope_kv(be, q, qi, wq, k, wk, eps, v, kc, vc, b, p);
 }
-memra_status rec_rope_kv_store(memra_backend *be, const memra_tensor *q, const memra_tensor *k,
-                               const memra_tensor *v, const memra_tensor *kc,
-                               const memra_tensor *vc, const memra_batch *b,
-                               const memra_rope_params *p) {
-  g_log.push_back("rope_kv_store");
-  return g_real->rope_kv_store(be, q, k, v, kc, vc, b, p);
-}
 memra_status rec_combine_gated(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                const memra_tensor *w, const memra_tensor *sh,
                                const memra_tensor *g) {
@@ -83,11 +76,6 @@ memra_status rec_rmsnorm_gate(memra_backend *be, const memra_tensor *y, const me
   return g_real->rmsnorm_gate(be, y, x, w, z, eps, act);
 }
 
-memra_status rec_rmsnorm_qk(memra_backend *be, const memra_tensor *q, const memra_tensor *wq,
-                            const memra_tensor *k, const memra_tensor *wk, float eps) {
-  g_log.push_back("rmsnorm_qk");
-  return g_real->rmsnorm_qk(be, q, wq, k, wk, eps);
-}
 memra_status rec_matmul_n_conv(memra_backend *be, int32_t n, const memra_tensor *y,
                                const memra_tensor *x, const memra_tensor *w, const memra_tensor *cw,
                                const memra_tensor *st, const memra_batch *b) {
