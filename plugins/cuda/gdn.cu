@@ -553,7 +553,9 @@ __device__ __forceinline__ void gdn_fetch(gdn_next &f, const gdn_args &a, int64_
  * 512 such links in a row. Here row r + 1's inputs are loaded while row r computes, its q / k
  * stored into the other of two shared buffers at the next row's start: one barrier a row (two
  * with NORM) and no global load on the chain. Each row's arithmetic is v1's, statement for
- * statement (ver 3, and ver 4's norm): the same bits. */
+ * statement (ver 3, and ver 4's norm): the same bits. It is written out again rather than shared
+ * with v1 through helpers: sharing it changed v1's machine code (tools/device/sass_diff.sh), and v1
+ * is the default path until v2 is measured; once v2 is the default, v1's copy goes. */
 template <int NI, int W = GDN_WARPS, bool NORM = false>
 __global__ void __launch_bounds__(W * 32) gated_delta_rule_v2_kernel(gdn_args a) {
   static_assert(NI <= 4 && W * 32 >= 128, "d <= 128: a q and a k element a thread");
