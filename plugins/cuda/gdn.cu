@@ -30,9 +30,10 @@
  *      rows and arithmetic as ver 3), its row in shared memory at each token and rmsnorm_gate's
  *      arithmetic by one warp: the composition's bits in one launch (hybrid F16 tg128 2,283-2,306
  *      -> 2,347-2,356 on the H200). ssm_conv in place is matmul_n_conv's two-launch form.
- *  5   gated_delta_rule_v2 (MEMRA_GDN_PIPE=1, d <= 128): the next row's inputs loaded under this
- *      row's arithmetic, q / k double-buffered: prompts without a global round trip a row;
- *      ssm_conv_v2 the same for the conv (8 rows' inputs loaded at once). */
+ *  5   gated_delta_rule_v2 (d <= 128; MEMRA_GDN_PIPE=0 takes v1): the next row's inputs loaded
+ *      under this row's arithmetic, q / k double-buffered: prompts without a global round trip
+ *      a row; ssm_conv_v2 the same for the conv (8 rows' inputs loaded at once). H200, hybrid
+ *      Q4_K_M: pp512 20,034 -> 22,012 (+10%), tg128 3,463 -> 3,523 (+1.7%). */
 #include <math.h>
 
 #include "plugins/cuda/device_util.cuh"
@@ -160,10 +161,10 @@ template <int KM> __global__ void ssm_conv_v1_kernel(conv_args a) {
   }
 }
 
-/* ver 5 (MEMRA_GDN_PIPE=1; K <= 8, the state in registers): v1's thread walks its rows with a
- * global round trip each (seq, pos and x after the last row's store); here it loads CONV_AHEAD
- * rows' seq, pos and x at once, then takes them in order with v1's arithmetic (the same bits).
- * In place stays safe: a row's x is read before that row's y is written. */
+/* ver 5 (the default, MEMRA_GDN_PIPE=0 v1; K <= 8, the state in registers): v1's thread walks its
+ * rows with a global round trip each (seq, pos and x after the last row's store); here it loads
+ * CONV_AHEAD rows' seq, pos and x at once, then takes them in order with v1's arithmetic (the same
+ * bits). In place stays safe: a row's x is read before that row's y is written. */
 enum { CONV_AHEAD = 8 };
 template <int KM> __global__ void ssm_conv_v2_kernel(conv_args a) {
   static_assert(KM >= 0, "the state in registers");
@@ -266,7 +267,7 @@ static memra_status ssm_conv_run(memra_backend *be, const memra_tensor *y, const
   a.n_seqs = batch->n_seqs;
   a.K = (int)K;
   const dim3 grid((unsigned)((a.C + 127) / 128), (unsigned)batch->n_seqs);
-  if (memra_cu_env_is("MEMRA_GDN_PIPE", "1") && K >= 1 && K <= 8 && a.n > 1) {
+  if (!memra_cu_env_is("MEMRA_GDN_PIPE", "0") && K >= 1 && K <= 8 && a.n > 1) {
     void (*k2)(conv_args) = K == 1   ? ssm_conv_v2_kernel<0>
                             : K == 2 ? ssm_conv_v2_kernel<1>
                             : K == 3 ? ssm_conv_v2_kernel<2>
@@ -547,11 +548,11 @@ __device__ __forceinline__ void gdn_fetch(gdn_next &f, const gdn_args &a, int64_
   }
 }
 
-/* ver 5 (MEMRA_GDN_PIPE=1; d <= 128, the state in registers): v1 walks its rows with three to
- * four global round trips on each row's chain (seq, then pos, then q / k through shared memory
- * between two barriers, then the gates and v) while the state waits; a prompt of 512 tokens is
- * 512 such links in a row. Here row r + 1's inputs are loaded while row r computes, its q / k
- * stored into the other of two shared buffers at the next row's start: one barrier a row (two
+/* ver 5 (the default, MEMRA_GDN_PIPE=0 v1; d <= 128, the state in registers): v1 walks its rows
+ * with three to four global round trips on each row's chain (seq, then pos, then q / k through
+ * shared memory between two barriers, then the gates and v) while the state waits; a prompt of 512
+ * tokens is 512 such links in a row. Here row r + 1's inputs are loaded while row r computes, its q
+ * / k stored into the other of two shared buffers at the next row's start: one barrier a row (two
  * with NORM) and no global load on the chain. Each row's arithmetic is v1's, statement for
  * statement (ver 3, and ver 4's norm): the same bits. It is written out again rather than shared
  * with v1 through helpers: sharing it changed v1's machine code (tools/device/sass_diff.sh), and v1
@@ -757,10 +758,10 @@ static memra_status gdn_run(memra_backend *be, const memra_tensor *out, const me
   g.tiled = p->heads == MEMRA_GDN_TILED;
   g.d = (int)d;
   g.eps = p->eps;
-  /* ver 5 (v2, the next row's loads under this row's arithmetic): opt-in until a device run has
-   * checked it; read at each call (the same bits either way), so opcheck_families can compare
-   * the two kernels bitwise in one process */
-  const bool pipe = memra_cu_env_is("MEMRA_GDN_PIPE", "1");
+  /* ver 5 (v2, the next row's loads under this row's arithmetic), the default; MEMRA_GDN_PIPE=0
+   * takes v1. Read at each call (the same bits either way), so opcheck_families can compare the
+   * two kernels bitwise in one process */
+  const bool pipe = !memra_cu_env_is("MEMRA_GDN_PIPE", "0");
   if (nm && d == 128) {
     g.z = nm->z;
     g.norm_w = nm->w;

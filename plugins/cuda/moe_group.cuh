@@ -282,10 +282,10 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
 }
 
 /* Whether v4 takes a launch v3 would (midtc_fits checked): rows enough to share tiles (two an
- * expert on average), the sort's limits. Opt-in (MEMRA_MMID_GROUP=1) until a device run has
- * checked it against v3 (written without one, 2026-12-04); the same bits either way. */
+ * expert on average), the sort's limits. The default (MEMRA_MMID_GROUP=0 keeps v3 for A/B
+ * timing); the same bits either way. */
 static bool midg_wanted(const mmid_args &a) {
-  static const bool on = memra_cu_env_is("MEMRA_MMID_GROUP", "1");
+  static const bool on = !memra_cu_env_is("MEMRA_MMID_GROUP", "0");
   return on && a.rows >= 2 * (int64_t)a.n_expert && a.rows >= 4 * MIDG_M &&
          a.n_expert <= MIDG_MAX_EXPERTS && a.rows <= 0x7fffffff;
 }

@@ -16,7 +16,9 @@
  * ver 1: a warp a (row, q or k head), then warps storing v; 4 warps a block. q's heads may be
  *   read from other rows (q_in: Qwen3-Next's q inside its q + gate projection), as rmsnorm with
  *   y != x reads them.
- * Opt-in (MEMRA_QK_ROPE=1, backend.cu) until a device run has checked it. */
+ * Opt-in (MEMRA_QK_ROPE=1, backend.cu): the same bits as the calls on the H200 (2026-12-05) but
+ * slower, MoE tg128 2,188 -> 2,035, hybrid 3,463 -> 3,385: the launch it saves was the window in
+ * which the attention's blocks become resident (ABI 1.16's lesson). */
 #include <cuda_fp16.h>
 
 #include "plugins/cuda/cuda_common.h"

@@ -787,8 +787,9 @@ static void check_ssm_conv(int64_t C, int64_t K) {
   free(st);
 }
 
-/* ssm_conv v2 (MEMRA_GDN_PIPE=1: eight rows' inputs loaded at once) on the test plugin, bitwise
- * against v1 over the recurrent schedule (y of every step, the final states; a state copy each). */
+/* ssm_conv v2 (the default; MEMRA_GDN_PIPE=0 takes v1: eight rows' inputs loaded at once) on the
+ * test plugin, bitwise against v1 over the recurrent schedule (y of every step, the final states; a
+ * state copy each). */
 static void check_ssm_conv_pipe(int64_t C, int64_t K) {
   const int64_t xw = C + 5;
   float *w = ck_frand_vec(C * K, -1, 1), *st = ck_frand_vec(NSEQ * (K - 1) * C, -1, 1);
@@ -809,10 +810,7 @@ static void check_ssm_conv_pipe(int64_t C, int64_t K) {
     for (int v = 0; v < 2 && ok; ++v) { /* v 0: v1, v 1: v2 */
       memra_tensor ty = ck_view(&dy[v], i, MEMRA_TYPE_F32, C, s->n, 0, 0),
                    ts = ck_view(&ds[v], i, MEMRA_TYPE_F32, (K - 1) * C, NSEQ, 0, 0);
-      if (v)
-        setenv("MEMRA_GDN_PIPE", "1", 1);
-      else
-        unsetenv("MEMRA_GDN_PIPE");
+      setenv("MEMRA_GDN_PIPE", v ? "1" : "0", 1);
       ok &= must_ok(i, P[i].vt->ssm_conv(P[i].be, &ty, &tx, &tw, &ts, &mb), "ssm_conv");
     }
     unsetenv("MEMRA_GDN_PIPE");
@@ -1096,9 +1094,10 @@ static void check_gdn_norm(int hk, int hv, int d, int heads) {
   free(nw);
 }
 
-/* gated_delta_rule v2 (MEMRA_GDN_PIPE=1: the next row's loads under this row's arithmetic) on the
- * test plugin, bitwise against v1 over the recurrent schedule: out of every step and the final
- * states, each kernel from its own copy of the state (norm: gated_delta_rule_norm's launch). */
+/* gated_delta_rule v2 (the default; MEMRA_GDN_PIPE=0 takes v1: the next row's loads under this
+ * row's arithmetic) on the test plugin, bitwise against v1 over the recurrent schedule: out of
+ * every step and the final states, each kernel from its own copy of the state (norm:
+ * gated_delta_rule_norm's launch). */
 static void check_gdn_pipe(int hk, int hv, int d, int heads, int norm) {
   const int64_t KD = (int64_t)hk * d, VD = (int64_t)hv * d, uw = 2 * KD + VD + 3, abw = 2 * hv + 1;
   const int64_t sn = (int64_t)hv * d * d;
@@ -1136,10 +1135,7 @@ static void check_gdn_pipe(int hk, int hv, int d, int heads, int norm) {
     for (int v = 0; v < 2 && ok; ++v) { /* v 0: v1, v 1: v2 */
       memra_tensor to = ck_view(&dout[v], i, MEMRA_TYPE_F32, VD, s->n, 0, 0),
                    ts = ck_view(&ds[v], i, MEMRA_TYPE_F32, sn, NSEQ, 0, 0);
-      if (v)
-        setenv("MEMRA_GDN_PIPE", "1", 1);
-      else
-        unsetenv("MEMRA_GDN_PIPE");
+      setenv("MEMRA_GDN_PIPE", v ? "1" : "0", 1);
       const memra_status r =
           norm ? P[i].vt->gated_delta_rule_norm(P[i].be, &to, &tq, &tk, &tv, &ta, &tb, &tal, &tdt,
                                                 &ts, &mb, &p, &tnw, &tz, 1e-6f, MEMRA_ACT_SILU)

@@ -1,6 +1,7 @@
 #!/bin/bash
 # optin.sh — on the GPU machine: the checks and timings of the opt-in switches written without a
-# device (docs/PERF.md, fourteenth session), in parts that each fit a call's 600 s:
+# device (docs/PERF.md, fourteenth session), in parts that each fit a call's 600 s. Since the
+# fifteenth session matmul_id v4 and GDN v2 are the default (their switches =0 take v3 / v1):
 #   PARTS=checks  opcheck_families (matmul_id v4, the GDN v2 kernels, moe_combine_rmsnorm) and
 #                 opcheck (rmsnorm_qk_rope_kv) with the switches on, memcheck over the families'
 #                 quick cases, the chunk and batch gates with v4 and GDN v2, the graph gates with
@@ -56,13 +57,13 @@ fi
 if want ab; then
   wait
   PP=512 WORK=$W OUT=$O/ab R=2 D=$D timeout 240 bash tools/device/ab.sh \
-    qwen3next-80b-a3b:q4_k_m:4 qwen3-30b-a3b:q4_k_m:8 -- base="$D" v4="$D:MEMRA_MMID_GROUP=1" \
-    pipe="$D:MEMRA_GDN_PIPE=1" both="$D:MEMRA_MMID_GROUP=1,MEMRA_GDN_PIPE=1" >"$O/ab-pp.txt" 2>&1
+    qwen3next-80b-a3b:q4_k_m:4 qwen3-30b-a3b:q4_k_m:8 -- base="$D:MEMRA_MMID_GROUP=0,MEMRA_GDN_PIPE=0" \
+    v4="$D:MEMRA_GDN_PIPE=0" pipe="$D:MEMRA_MMID_GROUP=0" both="$D" >"$O/ab-pp.txt" 2>&1
   grep -E "^qwen" "$O/ab-pp.txt"
   WORK=$W OUT=$O/ab2 R=2 DEPTH=512 D=$D timeout 330 bash tools/device/ab.sh \
-    qwen3next-80b-a3b:q4_k_m:4 qwen3-30b-a3b:q4_k_m:8 -- base="$D" pipe="$D:MEMRA_GDN_PIPE=1" \
+    qwen3next-80b-a3b:q4_k_m:4 qwen3-30b-a3b:q4_k_m:8 -- base="$D:MEMRA_GDN_PIPE=0" pipe="$D" \
     qkrope="$D:MEMRA_QK_ROPE=1" cnorm="$D:MEMRA_COMBINE_NORM=1" \
-    all="$D:MEMRA_GDN_PIPE=1,MEMRA_QK_ROPE=1,MEMRA_COMBINE_NORM=1" >"$O/ab-tg.txt" 2>&1
+    all="$D:MEMRA_QK_ROPE=1,MEMRA_COMBINE_NORM=1" >"$O/ab-tg.txt" 2>&1
   grep -E "^qwen" "$O/ab-tg.txt"
 fi
 
