@@ -44,6 +44,11 @@ struct memra_backend {
   uint8_t *stage;
   cudaEvent_t stage_ev[MEMRA_STAGE_SLOTS];
   uint64_t stage_len[MEMRA_STAGE_SLOTS]; /* 0: the slot holds no copy */
+  /* launch.cuh counts PDL launches; moe_tc.cuh notes the count after a matmul_id v3 launch
+   * (whose blocks wait before they trigger) and the bytes it writes, so the next launch, when
+   * it is the one after, may read expert ids before its wait (midtc_ids_early) */
+  uint64_t n_launch, mmid_after;
+  uintptr_t mmid_y0, mmid_y1;
   char err[512];
 };
 

@@ -97,6 +97,7 @@ static inline cudaError_t memra_cu_launch_cluster(const memra_backend *be, void 
   }
   cfg.attrs = at;
   cfg.numAttrs = n;
+  ++((memra_backend *)be)->n_launch; /* a count only (moe_tc.cuh: which launch came last) */
   return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
 }
 

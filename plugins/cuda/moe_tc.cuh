@@ -38,6 +38,7 @@ struct midtc_plan {
   int64_t tpr, units, per;
   uint32_t stage; /* bytes of a stage: 16 whole weight rows */
   int st;         /* stages */
+  int early;      /* the producer reads ids and copies before the PDL wait (midtc_ids_early) */
 };
 
 /* The expert of row rj, read from ids once a row (a block's consecutive units mostly share it:
@@ -48,6 +49,16 @@ struct midtc_expert {
   __device__ __forceinline__ int at(const mmid_args &a, int64_t rj) {
     if (rj != row) {
       e = mmid_expert(a, rj);
+      row = rj;
+    }
+    return e;
+  }
+  /* the same through L2 only (ld.global.cg): read before the wait, so no line of this SM's L1
+   * from an earlier kernel may answer */
+  __device__ __forceinline__ int at_cg(const mmid_args &a, int64_t rj) {
+    if (rj != row) {
+      const int32_t v = __ldcg(a.ids + (rj / a.k) * a.ids_ld + rj % a.k);
+      e = v < 0 || v >= a.n_expert ? -1 : v;
       row = rj;
     }
     return e;
@@ -95,8 +106,10 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
   const int64_t u0 = (int64_t)blockIdx.x * p.per;
   const int64_t u1 = u0 + p.per < p.units ? u0 + p.per : p.units;
   memra_ring_init(full, empty, p.st, MIDTC_CW);
-  /* ids and x come from the kernels before: nothing is read before the wait */
-  memra_pdl_enter();
+  /* ids and x come from the kernels before: nothing is read before the wait, unless the launch
+   * says the ids are older than the kernel before (early: only the producer, which writes no
+   * global memory, goes on without it and streams the weights while that kernel ends) */
+  if (!p.early) memra_pdl_enter();
 
   if (warp == MIDTC_CW) { /* producer: one or (GLU) two copies a unit, by lane 0 */
     if (lane != 0) return;
@@ -104,13 +117,14 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
     for (int64_t u = u0, i = 0; u < u1; ++u, ++i) {
       const int s = (int)(i % p.st);
       const int64_t rj = u / p.tpr, tile = u % p.tpr;
-      const int e = ex.at(a, rj);
+      const int e = p.early ? ex.at_cg(a, rj) : ex.at(a, rj);
       if (i >= p.st) memra_mbar_wait(&empty[s], (uint32_t)(i / p.st - 1) & 1);
       midtc_copy_tile<GLU>(a, e, tile, rowb, ring + (uint64_t)s * p.stage, &full[s]);
     }
     return;
   }
 
+  if (p.early) memra_pdl_enter();
   const int g = lane >> 2, t = lane & 3;
   const tc_role ro = tc_role_of(g, t);
   int64_t xrow = -1;
@@ -178,6 +192,21 @@ static inline bool midtc_fits(int32_t type, const uint8_t *w, uint64_t nb1, int6
   return N % 16 == 0;
 }
 
+/* Whether this launch's expert ids may be read before its PDL wait: the launch before it on the
+ * stream is a v3 launch (its blocks pass their own wait before they trigger, so when ours start,
+ * every kernel before that one has completed) that did not write the ids. Then the ids' writer
+ * is done and the producer can copy the chosen experts' tiles while that launch ends: a decode
+ * step's down projection after its gate / up. Any other launch between, or none with the PDL
+ * attribute, and ours waits first. Opt-in (MEMRA_MMID_EARLY=1) until a device run has timed it
+ * (written 2026-12-05; the device was not lent again that session). */
+static bool midtc_ids_early(const memra_backend *be, const mmid_args &a) {
+  static const bool on = memra_cu_env_is("MEMRA_MMID_EARLY", "1");
+  const uintptr_t i0 = (uintptr_t)a.ids,
+                  i1 = i0 + (uintptr_t)((a.rows / a.k - 1) * a.ids_ld + a.k) * sizeof(int32_t);
+  return on && be->pdl && a.k > 0 && a.rows > 0 && be->n_launch == be->mmid_after &&
+         (i1 <= be->mmid_y0 || i0 >= be->mmid_y1);
+}
+
 /* Launches v3 over a (rows a.rows, outputs a.F). False (nothing launched) when the ring cannot
  * hold two stages; *err: the attribute or occupancy call's error (no launch then). */
 template <int T, bool VEC, bool GLU>
@@ -219,8 +248,13 @@ static bool midtc_launch(const memra_backend *be, const mmid_args &a, cudaError_
   }
   p.per = per;
   if (grid > 0x7fffffff) return false;
+  p.early = midtc_ids_early(be, a);
   (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((MIDTC_CW + 1) * 32),
                         (size_t)midtc_smem<T>(a.K, rowb, p.st), a, p);
+  memra_backend *mb = (memra_backend *)be; /* what the next launch may rely on */
+  mb->mmid_after = mb->n_launch;
+  mb->mmid_y0 = (uintptr_t)a.y;
+  mb->mmid_y1 = (uintptr_t)(a.y + (a.rows - 1) * a.y_ld + a.F);
   return true;
 }
 
