@@ -7,7 +7,11 @@
 #                 quick cases, the chunk and batch gates with v4 and GDN v2, the graph gates with
 #                 every decode switch on;
 #   PARTS=ab      pp512 A/B (v4, GDN v2), tg128 A/B (GDN v2, ABI 1.19, ABI 1.20, all);
-#   PARTS=prof    a prompt profile per kernel (ncu) of each file with v4 and GDN v2.
+#   PARTS=prof    a prompt profile per kernel (ncu) of each file with v4 and GDN v2;
+#   PARTS=next    the fifteenth session's two decode switches, unmeasured: MEMRA_MMID_EARLY=1
+#                 (matmul_id v3 reading its ids before the PDL wait after a v3 launch) and
+#                 MEMRA_COMBINE_V2=1 (moe_combine's loads at once): opcheck_families --quick,
+#                 300 greedy tokens with each switch == without, graph gates, a tg128 A/B.
 # From the repo root after tools/device/pack.sh, carrying dist-carry:  PARTS=checks bash
 # tools/device/optin.sh. Models go to WORK (/tmp/memra-models; kept while the machine is warm).
 set -u
@@ -74,4 +78,29 @@ if want prof; then
     MEMRA_MMID_GROUP=1 MEMRA_GDN_PIPE=1 PROMPT=512 D=$D OUT=$O/prof timeout 280 \
       bash tools/device/profile_step.sh "$W/$f.gguf" | head -14
   done
+fi
+
+if want next; then
+  wait
+  MEMRA_MMID_EARLY=1 "$D/opcheck_families" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" \
+    >"$O/opf-next.txt" 2>&1
+  echo "== opcheck_families --quick (early; combine v2 by call) rc $?: $(tail -1 "$O/opf-next.txt")"
+  grep -E "FAIL|combine v2 ==" "$O/opf-next.txt" | head -8 | cut -c1-110
+  for f in "$HY" "$MOE"; do
+    for e in base MEMRA_MMID_EARLY=1 MEMRA_COMBINE_V2=1; do
+      env ${e/base/MEMRA_MMID_EARLY=0} timeout 60 "$D/memra" run "${G[@]}" -m "$W/$f.gguf" \
+        --prompt-ids 11,22,33,44,55 -n 300 --temp 0 >"$O/run-$f-${e%%=*}.txt" 2>/dev/null
+    done
+    for e in MEMRA_MMID_EARLY MEMRA_COMBINE_V2; do
+      cmp -s "$O/run-$f-base.txt" "$O/run-$f-$e.txt" && echo "== $f $e: 300 tokens == base" ||
+        echo "== $f $e: DIFFERS from base"
+    done
+    MEMRA_MMID_EARLY=1 MEMRA_COMBINE_V2=1 timeout 120 "$D/memra" gate graph "${G[@]}" \
+      -m "$W/$f.gguf" --gate-p 200 -n 512 >"$O/g.txt" 2>&1
+    echo "== gate graph early + combine v2 $f rc $?: $(line "$O/g.txt")"
+  done
+  WORK=$W OUT=$O/ab3 R=2 DEPTH=512 D=$D timeout 240 bash tools/device/ab.sh \
+    qwen3next-80b-a3b:q4_k_m:4 qwen3-30b-a3b:q4_k_m:8 -- base="$D" early="$D:MEMRA_MMID_EARLY=1" \
+    cv2="$D:MEMRA_COMBINE_V2=1" both="$D:MEMRA_MMID_EARLY=1,MEMRA_COMBINE_V2=1" >"$O/ab-next.txt" 2>&1
+  grep -E "^qwen" "$O/ab-next.txt"
 fi
