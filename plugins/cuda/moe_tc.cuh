@@ -38,7 +38,6 @@ struct midtc_plan {
   int64_t tpr, units, per;
   uint32_t stage; /* bytes of a stage: 16 whole weight rows */
   int st;         /* stages */
-  int early;      /* the producer reads ids and copies before the PDL wait (midtc_ids_early) */
 };
 
 /* The expert of row rj, read from ids once a row (a block's consecutive units mostly share it:
@@ -89,7 +88,8 @@ __device__ __forceinline__ void midtc_copy_tile(const mmid_args &a, int e, int64
   }
 }
 
-template <int T, bool VEC, bool GLU>
+/* EARLY: the producer reads ids and copies before the PDL wait (midtc_ids_early) */
+template <int T, bool VEC, bool GLU, bool EARLY>
 __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
     matmul_id_tc_kernel(const mmid_args a, const midtc_plan p) {
   typedef tcq<T> Q;
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
   /* ids and x come from the kernels before: nothing is read before the wait, unless the launch
    * says the ids are older than the kernel before (early: only the producer, which writes no
    * global memory, goes on without it and streams the weights while that kernel ends) */
-  if (!p.early) memra_pdl_enter();
+  if (!EARLY) memra_pdl_enter();
 
   if (warp == MIDTC_CW) { /* producer: one or (GLU) two copies a unit, by lane 0 */
     if (lane != 0) return;
@@ -117,14 +117,14 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
     for (int64_t u = u0, i = 0; u < u1; ++u, ++i) {
       const int s = (int)(i % p.st);
       const int64_t rj = u / p.tpr, tile = u % p.tpr;
-      const int e = p.early ? ex.at_cg(a, rj) : ex.at(a, rj);
+      const int e = EARLY ? ex.at_cg(a, rj) : ex.at(a, rj);
       if (i >= p.st) memra_mbar_wait(&empty[s], (uint32_t)(i / p.st - 1) & 1);
       midtc_copy_tile<GLU>(a, e, tile, rowb, ring + (uint64_t)s * p.stage, &full[s]);
     }
     return;
   }
 
-  if (p.early) memra_pdl_enter();
+  if (EARLY) memra_pdl_enter();
   const int g = lane >> 2, t = lane & 3;
   const tc_role ro = tc_role_of(g, t);
   int64_t xrow = -1;
@@ -217,11 +217,16 @@ static bool midtc_launch(const memra_backend *be, const mmid_args &a, cudaError_
   if (optin < fixed + 1024 + 2 * 16 * rowb) return false;
   int st_max = (int)((optin - 1024 - fixed) / (16 * rowb));
   st_max = st_max > MIDTC_ST ? MIDTC_ST : st_max;
-  void (*kernel)(const mmid_args, const midtc_plan) = matmul_id_tc_kernel<T, VEC, GLU>;
+  void (*kernel)(const mmid_args, const midtc_plan) = matmul_id_tc_kernel<T, VEC, GLU, false>,
+                                        (*kernel_early)(const mmid_args, const midtc_plan) =
+                                            matmul_id_tc_kernel<T, VEC, GLU, true>;
   static bool raised; /* one per instantiation: the limit raised once to all a block may have */
   if (!raised) {
     *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 (int)optin - 1024);
+    if (*err == cudaSuccess)
+      *err = cudaFuncSetAttribute(kernel_early, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)optin - 1024);
     if (*err != cudaSuccess) return true;
     raised = true;
   }
@@ -248,9 +253,8 @@ static bool midtc_launch(const memra_backend *be, const mmid_args &a, cudaError_
   }
   p.per = per;
   if (grid > 0x7fffffff) return false;
-  p.early = midtc_ids_early(be, a);
-  (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((MIDTC_CW + 1) * 32),
-                        (size_t)midtc_smem<T>(a.K, rowb, p.st), a, p);
+  (void)memra_cu_launch(be, midtc_ids_early(be, a) ? kernel_early : kernel, dim3((unsigned)grid),
+                        dim3((MIDTC_CW + 1) * 32), (size_t)midtc_smem<T>(a.K, rowb, p.st), a, p);
   memra_backend *mb = (memra_backend *)be; /* what the next launch may rely on */
   mb->mmid_after = mb->n_launch;
   mb->mmid_y0 = (uintptr_t)a.y;
