@@ -922,7 +922,7 @@ memra_status memra_cu_moe_combine_shexp(memra_backend *be, const memra_tensor *y
 
 /* ABI 1.9 matmul_id_combine: F16 / BF16 experts (16-byte rows, K % 8 == 0) in one launch;
  * other types run matmul_id into the workspace, then the combine (two launches, the same
- * bits by definition). MEMRA_MMID_COMBINE=0 leaves the slot out (backend.cu). */
+ * bits by definition). Opt-in on the GPU plugins, MEMRA_MMID_COMBINE=1 (backend.cu). */
 memra_status memra_cu_matmul_id_combine(memra_backend *be, const memra_tensor *y,
                                         const memra_tensor *x, const memra_tensor *w,
                                         const memra_tensor *ids, int32_t n_expert,

@@ -347,7 +347,7 @@ memra_status memra_cu_rmsnorm_qk(memra_backend *be, const memra_tensor *q, const
 /* ABI 1.20: a MoE layer's combine (routed, or with the stacked shared expert when logit is
  * present) and the norm that adds it, in one launch; the two calls' checks and bits. Opt-in
  * (MEMRA_COMBINE_NORM=1, backend.cu): no faster on the H200 (2026-12-05: MoE tg128 even, hybrid
- * -3%; the down projection loses the combine matmul_id_combine gave it). */
+ * -3%: the two small launches it merges were a window the next GEMV used). */
 memra_status memra_cu_moe_combine_rmsnorm(memra_backend *be, const memra_tensor *xn,
                                           const memra_tensor *x, const memra_tensor *w_norm,
                                           float eps, const memra_tensor *y,
