@@ -201,10 +201,10 @@ static inline bool midtc_fits(int32_t type, const uint8_t *w, uint64_t nb1, int6
  * (written 2026-12-05; the device was not lent again that session). */
 static bool midtc_ids_early(const memra_backend *be, const mmid_args &a) {
   static const bool on = memra_cu_env_is("MEMRA_MMID_EARLY", "1");
+  if (!on || !be->pdl || a.k < 1 || a.rows < 1 || be->n_launch != be->mmid_after) return false;
   const uintptr_t i0 = (uintptr_t)a.ids,
                   i1 = i0 + (uintptr_t)((a.rows / a.k - 1) * a.ids_ld + a.k) * sizeof(int32_t);
-  return on && be->pdl && a.k > 0 && a.rows > 0 && be->n_launch == be->mmid_after &&
-         (i1 <= be->mmid_y0 || i0 >= be->mmid_y1);
+  return i1 <= be->mmid_y0 || i0 >= be->mmid_y1;
 }
 
 /* Launches v3 over a (rows a.rows, outputs a.F). False (nothing launched) when the ring cannot
