@@ -45,6 +45,27 @@ static memra_status experts_glu(memra_ctx *c, const memra_layer *l, const memra_
   return MEMRA_OK;
 }
 
+/* The route into ids' first w->ne0 columns, then the experts' gate, up and glu over all of ids'
+ * columns: one call where the plugin has moe_route_glu (ABI 1.21) and the stacks are fused (its
+ * GPU form routes a decode step inside the experts' launch), else the calls it stands for. */
+static memra_status route_glu(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
+                              const memra_tensor *gate, const memra_tensor *ids,
+                              const memra_tensor *w, const memra_tensor *router, int32_t n_exp,
+                              memra_err *err) {
+  const memra_backend_vt *vt = c->m->vt;
+  memra_backend *be = c->m->be;
+  if (vt->moe_route_glu && vt->matmul_id_glu && l->ffn_gate_up_exps.buf) {
+    CALL("moe_route + matmul_id gate+up+glu",
+         vt->moe_route_glu(be, gate, xn, &l->ffn_gate_up_exps, ids, n_exp, MEMRA_ACT_SILU, w,
+                           router, 1));
+    return MEMRA_OK;
+  }
+  memra_tensor route = *ids;
+  route.ne0 = w->ne0; /* moe_route fills the routed columns only */
+  CALL("moe_route", vt->moe_route(be, &route, w, router, 1));
+  return experts_glu(c, l, xn, gate, ids, n_exp, err);
+}
+
 /* A layer whose shared expert is expert n_expert of its stacks (model.c stack_shexp): the ids
  * buffer's column k holds n_expert for every token (context.c), so the routed launches
  * compute the shared expert as every token's (k+1)-th expert; the router and the shared gate
@@ -56,16 +77,14 @@ static memra_status moe_ffn_stacked(memra_ctx *c, const memra_layer *l, const me
   memra_backend *be = c->m->be;
   const int64_t n = xn->ne1, k1 = hp->n_expert_used + 1;
   memra_tensor router = memra_rows(c->router, n), logit = memra_rows(c->sh_logit, n),
-               ids = memra_rows(c->moe_ids, n), route = ids, w = memra_rows(c->moe_w, n),
+               ids = memra_rows(c->moe_ids, n), w = memra_rows(c->moe_w, n),
                gate = memra_rows(c->moe_gate, n * k1), down = memra_rows(c->moe_out, n * k1);
-  route.ne0 = hp->n_expert_used; /* moe_route fills the routed columns only */
   gate.ne0 = hp->n_ff_exp;
   {
     const memra_tensor ys[2] = {router, logit}, ws[2] = {l->ffn_gate_inp, l->ffn_gate_inp_shexp};
     MEMRA_TRY(memra_blk_matmuls(c, "matmul router, shared logit", 2, ys, xn, ws, NULL, err));
   }
-  CALL("moe_route", vt->moe_route(be, &route, &w, &router, 1));
-  MEMRA_TRY(experts_glu(c, l, xn, &gate, &ids, hp->n_expert + 1, err));
+  MEMRA_TRY(route_glu(c, l, xn, &gate, &ids, &w, &router, hp->n_expert + 1, err));
   if (vt->matmul_id_combine && !combine_defers(c)) { /* ABI 1.9: down and the combine at once */
     CALL("matmul_id_combine", vt->matmul_id_combine(be, out, &gate, &l->ffn_down_exps, &ids,
                                                     hp->n_expert + 1, &w, &logit));
@@ -156,8 +175,7 @@ static memra_status moe_ffn_apart(memra_ctx *c, const memra_layer *l, const memr
                                 shexp ? "matmul router, shared gate, up, logit" : "matmul router",
                                 shexp ? 4 : 1, ys, xn, ws, NULL, err));
   }
-  CALL("moe_route", vt->moe_route(be, &ids, &w, &router, 1));
-  MEMRA_TRY(experts_glu(c, l, xn, &gate, &ids, hp->n_expert, err));
+  MEMRA_TRY(route_glu(c, l, xn, &gate, &ids, &w, &router, hp->n_expert, err));
   if (!shexp && vt->matmul_id_combine && !combine_defers(c)) { /* ABI 1.9 */
     CALL("matmul_id_combine",
          vt->matmul_id_combine(be, out, &gate, &l->ffn_down_exps, &ids, hp->n_expert, &w, NULL));

@@ -265,6 +265,11 @@ memra_status cpu_moe_combine_rmsnorm(memra_backend *be, const memra_tensor *xn,
 memra_status cpu_matmul_id_combine(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                    const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
                                    const memra_tensor *weights, const memra_tensor *g);
+/* ABI 1.21 (moe.c): the route, then the experts' gate, up and glu */
+memra_status cpu_moe_route_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                               int32_t act, const memra_tensor *weights, const memra_tensor *logits,
+                               int32_t normalize);
 memra_status cpu_sigmoid_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                               const memra_tensor *g);
 memra_status cpu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,

@@ -297,3 +297,23 @@ memra_status cpu_moe_combine_rmsnorm(memra_backend *be, const memra_tensor *xn,
                        : cpu_moe_combine(be, y, down, weights);
   return st ? st : cpu_rmsnorm(be, xn, x, y, w_norm, eps);
 }
+
+/* ABI 1.21 moe_route_glu: the route into ids' first weights->ne0 columns, then the experts' gate,
+ * up and glu over all of ids' columns; the composition it stands for. */
+memra_status cpu_moe_route_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                               const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                               int32_t act, const memra_tensor *weights, const memra_tensor *logits,
+                               int32_t normalize) {
+  if (!y || !x || !w || !ids || !weights || !logits)
+    return cpu_fail(be, MEMRA_E_INVALID, "moe_route_glu: a tensor argument is NULL");
+  if (weights->ne0 > ids->ne0)
+    return cpu_fail(be, MEMRA_E_INVALID,
+                    "moe_route_glu: %" PRId64 " routed columns, ids has %" PRId64, weights->ne0,
+                    ids->ne0);
+  if (cpu_overlap(y, weights) || cpu_overlap(y, logits))
+    return cpu_fail(be, MEMRA_E_INVALID, "moe_route_glu: y overlaps weights or logits");
+  memra_tensor routed = *ids;
+  routed.ne0 = weights->ne0;
+  const memra_status st = cpu_moe_route(be, &routed, weights, logits, normalize);
+  return st ? st : cpu_matmul_id_glu(be, y, x, w, ids, n_expert, act);
+}

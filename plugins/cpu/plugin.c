@@ -174,6 +174,9 @@ static const memra_backend_vt cpu_vt = {
 #if MEMRA_ABI_MINOR >= 20 /* a MoE layer's combine with the norm that adds it (moe.c) */
     .moe_combine_rmsnorm = cpu_moe_combine_rmsnorm,
 #endif
+#if MEMRA_ABI_MINOR >= 21 /* a MoE layer's route with its experts' gate, up and glu (moe.c) */
+    .moe_route_glu = cpu_moe_route_glu,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

@@ -310,6 +310,12 @@ static const memra_backend_vt *cu_vtable(void) {
     v.moe_combine_rmsnorm =
         memra_cu_env_is("MEMRA_COMBINE_NORM", "1") ? memra_cu_moe_combine_rmsnorm : NULL;
 #endif
+#if MEMRA_ABI_MINOR >= 21
+    /* ABI 1.21: a decode step's route inside the experts' gate / up launch (moe.cu), the same
+     * bits; MEMRA_ROUTE_GLU=0 leaves it out (the route launch, then matmul_id_glu) */
+    v.moe_route_glu =
+        memra_cu_env_is("MEMRA_ROUTE_GLU", "0") || !v.matmul_id_glu ? NULL : memra_cu_moe_route_glu;
+#endif
 #if MEMRA_ABI_MINOR >= 15
     /* ABI 1.15 (matmul.cu: for one row of 4096 and Q8_0 / Q4_K weights the norm at the end of
      * the v13 / v11 launch, by its last block; otherwise the composition): opt-in,

@@ -49,6 +49,16 @@ struct memra_backend {
    * it is the one after, may read expert ids before its wait (midtc_ids_early) */
   uint64_t n_launch, mmid_after;
   uintptr_t mmid_y0, mmid_y1;
+  /* and after a launch that routed for itself (ABI 1.21 moe_route_glu) what it routed from, so a
+   * matmul_id right after it over the same ids routes from the same logits before its wait
+   * (midtc_route_early) */
+  uint64_t mroute_after;
+  struct {
+    const float *logits;
+    const int32_t *ids;
+    int64_t l_ld, ids_ld, rows;
+    int32_t ne, kr, k, normalize;
+  } mroute;
   char err[512];
 };
 

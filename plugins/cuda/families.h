@@ -17,6 +17,11 @@ memra_status memra_cu_moe_combine(memra_backend *be, const memra_tensor *y, cons
 memra_status memra_cu_matmul_id_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                     const memra_tensor *w, const memra_tensor *ids,
                                     int32_t n_expert, int32_t act);
+/* ABI 1.21 (moe.cu): the route inside the experts' gate / up launch */
+memra_status memra_cu_moe_route_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                    const memra_tensor *w, const memra_tensor *ids,
+                                    int32_t n_expert, int32_t act, const memra_tensor *weights,
+                                    const memra_tensor *logits, int32_t normalize);
 memra_status memra_cu_moe_combine_gated(memra_backend *be, const memra_tensor *y,
                                         const memra_tensor *x, const memra_tensor *weights,
                                         const memra_tensor *sh, const memra_tensor *g);

@@ -40,6 +40,7 @@
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_kq.cuh"
 #include "plugins/cuda/moe_id.cuh"
+#include "plugins/cuda/moe_route.cuh"
 #include "plugins/cuda/moe_group.cuh"
 #include "plugins/cuda/moe_tc.cuh"
 
@@ -124,35 +125,11 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
  * logits per lane in registers, expert lane + 32 i); max, sum and each of the k selections
  * warp butterflies: no shared memory and no block barriers (v1 costs ~10-14 us a call on the
  * H200: three __syncthreads per selection round). */
-enum { ROUTE2_WARPS = 4, ROUTE2_MAX = 1024 };
+enum { ROUTE2_WARPS = 4 };
 
-/* v3: v2's warp per token with the selection on the hardware warp reductions (REDUX, sm_80+):
- * a logit becomes an order-preserving 32-bit key (-0 as +0, NaN below -inf), a round takes
- * the warp's largest key, then the lowest index among the lanes holding it: two
- * __reduce_*_sync and one shuffle where v2 ran five dependent shuffle pairs; the winning lane
- * refinds its best untaken logit by a 4-level tree over (key, ~index) pairs, not a 16-step
- * chain. The same rule (logit desc, index asc), the same ids; max, sum and the weights are
- * v2's arithmetic. */
-__device__ __forceinline__ uint32_t route_key(float v) {
-  if (v != v) return 0u; /* NaN: never above a number */
-  const uint32_t u = __float_as_uint(v == 0.f ? 0.f : v);
-  return u & 0x80000000u ? ~u : u | 0x80000000u;
-}
-
-template <int NPL>
-__device__ __forceinline__ uint64_t route_best(const uint64_t (&kv)[NPL], uint32_t taken) {
-  uint64_t t[NPL];
-#pragma unroll
-  for (int i = 0; i < NPL; ++i)
-    t[i] = taken >> i & 1 ? 0u : kv[i];
-#pragma unroll
-  for (int w = 1; w < NPL; w <<= 1)
-#pragma unroll
-    for (int i = 0; i + w < NPL; i += 2 * w)
-      t[i] = t[i + w] > t[i] ? t[i + w] : t[i];
-  return t[0];
-}
-
+/* v3: v2's warp per token with the selection on the hardware warp reductions (moe_route.cuh
+ * route_warp, which the experts' launches of moe_route_glu run too): the same ids; max, sum and
+ * the weights are v2's arithmetic. */
 template <int NPL>
 __global__ void __launch_bounds__(ROUTE2_WARPS * 32)
     moe_route_v3_kernel(int32_t *ids, int64_t ids_ld, float *wout, int64_t w_ld,
@@ -162,58 +139,18 @@ __global__ void __launch_bounds__(ROUTE2_WARPS * 32)
   const int lane = threadIdx.x & 31;
   const int64_t r = (int64_t)blockIdx.x * ROUTE2_WARPS + (threadIdx.x >> 5);
   if (r >= n) return;
-  const float *lr = logits + r * l_ld;
-  float l[NPL];
-  uint64_t kv[NPL]; /* (key << 32 | ~index), 0 past ne */
-  uint32_t taken = 0;
-  float mx = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < NPL; ++i) {
-    const int e = lane + 32 * i;
-    l[i] = e < ne ? lr[e] : -INFINITY;
-    if (e < ne) mx = fmaxf(mx, l[i]);
-  }
-  mx = memra_warp_max(mx);
-  float s = 0.f;
-#pragma unroll
-  for (int i = 0; i < NPL; ++i) {
-    const int e = lane + 32 * i;
-    if (e < ne) s += expf(l[i] - mx);
-    kv[i] = e < ne ? (uint64_t)route_key(l[i]) << 32 | (uint32_t)~e : 0u;
-  }
-  const float sum = memra_warp_sum(s);
-  uint64_t c = route_best(kv, 0u);
-  float ksum = 0.f, pj = 0.f; /* lane j keeps selection j's weight and id */
-  int idj = -1;
-  for (int j = 0; j < k; ++j) {
-    const uint32_t ck = (uint32_t)(c >> 32);
-    const uint32_t m = __reduce_max_sync(0xffffffffu, ck);
-    /* c == 0: nothing left in this lane (k <= ne keeps some lane's c non-zero) */
-    const uint32_t lo = __reduce_max_sync(0xffffffffu, c != 0 && ck == m ? (uint32_t)c : 0u);
-    const int bi = (int)~lo;
-    if ((bi & 31) == lane) {
-      taken |= 1u << (bi >> 5);
-      c = route_best(kv, taken);
-    }
-    /* the key's inverse: the logit itself (a -0 read back as +0 gives the same expf) */
-    const float bv = __uint_as_float(m & 0x80000000u ? m ^ 0x80000000u : ~m);
-    const float p = expf(bv - mx) / sum; /* the same bits in every lane */
-    ksum += p;
-    if (lane == j) {
-      pj = p;
-      idj = bi;
-    }
-  }
+  int id;
+  float w;
+  route_warp<NPL>(logits + r * l_ld, ne, k, normalize, lane, &id, &w);
   if (lane < k) {
-    const float d = ksum > 6.1e-5f ? ksum : 6.1e-5f;
-    ids[r * ids_ld + lane] = idj;
-    wout[r * w_ld + lane] = normalize ? pj / d : pj;
+    ids[r * ids_ld + lane] = id;
+    wout[r * w_ld + lane] = w;
   }
 }
 
-memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
-                                const memra_tensor *weights, const memra_tensor *logits,
-                                int32_t normalize) {
+/* moe_route's checks and every message (moe_route_glu's too). */
+static memra_status route_check(memra_backend *be, const memra_tensor *ids,
+                                const memra_tensor *weights, const memra_tensor *logits) {
   memra_status st;
   if ((st = memra_cu_check_f(be, "moe_route", "logits", logits, MEMRA_TYPE_F32, -1, -1)) ||
       (st = memra_cu_check_f(be, "moe_route", "ids", ids, MEMRA_TYPE_I32, -1, -1)))
@@ -233,10 +170,18 @@ memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
   if (memra_cu_overlap(ids, logits) || memra_cu_overlap(weights, logits) ||
       memra_cu_overlap(ids, weights))
     return memra_cu_errf(be, MEMRA_E_INVALID, "moe_route: ids, weights and logits overlap");
+  if (logits->ne1 > 0x7fffffff)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "moe_route: %lld rows", (long long)logits->ne1);
+  return MEMRA_OK;
+}
+
+memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
+                                const memra_tensor *weights, const memra_tensor *logits,
+                                int32_t normalize) {
+  const memra_status st = route_check(be, ids, weights, logits);
+  if (st != MEMRA_OK) return st;
   const int64_t n = logits->ne1;
   if (n == 0) return MEMRA_OK;
-  if (n > 0x7fffffff)
-    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "moe_route: %lld rows", (long long)n);
   const int ne = (int)logits->ne0, k = (int)ids->ne0;
   if (ne <= ROUTE2_MAX && k <= 32) {
     const dim3 grid((unsigned)((n + ROUTE2_WARPS - 1) / ROUTE2_WARPS));
@@ -248,14 +193,12 @@ memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
 #define ROUTE2_GO(NPL)                                                                             \
   (void)memra_cu_launch(be, moe_route_v3_kernel<NPL>, grid, dim3(ROUTE2_WARPS * 32), 0, ip, ild,   \
                         wp, wld, lp, lld, ne, k, normalize, n)
-    if (ne <= 128)
-      ROUTE2_GO(4);
-    else if (ne <= 256)
-      ROUTE2_GO(8);
-    else if (ne <= 512)
-      ROUTE2_GO(16);
-    else
-      ROUTE2_GO(32);
+    switch (route_npl(ne)) {
+    case 4: ROUTE2_GO(4); break;
+    case 8: ROUTE2_GO(8); break;
+    case 16: ROUTE2_GO(16); break;
+    default: ROUTE2_GO(32); break;
+    }
 #undef ROUTE2_GO
     MEMRA_CU_LAUNCHED();
     return MEMRA_OK;
@@ -768,6 +711,61 @@ memra_status memra_cu_matmul_id_glu(memra_backend *be, const memra_tensor *y, co
     return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul_id_glu: activation %d (SILU only)",
                          (int)act);
   return mmid_run(be, y, x, w, ids, n_expert, true);
+}
+
+/* ABI 1.21 moe_route_glu: the route inside the experts' gate / up launch (v3, moe_tc.cuh ROUTE)
+ * for decode rows of a Q4_K / Q6_K stack, each warp routing its tokens itself with the route
+ * launch's function (route_warp: the same ids and weights, which the launch stores) and the down
+ * projection after it routing from the same logits before its wait; otherwise the route, then
+ * matmul_id_glu. MEMRA_ROUTE_GLU=0 leaves the slot out of the vtable (backend.cu). */
+memra_status memra_cu_moe_route_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                    const memra_tensor *w, const memra_tensor *ids,
+                                    int32_t n_expert, int32_t act, const memra_tensor *weights,
+                                    const memra_tensor *logits, int32_t normalize) {
+  if (!y || !x || !w || !ids || !weights || !logits)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "moe_route_glu: a tensor argument is NULL");
+  if (weights->ne0 > ids->ne0)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "moe_route_glu: %lld routed columns, ids has %lld",
+                         (long long)weights->ne0, (long long)ids->ne0);
+  if (act != MEMRA_ACT_SILU)
+    return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul_id_glu: activation %d (SILU only)",
+                         (int)act);
+  memra_tensor routed = *ids;
+  routed.ne0 = weights->ne0;
+  memra_status st = route_check(be, &routed, weights, logits);
+  if (st != MEMRA_OK) return st;
+  if (memra_cu_overlap(y, weights) || memra_cu_overlap(y, logits))
+    return memra_cu_errf(be, MEMRA_E_INVALID, "moe_route_glu: y overlaps weights or logits");
+  mmid_args a;
+  bool xv;
+  uint64_t walign;
+  if ((st = mmid_prep(be, y, x, w, ids, n_expert, true, &a, &xv, &walign))) return st;
+  const int64_t n = logits->ne1;
+  if (xv && n > 0 && route_npl(logits->ne0) > 0 && routed.ne0 <= 32 && midtc_mode(w->type) &&
+      midtc_fits(w->type, a.w, w->nb1, a.N, a.K) && !midg_wanted(a)) {
+    const midtc_route q = {(const float *)memra_cu_ptr(logits),
+                           (int64_t)(logits->nb1 / 4),
+                           (int32_t *)memra_cu_ptr(ids),
+                           (float *)memra_cu_ptr(weights),
+                           (int64_t)(weights->nb1 / 4),
+                           (int)logits->ne0,
+                           (int)routed.ne0,
+                           normalize,
+                           1};
+    cudaError_t err = cudaSuccess;
+    const bool done = w->type == MEMRA_TYPE_Q4_K
+                          ? midtc_launch<MEMRA_TYPE_Q4_K, true, true>(be, a, &err, &q)
+                          : midtc_launch<TC_Q6I, true, true>(be, a, &err, &q);
+    if (err != cudaSuccess)
+      return memra_cu_errf(be, MEMRA_E_DEVICE, "moe_route_glu: %s kernel's launch setup: %s",
+                           memra_type_info(w->type).name, cudaGetErrorString(err));
+    if (done) {
+      MEMRA_CU_LAUNCHED();
+      return MEMRA_OK;
+    }
+  }
+  if ((st = memra_cu_moe_route(be, &routed, weights, logits, normalize))) return st;
+  return mmid_launch(be, a, w, true, xv, walign);
 }
 
 /* --- moe_combine ----------------------------------------------------------------------- */

@@ -26,6 +26,7 @@
 #include "plugins/cuda/matmul_tc.cuh"
 #include "plugins/cuda/mbarrier.cuh"
 #include "plugins/cuda/moe_id.cuh"
+#include "plugins/cuda/moe_route.cuh"
 
 enum {
   MIDTC_CW = TC_WARPS, /* consumer warps: v7's split of K */
@@ -64,6 +65,39 @@ struct midtc_expert {
   }
 };
 
+/* ROUTE (ABI 1.21 moe_route_glu): the routed ids come from the logits, each warp routing the
+ * tokens of its units itself (route_warp: the route launch's bits, no barrier between the warps);
+ * ids' columns past kr (the stacked shared expert's, preset) are read. write: the launch stores
+ * each token's ids and weights (the warp of the producer that takes the token's first unit). */
+struct midtc_route {
+  const float *logits;
+  int64_t l_ld;
+  int32_t *ids; /* a.ids, written (write) */
+  float *w;
+  int64_t w_ld;
+  int ne, kr, normalize, write;
+};
+
+/* A warp's route of the token of its current row (recomputed when the token changes; rj is the
+ * same in every lane). */
+template <int NPL, bool CG> struct midtc_routed {
+  int64_t tok = -1;
+  int id = -1;
+  float w = 0.f;
+  __device__ __forceinline__ int at(const mmid_args &a, const midtc_route &q, int64_t rj,
+                                    int lane) {
+    const int64_t r = rj / a.k;
+    const int j = (int)(rj % a.k);
+    if (r != tok) {
+      route_warp<NPL, CG>(q.logits + r * q.l_ld, q.ne, q.kr, q.normalize, lane, &id, &w);
+      tok = r;
+    }
+    int e = __shfl_sync(0xffffffffu, id, j & 31);
+    if (j >= q.kr) e = a.ids[r * a.ids_ld + j];
+    return e < 0 || e >= a.n_expert ? -1 : e;
+  }
+};
+
 __device__ __forceinline__ void midtc_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(MIDTC_CW * 32) : "memory");
 }
@@ -88,10 +122,14 @@ __device__ __forceinline__ void midtc_copy_tile(const mmid_args &a, int e, int64
   }
 }
 
-/* EARLY: the producer reads ids and copies before the PDL wait (midtc_ids_early) */
-template <int T, bool VEC, bool GLU, bool EARLY>
+/* EARLY: the producer reads ids and copies before the PDL wait (midtc_ids_early). NPL > 0: ROUTE
+ * (midtc_route), the warp form's logits a lane; with EARLY the logits are read before the wait
+ * (midtc_route_early: the launch before wrote the ids from the same logits). */
+template <int T, bool VEC, bool GLU, bool EARLY, int NPL = 0>
 __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
-    matmul_id_tc_kernel(const mmid_args a, const midtc_plan p) {
+    matmul_id_tc_kernel(const mmid_args a, const midtc_plan p, const midtc_route q) {
+  constexpr bool ROUTE = NPL > 0;
+  constexpr int RNPL = ROUTE ? NPL : 1;
   typedef tcq<T> Q;
   typedef typename Q::xs_t XS;
   extern __shared__ __align__(128) uint8_t sm[];
@@ -112,18 +150,27 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
   if (!EARLY) memra_pdl_enter();
 
   if (warp == MIDTC_CW) { /* producer: one or (GLU) two copies a unit, by lane 0 */
-    if (lane != 0) return;
+    if (!ROUTE && lane != 0) return;
     midtc_expert ex;
+    midtc_routed<RNPL, EARLY> rt; /* ROUTE: the whole warp routes, lane 0 copies */
     for (int64_t u = u0, i = 0; u < u1; ++u, ++i) {
       const int s = (int)(i % p.st);
       const int64_t rj = u / p.tpr, tile = u % p.tpr;
-      const int e = EARLY ? ex.at_cg(a, rj) : ex.at(a, rj);
+      const int e = ROUTE ? rt.at(a, q, rj, lane) : EARLY ? ex.at_cg(a, rj) : ex.at(a, rj);
+      if (ROUTE && q.write && u % ((int64_t)a.k * p.tpr) == 0 && lane < q.kr) {
+        const int64_t r = rj / a.k; /* the token's first unit: its ids and weights */
+        q.ids[r * a.ids_ld + lane] = rt.id;
+        q.w[r * q.w_ld + lane] = rt.w;
+      }
+      if (lane != 0) continue;
       if (i >= p.st) memra_mbar_wait(&empty[s], (uint32_t)(i / p.st - 1) & 1);
       midtc_copy_tile<GLU>(a, e, tile, rowb, ring + (uint64_t)s * p.stage, &full[s]);
     }
     return;
   }
 
+  midtc_routed<RNPL, EARLY> rt;
+  if (ROUTE && EARLY && u0 < u1) (void)rt.at(a, q, u0 / p.tpr, lane); /* before the wait */
   if (EARLY) memra_pdl_enter();
   const int g = lane >> 2, t = lane & 3;
   const tc_role ro = tc_role_of(g, t);
@@ -132,7 +179,7 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
   for (int64_t u = u0, i = 0; u < u1; ++u, ++i) {
     const int s = (int)(i % p.st);
     const int64_t rj = u / p.tpr, tile = u % p.tpr;
-    const int e = ex.at(a, rj);
+    const int e = ROUTE ? rt.at(a, q, rj, lane) : ex.at(a, rj);
     const int64_t xr = a.shared_x ? rj / a.k : rj;
     if (xr != xrow) { /* block-uniform; the last unit's readers of xb / xs have synced */
       tc_split_row<VEC, MIDTC_XB>(a.x + xr * a.x_ld, K, xb, xs);
@@ -197,39 +244,88 @@ static inline bool midtc_fits(int32_t type, const uint8_t *w, uint64_t nb1, int6
  * every kernel before that one has completed) that did not write the ids. Then the ids' writer
  * is done and the producer can copy the chosen experts' tiles while that launch ends: a decode
  * step's down projection after its gate / up. Any other launch between, or none with the PDL
- * attribute, and ours waits first. Opt-in (MEMRA_MMID_EARLY=1) until a device run has timed it
- * (written 2026-12-05; the device was not lent again that session). */
+ * attribute, and ours waits first. H200 tg128 @ d512 (docs/PERF.md, sixteenth session): MoE and
+ * hybrid +0.8%, the same tokens; MEMRA_MMID_EARLY=0 waits first always. */
+static bool midtc_early_on(const memra_backend *be) {
+  static const bool on = !memra_cu_env_is("MEMRA_MMID_EARLY", "0");
+  return on && be->pdl && be->n_launch > 0 && be->n_launch == be->mmid_after;
+}
 static bool midtc_ids_early(const memra_backend *be, const mmid_args &a) {
-  static const bool on = memra_cu_env_is("MEMRA_MMID_EARLY", "1");
-  if (!on || !be->pdl || a.k < 1 || a.rows < 1 || be->n_launch != be->mmid_after) return false;
+  if (!midtc_early_on(be) || a.k < 1 || a.rows < 1) return false;
+  if (be->mroute_after == be->n_launch) return false; /* it wrote ids: midtc_route_early's case */
   const uintptr_t i0 = (uintptr_t)a.ids,
                   i1 = i0 + (uintptr_t)((a.rows / a.k - 1) * a.ids_ld + a.k) * sizeof(int32_t);
   return i1 <= be->mmid_y0 || i0 >= be->mmid_y1;
 }
 
+/* The same after a launch that routed for itself (moe_route_glu's experts' gate / up) over these
+ * ids: the logits it routed from were written before it (its blocks waited on that), so this
+ * launch routes from them before its wait (ld.global.cg) into the same ids, and writes none. */
+static bool midtc_route_early(const memra_backend *be, const mmid_args &a, midtc_route *q) {
+  const auto &m = be->mroute;
+  if (!midtc_early_on(be) || be->mroute_after != be->n_launch || a.ids != m.ids ||
+      a.ids_ld != m.ids_ld || a.k != m.k || a.rows != m.rows * m.k)
+    return false;
+  *q = midtc_route{m.logits, m.l_ld, NULL, NULL, 0, m.ne, m.kr, m.normalize, 0};
+  return true;
+}
+
+/* The dynamic shared memory limit of a kernel raised once to all a block may have. */
+template <typename K> static cudaError_t midtc_raise(K kernel, uint64_t optin) {
+  static const void *done[64];
+  static int n;
+  for (int i = 0; i < n; ++i)
+    if (done[i] == (const void *)kernel) return cudaSuccess;
+  const cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)optin - 1024);
+  if (e == cudaSuccess && n < 64) done[n++] = (const void *)kernel;
+  return e;
+}
+
+typedef void (*midtc_kernel_t)(const mmid_args, const midtc_plan, const midtc_route);
+
+/* The ROUTE instantiation for ne experts (route_npl), EARLY for a launch after the one that
+ * routed; x rows 16-byte aligned only (a decode step's). */
+template <int T, bool GLU, bool EARLY> static midtc_kernel_t midtc_route_kernel(int ne) {
+  switch (route_npl(ne)) {
+  case 4: return matmul_id_tc_kernel<T, true, GLU, EARLY, 4>;
+  case 8: return matmul_id_tc_kernel<T, true, GLU, EARLY, 8>;
+  case 16: return matmul_id_tc_kernel<T, true, GLU, EARLY, 16>;
+  case 32: return matmul_id_tc_kernel<T, true, GLU, EARLY, 32>;
+  default: return NULL;
+  }
+}
+
 /* Launches v3 over a (rows a.rows, outputs a.F). False (nothing launched) when the ring cannot
- * hold two stages; *err: the attribute or occupancy call's error (no launch then). */
+ * hold two stages, or rq is given and no ROUTE form takes it; *err: the attribute or occupancy
+ * call's error (no launch then). rq (GLU: moe_route_glu): the launch routes for itself and
+ * writes the ids and weights; without it a plain launch right after such a launch over the same
+ * ids routes for itself too (midtc_route_early). */
 template <int T, bool VEC, bool GLU>
-static bool midtc_launch(const memra_backend *be, const mmid_args &a, cudaError_t *err) {
+static bool midtc_launch(const memra_backend *be, const mmid_args &a, cudaError_t *err,
+                         const midtc_route *rq = NULL) {
   *err = cudaSuccess;
   const uint64_t rowb = a.w_nb1, optin = (uint64_t)be->prop.sharedMemPerBlockOptin;
   const uint64_t fixed = midtc_smem<T>(a.K, rowb, 0);
   if (optin < fixed + 1024 + 2 * 16 * rowb) return false;
   int st_max = (int)((optin - 1024 - fixed) / (16 * rowb));
   st_max = st_max > MIDTC_ST ? MIDTC_ST : st_max;
-  void (*kernel)(const mmid_args, const midtc_plan) = matmul_id_tc_kernel<T, VEC, GLU, false>,
-                                        (*kernel_early)(const mmid_args, const midtc_plan) =
-                                            matmul_id_tc_kernel<T, VEC, GLU, true>;
-  static bool raised; /* one per instantiation: the limit raised once to all a block may have */
-  if (!raised) {
-    *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)optin - 1024);
-    if (*err == cudaSuccess)
-      *err = cudaFuncSetAttribute(kernel_early, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)optin - 1024);
-    if (*err != cudaSuccess) return true;
-    raised = true;
+  midtc_route q = {};
+  midtc_kernel_t kernel = matmul_id_tc_kernel<T, VEC, GLU, false>;
+  if (rq) {
+    midtc_kernel_t k = NULL;
+    if constexpr (VEC && GLU) k = midtc_route_kernel<T, true, false>(rq->ne);
+    if (!k) return false;
+    kernel = k;
+    q = *rq;
+  } else if (midtc_route_early(be, a, &q)) {
+    midtc_kernel_t k = NULL; /* none: wait first, the ids are in memory then */
+    if constexpr (VEC && !GLU) k = midtc_route_kernel<T, false, true>(q.ne);
+    if (k) kernel = k;
+  } else if (midtc_ids_early(be, a)) {
+    kernel = matmul_id_tc_kernel<T, VEC, GLU, true>;
   }
+  if ((*err = midtc_raise(kernel, optin)) != cudaSuccess) return true;
   midtc_plan p;
   p.tpr = GLU ? a.F / 8 : a.N / 16;
   p.units = a.rows * p.tpr;
@@ -253,12 +349,24 @@ static bool midtc_launch(const memra_backend *be, const mmid_args &a, cudaError_
   }
   p.per = per;
   if (grid > 0x7fffffff) return false;
-  (void)memra_cu_launch(be, midtc_ids_early(be, a) ? kernel_early : kernel, dim3((unsigned)grid),
-                        dim3((MIDTC_CW + 1) * 32), (size_t)midtc_smem<T>(a.K, rowb, p.st), a, p);
+  (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((MIDTC_CW + 1) * 32),
+                        (size_t)midtc_smem<T>(a.K, rowb, p.st), a, p, q);
   memra_backend *mb = (memra_backend *)be; /* what the next launch may rely on */
   mb->mmid_after = mb->n_launch;
   mb->mmid_y0 = (uintptr_t)a.y;
   mb->mmid_y1 = (uintptr_t)(a.y + (a.rows - 1) * a.y_ld + a.F);
+  if (rq) {
+    mb->mroute_after = mb->n_launch;
+    mb->mroute.logits = rq->logits;
+    mb->mroute.ids = a.ids;
+    mb->mroute.l_ld = rq->l_ld;
+    mb->mroute.ids_ld = a.ids_ld;
+    mb->mroute.rows = a.rows / a.k;
+    mb->mroute.ne = rq->ne;
+    mb->mroute.kr = rq->kr;
+    mb->mroute.k = a.k;
+    mb->mroute.normalize = rq->normalize;
+  }
   return true;
 }
 

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 20u
+#define MEMRA_ABI_MINOR 21u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -557,6 +557,16 @@ typedef struct memra_backend_vt {
                                       const memra_tensor *x, const memra_tensor *w_norm, float eps,
                                       const memra_tensor *y, const memra_tensor *down,
                                       const memra_tensor *weights, const memra_tensor *logit);
+  /* ABI 1.21. moe_route_glu (optional: NULL = moe_route, then matmul_id_glu): moe_route(ids',
+   * weights, logits, normalize), ids' the first weights->ne0 columns of ids (columns past them,
+   * the stacked shared expert's, are read, never written), then matmul_id_glu(y, x, w, ids,
+   * n_expert, act) over all of ids' columns: those calls' contracts and bits in one, a MoE layer's
+   * routing with its experts' gate, up and glu (on the GPU plugins a decode step's route inside
+   * the experts' launch: one small launch fewer a layer). */
+  memra_status (*moe_route_glu)(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                                const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                                int32_t act, const memra_tensor *weights,
+                                const memra_tensor *logits, int32_t normalize);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

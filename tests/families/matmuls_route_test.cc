@@ -56,6 +56,18 @@ memra_status rec_matmul_id_glu(memra_backend *be, const memra_tensor *y, const m
   g_log.push_back("matmul_id_glu");
   return g_real->matmul_id_glu(be, y, x, w, ids, n_expert, act);
 }
+memra_status rec_route(memra_backend *be, const memra_tensor *ids, const memra_tensor *w,
+                       const memra_tensor *logits, int32_t normalize) {
+  g_log.push_back("moe_route");
+  return g_real->moe_route(be, ids, w, logits, normalize);
+}
+memra_status rec_route_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                           const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                           int32_t act, const memra_tensor *wt, const memra_tensor *logits,
+                           int32_t normalize) {
+  g_log.push_back("moe_route_glu " + std::to_string(ids->ne0 - wt->ne0));
+  return g_real->moe_route_glu(be, y, x, w, ids, n_expert, act, wt, logits, normalize);
+}
 memra_status rec_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *g,
                      const memra_tensor *u, int32_t act) {
   g_log.push_back("glu");
@@ -491,6 +503,7 @@ TEST_P(GateUpGlu, OneCallForGateUpAndGluWithTheSameBits) {
         with->glu = without->glu = rec_glu;
         with->matmul_id_glu = rec_matmul_id_glu;
         without->matmul_id_glu = nullptr;
+        with->moe_route_glu = without->moe_route_glu = nullptr; /* the route apart: ABI 1.20 */
       },
       &r);
   if (HasFatalFailure()) return;
@@ -637,6 +650,56 @@ TEST_P(CombineNorm, DecodeStepsTakeTheCombineWithTheNextNormWithTheSameBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CombineNorm, ::testing::Values("qwen3moe", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// ABI 1.21 moe_route_glu: a MoE layer's route with its experts' gate, up and glu in one call a
+// layer, in prompt chunks and decode steps, no moe_route and no matmul_id_glu; the logits
+// bit-identical to an engine whose plugin lacks the slot. (The fixtures' shared experts stay apart;
+// synth_hybrid_test's stacked one routes through the slot with its preset id column.)
+void route_glu_patch(memra_backend_vt *w, memra_backend_vt *wo) {
+  w->moe_route = wo->moe_route = rec_route;
+  w->matmul_id_glu = wo->matmul_id_glu = rec_matmul_id_glu;
+  w->moe_route_glu = rec_route_glu;
+  wo->moe_route_glu = nullptr; // an ABI 1.20 plugin
+}
+
+class RouteGlu : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(RouteGlu, PromptChunksTakeTheRouteWithTheExpertsGluWithTheSameBits) {
+  SlotRun r;
+  run_slot(
+      GetParam(), "moe_route_glu",
+      [](const memra_backend_vt *v) { return v->moe_route_glu != nullptr; }, route_glu_patch, &r);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(r.layers * r.chunks, count_calls(r.with, "moe_route_glu 0")) << "one a layer a chunk";
+  EXPECT_EQ(0u, count_calls(r.with, "moe_route"));
+  EXPECT_EQ(0u, count_calls(r.with, "matmul_id_glu"));
+  EXPECT_EQ(r.layers * r.chunks, count_calls(r.without, "moe_route"));
+  EXPECT_EQ(r.layers * r.chunks, count_calls(r.without, "matmul_id_glu"));
+  EXPECT_EQ(r.with.size() + r.layers * r.chunks, r.without.size()) << "a call a layer fewer";
+}
+
+TEST_P(RouteGlu, DecodeStepsTakeTheRouteWithTheExpertsGluWithTheSameBits) {
+  paired_steps(
+      GetParam(),
+      [](memra_backend_vt &w, memra_backend_vt &wo) {
+        ASSERT_NE(nullptr, w.moe_route_glu) << "the CPU plugin lost its moe_route_glu";
+        route_glu_patch(&w, &wo);
+      },
+      [](bool, size_t n_rec, size_t n_att, const std::vector<std::string>(&log)[2]) {
+        const size_t L = n_rec + n_att;
+        EXPECT_EQ(L, count_calls(log[0], "moe_route_glu 0"));
+        EXPECT_EQ(0u, count_calls(log[0], "moe_route"));
+        EXPECT_EQ(L, count_calls(log[1], "moe_route"));
+        EXPECT_EQ(L, count_calls(log[1], "matmul_id_glu"));
+        EXPECT_EQ(log[1].size() - L, log[0].size()) << "a call a layer fewer";
+      },
+      false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, RouteGlu, ::testing::Values("qwen3moe", "qwen35moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });

@@ -269,3 +269,67 @@ TEST(MoeCombineRmsnorm, BitIdenticalToTheCombineThenTheNorm) {
             c.vt->moe_combine_rmsnorm(c.be, &N.t, &Y.t, &Wn.t, 1e-6f, &Y.t, &D.t, &Wt.t, nullptr));
   EXPECT_EQ("moe_combine_rmsnorm: y overlaps x or xn", c.err());
 }
+
+// ABI 1.21: the route with the experts' gate, up and glu gives the bits of moe_route into ids'
+// first weights->ne0 columns, then matmul_id_glu over all of ids' columns (with the stacked
+// shared expert's preset last column, which it reads and keeps); odd sizes; refuses more routed
+// columns than ids has and a y overlapping the logits, each with its message.
+TEST(MoeRouteGlu, BitIdenticalToTheRouteThenMatmulIdGlu) {
+  Cpu c;
+  const int E = 7, N = 13, K = 67, n = 3, k = 3;
+  ASSERT_NE(nullptr, c.vt->moe_route_glu);
+  for (int shexp = 0; shexp < 2; ++shexp) {
+    SCOPED_TRACE(shexp ? "with the stacked shared expert" : "routed only");
+    const int k1 = k + shexp, ne = E - shexp; /* the shared expert is expert E - 1 of the stack */
+    std::vector<float> x = rnd((size_t)n * K, 31 + shexp), w = rnd((size_t)E * 2 * N * K, 32),
+                       lg = rnd((size_t)n * ne, 33 + shexp, -3, 3);
+    std::vector<int32_t> preset((size_t)n * k1, -7);
+    for (int r = 0; r < n; ++r)
+      if (shexp) preset[(size_t)r * k1 + k] = ne;
+    Dev X(c, MEMRA_TYPE_F32, K, n), Wg(c, MEMRA_TYPE_F32, K, E * 2 * N),
+        L(c, MEMRA_TYPE_F32, ne, n), I1(c, MEMRA_TYPE_I32, k1, n), I2(c, MEMRA_TYPE_I32, k1, n),
+        W1(c, MEMRA_TYPE_F32, k, n), W2(c, MEMRA_TYPE_F32, k, n), Y1(c, MEMRA_TYPE_F32, N, n * k1),
+        Y2(c, MEMRA_TYPE_F32, N, n * k1);
+    X.put(x.data());
+    Wg.put(w.data());
+    L.put(lg.data());
+    I1.put(preset.data());
+    I2.put(preset.data());
+    ASSERT_EQ(MEMRA_OK, c.vt->moe_route_glu(c.be, &Y1.t, &X.t, &Wg.t, &I1.t, E, MEMRA_ACT_SILU,
+                                            &W1.t, &L.t, 1))
+        << c.err();
+    memra_tensor routed = I2.t;
+    routed.ne0 = k;
+    ASSERT_EQ(MEMRA_OK, c.vt->moe_route(c.be, &routed, &W2.t, &L.t, 1)) << c.err();
+    ASSERT_EQ(MEMRA_OK, c.vt->matmul_id_glu(c.be, &Y2.t, &X.t, &Wg.t, &I2.t, E, MEMRA_ACT_SILU))
+        << c.err();
+    const std::vector<int32_t> i1 = I1.get<int32_t>(), i2 = I2.get<int32_t>();
+    EXPECT_EQ(i2, i1);
+    for (int r = 0; r < n; ++r) {
+      for (int j = 0; j < k; ++j)
+        EXPECT_NE(-7, i1[(size_t)r * k1 + j]) << "row " << r << " slot " << j << " not routed";
+      if (shexp) {
+        EXPECT_EQ(ne, i1[(size_t)r * k1 + k]) << "the shared expert's column changed";
+      }
+    }
+    const std::pair<Dev *, Dev *> same[2] = {{&W1, &W2}, {&Y1, &Y2}};
+    for (const auto &p : same) {
+      const std::vector<float> a = p.first->get<float>(), b = p.second->get<float>();
+      ASSERT_EQ(a.size(), b.size());
+      EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+    }
+  }
+  Dev X(c, MEMRA_TYPE_F32, K, n), Wg(c, MEMRA_TYPE_F32, K, E * 2 * N), L(c, MEMRA_TYPE_F32, E, n),
+      I(c, MEMRA_TYPE_I32, k, n), W4(c, MEMRA_TYPE_F32, k + 1, n), Y(c, MEMRA_TYPE_F32, N, n * k);
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->moe_route_glu(c.be, &Y.t, &X.t, &Wg.t, &I.t, E, MEMRA_ACT_SILU, &W4.t, &L.t, 1));
+  EXPECT_EQ("moe_route_glu: 4 routed columns, ids has 3", c.err());
+  Dev Wk(c, MEMRA_TYPE_F32, k, n);
+  memra_tensor ly = Y.t; /* the logits inside y */
+  ly.ne0 = E;
+  ly.ne1 = n;
+  ly.nb1 = 4u * E;
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->moe_route_glu(c.be, &Y.t, &X.t, &Wg.t, &I.t, E, MEMRA_ACT_SILU, &Wk.t, &ly, 1));
+  EXPECT_EQ("moe_route_glu: y overlaps weights or logits", c.err());
+}

@@ -104,6 +104,16 @@ memra_status rec_gated(memra_backend *be, const memra_tensor *y, const memra_ten
   ++g_sx_gated;
   return g_sx_real->moe_combine_gated(be, y, x, w, sh, g);
 }
+int g_sx_route_stacked;
+/* ABI 1.21: a stacked layer's decode rows route through moe_route_glu with the shared expert's
+ * preset id column past the routed ones */
+memra_status rec_route_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
+                           const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
+                           int32_t act, const memra_tensor *wt, const memra_tensor *logits,
+                           int32_t normalize) {
+  g_sx_route_stacked += ids->ne0 == wt->ne0 + 1;
+  return g_sx_real->moe_route_glu(be, y, x, w, ids, n_expert, act, wt, logits, normalize);
+}
 } // namespace
 
 TEST(SynthHybrid, SharedExpertStackedWithTheSameBits) {
@@ -132,6 +142,8 @@ TEST(SynthHybrid, SharedExpertStackedWithTheSameBits) {
     vo.moe_combine_shexp = nullptr;
     vw.moe_combine_rmsnorm = rec_combine_norm;
     vo.moe_combine_rmsnorm = nullptr;
+    ASSERT_NE(nullptr, with.bh.vt->moe_route_glu) << "the CPU plugin lost its moe_route_glu";
+    vw.moe_route_glu = vo.moe_route_glu = rec_route_glu;
     with.m->vt = &vw;
     without.m->vt = &vo;
     std::vector<int32_t> ids;
@@ -140,11 +152,11 @@ TEST(SynthHybrid, SharedExpertStackedWithTheSameBits) {
       ids.push_back((int32_t)((s = s * 1103515245u + 12345u) >> 16) % 300);
     const size_t nv = (size_t)hp.n_vocab;
     std::vector<float> out[2];
-    int calls[2] = {0, 0}, gated[2] = {0, 0}, normed[2] = {0, 0};
+    int calls[2] = {0, 0}, gated[2] = {0, 0}, normed[2] = {0, 0}, stacked[2] = {0, 0};
     for (int v = 0; v < 2; ++v) {
       Engine *e = v ? &without : &with;
       std::vector<float> &o = out[v];
-      g_sx_calls = g_sx_gated = g_sx_norm = 0;
+      g_sx_calls = g_sx_gated = g_sx_norm = g_sx_route_stacked = 0;
       o.resize(20 * nv);
       // sequence 0's prompt, 20 positions in chunks of 7
       ASSERT_EQ(MEMRA_OK, memra_ctx_eval(e->c, 0, ids.data(), 20, 0, true, o.data(), &e->err))
@@ -176,6 +188,7 @@ TEST(SynthHybrid, SharedExpertStackedWithTheSameBits) {
       calls[v] = g_sx_calls;
       gated[v] = g_sx_gated;
       normed[v] = g_sx_norm;
+      stacked[v] = g_sx_route_stacked;
     }
     with.m->vt = with.bh.vt;
     without.m->vt = without.bh.vt;
@@ -189,6 +202,8 @@ TEST(SynthHybrid, SharedExpertStackedWithTheSameBits) {
         << types << ": prompt chunks and mixed steps' prompt rows";
     EXPECT_EQ(0, calls[1]) << types;
     EXPECT_EQ((chunks + 9) * L, gated[1]) << types;
+    EXPECT_EQ(9 * L, stacked[0]) << types << ": decode rows route with the shared expert's id";
+    EXPECT_EQ(0, stacked[1]) << types;
   }
 }
 

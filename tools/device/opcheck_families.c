@@ -384,6 +384,100 @@ static void check_mmid_combine(int32_t type, int64_t n_expert, int64_t N, int64_
   free(ids);
 }
 
+/* ABI 1.21 moe_route_glu, then the down projection's matmul_id over the same ids (on the GPU
+ * plugins the route inside the gate / up launch, and the down launch right after it routing from
+ * the same logits before its wait): ids, weights, the glu rows and the down rows against the CPU,
+ * and on plugin 1 bitwise against its own moe_route, matmul_id_glu and matmul_id. ne routed
+ * experts (the warp forms' NPL 4 to 32), k chosen; sh: the stacked shared expert, expert ne of
+ * the stacks, as every token's preset (k+1)-th id. */
+static void check_route_glu(int32_t type, int64_t ne, int64_t k, int sh, int64_t F, int64_t K,
+                            int64_t n) {
+  const int64_t n_exp = ne + sh, k1 = k + sh, rows = n * k1;
+  uint64_t gbytes, dbytes;
+  void *wg = ck_rand_rows(type, K, n_exp * 2 * F, &gbytes),
+       *wd = ck_rand_rows(type, F, n_exp * K, &dbytes);
+  float *x = ck_frand_vec(n * K, -1, 1), *l = ck_frand_vec(n * ne, -4, 4);
+  int32_t *ids = ck_xmalloc((size_t)rows * 4 + 4);
+  for (int64_t i = 0; i < rows; ++i) /* the routed columns overwritten; the shared one kept */
+    ids[i] = sh && i % k1 == k ? (int32_t)ne : -5;
+  ck_buf dgw = ck_new(gbytes, wg), ddw = ck_new(dbytes, wd), dx = ck_new((uint64_t)(n * K) * 4, x),
+         dl = ck_new((uint64_t)(n * ne) * 4, l), di = ck_new((uint64_t)rows * 4, ids),
+         di2 = ck_new((uint64_t)rows * 4, ids), dt = ck_new((uint64_t)(n * k) * 4, NULL),
+         dt2 = ck_new((uint64_t)(n * k) * 4, NULL), dy = ck_new((uint64_t)(rows * F) * 4, NULL),
+         dy2 = ck_new((uint64_t)(rows * F) * 4, NULL), dd = ck_new((uint64_t)(rows * K) * 4, NULL),
+         dd2 = ck_new((uint64_t)(rows * K) * 4, NULL);
+  char what[96];
+  snprintf(what, sizeof what,
+           "%s experts %" PRId64 " k %" PRId64 "%s F %" PRId64 " K %" PRId64 " n %" PRId64,
+           tname(type), ne, k, sh ? " + shared" : "", F, K, n);
+  int ok = 1;
+  for (int i = 0; i < 2 && ok; ++i) {
+    if (!P[i].vt->moe_route_glu) {
+      ck_record("moe_route_glu", what, INFINITY, 0, 0, "slot missing");
+      ok = 0;
+      break;
+    }
+    memra_tensor tg = ck_view(&dgw, i, type, K, n_exp * 2 * F, 0, 0),
+                 td = ck_view(&ddw, i, type, F, n_exp * K, 0, 0),
+                 tx = ck_view(&dx, i, MEMRA_TYPE_F32, K, n, 0, 0),
+                 tl = ck_view(&dl, i, MEMRA_TYPE_F32, ne, n, 0, 0),
+                 ti = ck_view(&di, i, MEMRA_TYPE_I32, k1, n, 0, 0),
+                 tt = ck_view(&dt, i, MEMRA_TYPE_F32, k, n, 0, 0),
+                 ty = ck_view(&dy, i, MEMRA_TYPE_F32, F, rows, 0, 0),
+                 tdo = ck_view(&dd, i, MEMRA_TYPE_F32, K, rows, 0, 0);
+    ok &= must_ok(i,
+                  P[i].vt->moe_route_glu(P[i].be, &ty, &tx, &tg, &ti, (int32_t)n_exp,
+                                         MEMRA_ACT_SILU, &tt, &tl, 1),
+                  "moe_route_glu");
+    ok &= must_ok(i, P[i].vt->matmul_id(P[i].be, &tdo, &ty, &td, &ti, (int32_t)n_exp), "matmul_id");
+  }
+  if (ok) {
+    int32_t *a = ck_get(&di, 0), *b = ck_get(&di, 1);
+    int64_t bad = -1;
+    for (int64_t i = 0; i < rows && bad < 0; ++i)
+      if (a[i] != b[i]) bad = i;
+    char note[80] = "";
+    if (bad >= 0) snprintf(note, sizeof note, "ids[%" PRId64 "]: %d vs %d", bad, a[bad], b[bad]);
+    ck_record("moe_route_glu ids", what, bad >= 0, 0, bad < 0 && ck_guard_ok(&di), note);
+    free(a);
+    free(b);
+    cmp_f32("moe_route_glu w", what, &dt, 0, n * k, 1e-6, NULL);
+    cmp_f32("moe_route_glu y", what, &dy, 0, rows * F, 1e-5, NULL);
+    cmp_f32("moe_route_glu down", what, &dd, 0, rows * K, 1e-5, NULL);
+    memra_tensor tg = ck_view(&dgw, 1, type, K, n_exp * 2 * F, 0, 0),
+                 td = ck_view(&ddw, 1, type, F, n_exp * K, 0, 0),
+                 tx = ck_view(&dx, 1, MEMRA_TYPE_F32, K, n, 0, 0),
+                 tl = ck_view(&dl, 1, MEMRA_TYPE_F32, ne, n, 0, 0),
+                 ti = ck_view(&di2, 1, MEMRA_TYPE_I32, k1, n, 0, 0),
+                 tr = ck_view(&di2, 1, MEMRA_TYPE_I32, k, n, (uint64_t)k1 * 4, 0),
+                 tt = ck_view(&dt2, 1, MEMRA_TYPE_F32, k, n, 0, 0),
+                 ty = ck_view(&dy2, 1, MEMRA_TYPE_F32, F, rows, 0, 0),
+                 tdo = ck_view(&dd2, 1, MEMRA_TYPE_F32, K, rows, 0, 0);
+    if (must_ok(1, P[1].vt->moe_route(P[1].be, &tr, &tt, &tl, 1), "moe_route") &&
+        must_ok(1,
+                P[1].vt->matmul_id_glu(P[1].be, &ty, &tx, &tg, &ti, (int32_t)n_exp, MEMRA_ACT_SILU),
+                "matmul_id_glu") &&
+        must_ok(1, P[1].vt->matmul_id(P[1].be, &tdo, &ty, &td, &ti, (int32_t)n_exp), "matmul_id")) {
+      record_same_bits("moe_route_glu ids == moe_route's", what, &di, 0, &di2, 1,
+                       (uint64_t)rows * 4);
+      record_same_bits("moe_route_glu w == moe_route's", what, &dt, 0, &dt2, 1,
+                       (uint64_t)(n * k) * 4);
+      record_same_bits("moe_route_glu y == matmul_id_glu's", what, &dy, 0, &dy2, 1,
+                       (uint64_t)(rows * F) * 4);
+      record_same_bits("moe_route_glu down == matmul_id's", what, &dd, 0, &dd2, 1,
+                       (uint64_t)(rows * K) * 4);
+    }
+  }
+  ck_buf *bufs[] = {&dgw, &ddw, &dx, &dl, &di, &di2, &dt, &dt2, &dy, &dy2, &dd, &dd2};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; ++i)
+    ck_free(bufs[i]);
+  free(wg);
+  free(wd);
+  free(x);
+  free(l);
+  free(ids);
+}
+
 /* --- moe_combine, sigmoid_gate -------------------------------------------------------- */
 
 static void check_combine(int64_t n, int64_t k, int64_t E) {
@@ -1289,6 +1383,14 @@ static int run_ops(void) {
   check_route(6, 1000, 32, 1, 0);
   check_route(2, 1500, 8, 1, 0);
   check_route(0, 64, 8, 1, 0);
+  check_route_glu(MEMRA_TYPE_Q4_K, 100, 8, 0, 256, 512, 1);  /* Qwen3-30B-A3B's decode form */
+  check_route_glu(MEMRA_TYPE_Q4_K, 509, 10, 1, 256, 256, 1); /* Qwen3-Next's, shared stacked */
+  check_route_glu(MEMRA_TYPE_Q6_K, 200, 4, 0, 256, 256, 2);
+  if (!g_quick) {
+    check_route_glu(MEMRA_TYPE_Q4_K, 100, 8, 0, 256, 512, 19); /* prompt rows: route, then v4 */
+    check_route_glu(MEMRA_TYPE_Q4_K, 700, 6, 1, 256, 256, 3);
+    check_route_glu(MEMRA_TYPE_Q8_0, 61, 4, 0, 96, 160, 1); /* not v3: route, then matmul_id_glu */
+  }
   static const int32_t types[] = {MEMRA_TYPE_F16,  MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_K,
                                   MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q4_0};
   for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t) {
