@@ -312,9 +312,10 @@ static const memra_backend_vt *cu_vtable(void) {
 #endif
 #if MEMRA_ABI_MINOR >= 21
     /* ABI 1.21: a decode step's route inside the experts' gate / up launch (moe.cu), the same
-     * bits; MEMRA_ROUTE_GLU=0 leaves it out (the route launch, then matmul_id_glu) */
+     * bits: opt-in, MEMRA_ROUTE_GLU=1 (its first form, every warp routing for itself, was slower
+     * on the H200: hybrid tg128 -13%, MoE -2.5%) */
     v.moe_route_glu =
-        memra_cu_env_is("MEMRA_ROUTE_GLU", "0") || !v.matmul_id_glu ? NULL : memra_cu_moe_route_glu;
+        memra_cu_env_is("MEMRA_ROUTE_GLU", "1") && v.matmul_id_glu ? memra_cu_moe_route_glu : NULL;
 #endif
 #if MEMRA_ABI_MINOR >= 15
     /* ABI 1.15 (matmul.cu: for one row of 4096 and Q8_0 / Q4_K weights the norm at the end of

@@ -741,7 +741,7 @@ memra_status memra_cu_moe_route_glu(memra_backend *be, const memra_tensor *y, co
   uint64_t walign;
   if ((st = mmid_prep(be, y, x, w, ids, n_expert, true, &a, &xv, &walign))) return st;
   const int64_t n = logits->ne1;
-  if (xv && n > 0 && route_npl(logits->ne0) > 0 && routed.ne0 <= 32 && midtc_mode(w->type) &&
+  if (xv && n > 0 && route_npl(logits->ne0) > 0 && ids->ne0 <= 32 && midtc_mode(w->type) &&
       midtc_fits(w->type, a.w, w->nb1, a.N, a.K) && !midg_wanted(a)) {
     const midtc_route q = {(const float *)memra_cu_ptr(logits),
                            (int64_t)(logits->nb1 / 4),

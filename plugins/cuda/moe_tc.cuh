@@ -65,10 +65,14 @@ struct midtc_expert {
   }
 };
 
-/* ROUTE (ABI 1.21 moe_route_glu): the routed ids come from the logits, each warp routing the
- * tokens of its units itself (route_warp: the route launch's bits, no barrier between the warps);
- * ids' columns past kr (the stacked shared expert's, preset) are read. write: the launch stores
- * each token's ids and weights (the warp of the producer that takes the token's first unit). */
+/* ROUTE (ABI 1.21 moe_route_glu): the routed ids come from the logits. The producer warp routes
+ * the block's tokens (at most MIDTC_RT: midtc_launch keeps a block's units within them) with the
+ * route launch's function (route_warp: its bits) into shared memory, ids' columns past kr (the
+ * stacked shared expert's, preset) read beside them; write: it also stores the ids and weights of
+ * each token whose first unit is the block's, and the consumers take the ids from shared memory
+ * after a named barrier. (Every warp routing for itself, 2026-12-05, cost the hybrid 13%: fifteen
+ * warps an SM on the route's dependent chain.) Without write (the down projection after, EARLY)
+ * the producer routes before its wait and the consumers read the ids the launch before stored. */
 struct midtc_route {
   const float *logits;
   int64_t l_ld;
@@ -77,26 +81,37 @@ struct midtc_route {
   int64_t w_ld;
   int ne, kr, normalize, write;
 };
+enum { MIDTC_RT = 2 };
 
-/* A warp's route of the token of its current row (recomputed when the token changes; rj is the
- * same in every lane). */
-template <int NPL, bool CG> struct midtc_routed {
-  int64_t tok = -1;
-  int id = -1;
-  float w = 0.f;
-  __device__ __forceinline__ int at(const mmid_args &a, const midtc_route &q, int64_t rj,
-                                    int lane) {
-    const int64_t r = rj / a.k;
-    const int j = (int)(rj % a.k);
-    if (r != tok) {
-      route_warp<NPL, CG>(q.logits + r * q.l_ld, q.ne, q.kr, q.normalize, lane, &id, &w);
-      tok = r;
+__device__ __forceinline__ void midtc_route_arrive() {
+  asm volatile("bar.arrive 2, %0;" ::"n"((MIDTC_CW + 1) * 32) : "memory");
+}
+__device__ __forceinline__ void midtc_route_wait() {
+  asm volatile("bar.sync 2, %0;" ::"n"((MIDTC_CW + 1) * 32) : "memory");
+}
+
+/* The producer warp's routing of tokens t0 .. t0 + nt - 1 (nt <= MIDTC_RT) into rids. */
+template <int NPL, bool CG>
+__device__ __forceinline__ void midtc_route_tokens(const mmid_args &a, const midtc_route &q,
+                                                   int64_t t0, int64_t nt, int64_t u0, int64_t ku,
+                                                   int lane, int (*rids)[32]) {
+  for (int64_t t = 0; t < nt; ++t) {
+    const int64_t r = t0 + t;
+    int id;
+    float w;
+    route_warp<NPL, CG>(q.logits + r * q.l_ld, q.ne, q.kr, q.normalize, lane, &id, &w);
+    if (lane < a.k) rids[t][lane] = lane < q.kr ? id : a.ids[r * a.ids_ld + lane];
+    if (q.write && r * ku >= u0 && lane < q.kr) { /* the token's first unit is this block's */
+      q.ids[r * a.ids_ld + lane] = id;
+      q.w[r * q.w_ld + lane] = w;
     }
-    int e = __shfl_sync(0xffffffffu, id, j & 31);
-    if (j >= q.kr) e = a.ids[r * a.ids_ld + j];
-    return e < 0 || e >= a.n_expert ? -1 : e;
   }
-};
+  __syncwarp();
+}
+
+__device__ __forceinline__ int midtc_valid(const mmid_args &a, int e) {
+  return e < 0 || e >= a.n_expert ? -1 : e;
+}
 
 __device__ __forceinline__ void midtc_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(MIDTC_CW * 32) : "memory");
@@ -130,6 +145,7 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
     matmul_id_tc_kernel(const mmid_args a, const midtc_plan p, const midtc_route q) {
   constexpr bool ROUTE = NPL > 0;
   constexpr int RNPL = ROUTE ? NPL : 1;
+  static_assert(!ROUTE || GLU != EARLY, "ROUTE: gate / up writes the ids, down routes early");
   typedef tcq<T> Q;
   typedef typename Q::xs_t XS;
   extern __shared__ __align__(128) uint8_t sm[];
@@ -149,28 +165,29 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
    * global memory, goes on without it and streams the weights while that kernel ends) */
   if (!EARLY) memra_pdl_enter();
 
+  __shared__ int rids[ROUTE ? MIDTC_RT : 1][32];
+  const int64_t ku = (int64_t)a.k * p.tpr, t0 = u0 / ku; /* ROUTE: the block's first token */
   if (warp == MIDTC_CW) { /* producer: one or (GLU) two copies a unit, by lane 0 */
     if (!ROUTE && lane != 0) return;
+    if constexpr (ROUTE) {
+      midtc_route_tokens<RNPL, EARLY>(a, q, t0, u0 < u1 ? (u1 - 1) / ku - t0 + 1 : 0, u0, ku, lane,
+                                      rids);
+      if (!EARLY) midtc_route_arrive();
+      if (lane != 0) return;
+    }
     midtc_expert ex;
-    midtc_routed<RNPL, EARLY> rt; /* ROUTE: the whole warp routes, lane 0 copies */
     for (int64_t u = u0, i = 0; u < u1; ++u, ++i) {
       const int s = (int)(i % p.st);
       const int64_t rj = u / p.tpr, tile = u % p.tpr;
-      const int e = ROUTE ? rt.at(a, q, rj, lane) : EARLY ? ex.at_cg(a, rj) : ex.at(a, rj);
-      if (ROUTE && q.write && u % ((int64_t)a.k * p.tpr) == 0 && lane < q.kr) {
-        const int64_t r = rj / a.k; /* the token's first unit: its ids and weights */
-        q.ids[r * a.ids_ld + lane] = rt.id;
-        q.w[r * q.w_ld + lane] = rt.w;
-      }
-      if (lane != 0) continue;
+      const int e = ROUTE   ? midtc_valid(a, rids[rj / a.k - t0][rj % a.k])
+                    : EARLY ? ex.at_cg(a, rj)
+                            : ex.at(a, rj);
       if (i >= p.st) memra_mbar_wait(&empty[s], (uint32_t)(i / p.st - 1) & 1);
       midtc_copy_tile<GLU>(a, e, tile, rowb, ring + (uint64_t)s * p.stage, &full[s]);
     }
     return;
   }
 
-  midtc_routed<RNPL, EARLY> rt;
-  if (ROUTE && EARLY && u0 < u1) (void)rt.at(a, q, u0 / p.tpr, lane); /* before the wait */
   if (EARLY) memra_pdl_enter();
   const int g = lane >> 2, t = lane & 3;
   const tc_role ro = tc_role_of(g, t);
@@ -179,13 +196,14 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
   for (int64_t u = u0, i = 0; u < u1; ++u, ++i) {
     const int s = (int)(i % p.st);
     const int64_t rj = u / p.tpr, tile = u % p.tpr;
-    const int e = ROUTE ? rt.at(a, q, rj, lane) : ex.at(a, rj);
     const int64_t xr = a.shared_x ? rj / a.k : rj;
     if (xr != xrow) { /* block-uniform; the last unit's readers of xb / xs have synced */
       tc_split_row<VEC, MIDTC_XB>(a.x + xr * a.x_ld, K, xb, xs);
       midtc_consumers_sync();
       xrow = xr;
     }
+    if (ROUTE && !EARLY && i == 0) midtc_route_wait(); /* the producer's rids */
+    const int e = ROUTE && !EARLY ? midtc_valid(a, rids[rj / a.k - t0][rj % a.k]) : ex.at(a, rj);
     memra_mbar_wait(&full[s], (uint32_t)(i / p.st) & 1);
     float acc[1][2] = {{0.f, 0.f}};
     if (e >= 0)
@@ -262,8 +280,9 @@ static bool midtc_ids_early(const memra_backend *be, const mmid_args &a) {
  * ids: the logits it routed from were written before it (its blocks waited on that), so this
  * launch routes from them before its wait (ld.global.cg) into the same ids, and writes none. */
 static bool midtc_route_early(const memra_backend *be, const mmid_args &a, midtc_route *q) {
+  static const bool on = !memra_cu_env_is("MEMRA_ROUTE_DOWN", "0"); /* A/B: wait, read the ids */
   const auto &m = be->mroute;
-  if (!midtc_early_on(be) || be->mroute_after != be->n_launch || a.ids != m.ids ||
+  if (!on || !midtc_early_on(be) || be->mroute_after != be->n_launch || a.ids != m.ids ||
       a.ids_ld != m.ids_ld || a.k != m.k || a.rows != m.rows * m.k)
     return false;
   *q = midtc_route{m.logits, m.l_ld, NULL, NULL, 0, m.ne, m.kr, m.normalize, 0};
@@ -349,6 +368,11 @@ static bool midtc_launch(const memra_backend *be, const mmid_args &a, cudaError_
   }
   p.per = per;
   if (grid > 0x7fffffff) return false;
+  if (q.logits && p.per > (int64_t)a.k * p.tpr) { /* a block would span more than MIDTC_RT tokens */
+    if (rq) return false;
+    kernel = matmul_id_tc_kernel<T, VEC, GLU, false>; /* wait, then read the ids */
+    q = midtc_route{};
+  }
   (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((MIDTC_CW + 1) * 32),
                         (size_t)midtc_smem<T>(a.K, rowb, p.st), a, p, q);
   memra_backend *mb = (memra_backend *)be; /* what the next launch may rely on */

@@ -384,14 +384,19 @@ static void check_mmid_combine(int32_t type, int64_t n_expert, int64_t N, int64_
   free(ids);
 }
 
-/* ABI 1.21 moe_route_glu, then the down projection's matmul_id over the same ids (on the GPU
- * plugins the route inside the gate / up launch, and the down launch right after it routing from
- * the same logits before its wait): ids, weights, the glu rows and the down rows against the CPU,
- * and on plugin 1 bitwise against its own moe_route, matmul_id_glu and matmul_id. ne routed
- * experts (the warp forms' NPL 4 to 32), k chosen; sh: the stacked shared expert, expert ne of
- * the stacks, as every token's preset (k+1)-th id. */
+/* ABI 1.21 moe_route_glu (opt-in on the GPU plugins: MEMRA_ROUTE_GLU=1), then the down
+ * projection's matmul_id over the same ids (on the GPU plugins the route inside the gate / up
+ * launch, and the down launch right after it routing from the same logits before its wait): ids,
+ * weights, the glu rows and the down rows against the CPU, and on plugin 1 bitwise against its own
+ * moe_route, matmul_id_glu and matmul_id. ne routed experts (the warp forms' NPL 4 to 32), k
+ * chosen; sh: the stacked shared expert, expert ne of the stacks, as every token's preset (k+1)-th
+ * id. */
 static void check_route_glu(int32_t type, int64_t ne, int64_t k, int sh, int64_t F, int64_t K,
                             int64_t n) {
+  if (!P[1].vt->moe_route_glu) {
+    printf("skip moe_route_glu: not in %s's vtable (MEMRA_ROUTE_GLU=1 opts in)\n", P[1].vt->name);
+    return;
+  }
   const int64_t n_exp = ne + sh, k1 = k + sh, rows = n * k1;
   uint64_t gbytes, dbytes;
   void *wg = ck_rand_rows(type, K, n_exp * 2 * F, &gbytes),
