@@ -28,6 +28,9 @@
  *      an expert copied once for a group of up to 8 of its rows (v7's batch arithmetic: v3's
  *      bits); v3 keeps the decode steps (fewer than two rows an expert). H200 pp512:
  *      MoE 8-layer 12,525 -> 24,184, hybrid 20,070 -> 24,969 (MEMRA_MMID_GROUP=0: v3).
+ *  6   v3's down projection after its gate / up reads its ids and copies its tiles before the
+ *      PDL wait (moe_tc.cuh midtc_ids_early; hybrid tg128 +1.4%). ABI 1.21 moe_route_glu: the
+ *      route inside the gate / up launch (moe_tc.cuh ROUTE, opt-in: docs/PERF.md).
  * An id outside [0, n_expert) cannot be seen on the host without a sync: its output row is
  * NaN (as get_rows does), so the fault shows downstream. */
 #include <math.h>
@@ -800,7 +803,8 @@ __global__ void moe_combine_v1_kernel(float *y, int64_t y_ld, const float *x, in
  * (its PTX), so a decode row's combine (k 8-11) waits on two to four L2 round trips in turn.
  * Here every load of the element is issued before the first product, then v1's sum in v1's
  * order: the same bits. A decode combine is 3.7-5.8 us serialized on the H200 (ncu,
- * 2026-12-05) for 2048 elements. Opt-in until a device run has timed it. */
+ * 2026-12-05) for 2048 elements. Opt-in: timed slower in the step (H200 tg128, hybrid -1.3%,
+ * MoE -0.7%: docs/PERF.md, sixteenth session). */
 enum { COMBINE2_K = 16 };
 
 template <bool GATED>
