@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tools/device/check_util.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 #include "plugins/quant/fp8.h"
 #include "plugins/quant/quant.h"
+#include "tools/device/check_report.h"
 
 /* --- random data ---------------------------------------------------------------------- */
 
@@ -229,4 +231,16 @@ static int cmp_double(const void *a, const void *b) {
 double ck_median(double *t, int n) {
   qsort(t, (size_t)n, sizeof t[0], cmp_double);
   return t[n / 2];
+}
+
+void ck_cmp_i32(const char *op, const char *what, const ck_buf *d, int64_t n) {
+  int32_t *a = ck_get(d, 0), *b = ck_get(d, 1);
+  int64_t bad = -1;
+  for (int64_t i = 0; i < n && bad < 0; ++i)
+    if (a[i] != b[i]) bad = i;
+  char note[96] = "";
+  if (bad >= 0) snprintf(note, sizeof note, "at %" PRId64 ": %d vs %d", bad, a[bad], b[bad]);
+  ck_record(op, what, bad >= 0 ? 1 : 0, 0, bad < 0 && ck_guard_ok(d), note);
+  free(a);
+  free(b);
 }

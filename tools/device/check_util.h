@@ -66,6 +66,9 @@ void ck_poison(const ck_buf *d);
 void *ck_get(const ck_buf *d, int i);
 /* 1 when every plugin's guard bytes are intact. */
 int ck_guard_ok(const ck_buf *d);
+/* Records (ck_record) whether both plugins' first n int32 values in d are equal, exactly (ids,
+ * indices: no tolerance), with the first difference in the note. */
+void ck_cmp_i32(const char *op, const char *what, const ck_buf *d, int64_t n);
 memra_tensor ck_view(const ck_buf *d, int i, int32_t type, int64_t ne0, int64_t ne1, uint64_t nb1,
                      uint64_t off);
 /* Packed rows from the start of the buffer. */

@@ -74,17 +74,6 @@ static void compare_f32(const char *op, const char *what, const ck_buf *d, int64
   free(a);
   free(b);
 }
-static void compare_i32(const char *op, const char *what, const ck_buf *d, int64_t n) {
-  int32_t *a = ck_get(d, 0), *b = ck_get(d, 1);
-  int64_t bad = -1;
-  for (int64_t i = 0; i < n && bad < 0; ++i)
-    if (a[i] != b[i]) bad = i;
-  char note[96] = "";
-  if (bad >= 0) snprintf(note, sizeof note, "at %" PRId64 ": %d vs %d", bad, a[bad], b[bad]);
-  ck_record(op, what, bad >= 0 ? 1 : 0, 0, bad < 0 && ck_guard_ok(d), note);
-  free(a);
-  free(b);
-}
 /* ABI 1.6 16-bit outputs: each plugin's 16-bit y (d16, n elements of type t) is checked
  * (a) against the reference's, widened, by relative L2 within tol, and (b) bitwise against
  * the same plugin's F32 y (d32) of the same inputs rounded on the host by the memra_op16
@@ -1999,7 +1988,7 @@ static void check_elementwise(void) {
     v[i] = (int32_t)(ck_rnd() % 100000) - 50000;
   ck_buf dv = ck_new(sizeof v, v);
   BOTH("add_i32", "[37] += 3", P[i].vt->add_i32(P[i].be, TP(&dv, i, MEMRA_TYPE_I32, 37, 1), 3));
-  if (ok_) compare_i32("add_i32", "[37] += 3", &dv, 37);
+  if (ok_) ck_cmp_i32("add_i32", "[37] += 3", &dv, 37);
   ck_free(&dv);
 }
 
@@ -2020,7 +2009,7 @@ static void check_argmax(void) {
   int ok_;
   BOTH("argmax", what,
        P[i].vt->argmax(P[i].be, TP(&di, i, MEMRA_TYPE_I32, R, 1), TP(&dx, i, 0, V, R)));
-  if (ok_) compare_i32("argmax", what, &di, R);
+  if (ok_) ck_cmp_i32("argmax", what, &di, R);
   ck_free(&dx);
   ck_free(&di);
   free(x);

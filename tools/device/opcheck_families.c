@@ -114,15 +114,7 @@ static void check_route(int64_t n, int64_t ne, int64_t k, int normalize, int tie
   snprintf(what, sizeof what, "n %" PRId64 " experts %" PRId64 " k %" PRId64 "%s%s", n, ne, k,
            normalize ? " norm" : "", ties ? " ties" : "");
   if (ok && n > 0) {
-    int32_t *a = ck_get(&di, 0), *b = ck_get(&di, 1);
-    int64_t bad = -1;
-    for (int64_t i = 0; i < n * k && bad < 0; ++i)
-      if (a[i] != b[i]) bad = i;
-    char note[80] = "";
-    if (bad >= 0) snprintf(note, sizeof note, "ids[%" PRId64 "]: %d vs %d", bad, a[bad], b[bad]);
-    ck_record("moe_route ids", what, bad >= 0, 0, bad < 0 && ck_guard_ok(&di), note);
-    free(a);
-    free(b);
+    ck_cmp_i32("moe_route ids", what, &di, n * k);
     cmp_f32("moe_route w", what, &dw, 0, n * k, 1e-6, NULL);
   } else if (ok) {
     ck_record("moe_route", what, 0, 0, ck_guard_ok(&di) && ck_guard_ok(&dw), "n_rows 0");
@@ -437,15 +429,7 @@ static void check_route_glu(int32_t type, int64_t ne, int64_t k, int sh, int64_t
     ok &= must_ok(i, P[i].vt->matmul_id(P[i].be, &tdo, &ty, &td, &ti, (int32_t)n_exp), "matmul_id");
   }
   if (ok) {
-    int32_t *a = ck_get(&di, 0), *b = ck_get(&di, 1);
-    int64_t bad = -1;
-    for (int64_t i = 0; i < rows && bad < 0; ++i)
-      if (a[i] != b[i]) bad = i;
-    char note[80] = "";
-    if (bad >= 0) snprintf(note, sizeof note, "ids[%" PRId64 "]: %d vs %d", bad, a[bad], b[bad]);
-    ck_record("moe_route_glu ids", what, bad >= 0, 0, bad < 0 && ck_guard_ok(&di), note);
-    free(a);
-    free(b);
+    ck_cmp_i32("moe_route_glu ids", what, &di, rows);
     cmp_f32("moe_route_glu w", what, &dt, 0, n * k, 1e-6, NULL);
     cmp_f32("moe_route_glu y", what, &dy, 0, rows * F, 1e-5, NULL);
     cmp_f32("moe_route_glu down", what, &dd, 0, rows * K, 1e-5, NULL);
