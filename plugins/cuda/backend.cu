@@ -312,8 +312,8 @@ static const memra_backend_vt *cu_vtable(void) {
 #endif
 #if MEMRA_ABI_MINOR >= 21
     /* ABI 1.21: a decode step's route inside the experts' gate / up launch (moe.cu), the same
-     * bits: opt-in, MEMRA_ROUTE_GLU=1 (its first form, every warp routing for itself, was slower
-     * on the H200: hybrid tg128 -13%, MoE -2.5%) */
+     * bits: opt-in, MEMRA_ROUTE_GLU=1 (slower on the H200: hybrid tg128 -5.5%, MoE -2.8%; with
+     * MEMRA_ROUTE_DOWN=0 even at best, docs/PERF.md) */
     v.moe_route_glu =
         memra_cu_env_is("MEMRA_ROUTE_GLU", "1") && v.matmul_id_glu ? memra_cu_moe_route_glu : NULL;
 #endif

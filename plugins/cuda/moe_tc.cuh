@@ -71,8 +71,9 @@ struct midtc_expert {
  * stacked shared expert's, preset) read beside them; write: it also stores the ids and weights of
  * each token whose first unit is the block's, and the consumers take the ids from shared memory
  * after a named barrier. (Every warp routing for itself, 2026-12-05, cost the hybrid 13%: fifteen
- * warps an SM on the route's dependent chain.) Without write (the down projection after, EARLY)
- * the producer routes before its wait and the consumers read the ids the launch before stored. */
+ * warps an SM on the route's dependent chain; this form still loses 5.5%, even without the down
+ * launch's route: docs/PERF.md.) Without write (the down projection after, EARLY) the producer
+ * routes before its wait and the consumers read the ids the launch before stored. */
 struct midtc_route {
   const float *logits;
   int64_t l_ld;
