@@ -8,10 +8,13 @@
 #                 every decode switch on;
 #   PARTS=ab      pp512 A/B (v4, GDN v2), tg128 A/B (GDN v2, ABI 1.19, ABI 1.20, all);
 #   PARTS=prof    a prompt profile per kernel (ncu) of each file with v4 and GDN v2;
-#   PARTS=next    the fifteenth session's two decode switches, unmeasured: MEMRA_MMID_EARLY=1
-#                 (matmul_id v3 reading its ids before the PDL wait after a v3 launch) and
-#                 MEMRA_COMBINE_V2=1 (moe_combine's loads at once): opcheck_families --quick,
-#                 300 greedy tokens with each switch == without, graph gates, a tg128 A/B.
+#   PARTS=next    the fifteenth session's two decode switches (measured in the sixteenth: early ids
+#                 now the default, MEMRA_MMID_EARLY=0 waits; MEMRA_COMBINE_V2=1 slower, opt-in):
+#                 opcheck_families --quick, 300 greedy tokens with each switch == without, graph
+#                 gates, a tg128 A/B;
+#   PARTS=route   ABI 1.21 moe_route_glu (MEMRA_ROUTE_GLU=1, opt-in): opcheck_families --quick with
+#                 it (its bitwise cases), 300 greedy tokens == the route launch's, graph gates,
+#                 a tg128 A/B with and without the down launch's own route (MEMRA_ROUTE_DOWN=0).
 # From the repo root after tools/device/pack.sh, carrying dist-carry:  PARTS=checks bash
 # tools/device/optin.sh. Models go to WORK (/tmp/memra-models; kept while the machine is warm).
 set -u
@@ -82,9 +85,9 @@ fi
 
 if want next; then
   wait
-  MEMRA_MMID_EARLY=1 "$D/opcheck_families" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" \
+  "$D/opcheck_families" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" \
     >"$O/opf-next.txt" 2>&1
-  echo "== opcheck_families --quick (early; combine v2 by call) rc $?: $(tail -1 "$O/opf-next.txt")"
+  echo "== opcheck_families --quick (combine v2 by call) rc $?: $(tail -1 "$O/opf-next.txt")"
   grep -E "FAIL|combine v2 ==" "$O/opf-next.txt" | head -8 | cut -c1-110
   for f in "$HY" "$MOE"; do
     for e in base MEMRA_MMID_EARLY=1 MEMRA_COMBINE_V2=1; do
@@ -100,7 +103,30 @@ if want next; then
     echo "== gate graph early + combine v2 $f rc $?: $(line "$O/g.txt")"
   done
   WORK=$W OUT=$O/ab3 R=2 DEPTH=512 D=$D timeout 240 bash tools/device/ab.sh \
-    qwen3next-80b-a3b:q4_k_m:4 qwen3-30b-a3b:q4_k_m:8 -- base="$D" early="$D:MEMRA_MMID_EARLY=1" \
-    cv2="$D:MEMRA_COMBINE_V2=1" both="$D:MEMRA_MMID_EARLY=1,MEMRA_COMBINE_V2=1" >"$O/ab-next.txt" 2>&1
+    qwen3next-80b-a3b:q4_k_m:4 qwen3-30b-a3b:q4_k_m:8 -- base="$D:MEMRA_MMID_EARLY=0" early="$D" \
+    cv2="$D:MEMRA_MMID_EARLY=0,MEMRA_COMBINE_V2=1" both="$D:MEMRA_COMBINE_V2=1" >"$O/ab-next.txt" 2>&1
   grep -E "^qwen" "$O/ab-next.txt"
+fi
+
+if want route; then
+  wait
+  MEMRA_ROUTE_GLU=1 "$D/opcheck_families" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" \
+    >"$O/opf-route.txt" 2>&1
+  echo "== opcheck_families --quick (moe_route_glu) rc $?: $(tail -1 "$O/opf-route.txt")"
+  grep -E "FAIL|moe_route_glu .*==" "$O/opf-route.txt" | head -12 | cut -c1-110
+  for f in "$HY" "$MOE"; do
+    for e in 0 1; do
+      MEMRA_ROUTE_GLU=$e timeout 60 "$D/memra" run "${G[@]}" -m "$W/$f.gguf" \
+        --prompt-ids 11,22,33,44,55 -n 300 --temp 0 >"$O/run-$f-rg$e.txt" 2>/dev/null
+    done
+    cmp -s "$O/run-$f-rg0.txt" "$O/run-$f-rg1.txt" && echo "== $f moe_route_glu: 300 tokens == base" ||
+      echo "== $f moe_route_glu: DIFFERS from base"
+    MEMRA_ROUTE_GLU=1 timeout 120 "$D/memra" gate graph "${G[@]}" -m "$W/$f.gguf" --gate-p 200 \
+      -n 512 >"$O/g.txt" 2>&1
+    echo "== gate graph moe_route_glu $f rc $?: $(line "$O/g.txt")"
+  done
+  WORK=$W OUT=$O/ab4 R=2 DEPTH=512 D=$D timeout 200 bash tools/device/ab.sh \
+    qwen3next-80b-a3b:q4_k_m:4 qwen3-30b-a3b:q4_k_m:8 -- base="$D" rg="$D:MEMRA_ROUTE_GLU=1" \
+    rgnd="$D:MEMRA_ROUTE_GLU=1,MEMRA_ROUTE_DOWN=0" >"$O/ab-route.txt" 2>&1
+  grep -E "^qwen" "$O/ab-route.txt"
 fi
