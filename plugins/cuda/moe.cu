@@ -133,12 +133,15 @@ enum { ROUTE2_WARPS = 4 };
 /* v3: v2's warp per token with the selection on the hardware warp reductions (moe_route.cuh
  * route_warp, which the experts' launches of moe_route_glu run too): the same ids; max, sum and
  * the weights are v2's arithmetic. */
-template <int NPL>
+template <int NPL, bool TF = false>
 __global__ void __launch_bounds__(ROUTE2_WARPS * 32)
     moe_route_v3_kernel(int32_t *ids, int64_t ids_ld, float *wout, int64_t w_ld,
                         const float *logits, int64_t l_ld, int ne, int k, int normalize,
                         int64_t n) {
-  memra_pdl_enter();
+  if (TF) /* MEMRA_ROUTE_TRIGGER=1: the experts' launch scheduled while we wait for the router */
+    memra_pdl_enter_early();
+  else
+    memra_pdl_enter();
   const int lane = threadIdx.x & 31;
   const int64_t r = (int64_t)blockIdx.x * ROUTE2_WARPS + (threadIdx.x >> 5);
   if (r >= n) return;
@@ -193,9 +196,14 @@ memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
     const float *lp = (const float *)memra_cu_ptr(logits);
     const int64_t ild = (int64_t)(ids->nb1 / 4), wld = (int64_t)(weights->nb1 / 4),
                   lld = (int64_t)(logits->nb1 / 4);
+    /* MEMRA_ROUTE_TRIGGER=1 (opt-in, not yet timed on a device): the route triggers its dependents
+     * before its wait, so the experts' launch, which has nothing to copy before the ids exist, has
+     * its blocks resident (rings and barriers set up) when they do */
+    static const bool tf = memra_cu_env_is("MEMRA_ROUTE_TRIGGER", "1");
 #define ROUTE2_GO(NPL)                                                                             \
-  (void)memra_cu_launch(be, moe_route_v3_kernel<NPL>, grid, dim3(ROUTE2_WARPS * 32), 0, ip, ild,   \
-                        wp, wld, lp, lld, ne, k, normalize, n)
+  (void)memra_cu_launch(be, tf ? moe_route_v3_kernel<NPL, true> : moe_route_v3_kernel<NPL>, grid,  \
+                        dim3(ROUTE2_WARPS * 32), 0, ip, ild, wp, wld, lp, lld, ne, k, normalize,   \
+                        n)
     switch (route_npl(ne)) {
     case 4: ROUTE2_GO(4); break;
     case 8: ROUTE2_GO(8); break;

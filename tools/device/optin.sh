@@ -14,7 +14,8 @@
 #                 gates, a tg128 A/B;
 #   PARTS=route   ABI 1.21 moe_route_glu (MEMRA_ROUTE_GLU=1, opt-in): opcheck_families --quick with
 #                 it (its bitwise cases), 300 greedy tokens == the route launch's, graph gates,
-#                 a tg128 A/B with and without the down launch's own route (MEMRA_ROUTE_DOWN=0).
+#                 a tg128 A/B with and without the down launch's own route (MEMRA_ROUTE_DOWN=0),
+#                 and the route launch triggering first (MEMRA_ROUTE_TRIGGER=1, unmeasured).
 # From the repo root after tools/device/pack.sh, carrying dist-carry:  PARTS=checks bash
 # tools/device/optin.sh. Models go to WORK (/tmp/memra-models; kept while the machine is warm).
 set -u
@@ -115,18 +116,20 @@ if want route; then
   echo "== opcheck_families --quick (moe_route_glu) rc $?: $(tail -1 "$O/opf-route.txt")"
   grep -E "FAIL|moe_route_glu .*==" "$O/opf-route.txt" | head -12 | cut -c1-110
   for f in "$HY" "$MOE"; do
-    for e in 0 1; do
-      MEMRA_ROUTE_GLU=$e timeout 60 "$D/memra" run "${G[@]}" -m "$W/$f.gguf" \
-        --prompt-ids 11,22,33,44,55 -n 300 --temp 0 >"$O/run-$f-rg$e.txt" 2>/dev/null
+    for e in MEMRA_ROUTE_GLU=0 MEMRA_ROUTE_GLU=1 MEMRA_ROUTE_TRIGGER=1; do
+      env $e timeout 60 "$D/memra" run "${G[@]}" -m "$W/$f.gguf" \
+        --prompt-ids 11,22,33,44,55 -n 300 --temp 0 >"$O/run-$f-${e//=/}.txt" 2>/dev/null
     done
-    cmp -s "$O/run-$f-rg0.txt" "$O/run-$f-rg1.txt" && echo "== $f moe_route_glu: 300 tokens == base" ||
-      echo "== $f moe_route_glu: DIFFERS from base"
+    for e in MEMRA_ROUTE_GLU1 MEMRA_ROUTE_TRIGGER1; do
+      cmp -s "$O/run-$f-MEMRA_ROUTE_GLU0.txt" "$O/run-$f-$e.txt" && echo "== $f $e: 300 tokens == base" ||
+        echo "== $f $e: DIFFERS from base"
+    done
     MEMRA_ROUTE_GLU=1 timeout 120 "$D/memra" gate graph "${G[@]}" -m "$W/$f.gguf" --gate-p 200 \
       -n 512 >"$O/g.txt" 2>&1
     echo "== gate graph moe_route_glu $f rc $?: $(line "$O/g.txt")"
   done
   WORK=$W OUT=$O/ab4 R=2 DEPTH=512 D=$D timeout 200 bash tools/device/ab.sh \
     qwen3next-80b-a3b:q4_k_m:4 qwen3-30b-a3b:q4_k_m:8 -- base="$D" rg="$D:MEMRA_ROUTE_GLU=1" \
-    rgnd="$D:MEMRA_ROUTE_GLU=1,MEMRA_ROUTE_DOWN=0" >"$O/ab-route.txt" 2>&1
+    rgnd="$D:MEMRA_ROUTE_GLU=1,MEMRA_ROUTE_DOWN=0" tf="$D:MEMRA_ROUTE_TRIGGER=1" >"$O/ab-route.txt" 2>&1
   grep -E "^qwen" "$O/ab-route.txt"
 fi
