@@ -263,8 +263,8 @@ static inline bool midtc_fits(int32_t type, const uint8_t *w, uint64_t nb1, int6
  * every kernel before that one has completed) that did not write the ids. Then the ids' writer
  * is done and the producer can copy the chosen experts' tiles while that launch ends: a decode
  * step's down projection after its gate / up. Any other launch between, or none with the PDL
- * attribute, and ours waits first. H200 tg128 @ d512 (docs/PERF.md, sixteenth session): MoE and
- * hybrid +0.8%, the same tokens; MEMRA_MMID_EARLY=0 waits first always. */
+ * attribute, and ours waits first. H200 tg128 @ d512 (docs/PERF.md, sixteenth session): hybrid
+ * +1.4%, MoE +0.4%, the same tokens; MEMRA_MMID_EARLY=0 waits first always. */
 static bool midtc_early_on(const memra_backend *be) {
   static const bool on = !memra_cu_env_is("MEMRA_MMID_EARLY", "0");
   return on && be->pdl && be->n_launch > 0 && be->n_launch == be->mmid_after;
