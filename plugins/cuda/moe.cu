@@ -806,46 +806,7 @@ __global__ void moe_combine_v1_kernel(float *y, int64_t y_ld, const float *x, in
   }
 }
 
-/* v2 (k <= COMBINE2_K; MEMRA_COMBINE_V2=1, read at each call so opcheck_families compares the
- * two bitwise): v1's loop over a runtime k is unrolled by four with a one-at-a-time remainder
- * (its PTX), so a decode row's combine (k 8-11) waits on two to four L2 round trips in turn.
- * Here every load of the element is issued before the first product, then v1's sum in v1's
- * order: the same bits. A decode combine is 3.7-5.8 us serialized on the H200 (ncu,
- * 2026-12-05) for 2048 elements. Opt-in: timed slower in the step (H200 tg128, hybrid -1.3%,
- * MoE -0.7%: docs/PERF.md, sixteenth session). */
-enum { COMBINE2_K = 16 };
-
-template <bool GATED>
-__global__ void moe_combine_v2_kernel(float *y, int64_t y_ld, const float *x, int64_t x_ld,
-                                      const float *w, int64_t w_ld, int64_t k, int64_t xk,
-                                      int64_t E, int64_t total, const float *sh, int64_t sh_ld,
-                                      const float *g, int64_t g_ld) {
-  memra_pdl_enter();
-  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total;
-       t += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t r = t / E, i = t % E;
-    const float *wr = w + r * w_ld, *xr = x + r * xk * x_ld + i;
-    float wv[COMBINE2_K], xv[COMBINE2_K];
-#pragma unroll
-    for (int j = 0; j < COMBINE2_K; ++j) {
-      wv[j] = j < k ? wr[j] : 0.f;
-      xv[j] = j < k ? xr[j * x_ld] : 0.f;
-    }
-    float shv = 0.f, gv = 0.f;
-    if (GATED) {
-      shv = sh[r * sh_ld + i];
-      gv = g[r * g_ld];
-    }
-    float s = 0.f;
-#pragma unroll
-    for (int j = 0; j < COMBINE2_K; ++j)
-      if (j < k) s = __fadd_rn(s, __fmul_rn(wv[j], xv[j]));
-    if (GATED) s = __fadd_rn(s, shv / (1.0f + expf(-gv)));
-    y[r * y_ld + i] = s;
-  }
-}
-
-/* The combine's launch: v2 when asked and k fits, else v1 (the same bits). */
+/* The combine's launch (a grid-stride loop, at most 65536 blocks). */
 template <bool GATED>
 static void moe_combine_go(memra_backend *be, float *y, int64_t y_ld, const float *x, int64_t x_ld,
                            const float *w, int64_t w_ld, int64_t k, int64_t xk, int64_t E,
@@ -853,10 +814,8 @@ static void moe_combine_go(memra_backend *be, float *y, int64_t y_ld, const floa
                            int64_t g_ld) {
   int64_t grid = (total + 255) / 256;
   if (grid > 65536) grid = 65536;
-  const bool v2 = k <= COMBINE2_K && memra_cu_env_is("MEMRA_COMBINE_V2", "1");
-  (void)memra_cu_launch(be, v2 ? moe_combine_v2_kernel<GATED> : moe_combine_v1_kernel<GATED>,
-                        dim3((unsigned)grid), dim3(256), 0, y, y_ld, x, x_ld, w, w_ld, k, xk, E,
-                        total, sh, sh_ld, g, g_ld);
+  (void)memra_cu_launch(be, moe_combine_v1_kernel<GATED>, dim3((unsigned)grid), dim3(256), 0, y,
+                        y_ld, x, x_ld, w, w_ld, k, xk, E, total, sh, sh_ld, g, g_ld);
 }
 
 memra_status memra_cu_moe_combine(memra_backend *be, const memra_tensor *y, const memra_tensor *x,

@@ -490,44 +490,6 @@ static void check_combine(int64_t n, int64_t k, int64_t E) {
   free(w);
 }
 
-/* moe_combine v2 (MEMRA_COMBINE_V2=1, read at each call: every load of an element issued before
- * its sum) on plugin 1, bitwise against v1 over the same inputs: plain (sh 0) or with the
- * stacked shared expert (sh 1, moe_combine_shexp). */
-static void check_combine_v2(int64_t n, int64_t k, int64_t E, int sh) {
-  const int64_t xk = k + (sh != 0);
-  float *x = ck_frand_vec(n * xk * E, -2, 2), *w = ck_frand_vec(n * k, 0, 1),
-        *g = ck_frand_vec(n, -6, 6);
-  ck_buf dx = ck_new((uint64_t)(n * xk * E) * 4, x), dw = ck_new((uint64_t)(n * k) * 4, w),
-         dg = ck_new((uint64_t)n * 4, g),
-         dy[2] = {ck_new((uint64_t)(n * E) * 4, NULL), ck_new((uint64_t)(n * E) * 4, NULL)};
-  char what[80];
-  snprintf(what, sizeof what, "n %" PRId64 " k %" PRId64 " E %" PRId64 "%s", n, k, E,
-           sh ? " shared" : "");
-  memra_tensor tx = ck_view(&dx, 1, MEMRA_TYPE_F32, E, n * xk, 0, 0),
-               tw = ck_view(&dw, 1, MEMRA_TYPE_F32, k, n, 0, 0),
-               tg = ck_view(&dg, 1, MEMRA_TYPE_F32, 1, n, 0, 0);
-  int ok = 1;
-  for (int v = 0; v < 2 && ok; ++v) { /* v 0: v1, v 1: v2 */
-    memra_tensor ty = ck_view(&dy[v], 1, MEMRA_TYPE_F32, E, n, 0, 0);
-    setenv("MEMRA_COMBINE_V2", v ? "1" : "0", 1);
-    ok &= must_ok(1,
-                  sh ? P[1].vt->moe_combine_shexp(P[1].be, &ty, &tx, &tw, &tg)
-                     : P[1].vt->moe_combine(P[1].be, &ty, &tx, &tw),
-                  sh ? "moe_combine_shexp" : "moe_combine");
-  }
-  unsetenv("MEMRA_COMBINE_V2");
-  if (ok)
-    record_same_bits("moe_combine v2 == v1", what, &dy[1], 0, &dy[0], 1, (uint64_t)(n * E) * 4);
-  ck_free(&dx);
-  ck_free(&dw);
-  ck_free(&dg);
-  ck_free(&dy[0]);
-  ck_free(&dy[1]);
-  free(x);
-  free(w);
-  free(g);
-}
-
 /* ABI 1.9 moe_combine_shexp (the shared expert as every token's (k+1)-th row of x): against
  * the CPU, and on plugin 1 bitwise against its own moe_combine_gated over the same rows
  * viewed apart (for one token the routed rows are the first k, the shared row the last). */
@@ -1458,10 +1420,6 @@ static int run_ops(void) {
   check_combine_norm(3, 4, 1030, 0);  /* not a multiple of 4: the scalar path */
   check_combine_norm(2, 5, 4100, 1);  /* 1,025 float4s: two for some threads */
   check_combine_shexp(1, 10, 2048);   /* Qwen3-Next's decode row */
-  check_combine_v2(1, 8, 2048, 0);    /* Qwen3-30B-A3B's decode row */
-  check_combine_v2(1, 10, 2048, 1);   /* Qwen3-Next's */
-  check_combine_v2(7, 16, 1031, 0);   /* the most v2 takes, odd E, a batch */
-  check_combine_v2(3, 17, 515, 1);    /* past it: v1 both times */
   /* Qwen3-Next's down shape (N 2048, K 512, 10 routed + the shared expert), odd shapes, a
    * prompt's rows, the two-launch form (Q4_K, Q8_0) and no shared expert */
   check_mmid_combine(MEMRA_TYPE_F16, 17, 2048, 512, 1, 10, 1);

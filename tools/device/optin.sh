@@ -8,10 +8,9 @@
 #                 every decode switch on;
 #   PARTS=ab      pp512 A/B (v4, GDN v2), tg128 A/B (GDN v2, ABI 1.19, ABI 1.20, all);
 #   PARTS=prof    a prompt profile per kernel (ncu) of each file with v4 and GDN v2;
-#   PARTS=next    the fifteenth session's two decode switches (measured in the sixteenth: early ids
-#                 now the default, MEMRA_MMID_EARLY=0 waits; MEMRA_COMBINE_V2=1 slower, opt-in):
-#                 opcheck_families --quick, 300 greedy tokens with each switch == without, graph
-#                 gates, a tg128 A/B;
+#   PARTS=next    matmul_id v3's early ids (the default since the sixteenth session; MEMRA_MMID_EARLY=0
+#                 waits; moe_combine v2, measured beside it, was slower and is gone): opcheck_families
+#                 --quick, 300 greedy tokens with and without == each other, graph gates, a tg128 A/B;
 #   PARTS=route   ABI 1.21 moe_route_glu (MEMRA_ROUTE_GLU=1, opt-in): opcheck_families --quick with
 #                 it (its bitwise cases), 300 greedy tokens == the route launch's, graph gates,
 #                 a tg128 A/B with and without the down launch's own route (MEMRA_ROUTE_DOWN=0),
@@ -32,6 +31,21 @@ syn() { [ -s "$W/$1.gguf" ] || "$D/memra-synth" --preset "$2" --types "$3" --see
 syn "$HY" qwen3next-80b-a3b q4_k_m 4 &
 syn "$MOE" qwen3-30b-a3b q4_k_m 8 &
 want() { [[ " $PARTS " == *" $1 "* ]]; }
+# same_tokens FILE BASE_ENV ENV...: 300 greedy tokens of FILE under each ENV (NAME=V) == under BASE_ENV
+same_tokens() {
+  local f=$1 e
+  shift
+  for e in "$@"; do
+    env "$e" timeout 60 "$D/memra" run "${G[@]}" -m "$W/$f.gguf" --prompt-ids 11,22,33,44,55 \
+      -n 300 --temp 0 >"$O/run-$f-${e//=/}.txt" 2>/dev/null
+  done
+  local b=$1
+  shift
+  for e in "$@"; do
+    cmp -s "$O/run-$f-${b//=/}.txt" "$O/run-$f-${e//=/}.txt" && echo "== $f $e: 300 tokens == $b" ||
+      echo "== $f $e: DIFFERS from $b"
+  done
+}
 line() { grep -E 'PASS|MISMATCH|FAIL' "$1" | head -2 | tr '\n' ' '; }
 G=(--plugin-dir "$D" --backend sm90a)
 
@@ -88,24 +102,16 @@ if want next; then
   wait
   "$D/opcheck_families" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" \
     >"$O/opf-next.txt" 2>&1
-  echo "== opcheck_families --quick (combine v2 by call) rc $?: $(tail -1 "$O/opf-next.txt")"
-  grep -E "FAIL|combine v2 ==" "$O/opf-next.txt" | head -8 | cut -c1-110
+  echo "== opcheck_families --quick rc $?: $(tail -1 "$O/opf-next.txt")"
+  grep -E "FAIL" "$O/opf-next.txt" | head -8 | cut -c1-110
   for f in "$HY" "$MOE"; do
-    for e in base MEMRA_MMID_EARLY=1 MEMRA_COMBINE_V2=1; do
-      env ${e/base/MEMRA_MMID_EARLY=0} timeout 60 "$D/memra" run "${G[@]}" -m "$W/$f.gguf" \
-        --prompt-ids 11,22,33,44,55 -n 300 --temp 0 >"$O/run-$f-${e%%=*}.txt" 2>/dev/null
-    done
-    for e in MEMRA_MMID_EARLY MEMRA_COMBINE_V2; do
-      cmp -s "$O/run-$f-base.txt" "$O/run-$f-$e.txt" && echo "== $f $e: 300 tokens == base" ||
-        echo "== $f $e: DIFFERS from base"
-    done
-    MEMRA_MMID_EARLY=1 MEMRA_COMBINE_V2=1 timeout 120 "$D/memra" gate graph "${G[@]}" \
-      -m "$W/$f.gguf" --gate-p 200 -n 512 >"$O/g.txt" 2>&1
-    echo "== gate graph early + combine v2 $f rc $?: $(line "$O/g.txt")"
+    same_tokens "$f" MEMRA_MMID_EARLY=0 MEMRA_MMID_EARLY=1
+    timeout 120 "$D/memra" gate graph "${G[@]}" -m "$W/$f.gguf" --gate-p 200 -n 512 >"$O/g.txt" 2>&1
+    echo "== gate graph early $f rc $?: $(line "$O/g.txt")"
   done
   WORK=$W OUT=$O/ab3 R=2 DEPTH=512 D=$D timeout 240 bash tools/device/ab.sh \
     qwen3next-80b-a3b:q4_k_m:4 qwen3-30b-a3b:q4_k_m:8 -- base="$D:MEMRA_MMID_EARLY=0" early="$D" \
-    cv2="$D:MEMRA_MMID_EARLY=0,MEMRA_COMBINE_V2=1" both="$D:MEMRA_COMBINE_V2=1" >"$O/ab-next.txt" 2>&1
+    >"$O/ab-next.txt" 2>&1
   grep -E "^qwen" "$O/ab-next.txt"
 fi
 
@@ -116,14 +122,7 @@ if want route; then
   echo "== opcheck_families --quick (moe_route_glu) rc $?: $(tail -1 "$O/opf-route.txt")"
   grep -E "FAIL|moe_route_glu .*==" "$O/opf-route.txt" | head -12 | cut -c1-110
   for f in "$HY" "$MOE"; do
-    for e in MEMRA_ROUTE_GLU=0 MEMRA_ROUTE_GLU=1 MEMRA_ROUTE_TRIGGER=1; do
-      env $e timeout 60 "$D/memra" run "${G[@]}" -m "$W/$f.gguf" \
-        --prompt-ids 11,22,33,44,55 -n 300 --temp 0 >"$O/run-$f-${e//=/}.txt" 2>/dev/null
-    done
-    for e in MEMRA_ROUTE_GLU1 MEMRA_ROUTE_TRIGGER1; do
-      cmp -s "$O/run-$f-MEMRA_ROUTE_GLU0.txt" "$O/run-$f-$e.txt" && echo "== $f $e: 300 tokens == base" ||
-        echo "== $f $e: DIFFERS from base"
-    done
+    same_tokens "$f" MEMRA_ROUTE_GLU=0 MEMRA_ROUTE_GLU=1 MEMRA_ROUTE_TRIGGER=1
     MEMRA_ROUTE_GLU=1 timeout 120 "$D/memra" gate graph "${G[@]}" -m "$W/$f.gguf" --gate-p 200 \
       -n 512 >"$O/g.txt" 2>&1
     echo "== gate graph moe_route_glu $f rc $?: $(line "$O/g.txt")"
