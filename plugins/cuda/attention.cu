@@ -382,6 +382,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_combine_v2_kernel(att_a
 #include "plugins/cuda/attention_v4.cuh" /* after att_args */
 
 #include "plugins/cuda/attention_v5.cuh" /* after attention_v4.cuh */
+#include "plugins/cuda/attention_v6.cuh" /* after attention_v5.cuh */
 
 /* v5's kernel for a cache type, load width and group (GM 4 or 8), and whether this device
  * can hold a cluster of AT5_SPLITS blocks of it at the largest shared memory a launch asks
@@ -394,14 +395,14 @@ template <typename TC, int VW, int HD = 0> static att5_fn att5_pick(int G) {
 }
 /* The set-up of one kernel asking at most smem bytes; *st caches the answer (0 not yet
  * asked, 1 runs, 2 cannot). */
-static att5_fn att5_setup(att5_fn k, size_t smem, int *st) {
+static att5_fn att5_setup(att5_fn k, size_t smem, int *st, int threads = AT5_THREADS) {
   if (*st == 0) {
     cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess && AT5_SPLITS > 8)
       e = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(AT5_SPLITS, 1, 1);
-    cfg.blockDim = dim3(AT5_THREADS);
+    cfg.blockDim = dim3((unsigned)threads);
     cfg.dynamicSmemBytes = smem;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeClusterDimension;
@@ -459,6 +460,21 @@ static att5_fn att5_ready_gate(int32_t ctype, int G) {
               : ti == 1 ? att5_pick_gate<__half>(G)
                         : att5_pick_gate<float>(G);
   return att5_setup(k, AT5_SMEM_MAX, &state[ti * 2 + (G > 4 ? 1 : 0)]);
+}
+
+/* v6 (opt-in, MEMRA_ATT=6, read per call): F16 and FP8 caches of 16-byte aligned rows, head
+ * dim 128, groups of at most 8 q heads, q rows 16-byte aligned; NULL where it does not apply. */
+static att5_fn att6_ready(int32_t ctype, bool vec4, const memra_attn_params *p, const float *q,
+                          uint64_t q_nb1) {
+  const char *e = getenv("MEMRA_ATT");
+  if (!e || strcmp(e, "6") != 0 || !vec4 || p->head_dim != AT6_D ||
+      p->n_head / p->n_kv_head > AT6_GM || memra_cu_align_of(q, q_nb1) < 16 ||
+      (ctype != MEMRA_TYPE_F16 && ctype != MEMRA_TYPE_F8_E4M3))
+    return NULL;
+  static int state[2]; /* [cache type] */
+  const int ti = ctype == MEMRA_TYPE_F8_E4M3 ? 0 : 1;
+  return att5_setup(ti ? attention_v6_kernel<__half> : attention_v6_kernel<memra_f8>, 0, &state[ti],
+                    AT6_THREADS);
 }
 
 /* v4's split kernel for a cache type and load width, by the group bound GM (4 or 8). */
@@ -613,6 +629,19 @@ static memra_status att_run(memra_backend *be, const memra_tensor *out, const me
   const bool vec = p->head_dim % 8 == 0 && memra_cu_align_of(a.kc, k_cache->nb1) >= 16 &&
                    (p->head_dim * esz) % 16 == 0;
   const bool vec4 = vec && memra_cu_align_of(a.vc, v_cache->nb1) >= 16;
+  /* v6 where it applies and MEMRA_ATT=6 asks for it (no output gate: v5 applies that) */
+  const att5_fn k6 = gate ? NULL : att6_ready(k_cache->type, vec4, p, a.q, q->nb1);
+  if (k6) {
+    a.n_split = att6_grid_splits(batch->kv_bucket); /* the cluster size, a power of two */
+    a.early = batch->flags & MEMRA_BATCH_DISTINCT ? 1 : 0;
+    for (int64_t r0 = 0; r0 < batch->n_rows; r0 += 65535) {
+      const int64_t nr = batch->n_rows - r0 < 65535 ? batch->n_rows - r0 : 65535;
+      a.row0 = r0;
+      const dim3 g6((unsigned)a.n_split, (unsigned)p->n_kv_head, (unsigned)nr);
+      MEMRA_CU(memra_cu_launch_cluster(be, k6, g6, dim3(AT6_THREADS), 0, (unsigned)a.n_split, a));
+    }
+    return MEMRA_OK;
+  }
   /* v5 unless MEMRA_ATT names another version (or the device cannot run it) */
   const att5_fn k5 =
       v2 || (ver_env && strcmp(ver_env, "4") == 0)

@@ -1,0 +1,425 @@
+/* attention_v6.cuh — split-KV decode attention ver 6: v5's one launch (a cluster's blocks
+ * combine through distributed shared memory) with each warp's positions on the tensor cores
+ * (included by attention.cu after attention_v5.cuh, whose row, paging and cluster helpers it
+ * uses; the register layouts are attention_v6_layout.h's).
+ *
+ * Why: v5 at d512 is ~9 us of a Llama-8B layer's chain for ~0.5 us of K/V bytes, and its
+ * profile is one long dependent chain a warp (ncu: ~2,000 instructions a warp at IPC 0.26; the
+ * phase probes: the step 2.5-2.9 us, the block merge 1.4-2.2, pages 1.2, the cluster combine
+ * 1.5; docs/PERF.md, seventh session). A step of 32 positions is 16 lane groups' scalar dot
+ * products, shuffles and online softmax; on mma.sync m16n8k16 it is 32 MMAs of scores and 32 of
+ * output, with q and P each split in two halves (f16 hi + f16 rest) so that nothing is rounded
+ * below f32 but K and V themselves, which the cache holds in f16 or e4m3 already. v6:
+ *  - a warp is a unit: its own contiguous chunk of the row's positions, its own softmax state
+ *    (max and sum of each head across the 4 lanes of a quad, no block merge). Grid (S, KV
+ *    heads, rows) in clusters of (S, 1, 1) as v5, 4 warps a block, so up to AT6_UNITS = 4
+ *    AT5_SPLITS units a row; the chunk is a function of the row's attended length alone
+ *    (att6_chunk), so a row's bits are the same alone, in any batch or bucket, eager or
+ *    replayed;
+ *  - a step loads 32 K rows and 32 V rows at once in the layout the MMAs take (16-byte loads,
+ *    one per 8 F16 or 16 FP8 elements; V^T's pairs of positions by byte permutes), scores
+ *    S^T = q K^T (one MMA per 16 head dims and 8 positions: q's hi and rest in A's rows g and
+ *    g + 8), the softmax on the C fragments, P^T's B fragments from the lane's own scores;
+ *  - each unit pushes its (max, sum, output) into the owners' shared memory, one cluster
+ *    barrier, the owner combines the units [0, ns) in order (v5's combine: M = max, sum_u
+ *    e^(m_u - M) acc_u / sum_u e^(m_u - M) l_u, fmaf chains).
+ * Head dim 128, groups up to 8 (the MMA's 8 columns are the group's heads), F16 and FP8 caches,
+ * without the output gate or rope_kv_attend's work; everything else stays on v5. EARLY as v5:
+ * rows of distinct sequences read their older K/V before the PDL wait. Opt-in: MEMRA_ATT=6.
+ *
+ * PREDICTION (H200, Llama-8B layer, B 1): attn_bench L 512 ~3.5 us (v5 ~6.1), L 4096 ~8 (v5
+ * ~21); in the step, the attention's ~9 us of chain at d512 -> ~5: tg128 @ d512 Q8_0 +4%,
+ * Q4_K_M +5%. Registers ~200 (K 64 + V 64 + q 32 + output 32 at F16), 128 threads a block.
+ * Where unsure: whether 128 registers of K/V a lane in flight costs occupancy beside the GEMV
+ * blocks resident for the next launch; the owners' combine over up to 64 units at d4096. */
+#ifndef MEMRA_CUDA_ATTENTION_V6_CUH
+#define MEMRA_CUDA_ATTENTION_V6_CUH
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "plugins/cuda/attention_v6_layout.h"
+
+enum {
+  AT6_WARPS = 4,
+  AT6_THREADS = 32 * AT6_WARPS,
+  AT6_UNITS = AT6_WARPS * AT5_SPLITS, /* most units (warps with positions) of one row */
+  AT6_GM = 8,                         /* most heads of a group: the MMA's 8 columns */
+  AT6_PFD = 4                         /* steps ahead hinted to L2 */
+};
+
+/* Positions per unit of a row attending to n >= 1 positions: at most AT6_UNITS units, whole
+ * steps. */
+__host__ __device__ __forceinline__ int32_t att6_chunk(int32_t n) {
+  const int32_t c = (n + AT6_UNITS - 1) / AT6_UNITS;
+  return (c + AT6_STEP - 1) / AT6_STEP * AT6_STEP;
+}
+
+/* Cluster size for a bucket: a power of two (so a block's share of the G x 128 outputs is a
+ * whole number of 8-element runs) with enough units for any row with position < bucket. */
+static inline int att6_grid_splits(int32_t bucket) {
+  int units = (bucket + AT6_STEP - 1) / AT6_STEP;
+  if (units > AT6_UNITS) units = AT6_UNITS;
+  int s = 1;
+  while (s * AT6_WARPS < units)
+    s *= 2;
+  return s;
+}
+
+/* Eight floats into another block's shared memory (same offset), 16-byte aligned. */
+__device__ __forceinline__ void att6_st_cluster8(const float *local, uint32_t rank,
+                                                 const float v[8]) {
+  const uint32_t la = (uint32_t)__cvta_generic_to_shared(local);
+  uint32_t ra;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(la), "r"(rank));
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(ra), "f"(v[0]), "f"(v[1]),
+               "f"(v[2]), "f"(v[3])
+               : "memory");
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(ra + 16), "f"(v[4]),
+               "f"(v[5]), "f"(v[6]), "f"(v[7])
+               : "memory");
+}
+
+/* A 16-byte load of cache elements as halves: F16 as it is (4 words), FP8 widened exactly
+ * (cvt.rn.f16x2.e4m3x2: e4m3 is a subset of f16; 8 words, the low byte in the low half). */
+template <typename TC> struct att6_row16 {
+  static constexpr int E = 16 / (int)sizeof(TC), W = E / 2; /* elements, words */
+  uint4 raw;
+  __device__ __forceinline__ void load(const char *p) { raw = __ldg((const uint4 *)p); }
+  __device__ __forceinline__ void zero() { raw = make_uint4(0u, 0u, 0u, 0u); }
+  __device__ __forceinline__ void words(uint32_t w[W]) const {
+    const uint32_t r[4] = {raw.x, raw.y, raw.z, raw.w};
+    if (sizeof(TC) == 2) {
+#pragma unroll
+      for (int i = 0; i < W && i < 4; ++i)
+        w[i] = r[i];
+    } else {
+#pragma unroll
+      for (int i = 0; i < W; ++i) {
+        const uint16_t two = (uint16_t)(r[i >> 1] >> (16 * (i & 1)));
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(w[i]) : "h"(two));
+      }
+    }
+  }
+};
+
+/* f = hi + rest: two f16 pairs (lo element in the low half) of (x0, x1). */
+__device__ __forceinline__ void att6_split2(float x0, float x1, uint32_t *hi, uint32_t *rest) {
+  const __half h0 = __float2half_rn(x0), h1 = __float2half_rn(x1);
+  const __half r0 = __float2half_rn(x0 - __half2float(h0)),
+               r1 = __float2half_rn(x1 - __half2float(h1));
+  *hi = (uint32_t)__half_as_ushort(h0) | (uint32_t)__half_as_ushort(h1) << 16;
+  *rest = (uint32_t)__half_as_ushort(r0) | (uint32_t)__half_as_ushort(r1) << 16;
+}
+
+__device__ __forceinline__ void att6_mma(float d[4], const uint32_t a[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* v6: block (split, KV head, row) of a cluster (S, 1, 1), S = gridDim.x = a.n_split a power of
+ * two; AT6_THREADS threads; a.group <= 8, head dim 128, a.hsplit 1. */
+template <typename TC>
+__global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
+  constexpr int E = att6_row16<TC>::E, W = att6_row16<TC>::W;
+  constexpr int KC = AT6_D / (4 * E), KS = E / 4; /* K chunks of 4 E dims, k-steps in one */
+  constexpr int VC = AT6_D / (8 * E), VT = E / 2; /* V chunks of 8 E dims, tiles in one */
+  __shared__ __align__(16) float sm6_push[AT6_WARPS * AT6_GM * AT6_D]; /* [units][E6] */
+  __shared__ float sm6_m[AT6_UNITS][AT6_GM], sm6_l[AT6_UNITS][AT6_GM]; /* pushed, per unit */
+  __shared__ float sm6_den[AT6_GM];
+  __shared__ uint4 sm6_q[AT6_WARPS][KC * KS][32]; /* each lane's q fragments, one a k-step */
+  att5_cluster_arrive_relaxed(); /* "this block runs": peers may push once all have */
+  const bool EARLY = a.early;
+  if (EARLY)
+    memra_pdl_trigger(); /* the wait comes after what no step's output feeds */
+  else
+    memra_pdl_enter_early();
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int split = blockIdx.x, kh = blockIdx.y, S = gridDim.x;
+  const int64_t r = a.row0 + blockIdx.z;
+  const int G = a.group, GD = G * AT6_D, E6 = GD / S; /* E6: a multiple of 8 (S | 16) */
+
+  const int32_t s = a.seq[r], p_r = a.pos[r];
+  const int32_t lo = a.window > 0 && p_r - a.window + 1 > 0 ? p_r - a.window + 1 : 0;
+  const int32_t n = s < 0 || s >= a.n_seqs || p_r < 0 ? 0 : p_r - lo + 1;
+  const int32_t chunk = att6_chunk(n > 0 ? n : 1);
+  int ns = (n + chunk - 1) / chunk;
+  if (ns > S * AT6_WARPS) ns = S * AT6_WARPS; /* a bucket below the position drops the rest */
+  const int u = split * AT6_WARPS + warp;
+  const bool mine = u < ns;
+  const int32_t pb = lo + u * chunk;
+  const int32_t pe = !mine ? pb : (pb + chunk < lo + n ? pb + chunk : lo + n);
+  const int n_steps = (pe - pb + AT6_STEP - 1) / AT6_STEP;
+  const int64_t koff = (int64_t)kh * AT6_D * (int64_t)sizeof(TC); /* the KV head's bytes */
+
+  att5_paging pz;
+  pz.bs = a.block_size;
+  pz.sh = (a.block_size & (a.block_size - 1)) == 0 ? __ffs(a.block_size) - 1 : -1;
+  /* the cache slot of position p of the unit, or -1 (past its end, no page, past the caches) */
+  auto slot_of = [&](int32_t p) -> int32_t {
+    const int32_t pg = att5_page(a, pz, s, p, pe);
+    if (pg < 0) return -1;
+    const int64_t sl = (int64_t)pg * a.block_size + pz.off(p);
+    return sl < a.k_slots && sl < a.v_slots ? (int32_t)sl : -1;
+  };
+  /* K rows: score tile j's column g (chunk c: 16 bytes at dims att6_k_dim(c, t)); V rows: the
+   * lane's 8 positions (output k-step kk, row q; chunk c at dims att6_v_dim(c, g)) */
+  att6_row16<TC> kr[4][KC], vr[2][4][VC];
+  uint32_t valid = 0; /* bit 4 kk + q: V row (kk, q) has a slot; the lane's score positions */
+  /* phase 0: every row; 1: every row but the row's own position (before the wait: its K/V
+   * are this step's); 2: only the row's own position's */
+  auto load_step = [&](int32_t p0, int phase) {
+    if (phase != 2) valid = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int32_t p = p0 + att6_k_pos(j, g), sl = slot_of(p);
+      const bool own = p == p_r, take = sl >= 0 && (phase == 0 || (phase == 2) == own);
+#pragma unroll
+      for (int c = 0; c < KC; ++c) {
+        if (take)
+          kr[j][c].load(a.kc + (uint64_t)sl * a.k_nb1 + koff +
+                        (uint64_t)att6_k_dim(E, c, t, 0, 0) * sizeof(TC));
+        else if (phase != 2)
+          kr[j][c].zero();
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int32_t p = p0 + att6_v_pos(kk, t, q), sl = slot_of(p);
+        const bool own = p == p_r, take = sl >= 0 && (phase == 0 || (phase == 2) == own);
+        if (phase != 2 && sl >= 0) valid |= 1u << (4 * kk + q);
+#pragma unroll
+        for (int c = 0; c < VC; ++c) {
+          if (take)
+            vr[kk][q][c].load(a.vc + (uint64_t)sl * a.v_nb1 + koff +
+                              (uint64_t)att6_v_dim(E, c, g, 0, 0) * sizeof(TC));
+          else if (phase != 2)
+            vr[kk][q][c].zero();
+        }
+      }
+    }
+  };
+  /* L2 hints for the K/V rows of step f: each lane its column's row (j), lines by t */
+  auto hint_step = [&](int f) {
+    constexpr int LINES = AT6_D * (int)sizeof(TC) / 128; /* 128-byte lines a row: 2 or 1 */
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int32_t sl = slot_of(pb + f * AT6_STEP + att6_k_pos(j, g));
+      if (sl >= 0 && t < 2 * LINES) {
+        const char *base =
+            t < LINES ? a.kc + (uint64_t)sl * a.k_nb1 : a.vc + (uint64_t)sl * a.v_nb1;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(base + koff + (t % LINES) * 128));
+      }
+    }
+  };
+
+  if (EARLY) { /* the first step's rows of earlier positions, before the wait */
+    if (mine) {
+      load_step(pb, 1);
+      for (int f = 1; f < n_steps && f <= AT6_PFD; ++f)
+        hint_step(f);
+    }
+    memra_pdl_wait();
+  }
+
+  /* q of head g (zero past the group): row g of A its f16 pairs, row g + 8 the rest; the pairs
+   * at the dims K's words hold (att6_k_dim). In shared memory, not 32 registers a lane: the
+   * step's K and V rows hold 128 (F16) */
+  {
+    const float *qh = a.q + r * a.q_ld + ((int64_t)kh * G + g) * AT6_D;
+#pragma unroll
+    for (int c = 0; c < KC; ++c) {
+      float x[E];
+#pragma unroll
+      for (int e = 0; e < E; e += 4) {
+        const float4 v = g < G ? *(const float4 *)(qh + att6_k_dim(E, c, t, 0, e))
+                               : make_float4(0.f, 0.f, 0.f, 0.f);
+        x[e] = v.x;
+        x[e + 1] = v.y;
+        x[e + 2] = v.z;
+        x[e + 3] = v.w;
+      }
+#pragma unroll
+      for (int s2 = 0; s2 < KS; ++s2) {
+        uint4 f;
+        att6_split2(x[4 * s2], x[4 * s2 + 1], &f.x, &f.y);
+        att6_split2(x[4 * s2 + 2], x[4 * s2 + 3], &f.z, &f.w);
+        sm6_q[warp][c * KS + s2][lane] = f;
+      }
+    }
+    __syncwarp();
+  }
+
+  float acc[VC][VT][4], m = -INFINITY, l = 0.f; /* m, l: head g's; acc: heads 2t, 2t + 1 */
+#pragma unroll
+  for (int c = 0; c < VC; ++c)
+#pragma unroll
+    for (int i = 0; i < VT; ++i)
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        acc[c][i][k] = 0.f;
+
+#pragma unroll 1
+  for (int it = 0; it < n_steps; ++it) {
+    const int32_t p0 = pb + it * AT6_STEP;
+    if (it > 0 || !EARLY)
+      load_step(p0, 0);
+    else
+      load_step(p0, 2); /* the row's own K/V, written by this step's kv store */
+    if (it == 0) {      /* steps 1 .. AT6_PFD (EARLY: hinted before the wait) */
+      if (!EARLY)
+        for (int f = 1; f < n_steps && f <= AT6_PFD; ++f)
+          hint_step(f);
+    } else if (it + AT6_PFD < n_steps) {
+      hint_step(it + AT6_PFD);
+    }
+
+    /* scores: tile j, k-step (c, s2): b0 / b1 are words 2 s2 and 2 s2 + 1 of K's load */
+    float sc[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
+#pragma unroll
+    for (int c = 0; c < KC; ++c) {
+#pragma unroll
+      for (int s2 = 0; s2 < KS; ++s2) {
+        const uint4 f = sm6_q[warp][c * KS + s2][lane];
+        const uint32_t qf[4] = {f.x, f.y, f.z, f.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          uint32_t w[W];
+          kr[j][c].words(w);
+          att6_mma(sc[j], qf, w[2 * s2], w[2 * s2 + 1]);
+        }
+      }
+    }
+    /* head g's scores at the lane's 8 positions (att6_s_pos: the V rows' positions) */
+    float x[4][2], mt = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float v = (sc[j][h] + sc[j][2 + h]) * a.scale;
+        if (a.softcap > 0.f) v = a.softcap * tanhf(v / a.softcap);
+        v = valid >> (4 * (j >> 1) + 2 * (j & 1) + h) & 1u ? v : -INFINITY;
+        x[j][h] = v;
+        mt = fmaxf(mt, v);
+      }
+    }
+    mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+    mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+    const float mn = fmaxf(m, mt);
+    const float al = m == -INFINITY ? 0.f : expf(m - mn); /* m finite: mn finite */
+    float ls = 0.f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        x[j][h] = x[j][h] == -INFINITY ? 0.f : expf(x[j][h] - mn);
+        ls += x[j][h];
+      }
+    l = fmaf(l, al, ls);
+    m = mn;
+    /* the output's columns are heads 2t, 2t + 1: their factors from quads 2t, 2t + 1 */
+    const float al0 = __shfl_sync(0xffffffffu, al, 8 * t),
+                al1 = __shfl_sync(0xffffffffu, al, 8 * t + 4);
+#pragma unroll
+    for (int c = 0; c < VC; ++c)
+#pragma unroll
+      for (int i = 0; i < VT; ++i) {
+        acc[c][i][0] *= al0;
+        acc[c][i][1] *= al1;
+        acc[c][i][2] *= al0;
+        acc[c][i][3] *= al1;
+      }
+      /* output: k-step kk's B is P^T of positions 2t, 2t+1 (tile 2 kk) and 8+2t.. (2 kk + 1) */
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      uint32_t bh0, br0, bh1, br1;
+      att6_split2(x[2 * kk][0], x[2 * kk][1], &bh0, &br0);
+      att6_split2(x[2 * kk + 1][0], x[2 * kk + 1][1], &bh1, &br1);
+#pragma unroll
+      for (int c = 0; c < VC; ++c) {
+        uint32_t w0[W], w1[W], w2[W], w3[W];
+        vr[kk][0][c].words(w0);
+        vr[kk][1][c].words(w1);
+        vr[kk][2][c].words(w2);
+        vr[kk][3][c].words(w3);
+#pragma unroll
+        for (int i = 0; i < VT; ++i) {
+          uint32_t av[4];
+          att6_v_frag(w0, w1, w2, w3, i, av);
+          att6_mma(acc[c][i], av, bh0, bh1);
+          att6_mma(acc[c][i], av, br0, br1);
+        }
+      }
+    }
+  }
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+
+  /* Push: the unit's outputs to their owners (element e = head G-local h x 128 + dim, owner
+   * e / E6, at [u][e mod E6]) in runs of 8 dims; (m, l) of each head to every block. */
+  att5_cluster_wait(); /* every block of the cluster runs: its shared memory is there */
+  if (mine) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int h = 2 * t + hh;
+      if (h >= G) continue;
+#pragma unroll
+      for (int c = 0; c < VC; ++c) {
+#pragma unroll
+        for (int i0 = 0; i0 < VT; i0 += 4) { /* dims att6_v_dim(c, g, i0 .. i0 + 3, 0 / 1) */
+          float v[8];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            v[2 * i] = acc[c][i0 + i][hh];
+            v[2 * i + 1] = acc[c][i0 + i][2 + hh];
+          }
+          const int e = h * AT6_D + att6_v_dim(E, c, g, i0, 0), ow = e / E6;
+          att6_st_cluster8(sm6_push + u * E6 + (e - ow * E6), (uint32_t)ow, v);
+        }
+      }
+    }
+    if (g < G)
+      for (int ow = t; ow < S; ow += 4) {
+        att5_st_cluster(&sm6_m[u][g], (uint32_t)ow, m);
+        att5_st_cluster(&sm6_l[u][g], (uint32_t)ow, l);
+      }
+  }
+  att5_cluster_arrive_release();
+  att5_cluster_wait(); /* every push of the cluster is in this block's shared memory */
+
+  /* Combine this block's E6 outputs over the units [0, ns) in order: each head's M and
+   * weights e^(m_u - M) once (in place of m_u), its denominator, then the elements. */
+  if (tid < G) {
+    float M = -INFINITY;
+    for (int u2 = 0; u2 < ns; ++u2)
+      M = fmaxf(M, sm6_m[u2][tid]);
+    float den = 0.f;
+    for (int u2 = 0; u2 < ns; ++u2) {
+      const float ms = sm6_m[u2][tid], f = ms == -INFINITY ? 0.f : expf(ms - M);
+      sm6_m[u2][tid] = f;
+      den = fmaf(f, sm6_l[u2][tid], den);
+    }
+    sm6_den[tid] = den;
+  }
+  __syncthreads();
+  for (int i = tid; i < E6; i += AT6_THREADS) {
+    const int e = split * E6 + i, h = e / AT6_D;
+    float num = 0.f;
+#pragma unroll 4
+    for (int u2 = 0; u2 < ns; ++u2)
+      num = fmaf(sm6_m[u2][h], sm6_push[u2 * E6 + i], num);
+    const float den = sm6_den[h];
+    /* A row that attended to nothing (bad ids) gets NaN, not a silent zero. */
+    a.out[r * a.out_ld + (int64_t)kh * GD + e] = den > 0.f ? num / den : __int_as_float(0x7fc00000);
+  }
+}
+
+#endif /* MEMRA_CUDA_ATTENTION_V6_CUH */
