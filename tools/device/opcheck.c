@@ -1918,6 +1918,101 @@ static void check_attention(void) {
   }
 }
 
+/* attention v6 (MEMRA_ATT=6, opt-in: head dim 128, groups up to 8, F16 / FP8 caches) against
+ * the CPU, and each row alone (its own bucket, early K/V) bit-identical to its batch. In
+ * --quick too: the default cases above are d 64 there. */
+static void check_attention_v6(void) {
+  struct {
+    int32_t ctype;
+    int n_head, n_kv, window;
+    float softcap;
+    int rows, maxpos;
+  } cs[] = {
+      {MEMRA_TYPE_F16, 32, 8, 0, 0.f, 2, 4100},     /* Llama-8B's group, 2-3 steps a unit */
+      {MEMRA_TYPE_F8_E4M3, 32, 8, 0, 0.f, 2, 4100}, /* the same on FP8 */
+      {MEMRA_TYPE_F16, 16, 2, 0, 0.f, 5, 700},      /* group 8: every MMA column a head */
+      {MEMRA_TYPE_F16, 12, 4, 100, 20.f, 4, 300},   /* group 3, a window, softcap */
+      {MEMRA_TYPE_F8_E4M3, 40, 8, 0, 0.f, 5, 9000}, /* group 5, 5 steps a unit (L2 hints) */
+      {MEMRA_TYPE_F16, 8, 8, 0, 0.f, 6, 33},        /* group 1, one partial step */
+  };
+  const int n_cases = g_quick ? 3 : (int)(sizeof cs / sizeof cs[0]);
+  const int hd = 128;
+  for (int c = 0; c < n_cases; ++c) {
+    const int n_rows = cs[c].rows, width = cs[c].n_kv * hd, qw = cs[c].n_head * hd;
+    int32_t pos[8], seq[8];
+    int maxp = 0;
+    for (int r = 0; r < n_rows; ++r) {
+      seq[r] = r % 3;
+      pos[r] = r == 0 ? 0 : (int32_t)(ck_rnd() % (uint64_t)cs[c].maxpos);
+      if (r == n_rows - 1 && n_rows > 1) pos[r] = cs[c].maxpos - 1; /* the longest */
+      if (pos[r] > maxp) maxp = pos[r];
+    }
+    const int bs = 16, mb = (maxp + 1 + bs - 1) / bs + 1;
+    kvfix f = kv_fixture(3, bs, mb, pos, seq, n_rows);
+    const int64_t slots = (int64_t)f.n_pages * bs;
+    uint64_t cb;
+    void *kc = ck_rand_rows(cs[c].ctype, width, slots, &cb),
+         *vc = ck_rand_rows(cs[c].ctype, width, slots, &cb);
+    float *q = ck_frand_vec((int64_t)n_rows * qw, -1, 1);
+    ck_buf dkc = ck_new(cb, kc), dvc = ck_new(cb, vc), dq = ck_new((uint64_t)n_rows * qw * 4, q),
+           dout = ck_new((uint64_t)n_rows * qw * 4, NULL);
+    memra_attn_params p = {cs[c].n_head, cs[c].n_kv, hd, cs[c].window, 1.0f / sqrtf((float)hd),
+                           cs[c].softcap};
+    char what[112];
+    snprintf(what, sizeof what, "v6 %s h%d/kv%d d%d win%d cap%g rows %d pos<=%d",
+             memra_type_info(cs[c].ctype).name, p.n_head, p.n_kv_head, hd, p.window, p.softcap,
+             n_rows, maxp);
+    int ok_;
+    setenv("MEMRA_ATT", "6", 1);
+    BOTH("attention", what, ({
+           memra_batch b = kv_batch(&f, i, n_rows, maxp + 1);
+           P[i].vt->attention(P[i].be, TP(&dout, i, 0, qw, n_rows), TP(&dq, i, 0, qw, n_rows),
+                              TP(&dkc, i, cs[c].ctype, width, slots),
+                              TP(&dvc, i, cs[c].ctype, width, slots), &b, &p);
+         }));
+    if (ok_) compare_f32("attention", what, &dout, (int64_t)n_rows * qw, 2e-5);
+    if (ok_ && n_rows > 1) { /* each row alone, own bucket and early K/V: the batch's bits */
+      float *ob = ck_get(&dout, 1);
+      int n_same = 0;
+      ck_buf d1 = ck_new((uint64_t)qw * 4, NULL);
+      for (int r = 0; r < n_rows; ++r) {
+        memra_batch b = kv_batch(&f, 1, 1, pos[r] + 1);
+        b.flags = MEMRA_BATCH_DISTINCT;
+        b.pos.offset = (uint64_t)r * 4;
+        b.seq.offset = (uint64_t)r * 4;
+        memra_tensor qr = ck_t(&dq, 1, 0, qw, 1);
+        qr.offset = (uint64_t)r * qw * 4;
+        ck_poison(&d1);
+        memra_plug_must(&P[1],
+                        P[1].vt->attention(P[1].be, TP(&d1, 1, 0, qw, 1), &qr,
+                                           TP(&dkc, 1, cs[c].ctype, width, slots),
+                                           TP(&dvc, 1, cs[c].ctype, width, slots), &b, &p),
+                        "attention");
+        float *o1 = ck_get(&d1, 1);
+        n_same += memcmp(o1, ob + (int64_t)r * qw, (size_t)qw * 4) == 0 && ck_guard_ok(&d1);
+        free(o1);
+      }
+      const int same = n_same == n_rows;
+      char w2[128];
+      snprintf(w2, sizeof w2,
+               "attention v6 %s: %d rows each alone (own bucket, early K/V) == in batch",
+               memra_type_info(cs[c].ctype).name, n_rows);
+      ck_record("invariance", w2, n_rows - n_same, 0, same, same ? "bit-identical" : "differs");
+      ck_free(&d1);
+      free(ob);
+    }
+    unsetenv("MEMRA_ATT");
+    ck_free(&dkc);
+    ck_free(&dvc);
+    ck_free(&dq);
+    ck_free(&dout);
+    free(kc);
+    free(vc);
+    free(q);
+    kv_free(&f);
+  }
+}
+
 static void check_elementwise(void) {
   const int64_t R = 7, E = 4097;
   float *a = ck_frand_vec(R * E, -6, 6), *b = ck_frand_vec(R * E, -2, 2);
@@ -2342,6 +2437,7 @@ int main(int argc, char **argv) {
   check_qk_rope_kv();
   check_matmul_n_rope_kv();
   check_attention();
+  check_attention_v6();
   check_rope_kv_attend();
   check_attention_gate();
   check_elementwise();

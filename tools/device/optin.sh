@@ -14,7 +14,12 @@
 #   PARTS=route   ABI 1.21 moe_route_glu (MEMRA_ROUTE_GLU=1, opt-in): opcheck_families --quick with
 #                 it (its bitwise cases), 300 greedy tokens == the route launch's, graph gates,
 #                 a tg128 A/B with and without the down launch's own route (MEMRA_ROUTE_DOWN=0),
-#                 and the route launch triggering first (MEMRA_ROUTE_TRIGGER=1, unmeasured).
+#                 and the route launch triggering first (MEMRA_ROUTE_TRIGGER=1, unmeasured);
+#   PARTS=att6    decode attention v6 (MEMRA_ATT=6, opt-in, written without a device in the
+#                 seventeenth session): opcheck --quick (its cases against the CPU, rows alone ==
+#                 batch), memcheck over attn_bench with it, attn_bench's table (v6 beside v5),
+#                 graph gates (N 512) and a batch gate on Llama-8B Q8_0 and Q4_K_M with it;
+#   PARTS=att6ab  its tg128 A/B on Llama-8B Q8_0 and Q4_K_M at d512 and d4096 (v5 beside v6).
 # From the repo root after tools/device/pack.sh, carrying dist-carry:  PARTS=checks bash
 # tools/device/optin.sh. Models go to WORK (/tmp/memra-models; kept while the machine is warm).
 set -u
@@ -131,4 +136,31 @@ if want route; then
     qwen3next-80b-a3b:q4_k_m:4 qwen3-30b-a3b:q4_k_m:8 -- base="$D" rg="$D:MEMRA_ROUTE_GLU=1" \
     rgnd="$D:MEMRA_ROUTE_GLU=1,MEMRA_ROUTE_DOWN=0" tf="$D:MEMRA_ROUTE_TRIGGER=1" >"$O/ab-route.txt" 2>&1
   grep -E "^qwen" "$O/ab-route.txt"
+fi
+
+if want att6; then
+  "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/op-att6.txt" 2>&1
+  echo "== opcheck --quick (attention v6 cases) rc $?: $(tail -1 "$O/op-att6.txt")"
+  grep -E "FAIL" "$O/op-att6.txt" | head -8 | cut -c1-120
+  grep -E "v6" "$O/op-att6.txt" | cut -c1-130
+  MEMRA_ATT=6 compute-sanitizer --tool memcheck "$D/attn_bench" "$D/libmemra_sm90a.so" 512 4224 \
+    >"$O/mc-att6.txt" 2>&1
+  echo "== memcheck attn_bench (v6) rc $?: $(grep -E 'ERROR SUMMARY' "$O/mc-att6.txt" | tail -1)"
+  timeout 200 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn-bench.txt" 2>&1
+  cat "$O/attn-bench.txt"
+  for t in q8_0 q4_k_m; do
+    L=$W/llama31-8b-$t.gguf
+    [ -s "$L" ] || "$D/memra-synth" --preset llama31-8b --types $t --seed 1 -o "$L" >"$O/synth-l$t.log" 2>&1
+    MEMRA_ATT=6 timeout 120 "$D/memra" gate graph "${G[@]}" -m "$L" --gate-p 200 -n 512 >"$O/g.txt" 2>&1
+    echo "== gate graph v6 llama $t rc $?: $(line "$O/g.txt")"
+    MEMRA_ATT=6 timeout 120 "$D/memra" gate batch "${G[@]}" -m "$L" --gate-b 8 --gate-p 512 -n 32 \
+      >"$O/g.txt" 2>&1
+    echo "== gate batch v6 llama $t rc $?: $(line "$O/g.txt")"
+  done
+fi
+
+if want att6ab; then
+  WORK=$W OUT=$O/ab6 R=2 DEPTH="512,4096" D=$D timeout 500 bash tools/device/ab.sh \
+    llama31-8b:q8_0 llama31-8b:q4_k_m -- v5="$D" v6="$D:MEMRA_ATT=6" >"$O/ab-att6.txt" 2>&1
+  grep -E "^llama" "$O/ab-att6.txt"
 fi
