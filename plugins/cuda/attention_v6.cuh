@@ -395,19 +395,29 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
   att5_cluster_arrive_release();
   att5_cluster_wait(); /* every push of the cluster is in this block's shared memory */
 
-  /* Combine this block's E6 outputs over the units [0, ns) in order: each head's M and
-   * weights e^(m_u - M) once (in place of m_u), its denominator, then the elements. */
-  if (tid < G) {
-    float M = -INFINITY;
-    for (int u2 = 0; u2 < ns; ++u2)
-      M = fmaxf(M, sm6_m[u2][tid]);
-    float den = 0.f;
-    for (int u2 = 0; u2 < ns; ++u2) {
-      const float ms = sm6_m[u2][tid], f = ms == -INFINITY ? 0.f : expf(ms - M);
-      sm6_m[u2][tid] = f;
-      den = fmaf(f, sm6_l[u2][tid], den);
-    }
-    sm6_den[tid] = den;
+  /* Combine this block's E6 outputs over the units [0, ns) in order. Per head of the block's
+   * range, one warp: M = max over the units (lane L holds units L and L + 32), the weights
+   * e^(m_u - M) in place of m_u, the denominator by the warp's butterfly (a fixed tree: a row's
+   * bits depend on its ns alone); then each element's fmaf chain over the units. */
+  static_assert(AT6_UNITS <= 64, "two units a lane in the combine");
+  const int h0 = split * E6 / AT6_D, h1 = ((split + 1) * E6 - 1) / AT6_D;
+  for (int h = h0 + warp; h <= h1; h += AT6_WARPS) {
+    const bool in0 = lane < ns, in1 = lane + 32 < ns;
+    const float m0 = in0 ? sm6_m[lane][h] : -INFINITY, m1 = in1 ? sm6_m[lane + 32][h] : -INFINITY;
+    float M = fmaxf(m0, m1);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+      M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    const float f0 = m0 == -INFINITY ? 0.f : expf(m0 - M),
+                f1 = m1 == -INFINITY ? 0.f : expf(m1 - M);
+    float den = in0 ? f0 * sm6_l[lane][h] : 0.f;
+    if (in1) den = fmaf(f1, sm6_l[lane + 32][h], den);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+      den += __shfl_xor_sync(0xffffffffu, den, o);
+    if (in0) sm6_m[lane][h] = f0; /* each lane its own units: no lane reads another's */
+    if (in1) sm6_m[lane + 32][h] = f1;
+    if (lane == 0) sm6_den[h] = den;
   }
   __syncthreads();
   for (int i = tid; i < E6; i += AT6_THREADS) {

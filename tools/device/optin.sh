@@ -19,7 +19,8 @@
 #                 seventeenth session): opcheck --quick (its cases against the CPU, rows alone ==
 #                 batch), memcheck over attn_bench with it, attn_bench's table (v6 beside v5),
 #                 graph gates (N 512) and a batch gate on Llama-8B Q8_0 and Q4_K_M with it;
-#   PARTS=att6ab  its tg128 A/B on Llama-8B Q8_0 and Q4_K_M at d512 and d4096 (v5 beside v6).
+#   PARTS=att6ab  its tg128 A/B on Llama-8B Q8_0 and Q4_K_M at d512 and d4096, and on the MoE (group 8)
+#                 at d512 (v5 beside v6).
 # From the repo root after tools/device/pack.sh, carrying dist-carry:  PARTS=checks bash
 # tools/device/optin.sh. Models go to WORK (/tmp/memra-models; kept while the machine is warm).
 set -u
@@ -160,7 +161,10 @@ if want att6; then
 fi
 
 if want att6ab; then
-  WORK=$W OUT=$O/ab6 R=2 DEPTH="512,4096" D=$D timeout 500 bash tools/device/ab.sh \
+  WORK=$W OUT=$O/ab6 R=2 DEPTH="512,4096" D=$D timeout 420 bash tools/device/ab.sh \
     llama31-8b:q8_0 llama31-8b:q4_k_m -- v5="$D" v6="$D:MEMRA_ATT=6" >"$O/ab-att6.txt" 2>&1
   grep -E "^llama" "$O/ab-att6.txt"
+  WORK=$W OUT=$O/ab6m R=2 DEPTH=512 D=$D timeout 150 bash tools/device/ab.sh \
+    qwen3-30b-a3b:q4_k_m:8 -- v5="$D" v6="$D:MEMRA_ATT=6" >"$O/ab-att6m.txt" 2>&1
+  grep -E "^qwen" "$O/ab-att6m.txt"
 fi
