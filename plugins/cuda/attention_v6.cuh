@@ -121,7 +121,8 @@ __device__ __forceinline__ void att6_mma(float d[4], const uint32_t a[4], uint32
 }
 
 /* v6: block (split, KV head, row) of a cluster (S, 1, 1), S = gridDim.x = a.n_split a power of
- * two; AT6_THREADS threads; a.group <= 8, head dim 128, a.hsplit 1. */
+ * two; AT6_THREADS threads; a.group <= 8, head dim 128, a.hsplit 1, a.block_size a power of two
+ * >= 16. */
 template <typename TC>
 __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
   constexpr int E = att6_row16<TC>::E, W = att6_row16<TC>::W;
@@ -155,61 +156,104 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
   const int n_steps = (pe - pb + AT6_STEP - 1) / AT6_STEP;
   const int64_t koff = (int64_t)kh * AT6_D * (int64_t)sizeof(TC); /* the KV head's bytes */
 
-  att5_paging pz;
-  pz.bs = a.block_size;
-  pz.sh = (a.block_size & (a.block_size - 1)) == 0 ? __ffs(a.block_size) - 1 : -1;
-  /* the cache slot of position p of the unit, or -1 (past its end, no page, past the caches) */
-  auto slot_of = [&](int32_t p) -> int32_t {
-    const int32_t pg = att5_page(a, pz, s, p, pe);
-    if (pg < 0) return -1;
-    const int64_t sl = (int64_t)pg * a.block_size + pz.off(p);
-    return sl < a.k_slots && sl < a.v_slots ? (int32_t)sl : -1;
+  /* Paging: the block size a power of two >= 16 (the host's condition), so a step's 32
+   * positions lie in at most 3 pages; every lane reads the 3 entries once a step (the same
+   * lines: L1) and picks each position's, no per-position table read and no shuffle. */
+  const int bsh = __ffs(a.block_size) - 1;
+  const int32_t *bt_row = a.bt + (int64_t)s * a.bt_ld;
+  struct pages3 {
+    int32_t pg[3];
+  };
+  auto step_pages = [&](int32_t p0) { /* pages of blocks (p0 >> bsh) + 0, 1, 2, or -1 */
+                                      pages3 r3;
+#pragma unroll
+                                      for (int i = 0; i < 3; ++i) {
+                                        const int32_t b = (p0 >> bsh) + i;
+                                        r3.pg[i] =
+                                            (b << bsh) < pe && b < a.max_blocks ? bt_row[b] : -1;
+                                      }
+                                      return r3;
+  };
+  /* the cache slot of position p (in p0's step) of the unit, or -1 (past its end, no page, past
+   * the caches) */
+  const int64_t lim64 = a.k_slots < a.v_slots ? a.k_slots : a.v_slots;
+  const int32_t slot_lim = lim64 < INT32_MAX ? (int32_t)lim64 : INT32_MAX; /* 32-bit compares */
+  auto slot_in = [&](const pages3 &pgs, int32_t p0, int32_t p) -> int32_t {
+    const int d = (p >> bsh) - (p0 >> bsh);
+    const int32_t pg = d == 0 ? pgs.pg[0] : d == 1 ? pgs.pg[1] : pgs.pg[2];
+    /* pg <= slot_lim >> bsh keeps pg * block_size + offset within 32 bits; then the bound */
+    const bool ok = p < pe && pg >= 0 && pg <= (slot_lim >> bsh);
+    const int32_t sl = ok ? (pg << bsh) + (p & (a.block_size - 1)) : -1;
+    return sl < slot_lim ? sl : -1;
   };
   /* K rows: score tile j's column g (chunk c: 16 bytes at dims att6_k_dim(c, t)); V rows: the
    * lane's 8 positions (output k-step kk, row q; chunk c at dims att6_v_dim(c, g)) */
   att6_row16<TC> kr[4][KC], vr[2][4][VC];
   uint32_t valid = 0; /* bit 4 kk + q: V row (kk, q) has a slot; the lane's score positions */
-  /* phase 0: every row; 1: every row but the row's own position (before the wait: its K/V
-   * are this step's); 2: only the row's own position's */
-  auto load_step = [&](int32_t p0, int phase) {
-    if (phase != 2) valid = 0;
+  /* the lane's first byte in a K row and a V row; chunk c lies 4 E (K) or 8 E (V) elements on;
+   * row strides below 2^32 (the host's condition): one 32 x 32 -> 64-bit multiply a row */
+  const uint32_t knb = (uint32_t)a.k_nb1, vnb = (uint32_t)a.v_nb1;
+  const uint64_t kb = (uint64_t)koff + (uint64_t)att6_k_dim(E, 0, t, 0, 0) * sizeof(TC),
+                 vb = (uint64_t)koff + (uint64_t)att6_v_dim(E, 0, g, 0, 0) * sizeof(TC);
+  /* early 0: every row of the step; early 1 (before the wait): all but the row's own
+   * position's, whose K/V this step's kv store writes (load_own reads them after the wait) */
+  int32_t own_sl = -1; /* the slot of the row's own position when early 1 skipped it */
+  auto load_step = [&](int32_t p0, bool early) {
+    valid = 0;
+    const pages3 pages = step_pages(p0);
+    if (early && p_r - p0 < AT6_STEP) own_sl = slot_in(pages, p0, p_r);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int32_t p = p0 + att6_k_pos(j, g), sl = slot_of(p);
-      const bool own = p == p_r, take = sl >= 0 && (phase == 0 || (phase == 2) == own);
+      const int32_t p = p0 + att6_k_pos(j, g), sl = slot_in(pages, p0, p);
+      /* a K row without a slot is not loaded: its column of scores is masked (-inf) whatever
+       * the registers hold, and no other score reads it */
+      const char *kp = a.kc + (uint64_t)(uint32_t)sl * knb + kb;
 #pragma unroll
-      for (int c = 0; c < KC; ++c) {
-        if (take)
-          kr[j][c].load(a.kc + (uint64_t)sl * a.k_nb1 + koff +
-                        (uint64_t)att6_k_dim(E, c, t, 0, 0) * sizeof(TC));
-        else if (phase != 2)
-          kr[j][c].zero();
-      }
+      for (int c = 0; c < KC; ++c)
+        if (sl >= 0 && !(early && p == p_r)) kr[j][c].load(kp + c * 4 * E * (int)sizeof(TC));
     }
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int32_t p = p0 + att6_v_pos(kk, t, q), sl = slot_of(p);
-        const bool own = p == p_r, take = sl >= 0 && (phase == 0 || (phase == 2) == own);
-        if (phase != 2 && sl >= 0) valid |= 1u << (4 * kk + q);
+        const int32_t p = p0 + att6_v_pos(kk, t, q), sl = slot_in(pages, p0, p);
+        if (sl >= 0) valid |= 1u << (4 * kk + q);
+        const char *vp = a.vc + (uint64_t)(uint32_t)sl * vnb + vb;
 #pragma unroll
         for (int c = 0; c < VC; ++c) {
-          if (take)
-            vr[kk][q][c].load(a.vc + (uint64_t)sl * a.v_nb1 + koff +
-                              (uint64_t)att6_v_dim(E, c, g, 0, 0) * sizeof(TC));
-          else if (phase != 2)
-            vr[kk][q][c].zero();
+          if (sl >= 0 && !(early && p == p_r))
+            vr[kk][q][c].load(vp + c * 8 * E * (int)sizeof(TC));
+          else
+            vr[kk][q][c].zero(); /* P is 0 there, but 0 x NaN is not */
         }
       }
     }
   };
+  /* the row's own K and V rows into the lanes that hold them (step 0 of the unit, early 1) */
+  auto load_own = [&]() {
+    const char *kp = a.kc + (uint64_t)(uint32_t)own_sl * knb + kb,
+               *vp = a.vc + (uint64_t)(uint32_t)own_sl * vnb + vb;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+        if (pb + att6_k_pos(j, g) == p_r) kr[j][c].load(kp + c * 4 * E * (int)sizeof(TC));
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+#pragma unroll
+        for (int c = 0; c < VC; ++c)
+          if (pb + att6_v_pos(kk, t, q) == p_r) vr[kk][q][c].load(vp + c * 8 * E * (int)sizeof(TC));
+  };
   /* L2 hints for the K/V rows of step f: each lane its column's row (j), lines by t */
   auto hint_step = [&](int f) {
     constexpr int LINES = AT6_D * (int)sizeof(TC) / 128; /* 128-byte lines a row: 2 or 1 */
+    const int32_t p0 = pb + f * AT6_STEP;
+    const pages3 pages = step_pages(p0);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int32_t sl = slot_of(pb + f * AT6_STEP + att6_k_pos(j, g));
+      const int32_t sl = slot_in(pages, p0, p0 + att6_k_pos(j, g));
       if (sl >= 0 && t < 2 * LINES) {
         const char *base =
             t < LINES ? a.kc + (uint64_t)sl * a.k_nb1 : a.vc + (uint64_t)sl * a.v_nb1;
@@ -220,7 +264,7 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
 
   if (EARLY) { /* the first step's rows of earlier positions, before the wait */
     if (mine) {
-      load_step(pb, 1);
+      load_step(pb, true);
       for (int f = 1; f < n_steps && f <= AT6_PFD; ++f)
         hint_step(f);
     }
@@ -229,33 +273,37 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
 
   /* q of head g (zero past the group): row g of A its f16 pairs, row g + 8 the rest; the pairs
    * at the dims K's words hold (att6_k_dim). In shared memory, not 32 registers a lane: the
-   * step's K and V rows hold 128 (F16) */
+   * step's K and V rows hold 128 (F16). Its loads first, then the row's own K/V rows (EARLY),
+   * both L2 round trips in flight at once, then the split. */
   {
     const float *qh = a.q + r * a.q_ld + ((int64_t)kh * G + g) * AT6_D;
+    float x[KC][E];
 #pragma unroll
-    for (int c = 0; c < KC; ++c) {
-      float x[E];
+    for (int c = 0; c < KC; ++c)
 #pragma unroll
       for (int e = 0; e < E; e += 4) {
         const float4 v = g < G ? *(const float4 *)(qh + att6_k_dim(E, c, t, 0, e))
                                : make_float4(0.f, 0.f, 0.f, 0.f);
-        x[e] = v.x;
-        x[e + 1] = v.y;
-        x[e + 2] = v.z;
-        x[e + 3] = v.w;
+        x[c][e] = v.x;
+        x[c][e + 1] = v.y;
+        x[c][e + 2] = v.z;
+        x[c][e + 3] = v.w;
       }
+    if (EARLY && own_sl >= 0) load_own();
+#pragma unroll
+    for (int c = 0; c < KC; ++c)
 #pragma unroll
       for (int s2 = 0; s2 < KS; ++s2) {
         uint4 f;
-        att6_split2(x[4 * s2], x[4 * s2 + 1], &f.x, &f.y);
-        att6_split2(x[4 * s2 + 2], x[4 * s2 + 3], &f.z, &f.w);
+        att6_split2(x[c][4 * s2], x[c][4 * s2 + 1], &f.x, &f.y);
+        att6_split2(x[c][4 * s2 + 2], x[c][4 * s2 + 3], &f.z, &f.w);
         sm6_q[warp][c * KS + s2][lane] = f;
       }
-    }
     __syncwarp();
   }
 
   float acc[VC][VT][4], m = -INFINITY, l = 0.f; /* m, l: head g's; acc: heads 2t, 2t + 1 */
+  int hinted = EARLY ? AT6_PFD : 0;             /* the last step hinted to L2 */
 #pragma unroll
   for (int c = 0; c < VC; ++c)
 #pragma unroll
@@ -267,18 +315,7 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
 #pragma unroll 1
   for (int it = 0; it < n_steps; ++it) {
     const int32_t p0 = pb + it * AT6_STEP;
-    if (it > 0 || !EARLY)
-      load_step(p0, 0);
-    else
-      load_step(p0, 2); /* the row's own K/V, written by this step's kv store */
-    if (it == 0) {      /* steps 1 .. AT6_PFD (EARLY: hinted before the wait) */
-      if (!EARLY)
-        for (int f = 1; f < n_steps && f <= AT6_PFD; ++f)
-          hint_step(f);
-    } else if (it + AT6_PFD < n_steps) {
-      hint_step(it + AT6_PFD);
-    }
-
+    if (it > 0 || !EARLY) load_step(p0, false); /* EARLY: step 0's are in flight */
     /* scores: tile j, k-step (c, s2): b0 / b1 are words 2 s2 and 2 s2 + 1 of K's load */
     float sc[4][4];
 #pragma unroll
@@ -359,6 +396,11 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
         }
       }
     }
+    /* L2 hints for the steps up to AT6_PFD ahead not hinted yet, after this step's MMAs: their
+     * table reads wait on nothing the step needs (EARLY hinted 1 .. AT6_PFD before the wait) */
+    for (int f = hinted + 1; f < n_steps && f <= it + AT6_PFD; ++f)
+      hint_step(f);
+    hinted = it + AT6_PFD;
   }
   l += __shfl_xor_sync(0xffffffffu, l, 1);
   l += __shfl_xor_sync(0xffffffffu, l, 2);
