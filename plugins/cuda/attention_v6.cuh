@@ -189,6 +189,11 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
   /* K rows: score tile j's column g (chunk c: 16 bytes at dims att6_k_dim(c, t)); V rows: the
    * lane's 8 positions (output k-step kk, row q; chunk c at dims att6_v_dim(c, g)) */
   att6_row16<TC> kr[4][KC], vr[2][4][VC];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) /* defined once; a row without a slot keeps what it holds */
+#pragma unroll
+    for (int c = 0; c < KC; ++c)
+      kr[j][c].zero();
   uint32_t valid = 0; /* bit 4 kk + q: V row (kk, q) has a slot; the lane's score positions */
   /* the lane's first byte in a K row and a V row; chunk c lies 4 E (K) or 8 E (V) elements on;
    * row strides below 2^32 (the host's condition): one 32 x 32 -> 64-bit multiply a row */
