@@ -164,15 +164,15 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
   struct pages3 {
     int32_t pg[3];
   };
-  auto step_pages = [&](int32_t p0) { /* pages of blocks (p0 >> bsh) + 0, 1, 2, or -1 */
-                                      pages3 r3;
+  /* the pages of blocks (p0 >> bsh) + 0, 1, 2 of the unit, or -1 */
+  auto step_pages = [&](int32_t p0) {
+    pages3 r3;
 #pragma unroll
-                                      for (int i = 0; i < 3; ++i) {
-                                        const int32_t b = (p0 >> bsh) + i;
-                                        r3.pg[i] =
-                                            (b << bsh) < pe && b < a.max_blocks ? bt_row[b] : -1;
-                                      }
-                                      return r3;
+    for (int i = 0; i < 3; ++i) {
+      const int32_t b = (p0 >> bsh) + i;
+      r3.pg[i] = (b << bsh) < pe && b < a.max_blocks ? bt_row[b] : -1;
+    }
+    return r3;
   };
   /* the cache slot of position p (in p0's step) of the unit, or -1 (past its end, no page, past
    * the caches) */
