@@ -17,7 +17,7 @@
 #                 and the route launch triggering first (MEMRA_ROUTE_TRIGGER=1, unmeasured);
 #   PARTS=att6    decode attention v6 (MEMRA_ATT=6, opt-in, written without a device in the
 #                 seventeenth session): opcheck --quick (its cases against the CPU, rows alone ==
-#                 batch), memcheck over attn_bench with it, attn_bench's table (v6 beside v5),
+#                 batch), memcheck over the same, attn_bench's table (v6 beside v5),
 #                 graph gates (N 512) and a batch gate on Llama-8B Q8_0 and Q4_K_M with it;
 #   PARTS=att6ab  its tg128 A/B on Llama-8B Q8_0 and Q4_K_M at d512 and d4096, and on the MoE (group 8)
 #                 at d512 (v5 beside v6).
@@ -140,14 +140,15 @@ if want route; then
 fi
 
 if want att6; then
-  "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/op-att6.txt" 2>&1
+  # every command under a timeout: a cluster barrier that never completes would hang the call
+  timeout 150 "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/op-att6.txt" 2>&1
   echo "== opcheck --quick (attention v6 cases) rc $?: $(tail -1 "$O/op-att6.txt")"
   grep -E "FAIL" "$O/op-att6.txt" | head -8 | cut -c1-120
   grep -E "v6" "$O/op-att6.txt" | cut -c1-130
-  MEMRA_ATT=6 compute-sanitizer --tool memcheck "$D/attn_bench" "$D/libmemra_sm90a.so" 512 4224 \
-    >"$O/mc-att6.txt" 2>&1
-  echo "== memcheck attn_bench (v6) rc $?: $(grep -E 'ERROR SUMMARY' "$O/mc-att6.txt" | tail -1)"
-  timeout 200 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn-bench.txt" 2>&1
+  timeout 200 compute-sanitizer --tool memcheck "$D/opcheck" --quick "$D/libmemra_cpu.so" \
+    "$D/libmemra_sm90a.so" >"$O/mc-att6.txt" 2>&1
+  echo "== memcheck opcheck --quick (v6 cases) rc $?: $(grep -E 'ERROR SUMMARY' "$O/mc-att6.txt" | tail -1)"
+  timeout 150 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn-bench.txt" 2>&1
   cat "$O/attn-bench.txt"
   for t in q8_0 q4_k_m; do
     L=$W/llama31-8b-$t.gguf
