@@ -1737,6 +1737,37 @@ static void check_matmul_n_rope_kv(void) {
   }
 }
 
+/* Each of rows [n_rows - nchk, n_rows) of an attention batch alone on the GPU (its own bucket,
+ * pos + 1, and MEMRA_BATCH_DISTINCT: the kernels read its older K/V before their wait): how many
+ * of the outputs equal the batch's rows ob bitwise. */
+static int att_rows_alone_same(const kvfix *f, const int32_t *pos, int n_rows, int nchk,
+                               const ck_buf *dq, const ck_buf *dkc, const ck_buf *dvc,
+                               int32_t ctype, int width, int64_t slots, int qw,
+                               const memra_attn_params *p, const float *ob) {
+  int n_same = 0;
+  ck_buf d1 = ck_new((uint64_t)qw * 4, NULL);
+  for (int k = 0; k < nchk; ++k) {
+    const int r = n_rows - 1 - k;
+    memra_batch b = kv_batch(f, 1, 1, pos[r] + 1);
+    b.flags = MEMRA_BATCH_DISTINCT;
+    b.pos.offset = (uint64_t)r * 4;
+    b.seq.offset = (uint64_t)r * 4;
+    memra_tensor qr = ck_t(dq, 1, 0, qw, 1);
+    qr.offset = (uint64_t)r * qw * 4;
+    ck_poison(&d1);
+    memra_plug_must(&P[1],
+                    P[1].vt->attention(P[1].be, TP(&d1, 1, 0, qw, 1), &qr,
+                                       TP(dkc, 1, ctype, width, slots),
+                                       TP(dvc, 1, ctype, width, slots), &b, p),
+                    "attention");
+    float *o1 = ck_get(&d1, 1);
+    n_same += memcmp(o1, ob + (int64_t)r * qw, (size_t)qw * 4) == 0 && ck_guard_ok(&d1);
+    free(o1);
+  }
+  ck_free(&d1);
+  return n_same;
+}
+
 static void check_attention(void) {
   struct {
     int32_t ctype;
@@ -1854,33 +1885,14 @@ static void check_attention(void) {
     if (ok_ && n_rows > 1) { /* v5: each row alone, with its own smaller bucket and a
                               * smaller grid (cluster), and twice: bit-identical to the batch */
       const int nchk = n_rows < 8 ? n_rows : 8;
-      int n_same = 0;
-      ck_buf d1 = ck_new((uint64_t)qw * 4, NULL);
-      for (int k = 0; k < nchk; ++k) {
-        const int r = n_rows - 1 - k;
-        memra_batch b = kv_batch(&f, 1, 1, pos[r] + 1);
-        b.flags = MEMRA_BATCH_DISTINCT; /* one row: v5 reads its older K/V before the wait */
-        b.pos.offset = (uint64_t)r * 4;
-        b.seq.offset = (uint64_t)r * 4;
-        memra_tensor qr = ck_t(&dq, 1, 0, qw, 1);
-        qr.offset = (uint64_t)r * qw * 4;
-        ck_poison(&d1);
-        memra_plug_must(&P[1],
-                        P[1].vt->attention(P[1].be, TP(&d1, 1, 0, qw, 1), &qr,
-                                           TP(&dkc, 1, cs[c].ctype, width, slots),
-                                           TP(&dvc, 1, cs[c].ctype, width, slots), &b, &p),
-                        "attention");
-        float *o1 = ck_get(&d1, 1);
-        n_same += memcmp(o1, ob4 + (int64_t)r * qw, (size_t)qw * 4) == 0 && ck_guard_ok(&d1);
-        free(o1);
-      }
+      const int n_same = att_rows_alone_same(&f, pos, n_rows, nchk, &dq, &dkc, &dvc, cs[c].ctype,
+                                             width, slots, qw, &p, ob4);
       const int same = n_same == nchk;
       char w2[128];
       snprintf(w2, sizeof w2,
                "attention %s: %d rows each alone (own bucket, early K/V) == in batch (bucket %d)",
                memra_type_info(cs[c].ctype).name, nchk, maxp + 1);
       ck_record("invariance", w2, nchk - n_same, 0, same, same ? "bit-identical" : "differs");
-      ck_free(&d1);
     }
     const int G = cs[c].n_head / cs[c].n_kv;
     for (int hs = 1; ok_ && hs <= G; hs *= 2) { /* v5's head split (MEMRA_ATT_HS): same bits */
@@ -1973,32 +1985,14 @@ static void check_attention_v6(void) {
     if (ok_) compare_f32("attention", what, &dout, (int64_t)n_rows * qw, 2e-5);
     if (ok_ && n_rows > 1) { /* each row alone, own bucket and early K/V: the batch's bits */
       float *ob = ck_get(&dout, 1);
-      int n_same = 0;
-      ck_buf d1 = ck_new((uint64_t)qw * 4, NULL);
-      for (int r = 0; r < n_rows; ++r) {
-        memra_batch b = kv_batch(&f, 1, 1, pos[r] + 1);
-        b.flags = MEMRA_BATCH_DISTINCT;
-        b.pos.offset = (uint64_t)r * 4;
-        b.seq.offset = (uint64_t)r * 4;
-        memra_tensor qr = ck_t(&dq, 1, 0, qw, 1);
-        qr.offset = (uint64_t)r * qw * 4;
-        ck_poison(&d1);
-        memra_plug_must(&P[1],
-                        P[1].vt->attention(P[1].be, TP(&d1, 1, 0, qw, 1), &qr,
-                                           TP(&dkc, 1, cs[c].ctype, width, slots),
-                                           TP(&dvc, 1, cs[c].ctype, width, slots), &b, &p),
-                        "attention");
-        float *o1 = ck_get(&d1, 1);
-        n_same += memcmp(o1, ob + (int64_t)r * qw, (size_t)qw * 4) == 0 && ck_guard_ok(&d1);
-        free(o1);
-      }
+      const int n_same = att_rows_alone_same(&f, pos, n_rows, n_rows, &dq, &dkc, &dvc, cs[c].ctype,
+                                             width, slots, qw, &p, ob);
       const int same = n_same == n_rows;
       char w2[128];
       snprintf(w2, sizeof w2,
                "attention v6 %s: %d rows each alone (own bucket, early K/V) == in batch",
                memra_type_info(cs[c].ctype).name, n_rows);
       ck_record("invariance", w2, n_rows - n_same, 0, same, same ? "bit-identical" : "differs");
-      ck_free(&d1);
       free(ob);
     }
     unsetenv("MEMRA_ATT");
