@@ -74,10 +74,16 @@ enum {
   AT5_PFD = 4          /* steps ahead hinted to L2 */
 };
 
+/* Positions per part of a row attending to n >= 1 positions in at most `parts` parts, each a
+ * multiple of `align` positions (v5's splits, v6's units). */
+__host__ __device__ __forceinline__ int32_t att_part_chunk(int32_t n, int32_t parts,
+                                                           int32_t align) {
+  const int32_t c = (n + parts - 1) / parts;
+  return (c + align - 1) / align * align;
+}
 /* Positions per split of a row attending to n >= 1 positions: at most AT5_SPLITS splits. */
 __host__ __device__ __forceinline__ int32_t att5_chunk(int32_t n) {
-  const int32_t c = (n + AT5_SPLITS - 1) / AT5_SPLITS;
-  return (c + AT5_ALIGN - 1) / AT5_ALIGN * AT5_ALIGN;
+  return att_part_chunk(n, AT5_SPLITS, AT5_ALIGN);
 }
 
 /* Cluster size (grid x) for a bucket: enough splits for any row with position < bucket. */

@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #include "plugins/cuda/attention_v6_layout.h"
+#include "plugins/cuda/mma_sync.cuh"
 
 enum {
   AT6_WARPS = 4,
@@ -51,8 +52,7 @@ enum {
 /* Positions per unit of a row attending to n >= 1 positions: at most AT6_UNITS units, whole
  * steps. */
 __host__ __device__ __forceinline__ int32_t att6_chunk(int32_t n) {
-  const int32_t c = (n + AT6_UNITS - 1) / AT6_UNITS;
-  return (c + AT6_STEP - 1) / AT6_STEP * AT6_STEP;
+  return att_part_chunk(n, AT6_UNITS, AT6_STEP);
 }
 
 /* Cluster size for a bucket: a power of two (so a block's share of the G x 128 outputs is a
@@ -110,14 +110,6 @@ __device__ __forceinline__ void att6_split2(float x0, float x1, uint32_t *hi, ui
                r1 = __float2half_rn(x1 - __half2float(h1));
   *hi = (uint32_t)__half_as_ushort(h0) | (uint32_t)__half_as_ushort(h1) << 16;
   *rest = (uint32_t)__half_as_ushort(r0) | (uint32_t)__half_as_ushort(r1) << 16;
-}
-
-__device__ __forceinline__ void att6_mma(float d[4], const uint32_t a[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 /* v6: block (split, KV head, row) of a cluster (S, 1, 1), S = gridDim.x = a.n_split a power of
@@ -336,7 +328,8 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
         for (int j = 0; j < 4; ++j) {
           uint32_t w[W];
           kr[j][c].words(w);
-          att6_mma(sc[j], qf, w[2 * s2], w[2 * s2 + 1]);
+          const uint32_t b[2] = {w[2 * s2], w[2 * s2 + 1]};
+          memra_mma_16816<0>(sc[j], qf, b);
         }
       }
     }
@@ -382,9 +375,9 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
       /* output: k-step kk's B is P^T of positions 2t, 2t+1 (tile 2 kk) and 8+2t.. (2 kk + 1) */
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
-      uint32_t bh0, br0, bh1, br1;
-      att6_split2(x[2 * kk][0], x[2 * kk][1], &bh0, &br0);
-      att6_split2(x[2 * kk + 1][0], x[2 * kk + 1][1], &bh1, &br1);
+      uint32_t bh[2], br[2]; /* P's hi and rest: b0 tile 2 kk, b1 tile 2 kk + 1 */
+      att6_split2(x[2 * kk][0], x[2 * kk][1], &bh[0], &br[0]);
+      att6_split2(x[2 * kk + 1][0], x[2 * kk + 1][1], &bh[1], &br[1]);
 #pragma unroll
       for (int c = 0; c < VC; ++c) {
         uint32_t w0[W], w1[W], w2[W], w3[W];
@@ -396,8 +389,8 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
         for (int i = 0; i < VT; ++i) {
           uint32_t av[4];
           att6_v_frag(w0, w1, w2, w3, i, av);
-          att6_mma(acc[c][i], av, bh0, bh1);
-          att6_mma(acc[c][i], av, br0, br1);
+          memra_mma_16816<0>(acc[c][i], av, bh);
+          memra_mma_16816<0>(acc[c][i], av, br);
         }
       }
     }

@@ -1773,31 +1773,40 @@ static void check_attention(void) {
     int32_t ctype;
     int n_head, n_kv, hd, window;
     float softcap;
-    int rows, maxpos;
+    int rows, maxpos, quick; /* quick: in --quick too */
   } cs[] = {
-      {MEMRA_TYPE_F16, 8, 2, 64, 0, 0.f, 5, 700},
-      {MEMRA_TYPE_F32, 8, 2, 64, 0, 0.f, 5, 700},
-      {MEMRA_TYPE_F16, 9, 3, 80, 50, 0.f, 4, 300},
-      {MEMRA_TYPE_F16, 4, 1, 256, 0, 30.f, 3, 200},
-      {MEMRA_TYPE_F16, 32, 8, 128, 0, 0.f, 2, 4100},
-      {MEMRA_TYPE_F32, 6, 6, 96, 0, 0.f, 37, 40}, /* prefill-like: many rows of one seq */
+      {MEMRA_TYPE_F16, 8, 2, 64, 0, 0.f, 5, 700, 1},
+      {MEMRA_TYPE_F32, 8, 2, 64, 0, 0.f, 5, 700, 1},
+      {MEMRA_TYPE_F16, 9, 3, 80, 50, 0.f, 4, 300, 0},
+      {MEMRA_TYPE_F16, 4, 1, 256, 0, 30.f, 3, 200, 0},
+      /* Llama-8B's group (v6: 2-3 steps a unit) */
+      {MEMRA_TYPE_F16, 32, 8, 128, 0, 0.f, 2, 4100, 1},
+      {MEMRA_TYPE_F32, 6, 6, 96, 0, 0.f, 37, 40, 0}, /* prefill-like: many rows of one seq */
       /* FP8 e4m3 caches (ABI minor 2): the same bytes dequantized on read, so the F16
        * tolerance; 8-wide loads (d 128), and d 36 for the scalar path. */
-      {MEMRA_TYPE_F8_E4M3, 32, 8, 128, 0, 0.f, 2, 4100},
-      {MEMRA_TYPE_F8_E4M3, 4, 4, 36, 20, 0.f, 5, 300},
+      {MEMRA_TYPE_F8_E4M3, 32, 8, 128, 0, 0.f, 2, 4100, 1},
+      {MEMRA_TYPE_F8_E4M3, 4, 4, 36, 20, 0.f, 5, 300, 0},
       /* attention v4: long rows (4097+: several tiles per split, up to 32 splits) of
        * sequences of different lengths in one batch; group 8 (the GM 8 kernels), F32 and
        * d 256 long, a long window, group 1 with softcap, FP8 on the scalar path long. */
-      {MEMRA_TYPE_F16, 32, 8, 128, 0, 0.f, 8, 4400},
-      {MEMRA_TYPE_F8_E4M3, 32, 8, 128, 0, 0.f, 8, 4400},
-      {MEMRA_TYPE_F16, 16, 2, 128, 0, 0.f, 3, 9000},
-      {MEMRA_TYPE_F32, 8, 2, 128, 0, 0.f, 3, 4500},
-      {MEMRA_TYPE_F16, 8, 4, 256, 1000, 0.f, 3, 5000},
-      {MEMRA_TYPE_F16, 7, 7, 64, 0, 10.f, 4, 1500},
-      {MEMRA_TYPE_F8_E4M3, 8, 1, 40, 0, 0.f, 3, 2100},
+      {MEMRA_TYPE_F16, 32, 8, 128, 0, 0.f, 8, 4400, 0},
+      {MEMRA_TYPE_F8_E4M3, 32, 8, 128, 0, 0.f, 8, 4400, 0},
+      {MEMRA_TYPE_F16, 16, 2, 128, 0, 0.f, 3, 9000, 0},
+      {MEMRA_TYPE_F32, 8, 2, 128, 0, 0.f, 3, 4500, 0},
+      {MEMRA_TYPE_F16, 8, 4, 256, 1000, 0.f, 3, 5000, 0},
+      {MEMRA_TYPE_F16, 7, 7, 64, 0, 10.f, 4, 1500, 0},
+      {MEMRA_TYPE_F8_E4M3, 8, 1, 40, 0, 0.f, 3, 2100, 0},
+      /* attention v6 (MEMRA_ATT=6: head dim 128, groups up to 8, F16 / FP8): group 8 (every MMA
+       * column a head), group 3 with a window and softcap, group 5 over 5 steps a unit (its L2
+       * hints), group 1 in one partial step */
+      {MEMRA_TYPE_F16, 16, 2, 128, 0, 0.f, 5, 700, 1},
+      {MEMRA_TYPE_F16, 12, 4, 128, 100, 20.f, 4, 300, 1},
+      {MEMRA_TYPE_F8_E4M3, 40, 8, 128, 0, 0.f, 5, 9000, 0},
+      {MEMRA_TYPE_F16, 8, 8, 128, 0, 0.f, 6, 33, 0},
   };
-  const int n_cases = g_quick ? 2 : (int)(sizeof cs / sizeof cs[0]);
+  const int n_cases = (int)(sizeof cs / sizeof cs[0]);
   for (int c = 0; c < n_cases; ++c) {
+    if (g_quick && !cs[c].quick) continue;
     const int n_rows = cs[c].rows, width = cs[c].n_kv * cs[c].hd, qw = cs[c].n_head * cs[c].hd;
     int32_t pos[64], seq[64];
     int maxp = 0;
@@ -1837,8 +1846,13 @@ static void check_attention(void) {
          }));
     if (ok_) compare_f32("attention", what, &dout, (int64_t)n_rows * qw, 2e-5);
     float *ob4 = ok_ ? ck_get(&dout, 1) : NULL; /* the default kernels (v5) */
-    static const char *const olds[2] = {"4", "2"};
-    for (int v = 0; ok_ && v < 2; ++v) { /* v4, v2 (MEMRA_ATT=4, =2) against the CPU too */
+    /* v4, v2 (MEMRA_ATT=4, =2) against the CPU too, and v6 (=6) where it applies (head dim 128,
+     * groups up to 8, F16 / FP8): then each of its rows alone (own bucket, early K/V) == its
+     * batch bitwise */
+    static const char *const olds[3] = {"4", "2", "6"};
+    const int v6 =
+        cs[c].hd == 128 && cs[c].n_head / cs[c].n_kv <= 8 && cs[c].ctype != MEMRA_TYPE_F32;
+    for (int v = 0; ok_ && v < 2 + v6; ++v) {
       setenv("MEMRA_ATT", olds[v], 1);
       ck_poison1(&P[1], dout.b[1], dout.size); /* the CPU's result stays */
       memra_batch b = kv_batch(&f, 1, n_rows, maxp + 1);
@@ -1849,10 +1863,22 @@ static void check_attention(void) {
                                          TP(&dvc, 1, cs[c].ctype, width, slots), &b, &p),
                       "attention");
       memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
-      unsetenv("MEMRA_ATT");
       char w2[128];
       snprintf(w2, sizeof w2, "v%s %s", olds[v], what);
       compare_f32("attention", w2, &dout, (int64_t)n_rows * qw, 2e-5);
+      if (v == 2 && n_rows > 1) {
+        float *ob6 = ck_get(&dout, 1);
+        const int nchk = n_rows < 8 ? n_rows : 8;
+        const int n_same = att_rows_alone_same(&f, pos, n_rows, nchk, &dq, &dkc, &dvc, cs[c].ctype,
+                                               width, slots, qw, &p, ob6);
+        snprintf(w2, sizeof w2,
+                 "attention v6 %s: %d rows each alone (own bucket, early K/V) == in batch",
+                 memra_type_info(cs[c].ctype).name, nchk);
+        ck_record("invariance", w2, nchk - n_same, 0, n_same == nchk,
+                  n_same == nchk ? "bit-identical" : "differs");
+        free(ob6);
+      }
+      unsetenv("MEMRA_ATT");
     }
     if (ok_) { /* the test plugin's one-launch split + combine (attention v3, opt-in with
                 * MEMRA_ATT_FUSE=1) against v2's two kernels, then again (its tickets
@@ -1919,83 +1945,6 @@ static void check_attention(void) {
       free(oh);
     }
     free(ob4);
-    ck_free(&dkc);
-    ck_free(&dvc);
-    ck_free(&dq);
-    ck_free(&dout);
-    free(kc);
-    free(vc);
-    free(q);
-    kv_free(&f);
-  }
-}
-
-/* attention v6 (MEMRA_ATT=6, opt-in: head dim 128, groups up to 8, F16 / FP8 caches) against
- * the CPU, and each row alone (its own bucket, early K/V) bit-identical to its batch. In
- * --quick too: the default cases above are d 64 there. */
-static void check_attention_v6(void) {
-  struct {
-    int32_t ctype;
-    int n_head, n_kv, window;
-    float softcap;
-    int rows, maxpos;
-  } cs[] = {
-      {MEMRA_TYPE_F16, 32, 8, 0, 0.f, 2, 4100},     /* Llama-8B's group, 2-3 steps a unit */
-      {MEMRA_TYPE_F8_E4M3, 32, 8, 0, 0.f, 2, 4100}, /* the same on FP8 */
-      {MEMRA_TYPE_F16, 16, 2, 0, 0.f, 5, 700},      /* group 8: every MMA column a head */
-      {MEMRA_TYPE_F16, 12, 4, 100, 20.f, 4, 300},   /* group 3, a window, softcap */
-      {MEMRA_TYPE_F8_E4M3, 40, 8, 0, 0.f, 5, 9000}, /* group 5, 5 steps a unit (L2 hints) */
-      {MEMRA_TYPE_F16, 8, 8, 0, 0.f, 6, 33},        /* group 1, one partial step */
-  };
-  const int n_cases = g_quick ? 3 : (int)(sizeof cs / sizeof cs[0]);
-  const int hd = 128;
-  for (int c = 0; c < n_cases; ++c) {
-    const int n_rows = cs[c].rows, width = cs[c].n_kv * hd, qw = cs[c].n_head * hd;
-    int32_t pos[8], seq[8];
-    int maxp = 0;
-    for (int r = 0; r < n_rows; ++r) {
-      seq[r] = r % 3;
-      pos[r] = r == 0 ? 0 : (int32_t)(ck_rnd() % (uint64_t)cs[c].maxpos);
-      if (r == n_rows - 1 && n_rows > 1) pos[r] = cs[c].maxpos - 1; /* the longest */
-      if (pos[r] > maxp) maxp = pos[r];
-    }
-    const int bs = 16, mb = (maxp + 1 + bs - 1) / bs + 1;
-    kvfix f = kv_fixture(3, bs, mb, pos, seq, n_rows);
-    const int64_t slots = (int64_t)f.n_pages * bs;
-    uint64_t cb;
-    void *kc = ck_rand_rows(cs[c].ctype, width, slots, &cb),
-         *vc = ck_rand_rows(cs[c].ctype, width, slots, &cb);
-    float *q = ck_frand_vec((int64_t)n_rows * qw, -1, 1);
-    ck_buf dkc = ck_new(cb, kc), dvc = ck_new(cb, vc), dq = ck_new((uint64_t)n_rows * qw * 4, q),
-           dout = ck_new((uint64_t)n_rows * qw * 4, NULL);
-    memra_attn_params p = {cs[c].n_head, cs[c].n_kv, hd, cs[c].window, 1.0f / sqrtf((float)hd),
-                           cs[c].softcap};
-    char what[112];
-    snprintf(what, sizeof what, "v6 %s h%d/kv%d d%d win%d cap%g rows %d pos<=%d",
-             memra_type_info(cs[c].ctype).name, p.n_head, p.n_kv_head, hd, p.window, p.softcap,
-             n_rows, maxp);
-    int ok_;
-    setenv("MEMRA_ATT", "6", 1);
-    BOTH("attention", what, ({
-           memra_batch b = kv_batch(&f, i, n_rows, maxp + 1);
-           P[i].vt->attention(P[i].be, TP(&dout, i, 0, qw, n_rows), TP(&dq, i, 0, qw, n_rows),
-                              TP(&dkc, i, cs[c].ctype, width, slots),
-                              TP(&dvc, i, cs[c].ctype, width, slots), &b, &p);
-         }));
-    if (ok_) compare_f32("attention", what, &dout, (int64_t)n_rows * qw, 2e-5);
-    if (ok_ && n_rows > 1) { /* each row alone, own bucket and early K/V: the batch's bits */
-      float *ob = ck_get(&dout, 1);
-      const int n_same = att_rows_alone_same(&f, pos, n_rows, n_rows, &dq, &dkc, &dvc, cs[c].ctype,
-                                             width, slots, qw, &p, ob);
-      const int same = n_same == n_rows;
-      char w2[128];
-      snprintf(w2, sizeof w2,
-               "attention v6 %s: %d rows each alone (own bucket, early K/V) == in batch",
-               memra_type_info(cs[c].ctype).name, n_rows);
-      ck_record("invariance", w2, n_rows - n_same, 0, same, same ? "bit-identical" : "differs");
-      free(ob);
-    }
-    unsetenv("MEMRA_ATT");
     ck_free(&dkc);
     ck_free(&dvc);
     ck_free(&dq);
@@ -2431,7 +2380,6 @@ int main(int argc, char **argv) {
   check_qk_rope_kv();
   check_matmul_n_rope_kv();
   check_attention();
-  check_attention_v6();
   check_rope_kv_attend();
   check_attention_gate();
   check_elementwise();
