@@ -473,10 +473,13 @@ static att5_fn att6_ready(int32_t ctype, bool vec4, const memra_attn_params *p, 
       p->n_head / p->n_kv_head > AT6_GM || memra_cu_align_of(q, q_nb1) < 16 ||
       (ctype != MEMRA_TYPE_F16 && ctype != MEMRA_TYPE_F8_E4M3))
     return NULL;
-  static int state[2]; /* [cache type] */
+  static int state[4];                                   /* [cache type][TX] */
+  const bool tx = memra_cu_env_is("MEMRA_ATT6_TX", "1"); /* per call (opcheck): the same bits */
   const int ti = ctype == MEMRA_TYPE_F8_E4M3 ? 0 : 1;
-  return att5_setup(ti ? attention_v6_kernel<__half> : attention_v6_kernel<memra_f8>, 0, &state[ti],
-                    AT6_THREADS);
+  const att5_fn k =
+      ti ? (tx ? attention_v6_kernel<__half, true> : attention_v6_kernel<__half, false>)
+         : (tx ? attention_v6_kernel<memra_f8, true> : attention_v6_kernel<memra_f8, false>);
+  return att5_setup(k, 0, &state[ti * 2 + tx], AT6_THREADS);
 }
 
 /* v4's split kernel for a cache type and load width, by the group bound GM (4 or 8). */

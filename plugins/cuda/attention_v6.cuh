@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #include "plugins/cuda/attention_v6_layout.h"
+#include "plugins/cuda/mbarrier.cuh"
 #include "plugins/cuda/mma_sync.cuh"
 
 enum {
@@ -66,18 +67,64 @@ static inline int att6_grid_splits(int32_t bucket) {
   return s;
 }
 
-/* Eight floats into another block's shared memory (same offset), 16-byte aligned. */
-__device__ __forceinline__ void att6_st_cluster8(const float *local, uint32_t rank,
-                                                 const float v[8]) {
-  const uint32_t la = (uint32_t)__cvta_generic_to_shared(local);
+/* A shared-memory address of this block as the same offset in block `rank` of the cluster. */
+__device__ __forceinline__ uint32_t att6_mapa(const void *local, uint32_t rank) {
   uint32_t ra;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(la), "r"(rank));
-  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(ra), "f"(v[0]), "f"(v[1]),
-               "f"(v[2]), "f"(v[3])
-               : "memory");
-  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(ra + 16), "f"(v[4]),
-               "f"(v[5]), "f"(v[6]), "f"(v[7])
-               : "memory");
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(ra)
+               : "r"((uint32_t)__cvta_generic_to_shared(local)), "r"(rank));
+  return ra;
+}
+
+/* Eight floats into another block's shared memory (same offset), 16-byte aligned. TX: by
+ * st.async, each completing its bytes on the owner's barrier bar (the same offset there). */
+template <bool TX>
+__device__ __forceinline__ void att6_st_cluster8(const float *local, uint32_t rank,
+                                                 const float v[8], const uint64_t *bar) {
+  const uint32_t ra = att6_mapa(local, rank);
+  if (TX) {
+    const uint32_t rb = att6_mapa(bar, rank);
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], "
+                 "{%1, %2, %3, %4}, [%5];" ::"r"(ra),
+                 "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3]), "r"(rb)
+                 : "memory");
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], "
+                 "{%1, %2, %3, %4}, [%5];" ::"r"(ra + 16),
+                 "f"(v[4]), "f"(v[5]), "f"(v[6]), "f"(v[7]), "r"(rb)
+                 : "memory");
+  } else {
+    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(ra), "f"(v[0]),
+                 "f"(v[1]), "f"(v[2]), "f"(v[3])
+                 : "memory");
+    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(ra + 16), "f"(v[4]),
+                 "f"(v[5]), "f"(v[6]), "f"(v[7])
+                 : "memory");
+  }
+}
+/* One float, the same way. */
+template <bool TX>
+__device__ __forceinline__ void att6_st_cluster1(const float *local, uint32_t rank, float v,
+                                                 const uint64_t *bar) {
+  const uint32_t ra = att6_mapa(local, rank);
+  if (TX)
+    asm volatile(
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(ra),
+        "f"(v), "r"(att6_mapa(bar, rank))
+        : "memory");
+  else
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(ra), "f"(v) : "memory");
+}
+/* Waits for the phase of bar (this block's) with parity 0, acquiring the cluster's writes. */
+__device__ __forceinline__ void att6_wait_cluster_tx(const uint64_t *bar) {
+  uint32_t done;
+  do {
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"((uint32_t)__cvta_generic_to_shared(bar))
+                 : "memory");
+  } while (!done);
 }
 
 /* A 16-byte load of cache elements as halves: F16 as it is (4 words), FP8 widened exactly
@@ -115,7 +162,10 @@ __device__ __forceinline__ void att6_split2(float x0, float x1, uint32_t *hi, ui
 /* v6: block (split, KV head, row) of a cluster (S, 1, 1), S = gridDim.x = a.n_split a power of
  * two; AT6_THREADS threads; a.group <= 8, head dim 128, a.hsplit 1, a.block_size a power of two
  * >= 16. */
-template <typename TC>
+/* TX (MEMRA_ATT6_TX=1, A/B): the pushes by st.async onto each owner's transaction barrier, which
+ * expects the row's ns units' bytes; the owner waits on it, not on a second cluster barrier (whose
+ * release is a MEMBAR.ALL.GPU in SASS). The same values in the same places: the same bits. */
+template <typename TC, bool TX>
 __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
   constexpr int E = att6_row16<TC>::E, W = att6_row16<TC>::W;
   constexpr int KC = AT6_D / (4 * E), KS = E / 4; /* K chunks of 4 E dims, k-steps in one */
@@ -124,7 +174,11 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
   __shared__ float sm6_m[AT6_UNITS][AT6_GM], sm6_l[AT6_UNITS][AT6_GM]; /* pushed, per unit */
   __shared__ float sm6_den[AT6_GM];
   __shared__ uint4 sm6_q[AT6_WARPS][KC * KS][32]; /* each lane's q fragments, one a k-step */
-  att5_cluster_arrive_relaxed(); /* "this block runs": peers may push once all have */
+  __shared__ __align__(8) uint64_t sm6_bar;       /* TX: the pushes' bytes */
+  if (TX && threadIdx.x == 0) {
+    memra_mbar_init(&sm6_bar, 1);
+    memra_mbar_fence_init(); /* before the arrive below: peers complete_tx on it after their wait */
+  }
   const bool EARLY = a.early;
   if (EARLY)
     memra_pdl_trigger(); /* the wait comes after what no step's output feeds */
@@ -146,6 +200,10 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
   const int32_t pb = lo + u * chunk;
   const int32_t pe = !mine ? pb : (pb + chunk < lo + n ? pb + chunk : lo + n);
   const int n_steps = (pe - pb + AT6_STEP - 1) / AT6_STEP;
+  /* TX: each of the ns units pushes this block its E6 outputs and the G heads' (m, l); expected
+   * before this block arrives, so no byte lands before its count is set */
+  if (TX && tid == 0) memra_mbar_expect(&sm6_bar, (uint32_t)ns * (uint32_t)(E6 + 2 * G) * 4u);
+  att5_cluster_arrive_relaxed(); /* "this block runs": peers may push once all have */
   const int64_t koff = (int64_t)kh * AT6_D * (int64_t)sizeof(TC); /* the KV head's bytes */
 
   /* Paging: the block size a power of two >= 16 (the host's condition), so a step's 32
@@ -422,18 +480,22 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
             v[2 * i + 1] = acc[c][i0 + i][2 + hh];
           }
           const int e = h * AT6_D + att6_v_dim(E, c, g, i0, 0), ow = e / E6;
-          att6_st_cluster8(sm6_push + u * E6 + (e - ow * E6), (uint32_t)ow, v);
+          att6_st_cluster8<TX>(sm6_push + u * E6 + (e - ow * E6), (uint32_t)ow, v, &sm6_bar);
         }
       }
     }
     if (g < G)
       for (int ow = t; ow < S; ow += 4) {
-        att5_st_cluster(&sm6_m[u][g], (uint32_t)ow, m);
-        att5_st_cluster(&sm6_l[u][g], (uint32_t)ow, l);
+        att6_st_cluster1<TX>(&sm6_m[u][g], (uint32_t)ow, m, &sm6_bar);
+        att6_st_cluster1<TX>(&sm6_l[u][g], (uint32_t)ow, l, &sm6_bar);
       }
   }
-  att5_cluster_arrive_release();
-  att5_cluster_wait(); /* every push of the cluster is in this block's shared memory */
+  if (TX) {
+    att6_wait_cluster_tx(&sm6_bar); /* every unit's bytes are in this block's shared memory */
+  } else {
+    att5_cluster_arrive_release();
+    att5_cluster_wait(); /* every push of the cluster is in this block's shared memory */
+  }
 
   /* Combine this block's E6 outputs over the units [0, ns) in order. Per head of the block's
    * range, one warp: M = max over the units (lane L holds units L and L + 32), the weights

@@ -1876,6 +1876,23 @@ static void check_attention(void) {
                  memra_type_info(cs[c].ctype).name, nchk);
         ck_record("invariance", w2, nchk - n_same, 0, n_same == nchk,
                   n_same == nchk ? "bit-identical" : "differs");
+        /* v6's pushes by st.async onto the owners' barriers (MEMRA_ATT6_TX=1): the same bits */
+        setenv("MEMRA_ATT6_TX", "1", 1);
+        ck_poison1(&P[1], dout.b[1], dout.size);
+        memra_plug_must(&P[1],
+                        P[1].vt->attention(P[1].be, TP(&dout, 1, 0, qw, n_rows),
+                                           TP(&dq, 1, 0, qw, n_rows),
+                                           TP(&dkc, 1, cs[c].ctype, width, slots),
+                                           TP(&dvc, 1, cs[c].ctype, width, slots), &b, &p),
+                        "attention");
+        memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+        unsetenv("MEMRA_ATT6_TX");
+        float *otx = ck_get(&dout, 1);
+        const int same = memcmp(otx, ob6, (size_t)n_rows * qw * 4) == 0 && ck_guard_ok(&dout);
+        snprintf(w2, sizeof w2, "attention v6 %s: pushes by st.async (MEMRA_ATT6_TX=1) == v6",
+                 memra_type_info(cs[c].ctype).name);
+        ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
+        free(otx);
         free(ob6);
       }
       unsetenv("MEMRA_ATT");

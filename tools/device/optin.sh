@@ -19,8 +19,8 @@
 #                 seventeenth session): opcheck --quick (its cases against the CPU, rows alone ==
 #                 batch), memcheck over the same, attn_bench's table (v6 beside v5),
 #                 graph gates (N 512) and a batch gate on Llama-8B Q8_0 and Q4_K_M with it;
-#   PARTS=att6ab  its tg128 A/B on Llama-8B Q8_0 and Q4_K_M at d512 and d4096, and on the MoE (group 8)
-#                 at d512 (v5 beside v6).
+#   PARTS=att6ab  its tg128 A/B on Llama-8B Q8_0 and Q4_K_M at d512 and d4096 (v5, v6, v6 with its
+#                 pushes by st.async: MEMRA_ATT6_TX=1); PARTS=att6moe the MoE (group 8) at d512.
 # From the repo root after tools/device/pack.sh, carrying dist-carry:  PARTS=checks bash
 # tools/device/optin.sh. Models go to WORK (/tmp/memra-models; kept while the machine is warm).
 set -u
@@ -140,6 +140,14 @@ if want route; then
 fi
 
 if want att6; then
+  for t in q8_0 q4_k_m; do # the Llama files beside the checks (ab.sh's names)
+    L=$W/llama31-8b-$t.gguf
+    if [ ! -s "$L" ]; then
+      "$D/memra-synth" --preset llama31-8b --types $t --seed 1 -o "$L.tmp" >"$O/synth-l$t.log" 2>&1 &&
+        mv "$L.tmp" "$L"
+    fi
+  done &
+  LSP=$!
   # every command under a timeout: a cluster barrier that never completes would hang the call
   timeout 150 "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/op-att6.txt" 2>&1
   echo "== opcheck --quick (attention v6 cases) rc $?: $(tail -1 "$O/op-att6.txt")"
@@ -150,9 +158,9 @@ if want att6; then
   echo "== memcheck opcheck --quick (v6 cases) rc $?: $(grep -E 'ERROR SUMMARY' "$O/mc-att6.txt" | tail -1)"
   timeout 150 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn-bench.txt" 2>&1
   cat "$O/attn-bench.txt"
+  wait $LSP
   for t in q8_0 q4_k_m; do
     L=$W/llama31-8b-$t.gguf
-    [ -s "$L" ] || "$D/memra-synth" --preset llama31-8b --types $t --seed 1 -o "$L" >"$O/synth-l$t.log" 2>&1
     MEMRA_ATT=6 timeout 120 "$D/memra" gate graph "${G[@]}" -m "$L" --gate-p 200 -n 512 >"$O/g.txt" 2>&1
     echo "== gate graph v6 llama $t rc $?: $(line "$O/g.txt")"
     MEMRA_ATT=6 timeout 120 "$D/memra" gate batch "${G[@]}" -m "$L" --gate-b 8 --gate-p 512 -n 32 \
@@ -162,9 +170,13 @@ if want att6; then
 fi
 
 if want att6ab; then
-  WORK=$W OUT=$O/ab6 R=2 DEPTH="512,4096" D=$D timeout 420 bash tools/device/ab.sh \
-    llama31-8b:q8_0 llama31-8b:q4_k_m -- v5="$D" v6="$D:MEMRA_ATT=6" >"$O/ab-att6.txt" 2>&1
+  WORK=$W OUT=$O/ab6 R=2 DEPTH="512,4096" D=$D timeout 440 bash tools/device/ab.sh \
+    llama31-8b:q8_0 llama31-8b:q4_k_m -- v5="$D" v6="$D:MEMRA_ATT=6" \
+    v6tx="$D:MEMRA_ATT=6,MEMRA_ATT6_TX=1" >"$O/ab-att6.txt" 2>&1
   grep -E "^llama" "$O/ab-att6.txt"
+fi
+
+if want att6moe; then
   WORK=$W OUT=$O/ab6m R=2 DEPTH=512 D=$D timeout 150 bash tools/device/ab.sh \
     qwen3-30b-a3b:q4_k_m:8 -- v5="$D" v6="$D:MEMRA_ATT=6" >"$O/ab-att6m.txt" 2>&1
   grep -E "^qwen" "$O/ab-att6m.txt"
