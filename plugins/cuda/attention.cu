@@ -36,10 +36,13 @@
  *   one wave of blocks (att5_hsplit: the hybrid's 2 KV heads x 8 q heads went from 16 blocks
  *   to 128; same bits). ABI 1.10 rope_kv_attend runs v5 with rope_kv_store's work in its
  *   prologue (RK, opt-in).
+ * ver 6 (attention_v6.cuh, opt-in MEMRA_ATT=6): v5's one cluster launch with a warp a unit of
+ *   positions on mma.sync (q and P in f16 hi + rest), no block merge; head dim 128, groups up
+ *   to 8, F16 / FP8 caches; not yet timed on the H200.
  * v2/v3: the split count is kv_bucket / ATT_CHUNK (so one graph per bucket). The chunk
  * edges are fixed positions, not a function of the bucket, the batch or the SM count: a
  * row's result is then bit-identical whether it runs alone, in any batch, eagerly or
- * replayed. v4 and v5 keep that property with chunks that are a function of the row alone.
+ * replayed. v4, v5 and v6 keep that property with chunks that are a function of the row alone.
  * Prefill rows use the same kernels, in row groups that bound the partials' workspace;
  * a tensor-core prefill kernel is later work. */
 #include <cuda_fp16.h>
