@@ -419,8 +419,8 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
     l = fmaf(l, al, ls);
     m = mn;
     /* the output's columns are heads 2t, 2t + 1: their factors from quads 2t, 2t + 1 */
-    const float al0 = __shfl_sync(0xffffffffu, al, 8 * t),
-                al1 = __shfl_sync(0xffffffffu, al, 8 * t + 4);
+    const float al0 = __shfl_sync(0xffffffffu, al, att6_head_lane(2 * t)),
+                al1 = __shfl_sync(0xffffffffu, al, att6_head_lane(2 * t + 1));
 #pragma unroll
     for (int c = 0; c < VC; ++c)
 #pragma unroll

@@ -52,6 +52,10 @@ ATT6_FN int att6_v_dim(int E, int c, int g, int i, int hi) {
   return c * 8 * E + g * E + 2 * i + hi;
 }
 
+/* A lane holding head h's softmax state (max, sum): the quad g = h, its first lane. The output's
+ * columns 2t, 2t + 1 take their rescale factors from att6_head_lane(2t) and (2t + 1). */
+ATT6_FN int att6_head_lane(int h) { return 4 * h; }
+
 /* Two halves: the low halves of x and y (x's in the low half of the result), or the high. */
 ATT6_FN uint32_t att6_lo_pair(uint32_t x, uint32_t y) { return (x & 0xffffu) | (y << 16); }
 ATT6_FN uint32_t att6_hi_pair(uint32_t x, uint32_t y) { return (x >> 16) | (y & 0xffff0000u); }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <vector>
 
 extern "C" {
 #include "plugins/cuda/attention_v6_layout.h"
@@ -88,8 +89,8 @@ struct Cache {
     }
   }
 };
-Cache random_cache(int es, std::mt19937 *rng) {
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
+Cache random_cache(int es, std::mt19937 *rng, float mag) {
+  std::uniform_real_distribution<float> u(-mag, mag);
   Cache c{es, std::vector<uint8_t>((size_t)kP * kD * es)};
   for (int i = 0; i < kP * kD; ++i) {
     const float v = u(*rng);
@@ -103,16 +104,23 @@ Cache random_cache(int es, std::mt19937 *rng) {
   return c;
 }
 
-// One step of one unit for G heads, lane by lane as attention_v6_kernel computes it: the
-// output of heads (G-local) and dims, unnormalized, with each head's max and sum.
-struct StepOut {
-  double out[kG][kD];
-  float m[kG], l[kG];
+// One unit of attention_v6_kernel, lane by lane: its softmax state (each lane: head g's running
+// max m and its positions' share of the sum l) and its output fragments, a step at a time.
+struct Unit {
+  float m[32], l[32];
+  Frag o[2][8]; // [chunk][tile]: C rows are head dims, columns heads 2t, 2t + 1
 };
-StepOut v6_step(const Cache &K, const Cache &V, const float q[kG][kD], int G, float scale) {
-  const int E = 16 / K.es, W = E / 2, KC = kD / (4 * E), KS = E / 4, VC = kD / (8 * E), VT = E / 2;
-  // scores: tile j's C fragments, accumulated over the k-steps (c, s2)
-  Frag sc[4];
+void unit_init(Unit *u) {
+  memset(u, 0, sizeof *u);
+  for (int lane = 0; lane < 32; ++lane)
+    u->m[lane] = -INFINITY;
+}
+
+// A step of 32 positions (K, V) as the kernel runs it: scores, the quad's max, the rescale of the
+// running state (the output columns' factors from att6_head_lane), P's hi and rest into the output.
+void unit_step(Unit *u, const Cache &K, const Cache &V, const float q[kG][kD], int G, float scale) {
+  const int E = 16 / K.es, KC = kD / (4 * E), KS = E / 4, VC = kD / (8 * E), VT = E / 2;
+  Frag sc[4]; // scores: tile j's C fragments, accumulated over the k-steps (c, s2)
   memset(sc, 0, sizeof sc);
   for (int c = 0; c < KC; ++c)
     for (int s2 = 0; s2 < KS; ++s2)
@@ -131,69 +139,120 @@ StepOut v6_step(const Cache &K, const Cache &V, const float q[kG][kD], int G, fl
         }
         mma(&sc[j]);
       }
-  // softmax of each lane's head g over its quad, P's B words, then the output MMAs
-  float p[32][4][2], mq[32], lq[32];
+  float p[32][4][2], mt[32], al[32];
   for (int lane = 0; lane < 32; ++lane) {
-    float mt = -INFINITY;
+    mt[lane] = -INFINITY;
     for (int j = 0; j < 4; ++j)
       for (int h = 0; h < 2; ++h) {
         p[lane][j][h] = (sc[j].c[lane][h] + sc[j].c[lane][2 + h]) * scale;
-        mt = fmaxf(mt, p[lane][j][h]);
+        mt[lane] = fmaxf(mt[lane], p[lane][j][h]);
       }
-    mq[lane] = mt;
   }
-  for (int lane = 0; lane < 32; ++lane) { // the quad's max (the two xor shuffles)
-    const int q0 = lane & ~3;
-    float m = mq[q0];
-    for (int k = 1; k < 4; ++k)
-      m = fmaxf(m, mq[q0 + k]);
+  for (int lane = 0; lane < 32; ++lane) {
+    const int q0 = lane & ~3; // the quad's max (the two xor shuffles)
+    const float mq = fmaxf(fmaxf(mt[q0], mt[q0 + 1]), fmaxf(mt[q0 + 2], mt[q0 + 3]));
+    const float mn = fmaxf(u->m[lane], mq);
+    al[lane] = u->m[lane] == -INFINITY ? 0.f : expf(u->m[lane] - mn);
     float ls = 0.f;
     for (int j = 0; j < 4; ++j)
       for (int h = 0; h < 2; ++h) {
-        p[lane][j][h] = expf(p[lane][j][h] - m);
+        p[lane][j][h] = expf(p[lane][j][h] - mn);
         ls += p[lane][j][h];
       }
-    lq[lane] = ls;
+    u->l[lane] = fmaf(u->l[lane], al[lane], ls);
+    u->m[lane] = mn;
   }
-  Frag o[2][8]; // [chunk][tile]
-  memset(o, 0, sizeof o);
+  for (int c = 0; c < VC; ++c)
+    for (int i = 0; i < VT; ++i)
+      for (int lane = 0; lane < 32; ++lane) {
+        const int t = lane % 4;
+        const float al0 = al[att6_head_lane(2 * t)], al1 = al[att6_head_lane(2 * t + 1)];
+        u->o[c][i].c[lane][0] *= al0;
+        u->o[c][i].c[lane][1] *= al1;
+        u->o[c][i].c[lane][2] *= al0;
+        u->o[c][i].c[lane][3] *= al1;
+      }
   for (int kk = 0; kk < 2; ++kk)
     for (int part = 0; part < 2; ++part) // P's hi, then its rest
       for (int c = 0; c < VC; ++c)
         for (int i = 0; i < VT; ++i) {
+          Frag *f = &u->o[c][i];
           for (int lane = 0; lane < 32; ++lane) {
             const int g = lane / 4, t = lane % 4;
             uint32_t rows[4][8];
             for (int q4 = 0; q4 < 4; ++q4)
               V.words(att6_v_pos(kk, t, q4), att6_v_dim(E, c, g, 0, 0), rows[q4]);
-            att6_v_frag(rows[0], rows[1], rows[2], rows[3], i, o[c][i].a[lane]);
+            att6_v_frag(rows[0], rows[1], rows[2], rows[3], i, f->a[lane]);
             uint32_t h0, r0, h1, r1;
             split2(p[lane][2 * kk][0], p[lane][2 * kk][1], &h0, &r0);
             split2(p[lane][2 * kk + 1][0], p[lane][2 * kk + 1][1], &h1, &r1);
-            o[c][i].b[lane][0] = part ? r0 : h0;
-            o[c][i].b[lane][1] = part ? r1 : h1;
+            f->b[lane][0] = part ? r0 : h0;
+            f->b[lane][1] = part ? r1 : h1;
           }
-          mma(&o[c][i]);
+          mma(f);
         }
-  (void)W;
-  StepOut r;
+}
+
+// The unit's pushed values: each head's max and sum (the quad's), its unnormalized output.
+struct UnitOut {
+  float m[kG], l[kG], out[kG][kD];
+};
+UnitOut unit_out(const Unit &u, int es, int G) {
+  const int E = 16 / es, VC = kD / (8 * E), VT = E / 2;
+  UnitOut r;
   memset(&r, 0, sizeof r);
   for (int lane = 0; lane < 32; ++lane) {
     const int g = lane / 4, t = lane % 4;
-    if (g < G) {
-      r.m[g] = mq[lane & ~3];
-      for (int k = 1; k < 4; ++k)
-        r.m[g] = fmaxf(r.m[g], mq[(lane & ~3) + k]);
-      if (t == 0) r.l[g] = lq[lane] + lq[lane + 1] + lq[lane + 2] + lq[lane + 3];
+    if (g < G && t == 0) {
+      r.m[g] = u.m[lane];
+      r.l[g] = u.l[lane] + u.l[lane + 1] + u.l[lane + 2] + u.l[lane + 3];
     }
     for (int c = 0; c < VC; ++c)
       for (int i = 0; i < VT; ++i)
         for (int k = 0; k < 4; ++k) {
           const int h = 2 * t + (k & 1), d = att6_v_dim(E, c, g, i, k >> 1);
-          if (h < G) r.out[h][d] = o[c][i].c[lane][k];
+          if (h < G) r.out[h][d] = u.o[c][i].c[lane][k];
         }
   }
   return r;
+}
+
+// softmax(q K^T) V in double over the steps' positions, head h, against the owners' combine of
+// the units (M = max, sum_u e^(m_u - M) out_u / sum_u e^(m_u - M) l_u): the worst error.
+double combine_error(const std::vector<UnitOut> &units, const std::vector<Cache> &Ks,
+                     const std::vector<Cache> &Vs, const float q[kG][kD], int G, float scale) {
+  double worst = 0.0;
+  for (int h = 0; h < G; ++h) {
+    std::vector<double> s;
+    double mx = -INFINITY, den = 0.0;
+    for (size_t st = 0; st < Ks.size(); ++st)
+      for (int p = 0; p < kP; ++p) {
+        double x = 0.0;
+        for (int d = 0; d < kD; ++d)
+          x += (double)q[h][d] * Ks[st].at(p, d);
+        s.push_back(x * scale);
+        mx = s.back() > mx ? s.back() : mx;
+      }
+    for (double x : s)
+      den += exp(x - mx);
+    float M = -INFINITY;
+    for (const UnitOut &u : units)
+      M = fmaxf(M, u.m[h]);
+    float gden = 0.f;
+    for (const UnitOut &u : units)
+      gden = fmaf(expf(u.m[h] - M), u.l[h], gden);
+    for (int d = 0; d < kD; ++d) {
+      double num = 0.0;
+      for (size_t i = 0; i < s.size(); ++i)
+        num += exp(s[i] - mx) * Vs[i / kP].at((int)(i % kP), d);
+      float gnum = 0.f;
+      for (const UnitOut &u : units)
+        gnum = fmaf(expf(u.m[h] - M), u.out[h][d], gnum);
+      const double err = fabs((double)gnum / gden - num / den);
+      worst = err > worst ? err : worst;
+    }
+  }
+  return worst;
 }
 
 TEST(Att6Layout, IndexMapsCoverEachDimAndPositionOnce) {
@@ -228,6 +287,8 @@ TEST(Att6Layout, IndexMapsCoverEachDimAndPositionOnce) {
     EXPECT_EQ(kp.count(p), 1u) << "K position " << p;
     EXPECT_EQ(vp.count(p), 1u) << "V position " << p;
   }
+  for (int h = 0; h < 8; ++h) // head h's softmax state lives in quad g = h
+    EXPECT_EQ(att6_head_lane(h) / 4, h);
   // a lane's scores are at its V rows' positions (the kernel masks them by the V slots)
   for (int t = 0; t < 4; ++t)
     for (int j = 0; j < 4; ++j)
@@ -240,43 +301,35 @@ TEST(Att6Layout, PairsTakeTheNamedHalves) {
   EXPECT_EQ(att6_hi_pair(0x11112222u, 0x33334444u), 0x33331111u);
 }
 
-// The emulated step against softmax(q K^T) V in double: F16 and FP8 caches, groups 8, 5, 1.
-TEST(Att6Layout, OneStepMatchesTheDoubleReference) {
+// The emulated units against softmax(q K^T) V in double: F16 and FP8 caches, groups 8, 5, 1; one
+// step alone, then three steps whose scores grow and shrink (the running max moves up, then not:
+// the rescale of the state and of the output columns), split into two units and combined.
+TEST(Att6Layout, UnitsMatchTheDoubleReference) {
   std::mt19937 rng(20261205u);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   const float scale = 1.0f / sqrtf((float)kD);
+  static float q[kG][kD];
   for (int es : {2, 1})
     for (int G : {8, 5, 1}) {
-      const Cache K = random_cache(es, &rng), V = random_cache(es, &rng);
-      static float q[kG][kD];
       for (int h = 0; h < kG; ++h)
         for (int d = 0; d < kD; ++d)
           q[h][d] = 3.f * u(rng); // scores of a few units: a real softmax, not a flat one
-      const StepOut r = v6_step(K, V, q, G, scale);
-      double worst = 0.0;
-      for (int h = 0; h < G; ++h) {
-        double s[kP], mx = -INFINITY, den = 0.0;
-        for (int p = 0; p < kP; ++p) {
-          s[p] = 0.0;
-          for (int d = 0; d < kD; ++d)
-            s[p] += (double)q[h][d] * K.at(p, d);
-          s[p] *= scale;
-          mx = s[p] > mx ? s[p] : mx;
-        }
-        EXPECT_NEAR(r.m[h], mx, 1e-5 * (1.0 + fabs(mx))) << "head " << h;
-        for (int p = 0; p < kP; ++p)
-          den += exp(s[p] - mx);
-        EXPECT_NEAR(r.l[h], den, 1e-5 * den) << "head " << h;
-        for (int d = 0; d < kD; ++d) {
-          double num = 0.0;
-          for (int p = 0; p < kP; ++p)
-            num += exp(s[p] - mx) * V.at(p, d);
-          const double got = r.out[h][d] / r.l[h], want = num / den;
-          const double err = fabs(got - want);
-          worst = err > worst ? err : worst;
-        }
+      std::vector<Cache> Ks, Vs;
+      for (int st = 0; st < 3; ++st) {
+        Ks.push_back(random_cache(es, &rng, st == 1 ? 2.5f : st == 2 ? 0.4f : 1.f));
+        Vs.push_back(random_cache(es, &rng, 1.f));
       }
-      EXPECT_LT(worst, 2e-6) << (es == 2 ? "F16" : "FP8") << " group " << G;
+      Unit a, b;
+      unit_init(&a);
+      unit_step(&a, Ks[0], Vs[0], q, G, scale);
+      const double one = combine_error({unit_out(a, es, G)}, {Ks[0]}, {Vs[0]}, q, G, scale);
+      EXPECT_LT(one, 2e-6) << (es == 2 ? "F16" : "FP8") << " group " << G << ", one step";
+      unit_step(&a, Ks[1], Vs[1], q, G, scale);
+      unit_init(&b);
+      unit_step(&b, Ks[2], Vs[2], q, G, scale);
+      const double two =
+          combine_error({unit_out(a, es, G), unit_out(b, es, G)}, Ks, Vs, q, G, scale);
+      EXPECT_LT(two, 2e-6) << (es == 2 ? "F16" : "FP8") << " group " << G << ", two units";
     }
 }
 
