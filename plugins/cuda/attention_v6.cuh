@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
 #pragma unroll
     for (int c = 0; c < KC; ++c)
       kr[j][c].zero();
-  uint32_t valid = 0; /* bit 4 kk + q: V row (kk, q) has a slot; the lane's score positions */
+  uint32_t valid = 0; /* bit att6_v_bit(kk, q): V row (kk, q) has a slot (att6_s_bit: scores) */
   /* the lane's first byte in a K row and a V row; chunk c lies 4 E (K) or 8 E (V) elements on;
    * row strides below 2^32 (the host's condition): one 32 x 32 -> 64-bit multiply a row */
   const uint32_t knb = (uint32_t)a.k_nb1, vnb = (uint32_t)a.v_nb1;
@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int32_t p = p0 + att6_v_pos(kk, t, q), sl = slot_in(pages, p0, p);
-        if (sl >= 0) valid |= 1u << (4 * kk + q);
+        if (sl >= 0) valid |= 1u << att6_v_bit(kk, q);
         const char *vp = a.vc + (uint64_t)(uint32_t)sl * vnb + vb;
 #pragma unroll
         for (int c = 0; c < VC; ++c) {
@@ -399,7 +399,7 @@ __global__ void __launch_bounds__(AT6_THREADS) attention_v6_kernel(att_args a) {
       for (int h = 0; h < 2; ++h) {
         float v = (sc[j][h] + sc[j][2 + h]) * a.scale;
         if (a.softcap > 0.f) v = a.softcap * tanhf(v / a.softcap);
-        v = valid >> (4 * (j >> 1) + 2 * (j & 1) + h) & 1u ? v : -INFINITY;
+        v = valid >> att6_s_bit(j, h) & 1u ? v : -INFINITY;
         x[j][h] = v;
         mt = fmaxf(mt, v);
       }

@@ -52,6 +52,11 @@ ATT6_FN int att6_v_dim(int E, int c, int g, int i, int hi) {
   return c * 8 * E + g * E + 2 * i + hi;
 }
 
+/* The lane's slot mask: bit att6_v_bit(kk, q) says V row (kk, q) has a slot; score (j, c0 / c1:
+ * hi 0 / 1) is at that row's position when its bit att6_s_bit(j, hi) is the row's. */
+ATT6_FN int att6_v_bit(int kk, int q) { return 4 * kk + q; }
+ATT6_FN int att6_s_bit(int j, int hi) { return 4 * (j >> 1) + 2 * (j & 1) + hi; }
+
 /* A lane holding head h's softmax state (max, sum): the quad g = h, its first lane. The output's
  * columns 2t, 2t + 1 take their rescale factors from att6_head_lane(2t) and (2t + 1). */
 ATT6_FN int att6_head_lane(int h) { return 4 * h; }

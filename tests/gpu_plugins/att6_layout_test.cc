@@ -118,7 +118,10 @@ void unit_init(Unit *u) {
 
 // A step of 32 positions (K, V) as the kernel runs it: scores, the quad's max, the rescale of the
 // running state (the output columns' factors from att6_head_lane), P's hi and rest into the output.
-void unit_step(Unit *u, const Cache &K, const Cache &V, const float q[kG][kD], int G, float scale) {
+// ok[p]: position p has a slot; a K row without one holds garbage (NaN here), a V row zeros, and
+// the lane's mask (att6_v_bit / att6_s_bit) sets its scores to -inf.
+void unit_step(Unit *u, const Cache &K, const Cache &V, const float q[kG][kD], int G, float scale,
+               const bool *ok) {
   const int E = 16 / K.es, KC = kD / (4 * E), KS = E / 4, VC = kD / (8 * E), VT = E / 2;
   Frag sc[4]; // scores: tile j's C fragments, accumulated over the k-steps (c, s2)
   memset(sc, 0, sizeof sc);
@@ -134,6 +137,9 @@ void unit_step(Unit *u, const Cache &K, const Cache &V, const float q[kG][kD], i
           split2(x[2], x[3], &sc[j].a[lane][2], &sc[j].a[lane][3]);
           uint32_t w[8];
           K.words(att6_k_pos(j, g), att6_k_dim(E, c, t, 0, 0), w);
+          if (!ok[att6_k_pos(j, g)])
+            for (int i = 0; i < 8; ++i)
+              w[i] = 0x7e007e00u; /* f16 NaN: what an unloaded register may hold */
           sc[j].b[lane][0] = w[2 * s2];
           sc[j].b[lane][1] = w[2 * s2 + 1];
         }
@@ -141,10 +147,16 @@ void unit_step(Unit *u, const Cache &K, const Cache &V, const float q[kG][kD], i
       }
   float p[32][4][2], mt[32], al[32];
   for (int lane = 0; lane < 32; ++lane) {
+    const int t = lane % 4;
+    uint32_t valid = 0;
+    for (int kk = 0; kk < 2; ++kk)
+      for (int q4 = 0; q4 < 4; ++q4)
+        if (ok[att6_v_pos(kk, t, q4)]) valid |= 1u << att6_v_bit(kk, q4);
     mt[lane] = -INFINITY;
     for (int j = 0; j < 4; ++j)
       for (int h = 0; h < 2; ++h) {
-        p[lane][j][h] = (sc[j].c[lane][h] + sc[j].c[lane][2 + h]) * scale;
+        const float v = (sc[j].c[lane][h] + sc[j].c[lane][2 + h]) * scale;
+        p[lane][j][h] = valid >> att6_s_bit(j, h) & 1u ? v : -INFINITY;
         mt[lane] = fmaxf(mt[lane], p[lane][j][h]);
       }
   }
@@ -156,7 +168,7 @@ void unit_step(Unit *u, const Cache &K, const Cache &V, const float q[kG][kD], i
     float ls = 0.f;
     for (int j = 0; j < 4; ++j)
       for (int h = 0; h < 2; ++h) {
-        p[lane][j][h] = expf(p[lane][j][h] - mn);
+        p[lane][j][h] = p[lane][j][h] == -INFINITY ? 0.f : expf(p[lane][j][h] - mn);
         ls += p[lane][j][h];
       }
     u->l[lane] = fmaf(u->l[lane], al[lane], ls);
@@ -180,8 +192,10 @@ void unit_step(Unit *u, const Cache &K, const Cache &V, const float q[kG][kD], i
           for (int lane = 0; lane < 32; ++lane) {
             const int g = lane / 4, t = lane % 4;
             uint32_t rows[4][8];
-            for (int q4 = 0; q4 < 4; ++q4)
+            for (int q4 = 0; q4 < 4; ++q4) {
               V.words(att6_v_pos(kk, t, q4), att6_v_dim(E, c, g, 0, 0), rows[q4]);
+              if (!ok[att6_v_pos(kk, t, q4)]) memset(rows[q4], 0, sizeof rows[q4]);
+            }
             att6_v_frag(rows[0], rows[1], rows[2], rows[3], i, f->a[lane]);
             uint32_t h0, r0, h1, r1;
             split2(p[lane][2 * kk][0], p[lane][2 * kk][1], &h0, &r0);
@@ -220,7 +234,8 @@ UnitOut unit_out(const Unit &u, int es, int G) {
 // softmax(q K^T) V in double over the steps' positions, head h, against the owners' combine of
 // the units (M = max, sum_u e^(m_u - M) out_u / sum_u e^(m_u - M) l_u): the worst error.
 double combine_error(const std::vector<UnitOut> &units, const std::vector<Cache> &Ks,
-                     const std::vector<Cache> &Vs, const float q[kG][kD], int G, float scale) {
+                     const std::vector<Cache> &Vs, const float q[kG][kD], int G, float scale,
+                     const bool *ok) {
   double worst = 0.0;
   for (int h = 0; h < G; ++h) {
     std::vector<double> s;
@@ -230,7 +245,7 @@ double combine_error(const std::vector<UnitOut> &units, const std::vector<Cache>
         double x = 0.0;
         for (int d = 0; d < kD; ++d)
           x += (double)q[h][d] * Ks[st].at(p, d);
-        s.push_back(x * scale);
+        s.push_back(ok[st * kP + p] ? x * scale : -INFINITY); // no slot: no weight
         mx = s.back() > mx ? s.back() : mx;
       }
     for (double x : s)
@@ -249,7 +264,7 @@ double combine_error(const std::vector<UnitOut> &units, const std::vector<Cache>
       for (const UnitOut &u : units)
         gnum = fmaf(expf(u.m[h] - M), u.out[h][d], gnum);
       const double err = fabs((double)gnum / gden - num / den);
-      worst = err > worst ? err : worst;
+      if (!(err <= worst)) worst = err; // a NaN is the worst
     }
   }
   return worst;
@@ -289,11 +304,14 @@ TEST(Att6Layout, IndexMapsCoverEachDimAndPositionOnce) {
   }
   for (int h = 0; h < 8; ++h) // head h's softmax state lives in quad g = h
     EXPECT_EQ(att6_head_lane(h) / 4, h);
-  // a lane's scores are at its V rows' positions (the kernel masks them by the V slots)
+  // a lane's scores are at its V rows' positions, and the mask bit of a score is its V row's
   for (int t = 0; t < 4; ++t)
     for (int j = 0; j < 4; ++j)
-      for (int h = 0; h < 2; ++h)
-        EXPECT_EQ(att6_s_pos(j, t, h), att6_v_pos(j >> 1, t, 2 * (j & 1) + h));
+      for (int h = 0; h < 2; ++h) {
+        const int bit = att6_s_bit(j, h);
+        EXPECT_EQ(att6_v_bit(bit / 4, bit % 4), bit);
+        EXPECT_EQ(att6_s_pos(j, t, h), att6_v_pos(bit / 4, t, bit % 4)) << "j " << j << " hi " << h;
+      }
 }
 
 TEST(Att6Layout, PairsTakeTheNamedHalves) {
@@ -303,7 +321,8 @@ TEST(Att6Layout, PairsTakeTheNamedHalves) {
 
 // The emulated units against softmax(q K^T) V in double: F16 and FP8 caches, groups 8, 5, 1; one
 // step alone, then three steps whose scores grow and shrink (the running max moves up, then not:
-// the rescale of the state and of the output columns), split into two units and combined.
+// the rescale of the state and of the output columns), split into two units and combined; a few
+// positions without a slot (NaN in their K registers, masked) and a partial last step.
 TEST(Att6Layout, UnitsMatchTheDoubleReference) {
   std::mt19937 rng(20261205u);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -319,16 +338,19 @@ TEST(Att6Layout, UnitsMatchTheDoubleReference) {
         Ks.push_back(random_cache(es, &rng, st == 1 ? 2.5f : st == 2 ? 0.4f : 1.f));
         Vs.push_back(random_cache(es, &rng, 1.f));
       }
+      bool ok[3 * kP]; // every position has a slot but a few of the second step's and the
+      for (int i = 0; i < 3 * kP; ++i) // last step's tail (a partial step)
+        ok[i] = !(i == kP + 3 || i == kP + 17 || i >= 2 * kP + 21);
       Unit a, b;
       unit_init(&a);
-      unit_step(&a, Ks[0], Vs[0], q, G, scale);
-      const double one = combine_error({unit_out(a, es, G)}, {Ks[0]}, {Vs[0]}, q, G, scale);
+      unit_step(&a, Ks[0], Vs[0], q, G, scale, ok);
+      const double one = combine_error({unit_out(a, es, G)}, {Ks[0]}, {Vs[0]}, q, G, scale, ok);
       EXPECT_LT(one, 2e-6) << (es == 2 ? "F16" : "FP8") << " group " << G << ", one step";
-      unit_step(&a, Ks[1], Vs[1], q, G, scale);
+      unit_step(&a, Ks[1], Vs[1], q, G, scale, ok + kP);
       unit_init(&b);
-      unit_step(&b, Ks[2], Vs[2], q, G, scale);
+      unit_step(&b, Ks[2], Vs[2], q, G, scale, ok + 2 * kP);
       const double two =
-          combine_error({unit_out(a, es, G), unit_out(b, es, G)}, Ks, Vs, q, G, scale);
+          combine_error({unit_out(a, es, G), unit_out(b, es, G)}, Ks, Vs, q, G, scale, ok);
       EXPECT_LT(two, 2e-6) << (es == 2 ? "F16" : "FP8") << " group " << G << ", two units";
     }
 }
