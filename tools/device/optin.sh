@@ -34,9 +34,11 @@ mkdir -p "$W" "$O"
 HY=qwen3next-80b-a3b-q4_k_m-l4 MOE=qwen3-30b-a3b-q4_k_m-l8
 syn() { [ -s "$W/$1.gguf" ] || "$D/memra-synth" --preset "$2" --types "$3" --seed 1 --layers "$4" \
   -o "$W/$1.gguf" >"$O/synth-$1.log" 2>&1; }
-syn "$HY" qwen3next-80b-a3b q4_k_m 4 &
-syn "$MOE" qwen3-30b-a3b q4_k_m 8 &
 want() { [[ " $PARTS " == *" $1 "* ]]; }
+if [[ " $PARTS " != " att6 " && " $PARTS " != " att6ab " ]]; then # the Llama-only parts skip them
+  syn "$HY" qwen3next-80b-a3b q4_k_m 4 &
+  syn "$MOE" qwen3-30b-a3b q4_k_m 8 &
+fi
 # same_tokens FILE BASE_ENV ENV...: 300 greedy tokens of FILE under each ENV (NAME=V) == under BASE_ENV
 same_tokens() {
   local f=$1 e
