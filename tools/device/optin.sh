@@ -19,6 +19,8 @@
 #                 seventeenth session): opcheck --quick (its cases against the CPU, rows alone ==
 #                 batch), memcheck over the same, attn_bench's table (v6 beside v5),
 #                 graph gates (N 512) and a batch gate on Llama-8B Q8_0 and Q4_K_M with it;
+#   PARTS=att6q   the short form in one call: opcheck --quick's v6 lines, attn_bench's table, the graph
+#                 gate on Llama Q8_0 with v6 and a tg128 A/B (v5 / v6 / v6 TX) on it at d512;
 #   PARTS=att6ab  its tg128 A/B on Llama-8B Q8_0 and Q4_K_M at d512 and d4096 (v5, v6, v6 with its
 #                 pushes by st.async: MEMRA_ATT6_TX=1); PARTS=att6moe the MoE (group 8) at d512.
 # From the repo root after tools/device/pack.sh, carrying dist-carry:  PARTS=checks bash
@@ -35,7 +37,7 @@ HY=qwen3next-80b-a3b-q4_k_m-l4 MOE=qwen3-30b-a3b-q4_k_m-l8
 syn() { [ -s "$W/$1.gguf" ] || "$D/memra-synth" --preset "$2" --types "$3" --seed 1 --layers "$4" \
   -o "$W/$1.gguf" >"$O/synth-$1.log" 2>&1; }
 want() { [[ " $PARTS " == *" $1 "* ]]; }
-if [[ " $PARTS " != " att6 " && " $PARTS " != " att6ab " ]]; then # the Llama-only parts skip them
+if [[ " $PARTS " != " att6 " && " $PARTS " != " att6ab " && " $PARTS " != " att6q " ]]; then # the Llama-only parts skip them
   syn "$HY" qwen3next-80b-a3b q4_k_m 4 &
   syn "$MOE" qwen3-30b-a3b q4_k_m 8 &
 fi
@@ -182,4 +184,26 @@ if want att6moe; then
   WORK=$W OUT=$O/ab6m R=2 DEPTH=512 D=$D timeout 150 bash tools/device/ab.sh \
     qwen3-30b-a3b:q4_k_m:8 -- v5="$D" v6="$D:MEMRA_ATT=6" >"$O/ab-att6m.txt" 2>&1
   grep -E "^qwen" "$O/ab-att6m.txt"
+fi
+
+if want att6q; then
+  L=$W/llama31-8b-q8_0.gguf
+  if [ ! -s "$L" ]; then
+    "$D/memra-synth" --preset llama31-8b --types q8_0 --seed 1 -o "$L.tmp" >"$O/synth-lq8.log" 2>&1 &&
+      mv "$L.tmp" "$L"
+  fi &
+  LSP=$!
+  timeout 150 "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/op-att6.txt" 2>&1
+  echo "== opcheck --quick rc $?: $(tail -1 "$O/op-att6.txt")"
+  grep -E "FAIL" "$O/op-att6.txt" | head -8 | cut -c1-130
+  grep -E "v6" "$O/op-att6.txt" | cut -c1-130
+  timeout 150 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn-bench.txt" 2>&1
+  echo "== attn_bench rc $?"
+  cat "$O/attn-bench.txt"
+  wait $LSP
+  MEMRA_ATT=6 timeout 90 "$D/memra" gate graph "${G[@]}" -m "$L" --gate-p 200 -n 512 >"$O/g.txt" 2>&1
+  echo "== gate graph v6 llama q8_0 rc $?: $(line "$O/g.txt")"
+  WORK=$W OUT=$O/ab6q R=2 DEPTH=512 D=$D timeout 200 bash tools/device/ab.sh llama31-8b:q8_0 -- \
+    v5="$D" v6="$D:MEMRA_ATT=6" v6tx="$D:MEMRA_ATT=6,MEMRA_ATT6_TX=1" >"$O/ab-att6q.txt" 2>&1
+  grep -E "^round|^llama" "$O/ab-att6q.txt"
 fi
