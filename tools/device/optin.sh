@@ -34,8 +34,16 @@ PARTS=${PARTS:-checks}
 export LD_LIBRARY_PATH="$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$W" "$O"
 HY=qwen3next-80b-a3b-q4_k_m-l4 MOE=qwen3-30b-a3b-q4_k_m-l8
-syn() { [ -s "$W/$1.gguf" ] || "$D/memra-synth" --preset "$2" --types "$3" --seed 1 --layers "$4" \
+syn() { [ -s "$W/$1.gguf" ] || "$D/memra-synth" --preset "$2" --types "$3" --seed 1 ${4:+--layers "$4"} \
   -o "$W/$1.gguf" >"$O/synth-$1.log" 2>&1; }
+# opcheck --quick and its attention v6 lines (every command under a timeout: a cluster barrier
+# that never completes would hang the call)
+opcheck_v6() {
+  timeout 150 "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/op-att6.txt" 2>&1
+  echo "== opcheck --quick (attention v6 cases) rc $?: $(tail -1 "$O/op-att6.txt")"
+  grep -E "FAIL" "$O/op-att6.txt" | head -8 | cut -c1-130
+  grep -E "v6" "$O/op-att6.txt" | cut -c1-130
+}
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 if [[ " $PARTS " != " att6 " && " $PARTS " != " att6ab " && " $PARTS " != " att6q " ]]; then # the Llama-only parts skip them
   syn "$HY" qwen3next-80b-a3b q4_k_m 4 &
@@ -144,19 +152,9 @@ if want route; then
 fi
 
 if want att6; then
-  for t in q8_0 q4_k_m; do # the Llama files beside the checks (ab.sh's names)
-    L=$W/llama31-8b-$t.gguf
-    if [ ! -s "$L" ]; then
-      "$D/memra-synth" --preset llama31-8b --types $t --seed 1 -o "$L.tmp" >"$O/synth-l$t.log" 2>&1 &&
-        mv "$L.tmp" "$L"
-    fi
-  done &
+  { syn llama31-8b-q8_0 llama31-8b q8_0; syn llama31-8b-q4_k_m llama31-8b q4_k_m; } & # ab.sh's names
   LSP=$!
-  # every command under a timeout: a cluster barrier that never completes would hang the call
-  timeout 150 "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/op-att6.txt" 2>&1
-  echo "== opcheck --quick (attention v6 cases) rc $?: $(tail -1 "$O/op-att6.txt")"
-  grep -E "FAIL" "$O/op-att6.txt" | head -8 | cut -c1-120
-  grep -E "v6" "$O/op-att6.txt" | cut -c1-130
+  opcheck_v6
   timeout 200 compute-sanitizer --tool memcheck "$D/opcheck" --quick "$D/libmemra_cpu.so" \
     "$D/libmemra_sm90a.so" >"$O/mc-att6.txt" 2>&1
   echo "== memcheck opcheck --quick (v6 cases) rc $?: $(grep -E 'ERROR SUMMARY' "$O/mc-att6.txt" | tail -1)"
@@ -188,15 +186,9 @@ fi
 
 if want att6q; then
   L=$W/llama31-8b-q8_0.gguf
-  if [ ! -s "$L" ]; then
-    "$D/memra-synth" --preset llama31-8b --types q8_0 --seed 1 -o "$L.tmp" >"$O/synth-lq8.log" 2>&1 &&
-      mv "$L.tmp" "$L"
-  fi &
+  syn llama31-8b-q8_0 llama31-8b q8_0 &
   LSP=$!
-  timeout 150 "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" >"$O/op-att6.txt" 2>&1
-  echo "== opcheck --quick rc $?: $(tail -1 "$O/op-att6.txt")"
-  grep -E "FAIL" "$O/op-att6.txt" | head -8 | cut -c1-130
-  grep -E "v6" "$O/op-att6.txt" | cut -c1-130
+  opcheck_v6
   timeout 150 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn-bench.txt" 2>&1
   echo "== attn_bench rc $?"
   cat "$O/attn-bench.txt"
