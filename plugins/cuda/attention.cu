@@ -465,12 +465,12 @@ static att5_fn att5_ready_gate(int32_t ctype, int G) {
   return att5_setup(k, AT5_SMEM_MAX, &state[ti * 2 + (G > 4 ? 1 : 0)]);
 }
 
-/* v6 (opt-in, MEMRA_ATT=6, read per call): F16 and FP8 caches of 16-byte aligned rows, head
- * dim 128, groups of at most 8 q heads, q rows 16-byte aligned, pages of a power of two >= 16
+/* v6 (opt-in, e: MEMRA_ATT's value, read per call): F16 and FP8 caches of 16-byte aligned rows,
+ * head dim 128, groups of at most 8 q heads, q rows 16-byte aligned, pages of a power of two >= 16
  * positions, cache rows below 4 GB; NULL where it does not apply. */
-static att5_fn att6_ready(int32_t ctype, bool vec4, const memra_attn_params *p, const float *q,
-                          uint64_t q_nb1, int block_size, uint64_t k_nb1, uint64_t v_nb1) {
-  const char *e = getenv("MEMRA_ATT");
+static att5_fn att6_ready(const char *e, int32_t ctype, bool vec4, const memra_attn_params *p,
+                          const float *q, uint64_t q_nb1, int block_size, uint64_t k_nb1,
+                          uint64_t v_nb1) {
   if (!e || strcmp(e, "6") != 0 || !vec4 || p->head_dim != AT6_D || block_size < 16 ||
       (block_size & (block_size - 1)) != 0 || k_nb1 >= (1ull << 32) || v_nb1 >= (1ull << 32) ||
       p->n_head / p->n_kv_head > AT6_GM || memra_cu_align_of(q, q_nb1) < 16 ||
@@ -639,8 +639,8 @@ static memra_status att_run(memra_backend *be, const memra_tensor *out, const me
   const bool vec4 = vec && memra_cu_align_of(a.vc, v_cache->nb1) >= 16;
   /* v6 where it applies and MEMRA_ATT=6 asks for it (no output gate: v5 applies that) */
   const att5_fn k6 = gate ? NULL
-                          : att6_ready(k_cache->type, vec4, p, a.q, q->nb1, batch->block_size,
-                                       k_cache->nb1, v_cache->nb1);
+                          : att6_ready(ver_env, k_cache->type, vec4, p, a.q, q->nb1,
+                                       batch->block_size, k_cache->nb1, v_cache->nb1);
   if (k6) {
     a.n_split = att6_grid_splits(batch->kv_bucket); /* the cluster size, a power of two */
     a.early = batch->flags & MEMRA_BATCH_DISTINCT ? 1 : 0;
