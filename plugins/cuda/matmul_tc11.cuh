@@ -74,6 +74,23 @@ __device__ __forceinline__ void t11_xw_split(float (&v)[2][8], uint4 *xb, XS *xs
     tc_split_put(v[i], xb, xs, 8 * (int64_t)threadIdx.x + 1024 * i);
 }
 
+/* Dynamic tiles (MEMRA_T11_DYN, opt-in; m11_launch): instead of tiles b, b + grid, ... a block's
+ * producer takes its next tile from a counter in global memory, one tile ahead, and tells the
+ * consumers which tile a stage holds, so the blocks share the tiles however the hardware placed
+ * them (a static split lasts as long as its most crowded SM). Every block takes exactly one
+ * ticket past the last tile; the block taking the launch's last ticket resets the counter. A
+ * launch's counter is one of T11_DSLOTS by its count (memra_backend.n_dyn): a slot is used again
+ * four dynamic launches later, and a v11 launch triggers its dependents only after its PDL wait,
+ * so the launch that used the slot before has completed by then. A tile's arithmetic does not
+ * depend on the block that runs it: the same bits as the static split. */
+enum { T11_DSLOTS = 4 };
+__device__ unsigned t11_tile_ctr[T11_DSLOTS];
+__device__ __forceinline__ int64_t t11_grab(int dslot, int64_t n_tiles) {
+  const unsigned t = atomicAdd(&t11_tile_ctr[dslot], 1u);
+  if (t == (unsigned)(n_tiles + gridDim.x - 1)) atomicExch(&t11_tile_ctr[dslot], 0u);
+  return (int64_t)t;
+}
+
 __device__ __forceinline__ void t11_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(T11_CW * 32) : "memory");
 }
@@ -82,7 +99,7 @@ template <int T, bool VEC, int T11_SB, bool CV, bool NORM = false, bool XW = fal
           bool TAIL = false, bool RK = false>
 __global__ void __launch_bounds__((T11_CW + 1) * 32)
     matmul_v11_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles,
-                      const mm_norm nm) {
+                      const mm_norm nm, int dslot) {
   typedef tcq<T> Q;
   static_assert(!XW || (T11_SB * 256 == T11_XW && !NORM), "an x window is one stage");
   constexpr int T11_SBB = Q::SBB, T11_STAGE = TC_ROWS * T11_SB * T11_SBB;
@@ -100,14 +117,32 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   const int64_t nsb = K / 256, ngrp = (nsb + T11_SB - 1) / T11_SB;
   const int64_t my_tiles = (n_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x;
   const int64_t units = my_tiles * ngrp;
+  /* dslot >= 0: dynamic tiles (t11_grab); stage s's tile, -1 past the last */
+  const bool dyn = dslot >= 0;
+  __shared__ int64_t stile[T11_ST];
   memra_ring_init(full, empty, T11_ST, T11_CW);
 
   if (warp == T11_CW) { /* producer: one copy per stage, or lane r < 16 copies row r */
-    for (int64_t u = 0; u < units; ++u) {
+    int64_t tile = 0, next = dyn && lane == 0 ? t11_grab(dslot, n_tiles) : 0;
+    for (int64_t u = 0; dyn || u < units; ++u) {
       const int s = (int)(u % T11_ST);
-      const int64_t round = u / T11_ST;
+      const int64_t round = u / T11_ST, gi = u % ngrp;
       if (round > 0) memra_mbar_wait(&empty[s], (uint32_t)(round - 1) & 1);
-      const int64_t tile = blockIdx.x + (u / ngrp) * gridDim.x, gi = u % ngrp;
+      if (!dyn) {
+        tile = blockIdx.x + (u / ngrp) * gridDim.x;
+      } else if (gi == 0) { /* the ticket taken a tile ago; the next one's in flight */
+        tile = __shfl_sync(0xffffffffu, next, 0);
+        if (tile < n_tiles && lane == 0) next = t11_grab(dslot, n_tiles);
+      }
+      if (dyn && tile >= n_tiles) { /* the consumers stop at this stage */
+        if (lane == 0) {
+          stile[s] = -1;
+          memra_mbar_arrive(&full[s]);
+        }
+        if (u < T11_ST) memra_pdl_enter();
+        break;
+      }
+      if (dyn && lane == 0) stile[s] = tile; /* before the barrier's arrive (release) */
       const mm_job jb = mm_pick_at(J, tile);
       const int64_t n0 = jb.b * TC_ROWS, sb0 = T11_SB * gi;
       const int64_t nv = nsb - sb0 < T11_SB ? nsb - sb0 : T11_SB;
@@ -127,7 +162,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
         memra_bulk_load(dst + lane * rowb, jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)sb0 * T11_SBB,
                         rowb, &full[s]);
       }
-      if (u == (units < T11_ST ? units : T11_ST) - 1) memra_pdl_enter();
+      if (u == (dyn || units >= T11_ST ? T11_ST : units) - 1) memra_pdl_enter();
     }
     return;
   }
@@ -159,8 +194,14 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   const int g = lane >> 2, t = lane & 3;
   const tc_role ro = tc_role_of(g, t);
   int64_t u = 0;
-  for (int64_t i = 0; i < my_tiles; ++i) {
-    const mm_job jb = mm_pick_at(J, blockIdx.x + i * gridDim.x);
+  for (int64_t i = 0; dyn || i < my_tiles; ++i) {
+    int64_t tile = blockIdx.x + i * gridDim.x;
+    if (dyn) { /* the tile of the next stage (its wait again below returns at once) */
+      memra_mbar_wait(&full[(int)(u % T11_ST)], (uint32_t)(u / T11_ST) & 1);
+      tile = stile[u % T11_ST];
+      if (tile < 0) break;
+    }
+    const mm_job jb = mm_pick_at(J, tile);
     const bool cj = CV && jb.y == J.y[0]; /* matmul_n_conv's job: its conv inputs now */
     const mm_conv_in ci =
         mm_conv_load(J.cv, cj && threadIdx.x < TC_ROWS && jb.b * TC_ROWS + threadIdx.x < jb.N, 0,
@@ -234,14 +275,23 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   xw = xw && !nm; /* the caller checked m11_xw_ok and that there is no conv */
   int64_t smem = (int64_t)t11_smem<T>(K, SB, xw);
   const int64_t slots = mm_block_slots(be, smem + 1024, 4);
-  const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
+  const int64_t per = (tiles + slots - 1) / slots;
+  int64_t grid = (tiles + per - 1) / per;
+  /* MEMRA_T11_DYN (read per call, opt-in; not with rope or the norm tail): dynamic tiles
+   * (t11_grab): 1 on the static split's grid and padding; 2 the same grid unpadded (the
+   * hardware may stack blocks where the last launch left room, the tiles follow); 3 a block
+   * in every slot, unpadded */
+  const char *dyn_env = getenv("MEMRA_T11_DYN");
+  int dyn = dyn_env ? atoi(dyn_env) : 0;
+  if (dyn < 0 || dyn > 3 || J.rk.on || (tail && nm)) dyn = 0;
+  if (dyn == 3) grid = tiles < slots ? tiles : slots;
   /* At most ceil(grid / SMs) blocks an SM (the shared memory asked for says so): where more fit,
    * the hardware places a launch's blocks where room is when it starts, behind the kernel
    * before it under PDL, so some SMs take three or four and the launch lasts as long as they
    * do (H200: Q4_K down by windows 18.3 us at up to four an SM, 14.0 at two; the hybrid's and
    * the MoE's K 2048 and N 2048 launches +1.3% / +2.7% a step). Deeper rings in the room the
    * padding leaves (XW: 4-5 stages Q4_K, 3 Q6_K) measured slower in the step. */
-  if (be->n_sms > 0) {
+  if (be->n_sms > 0 && dyn < 2) {
     const int64_t need = (grid + be->n_sms - 1) / be->n_sms;
     if (need < slots / be->n_sms) {
       const int64_t lim = mm_sm_bytes(be) / (need + 1) - 1024 + 128;
@@ -257,7 +307,7 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   /* tail (ABI 1.15 matmul_rmsnorm, no conv): the norm after the row, by the last block */
   tail = tail && nm && !cv;
   const int ki = nm ? 2 : cv;
-  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, const mm_norm) =
+  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, const mm_norm, int) =
       SB == 16
           ? (cv ? matmul_v11_kernel<T, VEC, SB16, true> : matmul_v11_kernel<T, VEC, SB16, false>)
           : (cv ? matmul_v11_kernel<T, VEC, 8, true> : matmul_v11_kernel<T, VEC, 8, false>);
@@ -295,8 +345,9 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
     if (*err != cudaSuccess) return true;
     raised[SB == 16][kr] = true;
   }
+  const int dslot = dyn ? (int)(((memra_backend *)be)->n_dyn++ % T11_DSLOTS) : -1;
   (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((T11_CW + 1) * 32), (size_t)smem, J,
-                        x, K, tiles, nm ? *nm : mm_norm{});
+                        x, K, tiles, nm ? *nm : mm_norm{}, dslot);
   return true;
 }
 

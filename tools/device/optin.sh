@@ -21,6 +21,9 @@
 #                 graph gates (N 512) and a batch gate on Llama-8B Q8_0 and Q4_K_M with it;
 #   PARTS=att6q   the short form in one call: opcheck --quick's v6 lines, attn_bench's table, the graph
 #                 gate on Llama Q8_0 with v6 and a tg128 A/B (v5 / v6 / v6 TX) on it at d512;
+#   PARTS=dyn     matmul v11's dynamic tiles (MEMRA_T11_DYN=1|2|3): opcheck --quick under 3 (v11 ==
+#                 v7 bitwise), 300 greedy tokens == static on Llama Q4_K_M, the graph gate under 2,
+#                 tg128 A/B static / dyn 1 / 2 / 3 on Llama Q4_K_M at d512 (MEMRA_ATT=DYN_ATT, 5);
 #   PARTS=att6ab  its tg128 A/B on Llama-8B Q8_0 and Q4_K_M at d512 and d4096 (v5, v6, v6 with its
 #                 pushes by st.async: MEMRA_ATT6_TX=1); PARTS=att6moe the MoE (group 8) at d512.
 # From the repo root after tools/device/pack.sh, carrying dist-carry:  PARTS=checks bash
@@ -45,7 +48,8 @@ opcheck_v6() {
   grep -E "v6" "$O/op-att6.txt" | cut -c1-130
 }
 want() { [[ " $PARTS " == *" $1 "* ]]; }
-if [[ " $PARTS " != " att6 " && " $PARTS " != " att6ab " && " $PARTS " != " att6q " ]]; then # the Llama-only parts skip them
+if [[ " $PARTS " != " att6 " && " $PARTS " != " att6ab " && " $PARTS " != " att6q " &&
+  " $PARTS " != " dyn " ]]; then # the Llama-only parts skip them
   syn "$HY" qwen3next-80b-a3b q4_k_m 4 &
   syn "$MOE" qwen3-30b-a3b q4_k_m 8 &
 fi
@@ -198,4 +202,24 @@ if want att6q; then
   WORK=$W OUT=$O/ab6q R=2 DEPTH=512 D=$D timeout 200 bash tools/device/ab.sh llama31-8b:q8_0 -- \
     v5="$D" v6="$D:MEMRA_ATT=6" v6tx="$D:MEMRA_ATT=6,MEMRA_ATT6_TX=1" >"$O/ab-att6q.txt" 2>&1
   grep -E "^round|^llama" "$O/ab-att6q.txt"
+fi
+
+if want dyn; then
+  K=llama31-8b-q4_k_m
+  syn $K llama31-8b q4_k_m &
+  LSP=$!
+  MEMRA_T11_DYN=3 timeout 150 "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" \
+    >"$O/op-dyn.txt" 2>&1
+  echo "== opcheck --quick MEMRA_T11_DYN=3 rc $?: $(tail -1 "$O/op-dyn.txt")"
+  grep -E "FAIL" "$O/op-dyn.txt" | head -8 | cut -c1-130
+  wait $LSP
+  same_tokens $K MEMRA_T11_DYN=0 MEMRA_T11_DYN=1 MEMRA_T11_DYN=2 MEMRA_T11_DYN=3
+  MEMRA_T11_DYN=2 timeout 90 "$D/memra" gate graph "${G[@]}" -m "$W/$K.gguf" --gate-p 200 -n 512 \
+    >"$O/g-dyn.txt" 2>&1
+  echo "== gate graph dyn 2 llama q4_k_m rc $?: $(line "$O/g-dyn.txt")"
+  A=${DYN_ATT:-5}
+  WORK=$W OUT=$O/abdyn R=${R:-2} DEPTH=512 D=$D timeout 280 bash tools/device/ab.sh llama31-8b:q4_k_m -- \
+    st="$D:MEMRA_ATT=$A" d1="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=1" d2="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=2" \
+    d3="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=3" >"$O/ab-dyn.txt" 2>&1
+  grep -E "^round|^llama" "$O/ab-dyn.txt"
 fi
