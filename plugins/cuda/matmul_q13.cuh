@@ -20,6 +20,7 @@
 #ifndef MEMRA_CUDA_MATMUL_Q13_CUH
 #define MEMRA_CUDA_MATMUL_Q13_CUH
 
+#include "plugins/cuda/matmul_dyn.cuh"
 #include "plugins/cuda/matmul_norm13.cuh"
 #include "plugins/cuda/matmul_q8b.cuh"
 #include "plugins/cuda/matmul_rkv.cuh"
@@ -97,7 +98,7 @@ v13_warp_parts(const float (&acc)[V13_R], float (&part)[V13_CW][1][V13_R], int w
 template <bool CV, bool NORM, bool TAIL = false, bool RK = false>
 __global__ void __maxnreg__(112)
     matmul_v13_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles,
-                      bool v13_x_per_tile, bool v13_rotate, const mm_norm nm) {
+                      bool v13_x_per_tile, bool v13_rotate, const mm_norm nm, int dslot) {
   extern __shared__ __align__(128) uint8_t sm[];
   uint8_t *ring = sm;
   float(&part)[V13_CW][1][V13_R] = *(float(*)[V13_CW][1][V13_R])(sm + V13_PART);
@@ -107,13 +108,32 @@ __global__ void __maxnreg__(112)
   const int64_t rowbytes = 34 * nblk;
   const int64_t my_tiles = (n_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x;
   const int64_t units = my_tiles * nkc;
+  /* dslot >= 0: dynamic tiles (matmul_dyn.cuh); stage s's tile, -1 past the last */
+  const bool dyn = dslot >= 0;
+  __shared__ int64_t stile[V13_ST];
   memra_ring_init(full, empty, V13_ST, V13_CW);
 
   if (warp == V13_CW) { /* producer: lane r < V13_R copies row r's chunk */
-    for (int64_t u = 0; u < units; ++u) {
+    int64_t tile = 0, next = dyn && lane == 0 ? mm_dyn_grab(dslot, n_tiles) : 0;
+    for (int64_t u = 0; dyn || u < units; ++u) {
       const int s = (int)(u % V13_ST);
       if (u >= V13_ST) memra_mbar_wait(&empty[s], (uint32_t)(u / V13_ST - 1) & 1);
-      const mm_job jb = mm_pick_at(J, blockIdx.x + (u / nkc) * gridDim.x);
+      if (!dyn) {
+        tile = blockIdx.x + (u / nkc) * gridDim.x;
+      } else if (u % nkc == 0) { /* the ticket taken a tile ago; the next one's in flight */
+        tile = __shfl_sync(0xffffffffu, next, 0);
+        if (tile < n_tiles && lane == 0) next = mm_dyn_grab(dslot, n_tiles);
+      }
+      if (dyn && tile >= n_tiles) { /* the consumers stop at this stage */
+        if (lane == 0) {
+          stile[s] = -1;
+          memra_mbar_arrive(&full[s]);
+        }
+        if (u < V13_ST) memra_pdl_enter();
+        break;
+      }
+      if (dyn && lane == 0) stile[s] = tile; /* before the barrier's arrive (release) */
+      const mm_job jb = mm_pick_at(J, tile);
       const int64_t n0 = jb.b * V13_R, off = (u % nkc) * V13_ROWB;
       const uint32_t rowb = (uint32_t)(rowbytes - off < V13_ROWB ? rowbytes - off : V13_ROWB);
       if (lane == 0) memra_mbar_expect(&full[s], V13_R * rowb);
@@ -123,9 +143,9 @@ __global__ void __maxnreg__(112)
         memra_bulk_load(ring + s * V13_STAGE + lane * V13_ROWB,
                         jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)off, rowb, &full[s]);
       }
-      if (u == (units < V13_ST ? units : V13_ST) - 1) memra_pdl_enter();
+      if (u == (dyn || units >= V13_ST ? V13_ST : units) - 1) memra_pdl_enter();
     }
-    if (units == 0) memra_pdl_enter();
+    if (units == 0 && !dyn) memra_pdl_enter();
     return;
   }
 
@@ -172,9 +192,15 @@ __global__ void __maxnreg__(112)
    * takes its share of the longer ones (each logical warp's steps and sums as before) */
   const int rem = v13_rotate && !x_once ? (int)(steps % V13_CW) : 0;
   int64_t u = 0;
-  for (int64_t i = 0; i < my_tiles; ++i) {
+  for (int64_t i = 0; dyn || i < my_tiles; ++i) {
     const int lw = (int)((warp + i * rem) % V13_CW);
-    const mm_job jb = mm_pick_at(J, blockIdx.x + i * gridDim.x);
+    int64_t tile = blockIdx.x + i * gridDim.x;
+    if (dyn) { /* the tile of the next stage (its wait again below returns at once) */
+      memra_mbar_wait(&full[(int)(u % V13_ST)], (uint32_t)(u / V13_ST) & 1);
+      tile = stile[u % V13_ST];
+      if (tile < 0) break;
+    }
+    const mm_job jb = mm_pick_at(J, tile);
     const bool cj = CV && jb.y == J.y[0]; /* matmul_n_conv's job: its conv inputs now */
     const mm_conv_in ci =
         mm_conv_load(J.cv, cj && threadIdx.x < V13_R && jb.b * V13_R + threadIdx.x < jb.N, 0,
@@ -229,7 +255,7 @@ static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   /* tail (ABI 1.15 matmul_rmsnorm): the norm after the row, by the last block; J.rk.on (ABI 1.16
    * matmul_n_rope_kv): rope and the cache stores at the tiles' stores */
   const int ki = J.rk.on ? 4 : nm ? (tail ? 3 : 2) : cv;
-  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, bool, bool, const mm_norm) =
+  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, bool, bool, const mm_norm, int) =
       J.rk.on      ? matmul_v13_kernel<false, false, false, true>
       : nm && tail ? matmul_v13_kernel<false, false, true>
       : nm         ? matmul_v13_kernel<false, true>
@@ -238,13 +264,19 @@ static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   static int bps[5] = {0, 0, 0, 0, 0}; /* resident blocks an SM, asked once per instantiation */
   if ((*err = v13_blocks_per_sm(kernel, &bps[ki])) != cudaSuccess) return true;
   const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps[ki];
-  const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
+  const int64_t per = (tiles + slots - 1) / slots;
+  int64_t grid = (tiles + per - 1) / per;
+  /* MEMRA_T11_DYN (read per call, opt-in; not with rope or the norm tail): dynamic tiles as v11's
+   * (mm_dyn_grab); 3 a block in every slot, else the static split's grid */
+  const int dyn = J.rk.on || (nm && tail) ? 0 : mm_dyn_mode();
+  if (dyn == 3) grid = tiles < slots ? tiles : slots;
+  const int dslot = dyn ? mm_dyn_slot(be) : -1;
   /* A/B switches, read once: MEMRA_V13_X=tile copies x per tile, MEMRA_V13_ROT=0 keeps each
    * warp on its own steps */
   static const bool per_tile = memra_cu_env_is("MEMRA_V13_X", "tile"),
                     rotate = !memra_cu_env_is("MEMRA_V13_ROT", "0");
   (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((V13_CW + 1) * 32), (size_t)V13_SMEM,
-                        J, x, K, tiles, per_tile, rotate, nm ? *nm : mm_norm{});
+                        J, x, K, tiles, per_tile, rotate, nm ? *nm : mm_norm{}, dslot);
   return true;
 }
 

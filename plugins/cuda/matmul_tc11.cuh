@@ -22,6 +22,7 @@
 #include "plugins/cuda/matmul_norm13.cuh"
 #include "plugins/cuda/matmul_rkv.cuh"
 #include "plugins/cuda/matmul_tc.cuh"
+#include "plugins/cuda/matmul_dyn.cuh"
 #include "plugins/cuda/mbarrier.cuh"
 
 enum {
@@ -74,23 +75,6 @@ __device__ __forceinline__ void t11_xw_split(float (&v)[2][8], uint4 *xb, XS *xs
     tc_split_put(v[i], xb, xs, 8 * (int64_t)threadIdx.x + 1024 * i);
 }
 
-/* Dynamic tiles (MEMRA_T11_DYN, opt-in; m11_launch): instead of tiles b, b + grid, ... a block's
- * producer takes its next tile from a counter in global memory, one tile ahead, and tells the
- * consumers which tile a stage holds, so the blocks share the tiles however the hardware placed
- * them (a static split lasts as long as its most crowded SM). Every block takes exactly one
- * ticket past the last tile; the block taking the launch's last ticket resets the counter. A
- * launch's counter is one of T11_DSLOTS by its count (memra_backend.n_dyn): a slot is used again
- * four dynamic launches later, and a v11 launch triggers its dependents only after its PDL wait,
- * so the launch that used the slot before has completed by then. A tile's arithmetic does not
- * depend on the block that runs it: the same bits as the static split. */
-enum { T11_DSLOTS = 4 };
-__device__ unsigned t11_tile_ctr[T11_DSLOTS];
-__device__ __forceinline__ int64_t t11_grab(int dslot, int64_t n_tiles) {
-  const unsigned t = atomicAdd(&t11_tile_ctr[dslot], 1u);
-  if (t == (unsigned)(n_tiles + gridDim.x - 1)) atomicExch(&t11_tile_ctr[dslot], 0u);
-  return (int64_t)t;
-}
-
 __device__ __forceinline__ void t11_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(T11_CW * 32) : "memory");
 }
@@ -117,13 +101,13 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   const int64_t nsb = K / 256, ngrp = (nsb + T11_SB - 1) / T11_SB;
   const int64_t my_tiles = (n_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x;
   const int64_t units = my_tiles * ngrp;
-  /* dslot >= 0: dynamic tiles (t11_grab); stage s's tile, -1 past the last */
+  /* dslot >= 0: dynamic tiles (mm_dyn_grab); stage s's tile, -1 past the last */
   const bool dyn = dslot >= 0;
   __shared__ int64_t stile[T11_ST];
   memra_ring_init(full, empty, T11_ST, T11_CW);
 
   if (warp == T11_CW) { /* producer: one copy per stage, or lane r < 16 copies row r */
-    int64_t tile = 0, next = dyn && lane == 0 ? t11_grab(dslot, n_tiles) : 0;
+    int64_t tile = 0, next = dyn && lane == 0 ? mm_dyn_grab(dslot, n_tiles) : 0;
     for (int64_t u = 0; dyn || u < units; ++u) {
       const int s = (int)(u % T11_ST);
       const int64_t round = u / T11_ST, gi = u % ngrp;
@@ -132,7 +116,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
         tile = blockIdx.x + (u / ngrp) * gridDim.x;
       } else if (gi == 0) { /* the ticket taken a tile ago; the next one's in flight */
         tile = __shfl_sync(0xffffffffu, next, 0);
-        if (tile < n_tiles && lane == 0) next = t11_grab(dslot, n_tiles);
+        if (tile < n_tiles && lane == 0) next = mm_dyn_grab(dslot, n_tiles);
       }
       if (dyn && tile >= n_tiles) { /* the consumers stop at this stage */
         if (lane == 0) {
@@ -278,12 +262,10 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   const int64_t per = (tiles + slots - 1) / slots;
   int64_t grid = (tiles + per - 1) / per;
   /* MEMRA_T11_DYN (read per call, opt-in; not with rope or the norm tail): dynamic tiles
-   * (t11_grab): 1 on the static split's grid and padding; 2 the same grid unpadded (the
+   * (mm_dyn_grab): 1 on the static split's grid and padding; 2 the same grid unpadded (the
    * hardware may stack blocks where the last launch left room, the tiles follow); 3 a block
    * in every slot, unpadded */
-  const char *dyn_env = getenv("MEMRA_T11_DYN");
-  int dyn = dyn_env ? atoi(dyn_env) : 0;
-  if (dyn < 0 || dyn > 3 || J.rk.on || (tail && nm)) dyn = 0;
+  const int dyn = J.rk.on || (tail && nm) ? 0 : mm_dyn_mode();
   if (dyn == 3) grid = tiles < slots ? tiles : slots;
   /* At most ceil(grid / SMs) blocks an SM (the shared memory asked for says so): where more fit,
    * the hardware places a launch's blocks where room is when it starts, behind the kernel
@@ -345,7 +327,7 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
     if (*err != cudaSuccess) return true;
     raised[SB == 16][kr] = true;
   }
-  const int dslot = dyn ? (int)(((memra_backend *)be)->n_dyn++ % T11_DSLOTS) : -1;
+  const int dslot = dyn ? mm_dyn_slot(be) : -1;
   (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((T11_CW + 1) * 32), (size_t)smem, J,
                         x, K, tiles, nm ? *nm : mm_norm{}, dslot);
   return true;

@@ -24,6 +24,7 @@
 #   PARTS=dyn     matmul v11's dynamic tiles (MEMRA_T11_DYN=1|2|3): opcheck --quick under 3 (v11 ==
 #                 v7 bitwise), 300 greedy tokens == static on Llama Q4_K_M, the graph gate under 2,
 #                 tg128 A/B static / dyn 1 / 2 / 3 on Llama Q4_K_M at d512 (MEMRA_ATT=DYN_ATT, 5);
+#   PARTS=dynq8   the same for v13 on Llama Q8_0 (static / dyn 1 / dyn 3);
 #   PARTS=att6ab  its tg128 A/B on Llama-8B Q8_0 and Q4_K_M at d512 and d4096 (v5, v6, v6 with its
 #                 pushes by st.async: MEMRA_ATT6_TX=1); PARTS=att6moe the MoE (group 8) at d512.
 # From the repo root after tools/device/pack.sh, carrying dist-carry:  PARTS=checks bash
@@ -48,8 +49,7 @@ opcheck_v6() {
   grep -E "v6" "$O/op-att6.txt" | cut -c1-130
 }
 want() { [[ " $PARTS " == *" $1 "* ]]; }
-if [[ " $PARTS " != " att6 " && " $PARTS " != " att6ab " && " $PARTS " != " att6q " &&
-  " $PARTS " != " dyn " ]]; then # the Llama-only parts skip them
+if want checks || want ab || want prof || want next || want route; then # the parts that use them
   syn "$HY" qwen3next-80b-a3b q4_k_m 4 &
   syn "$MOE" qwen3-30b-a3b q4_k_m 8 &
 fi
@@ -218,8 +218,22 @@ if want dyn; then
     >"$O/g-dyn.txt" 2>&1
   echo "== gate graph dyn 2 llama q4_k_m rc $?: $(line "$O/g-dyn.txt")"
   A=${DYN_ATT:-5}
-  WORK=$W OUT=$O/abdyn R=${R:-2} DEPTH=512 D=$D timeout 280 bash tools/device/ab.sh llama31-8b:q4_k_m -- \
-    st="$D:MEMRA_ATT=$A" d1="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=1" d2="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=2" \
+  # $D/old (optional): the last commit's plugin, whose static path the runtime switch must not slow
+  OLD=()
+  [ -f "$D/old/libmemra_sm90a.so" ] && OLD=(old="$D/old:MEMRA_ATT=$A")
+  WORK=$W OUT=$O/abdyn R=${R:-2} DEPTH=512 D=$D timeout 330 bash tools/device/ab.sh llama31-8b:q4_k_m -- \
+    "${OLD[@]}" st="$D:MEMRA_ATT=$A" d1="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=1" d2="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=2" \
     d3="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=3" >"$O/ab-dyn.txt" 2>&1
   grep -E "^round|^llama" "$O/ab-dyn.txt"
+fi
+
+if want dynq8; then
+  K=llama31-8b-q8_0
+  syn $K llama31-8b q8_0
+  same_tokens $K MEMRA_T11_DYN=0 MEMRA_T11_DYN=1 MEMRA_T11_DYN=3
+  A=${DYN_ATT:-5}
+  WORK=$W OUT=$O/abdyn8 R=${R:-2} DEPTH=512 D=$D timeout 250 bash tools/device/ab.sh llama31-8b:q8_0 -- \
+    st="$D:MEMRA_ATT=$A" d1="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=1" d3="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=3" \
+    >"$O/ab-dyn8.txt" 2>&1
+  grep -E "^round|^llama" "$O/ab-dyn8.txt"
 fi
