@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "plugins/cuda/cuda_common.h"
+#include "plugins/cuda/mbarrier.cuh"
 
 enum { MM_DYN_SLOTS = 4 };
 __device__ unsigned mm_dyn_ctr[MM_DYN_SLOTS];
@@ -28,6 +29,37 @@ __device__ __forceinline__ int64_t mm_dyn_grab(int dslot, int64_t n_tiles) {
   const unsigned t = atomicAdd(&mm_dyn_ctr[dslot], 1u);
   if (t == (unsigned)(n_tiles + gridDim.x - 1)) atomicExch(&mm_dyn_ctr[dslot], 0u);
   return (int64_t)t;
+}
+
+/* The producer warp's tile at a ring unit (first: the unit starts a tile, which is then the
+ * ticket taken a tile ago, and the next ticket is taken now). Past the last tile lane 0 marks the
+ * stage -1 and completes its full barrier, so the consumers stop there, and false is returned;
+ * else lane 0 notes the tile in the stage (before its arrive on the barrier, a release). */
+__device__ __forceinline__ bool mm_dyn_produce(int dslot, int64_t n_tiles, bool first, int lane,
+                                               int64_t *tile, int64_t *next, int64_t *stile,
+                                               uint64_t *full) {
+  if (first) {
+    *tile = __shfl_sync(0xffffffffu, *next, 0);
+    if (*tile < n_tiles && lane == 0) *next = mm_dyn_grab(dslot, n_tiles);
+  }
+  if (*tile >= n_tiles) {
+    if (lane == 0) {
+      *stile = -1;
+      memra_mbar_arrive(full);
+    }
+    return false;
+  }
+  if (lane == 0) *stile = *tile;
+  return true;
+}
+
+/* The consumers' tile of ring unit u (the first of a tile) in a ring of ST stages: its stage's
+ * note once the stage is full (the unit's own wait after this returns at once), -1 past the last.
+ */
+__device__ __forceinline__ int64_t mm_dyn_consume(uint64_t *full, const int64_t *stile, int64_t u,
+                                                  int ST) {
+  memra_mbar_wait(&full[(int)(u % ST)], (uint32_t)(u / ST) & 1);
+  return stile[u % ST];
 }
 
 /* MEMRA_T11_DYN's value (read per call): 0 off, 1 dynamic tiles on the static split's grid (v11:

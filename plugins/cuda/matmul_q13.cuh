@@ -120,19 +120,11 @@ __global__ void __maxnreg__(112)
       if (u >= V13_ST) memra_mbar_wait(&empty[s], (uint32_t)(u / V13_ST - 1) & 1);
       if (!dyn) {
         tile = blockIdx.x + (u / nkc) * gridDim.x;
-      } else if (u % nkc == 0) { /* the ticket taken a tile ago; the next one's in flight */
-        tile = __shfl_sync(0xffffffffu, next, 0);
-        if (tile < n_tiles && lane == 0) next = mm_dyn_grab(dslot, n_tiles);
-      }
-      if (dyn && tile >= n_tiles) { /* the consumers stop at this stage */
-        if (lane == 0) {
-          stile[s] = -1;
-          memra_mbar_arrive(&full[s]);
-        }
-        if (u < V13_ST) memra_pdl_enter();
+      } else if (!mm_dyn_produce(dslot, n_tiles, u % nkc == 0, lane, &tile, &next, &stile[s],
+                                 &full[s])) {
+        if (u < V13_ST) memra_pdl_enter(); /* past the last tile: the consumers stop here */
         break;
       }
-      if (dyn && lane == 0) stile[s] = tile; /* before the barrier's arrive (release) */
       const mm_job jb = mm_pick_at(J, tile);
       const int64_t n0 = jb.b * V13_R, off = (u % nkc) * V13_ROWB;
       const uint32_t rowb = (uint32_t)(rowbytes - off < V13_ROWB ? rowbytes - off : V13_ROWB);
@@ -195,11 +187,7 @@ __global__ void __maxnreg__(112)
   for (int64_t i = 0; dyn || i < my_tiles; ++i) {
     const int lw = (int)((warp + i * rem) % V13_CW);
     int64_t tile = blockIdx.x + i * gridDim.x;
-    if (dyn) { /* the tile of the next stage (its wait again below returns at once) */
-      memra_mbar_wait(&full[(int)(u % V13_ST)], (uint32_t)(u / V13_ST) & 1);
-      tile = stile[u % V13_ST];
-      if (tile < 0) break;
-    }
+    if (dyn && (tile = mm_dyn_consume(full, stile, u, V13_ST)) < 0) break; /* past the last */
     const mm_job jb = mm_pick_at(J, tile);
     const bool cj = CV && jb.y == J.y[0]; /* matmul_n_conv's job: its conv inputs now */
     const mm_conv_in ci =

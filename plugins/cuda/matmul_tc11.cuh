@@ -114,19 +114,11 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       if (round > 0) memra_mbar_wait(&empty[s], (uint32_t)(round - 1) & 1);
       if (!dyn) {
         tile = blockIdx.x + (u / ngrp) * gridDim.x;
-      } else if (gi == 0) { /* the ticket taken a tile ago; the next one's in flight */
-        tile = __shfl_sync(0xffffffffu, next, 0);
-        if (tile < n_tiles && lane == 0) next = mm_dyn_grab(dslot, n_tiles);
-      }
-      if (dyn && tile >= n_tiles) { /* the consumers stop at this stage */
-        if (lane == 0) {
-          stile[s] = -1;
-          memra_mbar_arrive(&full[s]);
-        }
-        if (u < T11_ST) memra_pdl_enter();
+      } else if (!mm_dyn_produce(dslot, n_tiles, gi == 0, lane, &tile, &next, &stile[s],
+                                 &full[s])) {
+        if (u < T11_ST) memra_pdl_enter(); /* past the last tile: the consumers stop here */
         break;
       }
-      if (dyn && lane == 0) stile[s] = tile; /* before the barrier's arrive (release) */
       const mm_job jb = mm_pick_at(J, tile);
       const int64_t n0 = jb.b * TC_ROWS, sb0 = T11_SB * gi;
       const int64_t nv = nsb - sb0 < T11_SB ? nsb - sb0 : T11_SB;
@@ -180,11 +172,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   int64_t u = 0;
   for (int64_t i = 0; dyn || i < my_tiles; ++i) {
     int64_t tile = blockIdx.x + i * gridDim.x;
-    if (dyn) { /* the tile of the next stage (its wait again below returns at once) */
-      memra_mbar_wait(&full[(int)(u % T11_ST)], (uint32_t)(u / T11_ST) & 1);
-      tile = stile[u % T11_ST];
-      if (tile < 0) break;
-    }
+    if (dyn && (tile = mm_dyn_consume(full, stile, u, T11_ST)) < 0) break; /* past the last */
     const mm_job jb = mm_pick_at(J, tile);
     const bool cj = CV && jb.y == J.y[0]; /* matmul_n_conv's job: its conv inputs now */
     const mm_conv_in ci =
