@@ -28,7 +28,7 @@
 #   PARTS=first   one call for both (the device lends little): opcheck --quick under MEMRA_T11_DYN=3
 #                 (v6's lines, v11 / v13 == v7 / v8 bitwise), attn_bench, the graph gate on Llama Q8_0
 #                 with v6, 300 tokens dyn == static on Q4_K_M, tg128 A/B v5 / v6 / dyn 2 / dyn 3 on
-#                 Llama Q8_0 and Q4_K_M at d512;
+#                 Llama Q8_0 and Q4_K_M at d512; PARTS=firstq the same without dyn 3 (~400 s);
 #   PARTS=att6ab  its tg128 A/B on Llama-8B Q8_0 and Q4_K_M at d512 and d4096 (v5, v6, v6 with its
 #                 pushes by st.async: MEMRA_ATT6_TX=1); PARTS=att6moe the MoE (group 8) at d512.
 # From the repo root after tools/device/pack.sh, carrying dist-carry:  PARTS=checks bash
@@ -242,7 +242,7 @@ if want dynq8; then
   grep -E "^round|^llama" "$O/ab-dyn8.txt"
 fi
 
-if want first; then
+if want first || want firstq; then
   ( syn llama31-8b-q8_0 llama31-8b q8_0 & syn llama31-8b-q4_k_m llama31-8b q4_k_m & wait ) &
   LSP=$!
   MEMRA_T11_DYN=3 timeout 150 "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" \
@@ -250,16 +250,19 @@ if want first; then
   echo "== opcheck --quick MEMRA_T11_DYN=3 rc $?: $(tail -1 "$O/op-first.txt")"
   grep -E "FAIL" "$O/op-first.txt" | head -8 | cut -c1-130
   grep -E "v6" "$O/op-first.txt" | cut -c1-130
-  timeout 100 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn-bench.txt" 2>&1
+  timeout 60 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn-bench.txt" 2>&1
   echo "== attn_bench rc $?"
   cat "$O/attn-bench.txt"
   wait $LSP
   MEMRA_ATT=6 timeout 90 "$D/memra" gate graph "${G[@]}" -m "$W/llama31-8b-q8_0.gguf" --gate-p 200 \
     -n 512 >"$O/g6.txt" 2>&1
   echo "== gate graph v6 llama q8_0 rc $?: $(line "$O/g6.txt")"
-  same_tokens llama31-8b-q4_k_m MEMRA_T11_DYN=0 MEMRA_T11_DYN=2 MEMRA_T11_DYN=3
+  # firstq: the short form (a call of ~400 s): dyn 2 alone
+  V3=(d3="$D:MEMRA_T11_DYN=3")
+  want firstq && V3=()
+  same_tokens llama31-8b-q4_k_m MEMRA_T11_DYN=0 MEMRA_T11_DYN=2
   WORK=$W OUT=$O/abf R=2 DEPTH=512 D=$D timeout 280 bash tools/device/ab.sh llama31-8b:q8_0 \
-    llama31-8b:q4_k_m -- v5="$D" v6="$D:MEMRA_ATT=6" d2="$D:MEMRA_T11_DYN=2" d3="$D:MEMRA_T11_DYN=3" \
+    llama31-8b:q4_k_m -- v5="$D" v6="$D:MEMRA_ATT=6" d2="$D:MEMRA_T11_DYN=2" ${V3[@]+"${V3[@]}"} \
     >"$O/ab-first.txt" 2>&1
   grep -E "^round|^llama" "$O/ab-first.txt"
 fi
