@@ -29,6 +29,8 @@
 #                 (v6's lines, v11 / v13 == v7 / v8 bitwise), attn_bench, the graph gate on Llama Q8_0
 #                 with v6, 300 tokens dyn == static on Q4_K_M, tg128 A/B v5 / v6 / dyn 2 / dyn 3 on
 #                 Llama Q8_0 and Q4_K_M at d512; PARTS=firstq the same without dyn 3 (~400 s);
+#   PARTS=min     no models (~250 s): opcheck --quick under dyn 3, attn_bench, gemv_bench Q4_K / Q6_K /
+#                 Q8_0 static, dyn 2, dyn 3 (kernel times and output hashes);
 #   PARTS=att6ab  its tg128 A/B on Llama-8B Q8_0 and Q4_K_M at d512 and d4096 (v5, v6, v6 with its
 #                 pushes by st.async: MEMRA_ATT6_TX=1); PARTS=att6moe the MoE (group 8) at d512.
 # From the repo root after tools/device/pack.sh, carrying dist-carry:  PARTS=checks bash
@@ -265,4 +267,21 @@ if want first || want firstq; then
     llama31-8b:q4_k_m -- v5="$D" v6="$D:MEMRA_ATT=6" d2="$D:MEMRA_T11_DYN=2" ${V3[@]+"${V3[@]}"} \
     >"$O/ab-first.txt" 2>&1
   grep -E "^round|^llama" "$O/ab-first.txt"
+fi
+
+if want min; then
+  MEMRA_T11_DYN=3 timeout 150 "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" \
+    >"$O/op-min.txt" 2>&1
+  echo "== opcheck --quick MEMRA_T11_DYN=3 rc $?: $(tail -1 "$O/op-min.txt")"
+  grep -E "FAIL" "$O/op-min.txt" | head -8 | cut -c1-130
+  grep -E "v6" "$O/op-min.txt" | cut -c1-130
+  timeout 60 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn-bench.txt" 2>&1
+  echo "== attn_bench rc $?"
+  cat "$O/attn-bench.txt"
+  for v in 0 2 3; do
+    MEMRA_T11_DYN=$v timeout 60 "$D/gemv_bench" "$D/libmemra_sm90a.so" Q4_K Q6_K Q8_0 \
+      >"$O/gemv-dyn$v.txt" 2>&1
+    echo "== gemv_bench MEMRA_T11_DYN=$v rc $?"
+    cat "$O/gemv-dyn$v.txt"
+  done
 fi
