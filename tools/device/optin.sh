@@ -54,6 +54,17 @@ opcheck_v6() {
   grep -E "FAIL" "$O/op-att6.txt" | head -8 | cut -c1-130
   grep -E "v6" "$O/op-att6.txt" | cut -c1-130
 }
+# opcheck --quick under dynamic tiles (v11 / v13 == v7 / v8 bitwise) with its v6 lines, then attn_bench
+opcheck_dyn_attn() {
+  MEMRA_T11_DYN=3 timeout 150 "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" \
+    >"$O/op-dyn3.txt" 2>&1
+  echo "== opcheck --quick MEMRA_T11_DYN=3 rc $?: $(tail -1 "$O/op-dyn3.txt")"
+  grep -E "FAIL" "$O/op-dyn3.txt" | head -8 | cut -c1-130
+  grep -E "v6" "$O/op-dyn3.txt" | cut -c1-130
+  timeout 60 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn-bench.txt" 2>&1
+  echo "== attn_bench rc $?"
+  cat "$O/attn-bench.txt"
+}
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 if want checks || want ab || want prof || want next || want route; then # the parts that use them
   syn "$HY" qwen3next-80b-a3b q4_k_m 4 &
@@ -247,14 +258,7 @@ fi
 if want first || want firstq; then
   ( syn llama31-8b-q8_0 llama31-8b q8_0 & syn llama31-8b-q4_k_m llama31-8b q4_k_m & wait ) &
   LSP=$!
-  MEMRA_T11_DYN=3 timeout 150 "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" \
-    >"$O/op-first.txt" 2>&1
-  echo "== opcheck --quick MEMRA_T11_DYN=3 rc $?: $(tail -1 "$O/op-first.txt")"
-  grep -E "FAIL" "$O/op-first.txt" | head -8 | cut -c1-130
-  grep -E "v6" "$O/op-first.txt" | cut -c1-130
-  timeout 60 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn-bench.txt" 2>&1
-  echo "== attn_bench rc $?"
-  cat "$O/attn-bench.txt"
+  opcheck_dyn_attn
   wait $LSP
   MEMRA_ATT=6 timeout 90 "$D/memra" gate graph "${G[@]}" -m "$W/llama31-8b-q8_0.gguf" --gate-p 200 \
     -n 512 >"$O/g6.txt" 2>&1
@@ -270,14 +274,7 @@ if want first || want firstq; then
 fi
 
 if want min; then
-  MEMRA_T11_DYN=3 timeout 150 "$D/opcheck" --quick "$D/libmemra_cpu.so" "$D/libmemra_sm90a.so" \
-    >"$O/op-min.txt" 2>&1
-  echo "== opcheck --quick MEMRA_T11_DYN=3 rc $?: $(tail -1 "$O/op-min.txt")"
-  grep -E "FAIL" "$O/op-min.txt" | head -8 | cut -c1-130
-  grep -E "v6" "$O/op-min.txt" | cut -c1-130
-  timeout 60 "$D/attn_bench" "$D/libmemra_sm90a.so" >"$O/attn-bench.txt" 2>&1
-  echo "== attn_bench rc $?"
-  cat "$O/attn-bench.txt"
+  opcheck_dyn_attn
   for v in 0 2 3; do
     MEMRA_T11_DYN=$v timeout 60 "$D/gemv_bench" "$D/libmemra_sm90a.so" Q4_K Q6_K Q8_0 \
       >"$O/gemv-dyn$v.txt" 2>&1
