@@ -53,7 +53,7 @@ struct memra_backend {
    * matmul_id right after it over the same ids routes from the same logits before its wait
    * (midtc_route_early) */
   uint64_t mroute_after;
-  /* matmul v11's dynamic tiles (MEMRA_T11_DYN, matmul_tc11.cuh): launches so far, whose count
+  /* the ring GEMVs' dynamic tiles (MEMRA_T11_DYN, matmul_dyn.cuh): launches so far, whose count
    * picks a launch's tile counter */
   uint64_t n_dyn;
   struct {

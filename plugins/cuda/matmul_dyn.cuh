@@ -62,17 +62,21 @@ __device__ __forceinline__ int64_t mm_dyn_consume(uint64_t *full, const int64_t 
   return stile[u % ST];
 }
 
-/* MEMRA_T11_DYN's value (read per call): 0 off, 1 dynamic tiles on the static split's grid (v11:
- * and its padding), 2 (v11) the same grid unpadded, 3 a block in every resident slot. */
-static inline int mm_dyn_mode(void) {
-  const char *e = getenv("MEMRA_T11_DYN");
-  const int m = e ? atoi(e) : 0;
-  return m < 0 || m > 3 ? 0 : m;
-}
-
-/* The counter slot of the next dynamic launch on be. */
-static inline int mm_dyn_slot(const memra_backend *be) {
-  return (int)(((memra_backend *)be)->n_dyn++ % MM_DYN_SLOTS);
+/* A launch's plan: MEMRA_T11_DYN's mode (read once: 0 off, 1 dynamic tiles on the static split's
+ * grid, and v11's padding; 2 (v11) the same grid unpadded; 3 a block in every resident slot, *grid
+ * widened to it) where ok, 0 elsewhere, into *mode (may be NULL); returns the counter slot for the
+ * kernel (the next of be's count), -1 for the static split. */
+static inline int mm_dyn_plan(const memra_backend *be, bool ok, int64_t tiles, int64_t slots,
+                              int64_t *grid, int *mode) {
+  static const int env = [] {
+    const char *e = getenv("MEMRA_T11_DYN");
+    const int m = e ? atoi(e) : 0;
+    return m < 0 || m > 3 ? 0 : m;
+  }();
+  const int m = ok ? env : 0;
+  if (mode) *mode = m;
+  if (m == 3) *grid = tiles < slots ? tiles : slots;
+  return m ? (int)(((memra_backend *)be)->n_dyn++ % MM_DYN_SLOTS) : -1;
 }
 
 #endif /* MEMRA_CUDA_MATMUL_DYN_CUH */

@@ -254,11 +254,8 @@ static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   const int64_t slots = (int64_t)(be->n_sms > 0 ? be->n_sms : 1) * bps[ki];
   const int64_t per = (tiles + slots - 1) / slots;
   int64_t grid = (tiles + per - 1) / per;
-  /* MEMRA_T11_DYN (read per call, opt-in; not with rope or the norm tail): dynamic tiles as v11's
-   * (mm_dyn_grab); 3 a block in every slot, else the static split's grid */
-  const int dyn = J.rk.on || (nm && tail) ? 0 : mm_dyn_mode();
-  if (dyn == 3) grid = tiles < slots ? tiles : slots;
-  const int dslot = dyn ? mm_dyn_slot(be) : -1;
+  /* dynamic tiles (matmul_dyn.cuh; not with rope or the norm tail; v13 is never padded) */
+  const int dslot = mm_dyn_plan(be, !J.rk.on && !(nm && tail), tiles, slots, &grid, NULL);
   /* A/B switches, read once: MEMRA_V13_X=tile copies x per tile, MEMRA_V13_ROT=0 keeps each
    * warp on its own steps */
   static const bool per_tile = memra_cu_env_is("MEMRA_V13_X", "tile"),

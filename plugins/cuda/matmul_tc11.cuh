@@ -101,7 +101,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   const int64_t nsb = K / 256, ngrp = (nsb + T11_SB - 1) / T11_SB;
   const int64_t my_tiles = (n_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x;
   const int64_t units = my_tiles * ngrp;
-  /* dslot >= 0: dynamic tiles (mm_dyn_grab); stage s's tile, -1 past the last */
+  /* dslot >= 0: dynamic tiles (matmul_dyn.cuh); stage s's tile, -1 past the last */
   const bool dyn = dslot >= 0;
   __shared__ int64_t stile[T11_ST];
   memra_ring_init(full, empty, T11_ST, T11_CW);
@@ -249,12 +249,9 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   const int64_t slots = mm_block_slots(be, smem + 1024, 4);
   const int64_t per = (tiles + slots - 1) / slots;
   int64_t grid = (tiles + per - 1) / per;
-  /* MEMRA_T11_DYN (read per call, opt-in; not with rope or the norm tail): dynamic tiles
-   * (mm_dyn_grab): 1 on the static split's grid and padding; 2 the same grid unpadded (the
-   * hardware may stack blocks where the last launch left room, the tiles follow); 3 a block
-   * in every slot, unpadded */
-  const int dyn = J.rk.on || (tail && nm) ? 0 : mm_dyn_mode();
-  if (dyn == 3) grid = tiles < slots ? tiles : slots;
+  /* dynamic tiles (matmul_dyn.cuh; not with rope or the norm tail): modes 2 and 3 unpadded */
+  int dyn;
+  const int dslot = mm_dyn_plan(be, !J.rk.on && !(tail && nm), tiles, slots, &grid, &dyn);
   /* At most ceil(grid / SMs) blocks an SM (the shared memory asked for says so): where more fit,
    * the hardware places a launch's blocks where room is when it starts, behind the kernel
    * before it under PDL, so some SMs take three or four and the launch lasts as long as they
@@ -315,7 +312,6 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
     if (*err != cudaSuccess) return true;
     raised[SB == 16][kr] = true;
   }
-  const int dslot = dyn ? mm_dyn_slot(be) : -1;
   (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((T11_CW + 1) * 32), (size_t)smem, J,
                         x, K, tiles, nm ? *nm : mm_norm{}, dslot);
   return true;
