@@ -30,15 +30,17 @@
  *   a (KV head, row) one thread-block cluster that combines through distributed shared
  *   memory; at most 16 splits (8 on the sm120a family) from the row's own length, 8 warps
  *   of a compact step loop, q in shared memory. MEMRA_ATT=4 / MEMRA_ATT=2 (read per call,
- *   for A/B timing and opcheck) run ver 4 / ver 2, MEMRA_ATT_FUSE=1 ver 3; a device that
- *   cannot hold v5's clusters runs ver 4.
+ *   for A/B timing and opcheck) run ver 4 / ver 2, MEMRA_ATT=5 ver 5 where v6 is the default,
+ *   MEMRA_ATT_FUSE=1 ver 3; a device that cannot hold v5's clusters runs ver 4.
  *   v5 also splits a KV head's q heads over up to group clusters while the launch stays within
  *   one wave of blocks (att5_hsplit: the hybrid's 2 KV heads x 8 q heads went from 16 blocks
  *   to 128; same bits). ABI 1.10 rope_kv_attend runs v5 with rope_kv_store's work in its
  *   prologue (RK, opt-in).
- * ver 6 (attention_v6.cuh, opt-in MEMRA_ATT=6): v5's one cluster launch with a warp a unit of
- *   positions on mma.sync (q and P in f16 hi + rest), no block merge; head dim 128, groups up
- *   to 8, F16 / FP8 caches; not yet timed on the H200.
+ * ver 6 (attention_v6.cuh): v5's one cluster launch with a warp a unit of positions on
+ *   mma.sync (q and P in f16 hi + rest), no block merge; head dim 128, groups up to 8, F16 / FP8
+ *   caches, no output gate. The default where it applies on sm_90a (H100, nineteenth session:
+ *   Llama-8B tg128 @ d512 Q8_0 +1.5%, Q4_K_M +2.2%, @ d4096 +8.1% / +11.3%, the MoE +5%);
+ *   opt-in with MEMRA_ATT=6 on the sm120a family, where it has not run.
  * v2/v3: the split count is kv_bucket / ATT_CHUNK (so one graph per bucket). The chunk
  * edges are fixed positions, not a function of the bucket, the batch or the SM count: a
  * row's result is then bit-identical whether it runs alone, in any batch, eagerly or
@@ -465,13 +467,22 @@ static att5_fn att5_ready_gate(int32_t ctype, int G) {
   return att5_setup(k, AT5_SMEM_MAX, &state[ti * 2 + (G > 4 ? 1 : 0)]);
 }
 
-/* v6 (opt-in, e: MEMRA_ATT's value, read per call): F16 and FP8 caches of 16-byte aligned rows,
- * head dim 128, groups of at most 8 q heads, q rows 16-byte aligned, pages of a power of two >= 16
- * positions, cache rows below 4 GB; NULL where it does not apply. */
+/* Whether v6 runs where it applies without MEMRA_ATT=6: on sm_90a, where it was measured. */
+#if MEMRA_CUDA_CC_MAJOR == 9 && !defined(MEMRA_CUDA_FAMILY_SM120)
+#define ATT6_DEFAULT 1
+#else
+#define ATT6_DEFAULT 0
+#endif
+
+/* v6 (e: MEMRA_ATT's value, read per call: v6 where it names 6, or names nothing on a device of
+ * ATT6_DEFAULT): F16 and FP8 caches of 16-byte aligned rows, head dim 128, groups of at most 8 q
+ * heads, q rows 16-byte aligned, pages of a power of two >= 16 positions, cache rows below 4 GB;
+ * NULL where it does not apply. */
 static att5_fn att6_ready(const char *e, int32_t ctype, bool vec4, const memra_attn_params *p,
                           const float *q, uint64_t q_nb1, int block_size, uint64_t k_nb1,
                           uint64_t v_nb1) {
-  if (!e || strcmp(e, "6") != 0 || !vec4 || p->head_dim != AT6_D || block_size < 16 ||
+  const bool want = e ? strcmp(e, "6") == 0 : ATT6_DEFAULT;
+  if (!want || !vec4 || p->head_dim != AT6_D || block_size < 16 ||
       (block_size & (block_size - 1)) != 0 || k_nb1 >= (1ull << 32) || v_nb1 >= (1ull << 32) ||
       p->n_head / p->n_kv_head > AT6_GM || memra_cu_align_of(q, q_nb1) < 16 ||
       (ctype != MEMRA_TYPE_F16 && ctype != MEMRA_TYPE_F8_E4M3))
@@ -637,8 +648,9 @@ static memra_status att_run(memra_backend *be, const memra_tensor *out, const me
   const bool vec = p->head_dim % 8 == 0 && memra_cu_align_of(a.kc, k_cache->nb1) >= 16 &&
                    (p->head_dim * esz) % 16 == 0;
   const bool vec4 = vec && memra_cu_align_of(a.vc, v_cache->nb1) >= 16;
-  /* v6 where it applies and MEMRA_ATT=6 asks for it (no output gate: v5 applies that) */
-  const att5_fn k6 = gate ? NULL
+  /* v6 where it applies and MEMRA_ATT does not name another version (nor MEMRA_ATT_FUSE=1 v3;
+   * no output gate: v5 applies that) */
+  const att5_fn k6 = gate || fuse ? NULL
                           : att6_ready(ver_env, k_cache->type, vec4, p, a.q, q->nb1,
                                        batch->block_size, k_cache->nb1, v_cache->nb1);
   if (k6) {
@@ -652,7 +664,7 @@ static memra_status att_run(memra_backend *be, const memra_tensor *out, const me
     }
     return MEMRA_OK;
   }
-  /* v5 unless MEMRA_ATT names another version (or the device cannot run it) */
+  /* v5 unless MEMRA_ATT names v4 or v2 (or the device cannot run it) */
   const att5_fn k5 =
       v2 || (ver_env && strcmp(ver_env, "4") == 0)
           ? NULL

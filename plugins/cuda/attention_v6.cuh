@@ -25,7 +25,8 @@
  *    e^(m_u - M) acc_u / sum_u e^(m_u - M) l_u, fmaf chains).
  * Head dim 128, groups up to 8 (the MMA's 8 columns are the group's heads), F16 and FP8 caches,
  * without the output gate or rope_kv_attend's work; everything else stays on v5. EARLY as v5:
- * rows of distinct sequences read their older K/V before the PDL wait. Opt-in: MEMRA_ATT=6.
+ * rows of distinct sequences read their older K/V before the PDL wait. The default on sm_90a
+ * (attention.cu's ATT6_DEFAULT), MEMRA_ATT=5 runs v5 instead.
  *
  * PREDICTION (H200, Llama-8B layer, B 1): attn_bench L 512 ~3.5 us (v5 ~6.1), L 4096 ~8 (v5
  * ~21); in the step, the attention's ~9 us of chain at d512 -> ~5: tg128 @ d512 Q8_0 +4%,

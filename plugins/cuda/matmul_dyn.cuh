@@ -1,5 +1,5 @@
-/* matmul_dyn.cuh — dynamic tiles for the ring GEMVs v11 and v13 (MEMRA_T11_DYN, opt-in; included
- * by matmul.cu through matmul_q13.cuh and matmul_tc11.cuh).
+/* matmul_dyn.cuh — dynamic tiles for the ring GEMVs v11 and v13 (MEMRA_T11_DYN; by default on the
+ * output matrices alone; included by matmul.cu through matmul_q13.cuh and matmul_tc11.cuh).
  *
  * Why (docs/PERF.md, eighteenth session): a static split (tiles b, b + grid, ...) lasts as long
  * as its most crowded SM, so v11 pads its blocks' shared memory to hold a launch to the blocks an
@@ -62,18 +62,22 @@ __device__ __forceinline__ int64_t mm_dyn_consume(uint64_t *full, const int64_t 
   return stile[u % ST];
 }
 
-/* A launch's plan: MEMRA_T11_DYN's mode (read once: 0 off, 1 dynamic tiles on the static split's
+/* A launch's plan: MEMRA_T11_DYN's mode (read once, 4 when unset: 0 off, 1 dynamic tiles on the static split's
  * grid, and v11's padding; 2 (v11) the same grid unpadded; 3 a block in every resident slot, *grid
- * widened to it) where ok, 0 elsewhere, into *mode (may be NULL); returns the counter slot for the
- * kernel (the next of be's count), -1 for the static split. */
+ * widened to it; 4 mode 1 for the long launches alone, 8 tiles a slot or more: the output matrices,
+ * where 1 measured faster, not the projections, where it measured slower; in the step, H100,
+ * Llama-8B Q8_0 tg128 +1.0%, Q4_K_M +0.3%, the MoE +0.8%, the hybrid even) where ok, 0 elsewhere,
+ * into *mode (may be NULL); returns the counter slot for the kernel (the next of be's count), -1
+ * for the static split. */
 static inline int mm_dyn_plan(const memra_backend *be, bool ok, int64_t tiles, int64_t slots,
                               int64_t *grid, int *mode) {
   static const int env = [] {
     const char *e = getenv("MEMRA_T11_DYN");
-    const int m = e ? atoi(e) : 0;
-    return m < 0 || m > 3 ? 0 : m;
+    const int m = e ? atoi(e) : 4;
+    return m < 0 || m > 4 ? 0 : m;
   }();
-  const int m = ok ? env : 0;
+  int m = ok ? env : 0;
+  if (m == 4) m = tiles >= 8 * slots ? 1 : 0;
   if (mode) *mode = m;
   if (m == 3) *grid = tiles < slots ? tiles : slots;
   return m ? (int)(((memra_backend *)be)->n_dyn++ % MM_DYN_SLOTS) : -1;

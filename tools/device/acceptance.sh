@@ -209,9 +209,9 @@ for ty in $TYPES; do
   timeout 240 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 512,4096 --bench-n 128 \
     --bench-d 512,4096 -r 3 >"$O/bench-$ty.md" 2>"$O/bench-$ty.err"
   tail -5 "$O/bench-$ty.err"
-  if [ "$ty" = q4_k_m ]; then # decode attention v5 (default) vs v4, GEMV v11 vs v5, same binary
-    MEMRA_ATT=4 timeout 90 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 0 \
-      --bench-n 128 --bench-d 512,4096 -r 3 >"$O/bench-q4_k_m-att4.md" 2>&1
+  if [ "$ty" = q4_k_m ]; then # decode attention v6 (default) vs v5, GEMV v11 vs v5, same binary
+    MEMRA_ATT=5 timeout 90 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 0 \
+      --bench-n 128 --bench-d 512,4096 -r 3 >"$O/bench-q4_k_m-att5.md" 2>&1
     MEMRA_GEMV=v5 timeout 90 "$D/memra" bench "${OPTS[@]}" -m "$W/l8-$ty.gguf" --bench-p 0 \
       --bench-n 128 --bench-d 512,4096 -r 3 >"$O/bench-q4_k_m-gemv5.md" 2>&1
   fi

@@ -1845,15 +1845,17 @@ static void check_attention(void) {
                               TP(&dvc, i, cs[c].ctype, width, slots), &b, &p);
          }));
     if (ok_) compare_f32("attention", what, &dout, (int64_t)n_rows * qw, 2e-5);
-    float *ob4 = ok_ ? ck_get(&dout, 1) : NULL; /* the default kernels (v5) */
-    /* v4, v2 (MEMRA_ATT=4, =2) against the CPU too, and v6 (=6) where it applies (head dim 128,
-     * groups up to 8, F16 / FP8): then each of its rows alone (own bucket, early K/V) == its
-     * batch bitwise */
-    static const char *const olds[3] = {"4", "2", "6"};
+    /* the default kernels' output (v6 where it applies on sm_90a, else v5); v5's below */
+    float *ob4 = ok_ ? ck_get(&dout, 1) : NULL;
+    /* v4, v2 (MEMRA_ATT=4, =2) against the CPU too, and where v6 applies (head dim 128, groups
+     * up to 8, F16 / FP8) v6 (=6), each of its rows alone (own bucket, early K/V) == its batch
+     * bitwise, and v5 (=5) */
+    static const char *const olds[4] = {"4", "2", "6", "5"};
     const int v6 =
         cs[c].hd == 128 && cs[c].n_head / cs[c].n_kv <= 8 && cs[c].ctype != MEMRA_TYPE_F32;
     float *ob2 = NULL; /* v2's output: v3's reference below (v6 runs after it) */
-    for (int v = 0; ok_ && v < 2 + v6; ++v) {
+    float *ob5 = NULL; /* v5's output where v6 applies: the reference of v5's checks below */
+    for (int v = 0; ok_ && v < 2 + 2 * v6; ++v) {
       setenv("MEMRA_ATT", olds[v], 1);
       ck_poison1(&P[1], dout.b[1], dout.size); /* the CPU's result stays */
       memra_batch b = kv_batch(&f, 1, n_rows, maxp + 1);
@@ -1868,6 +1870,7 @@ static void check_attention(void) {
       snprintf(w2, sizeof w2, "v%s %s", olds[v], what);
       compare_f32("attention", w2, &dout, (int64_t)n_rows * qw, 2e-5);
       if (v == 1) ob2 = ck_get(&dout, 1);
+      if (v == 3) ob5 = ck_get(&dout, 1);
       if (v == 2 && n_rows > 1) {
         float *ob6 = ck_get(&dout, 1);
         const int nchk = n_rows < 8 ? n_rows : 8;
@@ -1927,11 +1930,14 @@ static void check_attention(void) {
       free(ob);
       ck_free(&d2);
     }
+    /* v5's checks: MEMRA_ATT=5 where v6 would run by default, against v5's own output */
+    if (ob5) setenv("MEMRA_ATT", "5", 1);
+    const float *obv5 = ob5 ? ob5 : ob4;
     if (ok_ && n_rows > 1) { /* v5: each row alone, with its own smaller bucket and a
                               * smaller grid (cluster), and twice: bit-identical to the batch */
       const int nchk = n_rows < 8 ? n_rows : 8;
       const int n_same = att_rows_alone_same(&f, pos, n_rows, nchk, &dq, &dkc, &dvc, cs[c].ctype,
-                                             width, slots, qw, &p, ob4);
+                                             width, slots, qw, &p, obv5);
       const int same = n_same == nchk;
       char w2[128];
       snprintf(w2, sizeof w2,
@@ -1956,14 +1962,16 @@ static void check_attention(void) {
       memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
       unsetenv("MEMRA_ATT_HS");
       float *oh = ck_get(&dout, 1);
-      const int same = memcmp(oh, ob4, (size_t)n_rows * qw * 4) == 0 && ck_guard_ok(&dout);
+      const int same = memcmp(oh, obv5, (size_t)n_rows * qw * 4) == 0 && ck_guard_ok(&dout);
       char w2[128];
-      snprintf(w2, sizeof w2, "attention %s group %d: v5 over %d clusters a KV head == default",
+      snprintf(w2, sizeof w2, "attention %s group %d: v5 over %d clusters a KV head == v5",
                memra_type_info(cs[c].ctype).name, G, hs);
       ck_record("invariance", w2, !same, 0, same, same ? "bit-identical" : "differs");
       free(oh);
     }
+    unsetenv("MEMRA_ATT");
     free(ob4);
+    free(ob5);
     ck_free(&dkc);
     ck_free(&dvc);
     ck_free(&dq);

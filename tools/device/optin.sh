@@ -28,7 +28,7 @@
 #   PARTS=first   one call for both (the device lends little): opcheck --quick under MEMRA_T11_DYN=3
 #                 (v6's lines, v11 / v13 == v7 / v8 bitwise), attn_bench, the graph gate on Llama Q8_0
 #                 with v6, 300 tokens dyn == static on Q4_K_M, tg128 A/B v5 / v6 / dyn 2 / dyn 3 on
-#                 Llama Q8_0 and Q4_K_M at d512; PARTS=firstq the same without dyn 3 (~400 s);
+#                 Llama Q8_0 and Q4_K_M at d512; PARTS=firstq v5, v6 and dyn 4 (~350 s);
 #   PARTS=min     no models (~250 s): opcheck --quick under dyn 3, attn_bench, gemv_bench Q4_K / Q6_K /
 #                 Q8_0 static, dyn 2, dyn 3 (kernel times and output hashes);
 #   PARTS=att6ab  its tg128 A/B on Llama-8B Q8_0 and Q4_K_M at d512 and d4096 (v5, v6, v6 with its
@@ -195,7 +195,7 @@ fi
 if want att6ab; then
   WORK=$W OUT=$O/ab6 R=2 DEPTH="512,4096" D=$D timeout 440 bash tools/device/ab.sh \
     llama31-8b:q8_0 llama31-8b:q4_k_m -- v5="$D" v6="$D:MEMRA_ATT=6" \
-    v6tx="$D:MEMRA_ATT=6,MEMRA_ATT6_TX=1" >"$O/ab-att6.txt" 2>&1
+    v6d4="$D:MEMRA_ATT=6,MEMRA_T11_DYN=4" >"$O/ab-att6.txt" 2>&1
   grep -E "^llama" "$O/ab-att6.txt"
 fi
 
@@ -263,13 +263,17 @@ if want first || want firstq; then
   MEMRA_ATT=6 timeout 90 "$D/memra" gate graph "${G[@]}" -m "$W/llama31-8b-q8_0.gguf" --gate-p 200 \
     -n 512 >"$O/g6.txt" 2>&1
   echo "== gate graph v6 llama q8_0 rc $?: $(line "$O/g6.txt")"
-  # firstq: the short form (a call of ~400 s): dyn 2 alone
-  V3=(d3="$D:MEMRA_T11_DYN=3")
-  want firstq && V3=()
-  same_tokens llama31-8b-q4_k_m MEMRA_T11_DYN=0 MEMRA_T11_DYN=2
+  # firstq: the short form (a call of ~350 s): v5 against v6 and dynamic tiles on the output
+  # matrices alone (MEMRA_T11_DYN=4)
+  if want firstq; then
+    same_tokens llama31-8b-q4_k_m MEMRA_T11_DYN=0 MEMRA_T11_DYN=4
+    VS=(v5="$D" v6="$D:MEMRA_ATT=6" d4="$D:MEMRA_T11_DYN=4")
+  else
+    same_tokens llama31-8b-q4_k_m MEMRA_T11_DYN=0 MEMRA_T11_DYN=2
+    VS=(v5="$D" v6="$D:MEMRA_ATT=6" d2="$D:MEMRA_T11_DYN=2" d3="$D:MEMRA_T11_DYN=3")
+  fi
   WORK=$W OUT=$O/abf R=2 DEPTH=512 D=$D timeout 280 bash tools/device/ab.sh llama31-8b:q8_0 \
-    llama31-8b:q4_k_m -- v5="$D" v6="$D:MEMRA_ATT=6" d2="$D:MEMRA_T11_DYN=2" ${V3[@]+"${V3[@]}"} \
-    >"$O/ab-first.txt" 2>&1
+    llama31-8b:q4_k_m -- "${VS[@]}" >"$O/ab-first.txt" 2>&1
   grep -E "^round|^llama" "$O/ab-first.txt"
 fi
 
