@@ -651,8 +651,8 @@ static memra_status att_run(memra_backend *be, const memra_tensor *out, const me
   /* v6 where it applies and MEMRA_ATT does not name another version (nor MEMRA_ATT_FUSE=1 v3;
    * no output gate: v5 applies that) */
   const att5_fn k6 = gate || fuse ? NULL
-                          : att6_ready(ver_env, k_cache->type, vec4, p, a.q, q->nb1,
-                                       batch->block_size, k_cache->nb1, v_cache->nb1);
+                                  : att6_ready(ver_env, k_cache->type, vec4, p, a.q, q->nb1,
+                                               batch->block_size, k_cache->nb1, v_cache->nb1);
   if (k6) {
     a.n_split = att6_grid_splits(batch->kv_bucket); /* the cluster size, a power of two */
     a.early = batch->flags & MEMRA_BATCH_DISTINCT ? 1 : 0;

@@ -62,13 +62,13 @@ __device__ __forceinline__ int64_t mm_dyn_consume(uint64_t *full, const int64_t 
   return stile[u % ST];
 }
 
-/* A launch's plan: MEMRA_T11_DYN's mode (read once, 4 when unset: 0 off, 1 dynamic tiles on the static split's
- * grid, and v11's padding; 2 (v11) the same grid unpadded; 3 a block in every resident slot, *grid
- * widened to it; 4 mode 1 for the long launches alone, 8 tiles a slot or more: the output matrices,
- * where 1 measured faster, not the projections, where it measured slower; in the step, H100,
- * Llama-8B Q8_0 tg128 +1.0%, Q4_K_M +0.3%, the MoE +0.8%, the hybrid even) where ok, 0 elsewhere,
- * into *mode (may be NULL); returns the counter slot for the kernel (the next of be's count), -1
- * for the static split. */
+/* A launch's plan: MEMRA_T11_DYN's mode (read once, 4 when unset: 0 off, 1 dynamic tiles on the
+ * static split's grid, and v11's padding; 2 (v11) the same grid unpadded; 3 a block in every
+ * resident slot, *grid widened to it; 4 mode 1 for the long launches alone, 8 tiles a slot or more:
+ * the output matrices, where 1 measured faster, not the projections, where it measured slower; in
+ * the step, H100, Llama-8B Q8_0 tg128 +1.0%, Q4_K_M +0.3%, the MoE +0.8%, the hybrid even) where
+ * ok, 0 elsewhere, into *mode (may be NULL); returns the counter slot for the kernel (the next of
+ * be's count), -1 for the static split. */
 static inline int mm_dyn_plan(const memra_backend *be, bool ok, int64_t tiles, int64_t slots,
                               int64_t *grid, int *mode) {
   static const int env = [] {
