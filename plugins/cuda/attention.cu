@@ -802,8 +802,8 @@ memra_status memra_cu_attention_gate(memra_backend *be, const memra_tensor *out,
 /* ABI 1.10 rope_kv_attend: rope_kv_store, then attention, for decode rows of distinct
  * sequences. v5 with rope_kv_store's work in it (RK: one launch, and the K/V of earlier
  * positions read before the projections finish) where v5 runs with 16-byte loads; the two
- * calls otherwise. Same bits either way. In the vtable only with MEMRA_ROPE_ATT=1 (backend.cu);
- * opcheck calls it directly. */
+ * calls otherwise, and where attention runs v6 (no RK form of it). Same bits either way. In the
+ * vtable only with MEMRA_ROPE_ATT=1 (backend.cu); opcheck calls it directly. */
 memra_status memra_cu_rope_kv_attend(memra_backend *be, const memra_tensor *out,
                                      const memra_tensor *q, const memra_tensor *k,
                                      const memra_tensor *v, const memra_tensor *k_cache,
@@ -829,7 +829,9 @@ memra_status memra_cu_rope_kv_attend(memra_backend *be, const memra_tensor *out,
                     k->ne0 == (int64_t)p->n_kv_head * D && v->ne0 == k->ne0 && D % 8 == 0 &&
                     (D * esz) % 16 == 0 &&
                     memra_cu_align_of(memra_cu_ptr(k_cache), k_cache->nb1) >= 16 &&
-                    memra_cu_align_of(memra_cu_ptr(v_cache), v_cache->nb1) >= 16;
+                    memra_cu_align_of(memra_cu_ptr(v_cache), v_cache->nb1) >= 16 &&
+                    !att6_ready(ver_env, k_cache->type, true, p, (const float *)memra_cu_ptr(q),
+                                q->nb1, batch->block_size, k_cache->nb1, v_cache->nb1);
   const int G = p->n_head / p->n_kv_head, hs = att5_hsplit(be, G, att5_blocks(batch, p));
   const att5_fn k5 = fits ? att5_ready_rk(k_cache->type, G / hs) : NULL;
   if (!k5) {
