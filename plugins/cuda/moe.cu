@@ -196,9 +196,9 @@ memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
     const float *lp = (const float *)memra_cu_ptr(logits);
     const int64_t ild = (int64_t)(ids->nb1 / 4), wld = (int64_t)(weights->nb1 / 4),
                   lld = (int64_t)(logits->nb1 / 4);
-    /* MEMRA_ROUTE_TRIGGER=1 (opt-in, not yet timed on a device): the route triggers its dependents
-     * before its wait, so the experts' launch, which has nothing to copy before the ids exist, has
-     * its blocks resident (rings and barriers set up) when they do */
+    /* MEMRA_ROUTE_TRIGGER=1 (opt-in: even on an H100, docs/PERF.md): the route triggers its
+     * dependents before its wait, so the experts' launch, which has nothing to copy before the ids
+     * exist, has its blocks resident (rings and barriers set up) when they do */
     static const bool tf = memra_cu_env_is("MEMRA_ROUTE_TRIGGER", "1");
 #define ROUTE2_GO(NPL)                                                                             \
   (void)memra_cu_launch(be, tf ? moe_route_v3_kernel<NPL, true> : moe_route_v3_kernel<NPL>, grid,  \
