@@ -38,9 +38,9 @@
  *   prologue (RK, opt-in).
  * ver 6 (attention_v6.cuh): v5's one cluster launch with a warp a unit of positions on
  *   mma.sync (q and P in f16 hi + rest), no block merge; head dim 128, groups up to 8, F16 / FP8
- *   caches, no output gate. The default where it applies on sm_90a (H100, nineteenth session:
- *   Llama-8B tg128 @ d512 Q8_0 +1.5%, Q4_K_M +2.2%, @ d4096 +8.1% / +11.3%, the MoE +5%);
- *   opt-in with MEMRA_ATT=6 on the sm120a family, where it has not run.
+ *   caches (an output gate after it, by the caller). The default where it applies on sm_90a
+ *   (H100, nineteenth session: Llama-8B tg128 @ d512 Q8_0 +1.5%, Q4_K_M +2.2%, @ d4096 +8.1% /
+ *   +11.3%, the MoE +5%); opt-in with MEMRA_ATT=6 on the sm120a family, where it has not run.
  * v2/v3: the split count is kv_bucket / ATT_CHUNK (so one graph per bucket). The chunk
  * edges are fixed positions, not a function of the bucket, the batch or the SM count: a
  * row's result is then bit-identical whether it runs alone, in any batch, eagerly or
@@ -616,7 +616,8 @@ static memra_status att_check(memra_backend *be, const memra_tensor *out, const 
 }
 
 /* attention; with gate (attention_gate's, checked; may be NULL) v5 of 16-byte loads applies
- * the output gate at its store and sets *gated, other kernels leave it to the caller. */
+ * the output gate at its store and sets *gated, other kernels leave it to the caller (v6 too,
+ * so attention_gate keeps attention's bits then sigmoid_gate's where v6 runs). */
 static memra_status att_run(memra_backend *be, const memra_tensor *out, const memra_tensor *q,
                             const memra_tensor *k_cache, const memra_tensor *v_cache,
                             const memra_batch *batch, const memra_attn_params *p,
@@ -648,11 +649,11 @@ static memra_status att_run(memra_backend *be, const memra_tensor *out, const me
   const bool vec = p->head_dim % 8 == 0 && memra_cu_align_of(a.kc, k_cache->nb1) >= 16 &&
                    (p->head_dim * esz) % 16 == 0;
   const bool vec4 = vec && memra_cu_align_of(a.vc, v_cache->nb1) >= 16;
-  /* v6 where it applies and MEMRA_ATT does not name another version (nor MEMRA_ATT_FUSE=1 v3;
-   * no output gate: v5 applies that) */
-  const att5_fn k6 = gate || fuse ? NULL
-                                  : att6_ready(ver_env, k_cache->type, vec4, p, a.q, q->nb1,
-                                               batch->block_size, k_cache->nb1, v_cache->nb1);
+  /* v6 where it applies and MEMRA_ATT does not name another version (nor MEMRA_ATT_FUSE=1 v3);
+   * with a gate too, which the caller then applies */
+  const att5_fn k6 = fuse ? NULL
+                          : att6_ready(ver_env, k_cache->type, vec4, p, a.q, q->nb1,
+                                       batch->block_size, k_cache->nb1, v_cache->nb1);
   if (k6) {
     a.n_split = att6_grid_splits(batch->kv_bucket); /* the cluster size, a power of two */
     a.early = batch->flags & MEMRA_BATCH_DISTINCT ? 1 : 0;

@@ -24,7 +24,8 @@
  *    barrier, the owner combines the units [0, ns) in order (v5's combine: M = max, sum_u
  *    e^(m_u - M) acc_u / sum_u e^(m_u - M) l_u, fmaf chains).
  * Head dim 128, groups up to 8 (the MMA's 8 columns are the group's heads), F16 and FP8 caches,
- * without the output gate or rope_kv_attend's work; everything else stays on v5. EARLY as v5:
+ * without the output gate (the caller's launch after it) or rope_kv_attend's work (the two calls
+ * then); everything else stays on v5. EARLY as v5:
  * rows of distinct sequences read their older K/V before the PDL wait. The default on sm_90a
  * (attention.cu's ATT6_DEFAULT), MEMRA_ATT=5 runs v5 instead.
  *
