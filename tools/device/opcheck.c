@@ -1846,7 +1846,7 @@ static void check_attention(void) {
          }));
     if (ok_) compare_f32("attention", what, &dout, (int64_t)n_rows * qw, 2e-5);
     /* the default kernels' output (v6 where it applies on sm_90a, else v5); v5's below */
-    float *ob4 = ok_ ? ck_get(&dout, 1) : NULL;
+    float *obd = ok_ ? ck_get(&dout, 1) : NULL;
     /* v4, v2 (MEMRA_ATT=4, =2) against the CPU too, and where v6 applies (head dim 128, groups
      * up to 8, F16 / FP8) v6 (=6), each of its rows alone (own bucket, early K/V) == its batch
      * bitwise, and v5 (=5) */
@@ -1932,7 +1932,7 @@ static void check_attention(void) {
     }
     /* v5's checks: MEMRA_ATT=5 where v6 would run by default, against v5's own output */
     if (ob5) setenv("MEMRA_ATT", "5", 1);
-    const float *obv5 = ob5 ? ob5 : ob4;
+    const float *obv5 = ob5 ? ob5 : obd;
     if (ok_ && n_rows > 1) { /* v5: each row alone, with its own smaller bucket and a
                               * smaller grid (cluster), and twice: bit-identical to the batch */
       const int nchk = n_rows < 8 ? n_rows : 8;
@@ -1970,7 +1970,7 @@ static void check_attention(void) {
       free(oh);
     }
     unsetenv("MEMRA_ATT");
-    free(ob4);
+    free(obd);
     free(ob5);
     ck_free(&dkc);
     ck_free(&dvc);

@@ -33,6 +33,8 @@
 #                 Q8_0 static, dyn 2, dyn 3 (kernel times and output hashes);
 #   PARTS=att6ab  its tg128 A/B on Llama-8B Q8_0 and Q4_K_M at d512 and d4096 (v5, v6, v6 with its
 #                 pushes by st.async: MEMRA_ATT6_TX=1); PARTS=att6moe the MoE (group 8) at d512.
+# Since the nineteenth session v6 and MEMRA_T11_DYN=4 are the defaults: each variant names its
+# attention (MEMRA_ATT=5 / 6) and tiles (MEMRA_T11_DYN=0 static) so the labels keep meaning what they say.
 # From the repo root after tools/device/pack.sh, carrying dist-carry:  PARTS=checks bash
 # tools/device/optin.sh. Models go to WORK (/tmp/memra-models; kept while the machine is warm).
 set -u
@@ -194,14 +196,14 @@ fi
 
 if want att6ab; then
   WORK=$W OUT=$O/ab6 R=2 DEPTH="512,4096" D=$D timeout 440 bash tools/device/ab.sh \
-    llama31-8b:q8_0 llama31-8b:q4_k_m -- v5="$D" v6="$D:MEMRA_ATT=6" \
-    v6d4="$D:MEMRA_ATT=6,MEMRA_T11_DYN=4" >"$O/ab-att6.txt" 2>&1
+    llama31-8b:q8_0 llama31-8b:q4_k_m -- v5="$D:MEMRA_ATT=5,MEMRA_T11_DYN=0" \
+    v6="$D:MEMRA_ATT=6,MEMRA_T11_DYN=0" v6d4="$D" >"$O/ab-att6.txt" 2>&1
   grep -E "^llama" "$O/ab-att6.txt"
 fi
 
 if want att6moe; then
   WORK=$W OUT=$O/ab6m R=2 DEPTH=512 D=$D timeout 150 bash tools/device/ab.sh \
-    qwen3-30b-a3b:q4_k_m:8 -- v5="$D" v6="$D:MEMRA_ATT=6" >"$O/ab-att6m.txt" 2>&1
+    qwen3-30b-a3b:q4_k_m:8 -- v5="$D:MEMRA_ATT=5" v6="$D:MEMRA_ATT=6" >"$O/ab-att6m.txt" 2>&1
   grep -E "^qwen" "$O/ab-att6m.txt"
 fi
 
@@ -217,7 +219,7 @@ if want att6q; then
   MEMRA_ATT=6 timeout 90 "$D/memra" gate graph "${G[@]}" -m "$L" --gate-p 200 -n 512 >"$O/g.txt" 2>&1
   echo "== gate graph v6 llama q8_0 rc $?: $(line "$O/g.txt")"
   WORK=$W OUT=$O/ab6q R=2 DEPTH=512 D=$D timeout 200 bash tools/device/ab.sh llama31-8b:q8_0 -- \
-    v5="$D" v6="$D:MEMRA_ATT=6" v6tx="$D:MEMRA_ATT=6,MEMRA_ATT6_TX=1" >"$O/ab-att6q.txt" 2>&1
+    v5="$D:MEMRA_ATT=5" v6="$D:MEMRA_ATT=6" v6tx="$D:MEMRA_ATT=6,MEMRA_ATT6_TX=1" >"$O/ab-att6q.txt" 2>&1
   grep -E "^round|^llama" "$O/ab-att6q.txt"
 fi
 
@@ -239,7 +241,7 @@ if want dyn; then
   OLD=()
   [ -f "$D/old/libmemra_sm90a.so" ] && OLD=(old="$D/old:MEMRA_ATT=$A")
   WORK=$W OUT=$O/abdyn R=${R:-2} DEPTH=512 D=$D timeout 330 bash tools/device/ab.sh llama31-8b:q4_k_m -- \
-    "${OLD[@]}" st="$D:MEMRA_ATT=$A" d1="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=1" d2="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=2" \
+    "${OLD[@]}" st="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=0" d1="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=1" d2="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=2" \
     d3="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=3" >"$O/ab-dyn.txt" 2>&1
   grep -E "^round|^llama" "$O/ab-dyn.txt"
 fi
@@ -250,7 +252,7 @@ if want dynq8; then
   same_tokens $K MEMRA_T11_DYN=0 MEMRA_T11_DYN=1 MEMRA_T11_DYN=3
   A=${DYN_ATT:-5}
   WORK=$W OUT=$O/abdyn8 R=${R:-2} DEPTH=512 D=$D timeout 250 bash tools/device/ab.sh llama31-8b:q8_0 -- \
-    st="$D:MEMRA_ATT=$A" d1="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=1" d3="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=3" \
+    st="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=0" d1="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=1" d3="$D:MEMRA_ATT=$A,MEMRA_T11_DYN=3" \
     >"$O/ab-dyn8.txt" 2>&1
   grep -E "^round|^llama" "$O/ab-dyn8.txt"
 fi
@@ -267,10 +269,12 @@ if want first || want firstq; then
   # matrices alone (MEMRA_T11_DYN=4)
   if want firstq; then
     same_tokens llama31-8b-q4_k_m MEMRA_T11_DYN=0 MEMRA_T11_DYN=4
-    VS=(v5="$D" v6="$D:MEMRA_ATT=6" d4="$D:MEMRA_T11_DYN=4")
+    VS=(v5="$D:MEMRA_ATT=5,MEMRA_T11_DYN=0" v6="$D:MEMRA_ATT=6,MEMRA_T11_DYN=0"
+      d4="$D:MEMRA_ATT=5,MEMRA_T11_DYN=4")
   else
     same_tokens llama31-8b-q4_k_m MEMRA_T11_DYN=0 MEMRA_T11_DYN=2
-    VS=(v5="$D" v6="$D:MEMRA_ATT=6" d2="$D:MEMRA_T11_DYN=2" d3="$D:MEMRA_T11_DYN=3")
+    VS=(v5="$D:MEMRA_ATT=5,MEMRA_T11_DYN=0" v6="$D:MEMRA_ATT=6,MEMRA_T11_DYN=0"
+      d2="$D:MEMRA_ATT=5,MEMRA_T11_DYN=2" d3="$D:MEMRA_ATT=5,MEMRA_T11_DYN=3")
   fi
   WORK=$W OUT=$O/abf R=2 DEPTH=512 D=$D timeout 280 bash tools/device/ab.sh llama31-8b:q8_0 \
     llama31-8b:q4_k_m -- "${VS[@]}" >"$O/ab-first.txt" 2>&1
