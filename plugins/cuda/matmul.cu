@@ -428,9 +428,9 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
     a->path = MM_V9;
   else if (((t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K) && walign >= 16) || t == MEMRA_TYPE_Q6_K)
     a->path = MM_V5;
-  else if (a->xv16 && K % 8 == 0 &&
+  else if (K % 8 == 0 &&
            (t == MEMRA_TYPE_F16 || t == MEMRA_TYPE_BF16 || (t == MEMRA_TYPE_F32 && mm_f32_v6())) &&
-           walign >= 16)
+           walign >= 16) /* any x layout: v6's bits whether x's rows are aligned or strided */
     a->path = MM_V6;
   else if (a->xv16 && t == MEMRA_TYPE_Q8_0 && walign >= 16)
     a->path = MM_V8;
@@ -525,8 +525,8 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
   }
   const bool v13 =
       a->path == MM_V8 && mm_q8_mode() == MM_Q8_V13 && a->M == 1 && mm_jobs_q13(be, J, a->K);
-  const bool v12 = a->path == MM_V6 && a->type != MEMRA_TYPE_F32 && a->M == 1 && mm_h12_for(a->K) &&
-                   m12_fits(be);
+  const bool v12 = a->path == MM_V6 && a->type != MEMRA_TYPE_F32 && a->M == 1 && a->xv16 &&
+                   mm_h12_for(a->K) && m12_fits(be);
   if (v13 || v12)
     mm_acc_ring(&J, acc);
   else
@@ -581,11 +581,14 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: %s kernel's launch setup: %s",
                            memra_type_info(a->type).name, cudaGetErrorString(e));
   } else if (a->type == MEMRA_TYPE_F16) {
-    ok = mv6_launch<MEMRA_TYPE_F16>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
+    ok = a->xv16 ? mv6_launch<MEMRA_TYPE_F16, true>(mt, R, be, J, a->x, a->x_ld, a->K, a->M)
+                 : mv6_launch<MEMRA_TYPE_F16, false>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
   } else if (a->type == MEMRA_TYPE_F32) {
-    ok = mv6_launch<MEMRA_TYPE_F32>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
+    ok = a->xv16 ? mv6_launch<MEMRA_TYPE_F32, true>(mt, R, be, J, a->x, a->x_ld, a->K, a->M)
+                 : mv6_launch<MEMRA_TYPE_F32, false>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
   } else {
-    ok = mv6_launch<MEMRA_TYPE_BF16>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
+    ok = a->xv16 ? mv6_launch<MEMRA_TYPE_BF16, true>(mt, R, be, J, a->x, a->x_ld, a->K, a->M)
+                 : mv6_launch<MEMRA_TYPE_BF16, false>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
   }
   if (!ok) return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: output too large");
   MEMRA_CU_LAUNCHED();

@@ -78,19 +78,29 @@ __device__ __forceinline__ float mv6_dot(const mv6_raw<T> &raw, const float x[8]
   }
 }
 
+/* A group's 8 x values: two 16-byte loads where x's rows are 16-byte aligned (XV), else 8
+ * scalar loads (strided or offset x), so the weights' path and the bits do not depend on x's
+ * layout. */
+template <bool XV>
 __device__ __forceinline__ void mv6_load_x(const float *__restrict__ p, float x[8]) {
-  const float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
-  x[0] = a.x;
-  x[1] = a.y;
-  x[2] = a.z;
-  x[3] = a.w;
-  x[4] = b.x;
-  x[5] = b.y;
-  x[6] = b.z;
-  x[7] = b.w;
+  if constexpr (XV) {
+    const float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
+    x[0] = a.x;
+    x[1] = a.y;
+    x[2] = a.z;
+    x[3] = a.w;
+    x[4] = b.x;
+    x[5] = b.y;
+    x[6] = b.z;
+    x[7] = b.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      x[i] = __ldg(p + i);
+  }
 }
 
-template <int T, int M, int R>
+template <int T, int M, int R, bool XV>
 __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
     matmul_v6_kernel(const mm_jobs J, const float *__restrict__ x, int64_t x_ld, int64_t K,
                      int64_t rows) {
@@ -127,12 +137,12 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
       }
       const float *xp = x + m0 * x_ld;
       float xv[8];
-      mv6_load_x(xp + 8 * g0, xv);
+      mv6_load_x<XV>(xp + 8 * g0, xv);
 #pragma unroll
       for (int r = 0; r < R; ++r)
         acc[0][r] = mv6_dot<T>(raw0[r], xv, acc[0][r]);
       if (g1 < G) {
-        mv6_load_x(xp + 8 * g1, xv);
+        mv6_load_x<XV>(xp + 8 * g1, xv);
 #pragma unroll
         for (int r = 0; r < R; ++r)
           acc[0][r] = mv6_dot<T>(raw1[r], xv, acc[0][r]);
@@ -149,7 +159,7 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
       for (int m = 0; m < M; ++m) {
         if (m >= mrows) break;
         float xv[8];
-        mv6_load_x(x + (m0 + m) * x_ld + 8 * g, xv);
+        mv6_load_x<XV>(x + (m0 + m) * x_ld + 8 * g, xv);
         acc[m][r] = mv6_dot<T>(raw, xv, acc[m][r]);
       }
     }
@@ -157,8 +167,8 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
   mm_reduce_store<MV6_WARPS>(acc, part, n0, N, m0, mrows, y, y_ld, bias);
 }
 
-/* R rows per block as in mkq_launch (F32 one row: 2). */
-template <int T>
+/* R rows per block as in mkq_launch (F32 one row: 2); XV: x's rows 16-byte aligned. */
+template <int T, bool XV>
 static bool mv6_launch(int mt, int R, const memra_backend *be, mm_jobs J, const float *x,
                        int64_t x_ld, int64_t K, int64_t rows) {
   if (T == MEMRA_TYPE_F32 && mt == 1) R = 2; /* the grid below is laid out for these R rows */
@@ -166,7 +176,7 @@ static bool mv6_launch(int mt, int R, const memra_backend *be, mm_jobs J, const 
   if (gx == 0) return false;
   const dim3 grid((unsigned)gx, (unsigned)((rows + mt - 1) / mt));
 #define MV6_GO(MM, RR)                                                                             \
-  (void)memra_cu_launch(be, matmul_v6_kernel<T, MM, RR>, grid, dim3(MV6_WARPS * 32), 0, J, x,      \
+  (void)memra_cu_launch(be, matmul_v6_kernel<T, MM, RR, XV>, grid, dim3(MV6_WARPS * 32), 0, J, x,  \
                         x_ld, K, rows)
   switch (mt) {
   case 1: /* F32 one row: 2 rows a block (8 would need more than 128 registers) */
