@@ -411,9 +411,9 @@ static memra_status mm_check(memra_backend *be, const memra_tensor *y, const mem
    * / Q5_K / Q6_K with 16-byte-aligned rows (its cp.async copies are 16 bytes) where an SM holds 4
    * of its blocks (MEMRA_GEMV=v5: v5 instead, the same bits). v5 (matmul_kq.cuh): the other K-quant
    * rows that are 16-byte aligned, and Q6_K (the output matrix: v11 / v7 as Q4_K, mm_q6tc_for). v6
-   * (matmul_v6.cuh): F16 / BF16 with 16-byte-aligned rows, K whole groups of 8, x rows 16-byte
-   * aligned. v8 (matmul_q8.cuh): Q8_0 with 16-byte-aligned rows and x rows (its cp.async copies are
-   * 16 bytes).
+   * (matmul_v6.cuh): F16 / BF16 / F32 with 16-byte-aligned rows and K whole groups of 8, x in any
+   * layout (its loads by vectors or scalars, the same bits). v8 (matmul_q8.cuh): Q8_0 with
+   * 16-byte-aligned rows and x rows (its cp.async copies are 16 bytes).
    */
   const int32_t t = w->type;
   const bool kq = t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K || t == MEMRA_TYPE_Q6_K;
