@@ -583,6 +583,7 @@ int main(int argc, char **argv) {
     check_type(MEMRA_TYPE_BF16, 70, 260, 1003, 0);
     check_type(MEMRA_TYPE_Q4_K, 129, 300, 512, 1);
     check_type(MEMRA_TYPE_Q8_0, 7, 130, 96, 0);
+    check_type(MEMRA_TYPE_F32, 129, 300, 200, 1); /* F32 routes to matmul: strided x too */
     check_stage(MEMRA_TYPE_Q8_0, 37, 32 * 5, 2, 2);
     check_stage(MEMRA_TYPE_Q6_K, 9, 512, 2, 6);
   } else {
