@@ -53,11 +53,9 @@ __device__ __forceinline__ float memra_block_sum(float v, float *sh) {
   return memra_warp_sum(v);
 }
 
-/* acc + w[0..8) . x[0..8), in element order (one fmaf each), x read through the read-only
- * path (VEC: two 16-byte loads, x 16-byte aligned). The GEMV kernels' inner step. */
-template <bool VEC>
-__device__ __forceinline__ float memra_fma8(float acc, const float *xp, const float w[8]) {
-  float xv[8];
+/* x[0..8) through the read-only path: two 16-byte loads (VEC: xp 16-byte aligned) or eight
+ * scalar ones; the same values either way, so a kernel's bits do not depend on x's layout. */
+template <bool VEC> __device__ __forceinline__ void memra_ldg8(const float *xp, float xv[8]) {
   if (VEC) {
     const float4 a = __ldg((const float4 *)xp), b = __ldg((const float4 *)xp + 1);
     xv[0] = a.x;
@@ -73,6 +71,14 @@ __device__ __forceinline__ float memra_fma8(float acc, const float *xp, const fl
     for (int i = 0; i < 8; ++i)
       xv[i] = __ldg(xp + i);
   }
+}
+
+/* acc + w[0..8) . x[0..8), in element order (one fmaf each), x read through the read-only
+ * path (VEC: two 16-byte loads, x 16-byte aligned). The GEMV kernels' inner step. */
+template <bool VEC>
+__device__ __forceinline__ float memra_fma8(float acc, const float *xp, const float w[8]) {
+  float xv[8];
+  memra_ldg8<VEC>(xp, xv);
 #pragma unroll
   for (int i = 0; i < 8; ++i)
     acc = fmaf(w[i], xv[i], acc);

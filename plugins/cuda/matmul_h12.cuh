@@ -84,7 +84,7 @@ __global__ void __launch_bounds__((V12_CW + 1) * 32)
         const int64_t g = (c * (V12_KC / 256) + V12_CW * j + warp) * 32 + lane;
         if (g >= G) continue; /* the row's last step: lanes past its end */
         float xv[8];
-        mv6_load_x<true>(x + 8 * g, xv);
+        memra_ldg8<true>(x + 8 * g, xv);
         const uint8_t *b = ring + s * V12_STAGE + 16 * (g - c * (V12_KC / 8));
 #pragma unroll
         for (int r = 0; r < V12_R; ++r)

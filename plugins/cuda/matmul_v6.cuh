@@ -78,28 +78,6 @@ __device__ __forceinline__ float mv6_dot(const mv6_raw<T> &raw, const float x[8]
   }
 }
 
-/* A group's 8 x values: two 16-byte loads where x's rows are 16-byte aligned (XV), else 8
- * scalar loads (strided or offset x), so the weights' path and the bits do not depend on x's
- * layout. */
-template <bool XV>
-__device__ __forceinline__ void mv6_load_x(const float *__restrict__ p, float x[8]) {
-  if constexpr (XV) {
-    const float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
-    x[0] = a.x;
-    x[1] = a.y;
-    x[2] = a.z;
-    x[3] = a.w;
-    x[4] = b.x;
-    x[5] = b.y;
-    x[6] = b.z;
-    x[7] = b.w;
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      x[i] = __ldg(p + i);
-  }
-}
-
 template <int T, int M, int R, bool XV>
 __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
     matmul_v6_kernel(const mm_jobs J, const float *__restrict__ x, int64_t x_ld, int64_t K,
@@ -137,12 +115,12 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
       }
       const float *xp = x + m0 * x_ld;
       float xv[8];
-      mv6_load_x<XV>(xp + 8 * g0, xv);
+      memra_ldg8<XV>(xp + 8 * g0, xv);
 #pragma unroll
       for (int r = 0; r < R; ++r)
         acc[0][r] = mv6_dot<T>(raw0[r], xv, acc[0][r]);
       if (g1 < G) {
-        mv6_load_x<XV>(xp + 8 * g1, xv);
+        memra_ldg8<XV>(xp + 8 * g1, xv);
 #pragma unroll
         for (int r = 0; r < R; ++r)
           acc[0][r] = mv6_dot<T>(raw1[r], xv, acc[0][r]);
@@ -159,7 +137,7 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
       for (int m = 0; m < M; ++m) {
         if (m >= mrows) break;
         float xv[8];
-        mv6_load_x<XV>(x + (m0 + m) * x_ld + 8 * g, xv);
+        memra_ldg8<XV>(x + (m0 + m) * x_ld + 8 * g, xv);
         acc[m][r] = mv6_dot<T>(raw, xv, acc[m][r]);
       }
     }
