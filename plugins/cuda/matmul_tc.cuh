@@ -138,20 +138,6 @@ __device__ __forceinline__ void tc_split8(const float v[8], uint4 *h, uint4 *l, 
   *xs = make_float4(__fadd_rn(X, Xo), tc_pow2(24 - es), X, Xo);
 }
 
-/* Loads 8 elements of x at p (16-byte aligned when VEC). */
-template <bool VEC>
-__device__ __forceinline__ void tc_load_x8(const float *__restrict__ p, float v[8]) {
-  if (VEC) {
-    const float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
-    v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      v[i] = __ldg(p + i);
-  }
-}
-
 /* A group's xs entry in its form (tc_prep_bytes) from tc_split8's (X, u, X0, X1). */
 __device__ __forceinline__ void tc_xs_put(float2 *p, float4 g) { *p = make_float2(g.x, g.y); }
 __device__ __forceinline__ void tc_xs_put(float4 *p, float4 g) { *p = g; }
@@ -192,7 +178,7 @@ __global__ void __launch_bounds__(128)
   uint4 *xb = (uint4 *)(ws + m * tc_prep_bytes<XS>(K));
   XS *xs = (XS *)(ws + m * tc_prep_bytes<XS>(K) + (uint64_t)K * 4);
   float v[8];
-  tc_load_x8<VEC>(x + m * x_ld + e, v);
+  memra_ldg8<VEC>(x + m * x_ld + e, v);
   tc_split_put(v, xb, xs, e);
 }
 
@@ -379,7 +365,7 @@ __device__ __forceinline__ void tc_split_row(const float *__restrict__ x, int64_
     float v[XB][8];
 #pragma unroll
     for (int i = 0; i < XB; ++i)
-      if (e0 + STRIDE * i < K) tc_load_x8<VEC>(x + e0 + STRIDE * i, v[i]);
+      if (e0 + STRIDE * i < K) memra_ldg8<VEC>(x + e0 + STRIDE * i, v[i]);
 #pragma unroll
     for (int i = 0; i < XB; ++i) {
       const int64_t e = e0 + STRIDE * i;

@@ -66,7 +66,7 @@ __device__ __forceinline__ void t11_xw_load(float (&v)[2][8], const float *__res
                                             int64_t w) {
 #pragma unroll
   for (int i = 0; i < 2; ++i)
-    tc_load_x8<VEC>(x + T11_XW * w + 8 * threadIdx.x + 1024 * i, v[i]);
+    memra_ldg8<VEC>(x + T11_XW * w + 8 * threadIdx.x + 1024 * i, v[i]);
 }
 template <typename XS>
 __device__ __forceinline__ void t11_xw_split(float (&v)[2][8], uint4 *xb, XS *xs) {
