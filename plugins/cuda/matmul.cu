@@ -581,14 +581,11 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
       return memra_cu_errf(be, MEMRA_E_DEVICE, "matmul: %s kernel's launch setup: %s",
                            memra_type_info(a->type).name, cudaGetErrorString(e));
   } else if (a->type == MEMRA_TYPE_F16) {
-    ok = a->xv16 ? mv6_launch<MEMRA_TYPE_F16, true>(mt, R, be, J, a->x, a->x_ld, a->K, a->M)
-                 : mv6_launch<MEMRA_TYPE_F16, false>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
+    ok = mv6_launch<MEMRA_TYPE_F16>(mt, R, be, J, a->x, a->x_ld, a->K, a->M, a->xv16);
   } else if (a->type == MEMRA_TYPE_F32) {
-    ok = a->xv16 ? mv6_launch<MEMRA_TYPE_F32, true>(mt, R, be, J, a->x, a->x_ld, a->K, a->M)
-                 : mv6_launch<MEMRA_TYPE_F32, false>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
+    ok = mv6_launch<MEMRA_TYPE_F32>(mt, R, be, J, a->x, a->x_ld, a->K, a->M, a->xv16);
   } else {
-    ok = a->xv16 ? mv6_launch<MEMRA_TYPE_BF16, true>(mt, R, be, J, a->x, a->x_ld, a->K, a->M)
-                 : mv6_launch<MEMRA_TYPE_BF16, false>(mt, R, be, J, a->x, a->x_ld, a->K, a->M);
+    ok = mv6_launch<MEMRA_TYPE_BF16>(mt, R, be, J, a->x, a->x_ld, a->K, a->M, a->xv16);
   }
   if (!ok) return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "matmul: output too large");
   MEMRA_CU_LAUNCHED();

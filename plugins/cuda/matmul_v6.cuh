@@ -145,17 +145,19 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
   mm_reduce_store<MV6_WARPS>(acc, part, n0, N, m0, mrows, y, y_ld, bias);
 }
 
-/* R rows per block as in mkq_launch (F32 one row: 2); XV: x's rows 16-byte aligned. */
-template <int T, bool XV>
+/* R rows per block as in mkq_launch (F32 one row: 2); xv16: x's rows 16-byte aligned (vector
+ * loads; else scalar ones, the same bits). */
+template <int T>
 static bool mv6_launch(int mt, int R, const memra_backend *be, mm_jobs J, const float *x,
-                       int64_t x_ld, int64_t K, int64_t rows) {
+                       int64_t x_ld, int64_t K, int64_t rows, bool xv16) {
   if (T == MEMRA_TYPE_F32 && mt == 1) R = 2; /* the grid below is laid out for these R rows */
   const int64_t gx = mm_jobs_layout(&J, R);
   if (gx == 0) return false;
   const dim3 grid((unsigned)gx, (unsigned)((rows + mt - 1) / mt));
 #define MV6_GO(MM, RR)                                                                             \
-  (void)memra_cu_launch(be, matmul_v6_kernel<T, MM, RR, XV>, grid, dim3(MV6_WARPS * 32), 0, J, x,  \
-                        x_ld, K, rows)
+  (void)memra_cu_launch(                                                                           \
+      be, xv16 ? matmul_v6_kernel<T, MM, RR, true> : matmul_v6_kernel<T, MM, RR, false>, grid,     \
+      dim3(MV6_WARPS * 32), 0, J, x, x_ld, K, rows)
   switch (mt) {
   case 1: /* F32 one row: 2 rows a block (8 would need more than 128 registers) */
     if constexpr (T == MEMRA_TYPE_F32)
