@@ -218,15 +218,27 @@ __device__ __forceinline__ tc_scl tc_chunk_scales(const tc_raw &r, int c, int js
   return s;
 }
 
+/* MMA chains a chunk (NS) by caller: one (8 MMAs deep, the two chunks' chains interleaved) or
+ * two (a chunk's MMAs split by h, 4 deep, added at the chunk's end). Other bits, so a matrix
+ * keeps one NS in every kernel that may run it: v11 and v7 take two (H100, tg128 @ d512:
+ * Llama-8B Q4_K_M +1.9%), matmul_id v3 / v4 one (two there: more registers, hybrid -1.5%;
+ * docs/PERF.md, 2026-12-05). */
+enum { TC_NS_MM = 2, TC_NS_ID = 1 };
+
 /* Both chunks of the super-block in r . one row of x (xm), 8 MMAs each in a fixed order, the
- * two chains interleaved (independent: the tensor pipe holds one of each in flight):
+ * chains interleaved (independent: the tensor pipe holds one of each in flight):
  * cc[c][0] + cc[c][1] is row g's nibble sum of its sub-block in chunk c, cc[c][2] + cc[c][3]
  * row g + 8's (header comment). */
+template <int NS>
 __device__ __forceinline__ void tc_chunks_mma(float (&cc)[2][4], const tc_raw &r, const tc_xin &xm,
                                               bool lo_b) {
+  static_assert(NS == 1 || NS == 2, "one or two chains a chunk");
+  float ch[2][NS][4];
 #pragma unroll
   for (int c = 0; c < 2; ++c)
-    cc[c][0] = cc[c][1] = cc[c][2] = cc[c][3] = 0.f;
+#pragma unroll
+    for (int k = 0; k < NS; ++k)
+      ch[c][k][0] = ch[c][k][1] = ch[c][k][2] = ch[c][k][3] = 0.f;
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -239,9 +251,20 @@ __device__ __forceinline__ void tc_chunks_mma(float (&cc)[2][4], const tc_raw &r
         const uint4 bq = xm.b[c][i >> 1];
         const uint32_t bv = (i & 1) ? (h ? bq.w : bq.z) : (h ? bq.y : bq.x);
         const uint32_t ua = h ? wa >> 8 : wa, ub = h ? wb >> 8 : wb;
-        tc_mma(cc[c], ua & 0x000F000Fu, ub & 0x000F000Fu, ua & 0x00F000F0u, ub & 0x00F000F0u,
+        const int k = NS == 1 ? 0 : h;
+        tc_mma(ch[c][k], ua & 0x000F000Fu, ub & 0x000F000Fu, ua & 0x00F000F0u, ub & 0x00F000F0u,
                lo_b ? bv : 0u, lo_b ? 0u : bv);
       }
+#pragma unroll
+  for (int c = 0; c < 2; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v = ch[c][0][e];
+#pragma unroll
+      for (int k = 1; k < NS; ++k)
+        v = __fadd_rn(v, ch[c][k][e]);
+      cc[c][e] = v;
+    }
 }
 
 /* acc (rows g, g + 8) += the chunk's d1 C - m1 X. Chunks reach acc in super-block, then chunk
@@ -301,7 +324,7 @@ template <> struct tcq<MEMRA_TYPE_Q4_K> {
                                                 int64_t sb, const tc_role &ro) {
     tc_load_x(x, xb, xs, sb, ro.active, ro.bseg, ro.bpart, ro.jsub);
   }
-  template <int M, typename XL>
+  template <int M, int NS, typename XL>
   static __device__ __forceinline__ void body(float (&acc)[M][2], const raw &cur, const xin &x0,
                                               XL xload, const tc_role &ro) {
     const tc_scl sc[2] = {tc_chunk_scales(cur, 0, ro.jsub), tc_chunk_scales(cur, 1, ro.jsub)};
@@ -309,7 +332,7 @@ template <> struct tcq<MEMRA_TYPE_Q4_K> {
     for (int m = 0; m < M; ++m) {
       const xin xm = m == 0 ? x0 : xload(m);
       float cc[2][4];
-      tc_chunks_mma(cc, cur, xm, ro.lo_b);
+      tc_chunks_mma<NS>(cc, cur, xm, ro.lo_b);
 #pragma unroll
       for (int c = 0; c < 2; ++c) /* chunk 0 then 1 into row m's acc: the order of the bits */
         tc_chunk_acc(acc[m], cc[c], c, sc[c], xm, ro.hiscale);
@@ -330,7 +353,7 @@ template <> struct tcq<MEMRA_TYPE_Q6_K> {
                                                 int64_t sb, const tc_role &ro) {
     tc6_load_x(x, xb, xs, sb, ro.g, ro.t);
   }
-  template <int M, typename XL>
+  template <int M, int NS, typename XL> /* NS: tcq<Q4_K>'s chains; one form here */
   static __device__ __forceinline__ void body(float (&acc)[M][2], const raw &cur, const xin &x0,
                                               XL xload, const tc_role &ro) {
 #pragma unroll
@@ -378,8 +401,9 @@ __device__ __forceinline__ void tc_split_row(const float *__restrict__ x, int64_
 /* A ring stage's super-blocks applied to one row of x (the ring kernels' consumer step): the
  * stage holds 16 rows of rowb bytes (rows g and g + 8 of thread (g, t) at g rowb and (g + 8)
  * rowb), nv super-blocks of each, the row's sb0 .. sb0 + nv - 1; warp w takes w, w + TC_WARPS,
- * ...: v7's sequence, so the same bits as v7 for these rows. */
-template <int T>
+ * ...: v7's sequence, so the same bits as v7 for these rows (NS: the caller's, TC_NS_MM or
+ * TC_NS_ID). */
+template <int T, int NS>
 __device__ __forceinline__ void
 tc_stage_apply(float (&acc)[1][2], const uint8_t *stage, int rowb, int64_t nv, int64_t sb0,
                const uint4 *xb, const typename tcq<T>::xs_t *xs, const tc_role &ro, int warp) {
@@ -390,7 +414,7 @@ tc_stage_apply(float (&acc)[1][2], const uint8_t *stage, int rowb, int64_t nv, i
     typename Q::xin xm;
     Q::template load<false>(cur, b0, b0 + 8 * rowb, ro);
     Q::load_x(xm, xb, xs, sb0 + j, ro);
-    Q::template body<1>(
+    Q::template body<1, NS>(
         acc, cur, xm, [](int) { return typename Q::xin(); }, ro);
   }
 }
@@ -440,7 +464,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
       Q::template load<true>(nxt, w0 + Q::SBB * (sb + TC_WARPS), w1 + Q::SBB * (sb + TC_WARPS), ro);
       Q::load_x(xnxt, TC_XB(0), TC_XS(0), sb + TC_WARPS, ro);
     }
-    Q::template body<M>(
+    Q::template body<M, TC_NS_MM>(
         acc, cur, xcur,
         [&](int m) {
           typename Q::xin xm;

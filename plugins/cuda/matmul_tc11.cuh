@@ -188,10 +188,10 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       const int rowb = (int)nv * T11_SBB;
       if (XW) {
         const uint8_t *wb = t11_xw_at<XS>(xb, u);
-        tc_stage_apply<T>(acc, ring + s * T11_STAGE, rowb, nv, 0, (const uint4 *)wb,
-                          (const XS *)(wb + T11_XW * 4), ro, warp);
+        tc_stage_apply<T, TC_NS_MM>(acc, ring + s * T11_STAGE, rowb, nv, 0, (const uint4 *)wb,
+                                    (const XS *)(wb + T11_XW * 4), ro, warp);
       } else {
-        tc_stage_apply<T>(acc, ring + s * T11_STAGE, rowb, nv, sb0, xb, xs, ro, warp);
+        tc_stage_apply<T, TC_NS_MM>(acc, ring + s * T11_STAGE, rowb, nv, sb0, xb, xs, ro, warp);
       }
       __syncwarp();
       if (lane == 0) memra_mbar_arrive(&empty[s]);

@@ -165,7 +165,7 @@ template <> struct tcq<TC_Q6I> {
                                                 int64_t sb, const tc_role &ro) {
     tc6i_load_x(x, xb, xs, sb, ro.g, ro.t);
   }
-  template <int M, typename XL>
+  template <int M, int NS, typename XL> /* NS: tcq<Q4_K>'s chains; one form here */
   static __device__ __forceinline__ void body(float (&acc)[M][2], const raw &cur, const xin &x0,
                                               XL xload, const tc_role &ro) {
     const int t = ro.t, st = t >> 1, sbb = ro.g >> 2;

@@ -165,7 +165,7 @@ __device__ __forceinline__ void midg_unit(float (*part)[MIDG_M][TC_ROWS], const 
       typename Q::xin x0;
       Q::template load<false>(cur, b0, b0 + 8 * rowb, ro);
       Q::load_x(x0, MIDG_XB(0), MIDG_XS(0), j, ro);
-      Q::template body<M>(
+      Q::template body<M, TC_NS_ID>(
           acc, cur, x0,
           [&](int m) {
             typename Q::xin xm;

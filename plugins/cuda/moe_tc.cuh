@@ -208,7 +208,8 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
     memra_mbar_wait(&full[s], (uint32_t)(i / p.st) & 1);
     float acc[1][2] = {{0.f, 0.f}};
     if (e >= 0)
-      tc_stage_apply<T>(acc, ring + (uint64_t)s * p.stage, (int)rowb, nsb, 0, xb, xs, ro, warp);
+      tc_stage_apply<T, TC_NS_ID>(acc, ring + (uint64_t)s * p.stage, (int)rowb, nsb, 0, xb, xs, ro,
+                                  warp);
     __syncwarp();
     if (lane == 0) memra_mbar_arrive(&empty[s]);
 #pragma unroll
