@@ -22,6 +22,18 @@
 #include "plugins/cuda/mbarrier.cuh"
 
 enum { MM_DYN_SLOTS = 4 };
+
+/* EXPERIMENT (not yet timed): the ring units a v11 / v13 producer issues before its PDL wait,
+ * MEMRA_RING_PRE (build_variant.sh -D; 0, the default: all of the ring's stages). The question
+ * it asks (docs/PERF.md, twenty-second session): whether the small kernels between two GEMVs
+ * (1.6-2.0 us at best, 3.5-4.9 on average in the H100 trace) wait behind the next GEMV's
+ * ring copies, ~18 MB issued at once as its blocks become resident. The same bits either way. */
+#ifndef MEMRA_RING_PRE
+#define MEMRA_RING_PRE 0
+#endif
+__host__ __device__ constexpr int mm_ring_pre(int stages) {
+  return MEMRA_RING_PRE > 0 && MEMRA_RING_PRE < stages ? MEMRA_RING_PRE : stages;
+}
 __device__ unsigned mm_dyn_ctr[MM_DYN_SLOTS];
 
 /* The next tile's ticket of a launch of n_tiles tiles (one thread of the block's producer). */

@@ -116,7 +116,8 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
         tile = blockIdx.x + (u / ngrp) * gridDim.x;
       } else if (!mm_dyn_produce(dslot, n_tiles, gi == 0, lane, &tile, &next, &stile[s],
                                  &full[s])) {
-        if (u < T11_ST) memra_pdl_enter(); /* past the last tile: the consumers stop here */
+        if (u < mm_ring_pre(T11_ST))
+          memra_pdl_enter(); /* past the last tile: the consumers stop here */
         break;
       }
       const mm_job jb = mm_pick_at(J, tile);
@@ -138,7 +139,8 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
         memra_bulk_load(dst + lane * rowb, jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)sb0 * T11_SBB,
                         rowb, &full[s]);
       }
-      if (u == (dyn || units >= T11_ST ? T11_ST : units) - 1) memra_pdl_enter();
+      constexpr int pre = mm_ring_pre(T11_ST); /* units issued before the wait */
+      if (u == (dyn || units >= pre ? pre : units) - 1) memra_pdl_enter();
     }
     return;
   }
