@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README command 2: the whole test suite — plain and sanitizer (ASan+UBSan) builds, the
-# bounded GGUF fuzz run and the end-to-end tests on the default model.
+# bounded GGUF and request-text fuzz runs and the end-to-end tests on the default model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
@@ -22,6 +22,9 @@ bazel test $env_flags -- //... $skip || status=1
 bazel test --config=san $env_flags -- //tests/... $skip -//tests/families:gemma3_test || status=1
 if [ -x tools/fuzz/run_gguf_fuzz.sh ]; then
   bash tools/fuzz/run_gguf_fuzz.sh "${MEMRA_FUZZ_SECONDS:-60}" || status=1
+fi
+if [ -x tools/fuzz/run_text_fuzz.sh ]; then
+  bash tools/fuzz/run_text_fuzz.sh "${MEMRA_FUZZ_SECONDS:-60}" || status=1
 fi
 bazel shutdown >/dev/null 2>&1 || true
 if [ $status -ne 0 ]; then echo "test: FAILED" >&2; else echo "test: all passed"; fi

@@ -194,12 +194,21 @@ TEST(Parse, FieldsAndErrors) {
       {MEMRA_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"echo\":true}",
        "unknown field 'echo'"},
       {MEMRA_API_COMPLETION, "{\"prompt\":\"a\"", "invalid JSON at byte"},
+      /* names from the body shown as one line of ASCII (the fuzzer's second finding) */
+      {MEMRA_API_COMPLETION, "{\"prompt\":\"a\",\"a\\nb\":1}", "unknown field 'a\\x0ab'"},
+      {MEMRA_API_CHAT, "{\"messages\":[{\"role\":\"us\\u00e9r\",\"content\":\"x\"}]}",
+       "'messages'[0].role 'us\\xc3\\xa9r': expected"},
   };
   for (const auto &b : bad) {
     EXPECT_EQ(MEMRA_E_INVALID, memra_api_parse(b.kind, b.body, strlen(b.body), 4001, &r, &err))
         << b.body;
     EXPECT_NE(nullptr, strstr(err.msg, b.msg)) << b.body << " -> " << err.msg;
-    memra_api_req_free(&r);
+    EXPECT_EQ(nullptr, strchr(err.msg, '\n')) << b.body;
+    /* a rejected body leaves nothing to free (the fuzzer's first finding: the JSON tree) */
+    EXPECT_EQ(nullptr, r.root) << b.body;
+    EXPECT_EQ(nullptr, r.prompt_ids) << b.body;
+    EXPECT_EQ(nullptr, r.msgs) << b.body;
+    memra_api_req_free(&r); /* and freeing the zeroed request is harmless */
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -36,6 +37,27 @@ static bool in_list(const char *const *l, const char *k) {
   for (; *l; ++l)
     if (!strcmp(*l, k)) return true;
   return false;
+}
+
+/* A name from the body as the error message shows it: printable ASCII as is, any other byte as
+ * \xNN, at most 48 bytes of it, so the message stays one line of valid text. */
+typedef struct shown_name {
+  char s[48 * 4 + 4];
+} shown_name;
+
+static shown_name show_name(const char *name) {
+  shown_name o;
+  size_t w = 0;
+  for (size_t i = 0; name[i] && i < 48; ++i) {
+    const unsigned char c = (unsigned char)name[i];
+    if (c >= 0x20 && c < 0x7f)
+      o.s[w++] = (char)c;
+    else
+      w += (size_t)snprintf(o.s + w, sizeof o.s - w, "\\x%02x", c);
+  }
+  if (name[0] && strlen(name) > 48) o.s[w++] = '.', o.s[w++] = '.', o.s[w++] = '.';
+  o.s[w] = 0;
+  return o;
 }
 
 static memra_status bad(memra_err *err, const char *fmt, const char *field) {
@@ -154,15 +176,15 @@ static memra_status parse_messages(const cJSON *root, memra_api_req *r, memra_er
     if (!strcmp(rs, "developer")) rs = "system"; /* the newer name of the same role */
     if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant"))
       return memra_errf(err, MEMRA_E_INVALID,
-                        "'messages'[%d].role '%.64s': expected system, developer, user or "
+                        "'messages'[%d].role '%s': expected system, developer, user or "
                         "assistant",
-                        i, role->valuestring);
+                        i, show_name(role->valuestring).s);
     if (!cJSON_IsString(content))
       return memra_errf(err, MEMRA_E_INVALID, "'messages'[%d].content must be a string", i);
     for (const cJSON *f = e->child; f; f = f->next)
       if (strcmp(f->string, "role") && strcmp(f->string, "content") && strcmp(f->string, "name"))
-        return memra_errf(err, MEMRA_E_INVALID, "'messages'[%d]: unknown field '%.64s'", i,
-                          f->string);
+        return memra_errf(err, MEMRA_E_INVALID, "'messages'[%d]: unknown field '%s'", i,
+                          show_name(f->string).s);
     r->msgs[i].role = rs;
     r->msgs[i].content = content->valuestring;
   }
@@ -201,7 +223,7 @@ static memra_status parse_fields(const cJSON *root, memra_api_kind kind, int32_t
   for (const cJSON *f = root->child; f; f = f->next)
     if (!in_list(COMMON, f->string) &&
         !in_list(kind == MEMRA_API_CHAT ? CHAT_ONLY : COMPLETION_ONLY, f->string))
-      return memra_errf(err, MEMRA_E_INVALID, "unknown field '%.64s'", f->string);
+      return memra_errf(err, MEMRA_E_INVALID, "unknown field '%s'", show_name(f->string).s);
   memra_status st;
   const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
   if (model && !cJSON_IsNull(model) && !cJSON_IsString(model))
@@ -249,8 +271,8 @@ static memra_status parse_fields(const cJSON *root, memra_api_kind kind, int32_t
   return parse_messages(root, r, err);
 }
 
-memra_status memra_api_parse(memra_api_kind kind, const char *body, size_t n, int32_t n_vocab,
-                             memra_api_req *r, memra_err *err) {
+static memra_status api_parse(memra_api_kind kind, const char *body, size_t n, int32_t n_vocab,
+                              memra_api_req *r, memra_err *err) {
   memset(r, 0, sizeof *r);
   r->kind = kind;
   r->gp.n_logprobs = -1;
@@ -281,6 +303,14 @@ memra_status memra_api_parse(memra_api_kind kind, const char *body, size_t n, in
   if (!cJSON_IsObject(root))
     return memra_errf(err, MEMRA_E_INVALID, "the request body must be a JSON object");
   return parse_fields(root, kind, n_vocab, r, err);
+}
+
+/* A rejected body leaves nothing allocated (r zeroed), as parse.h promises. */
+memra_status memra_api_parse(memra_api_kind kind, const char *body, size_t n, int32_t n_vocab,
+                             memra_api_req *r, memra_err *err) {
+  const memra_status st = api_parse(kind, body, n, n_vocab, r, err);
+  if (st != MEMRA_OK) memra_api_req_free(r);
+  return st;
 }
 
 void memra_api_req_free(memra_api_req *r) {

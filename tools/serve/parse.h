@@ -31,7 +31,8 @@ typedef struct memra_api_req {
 } memra_api_req;
 
 /* Parses and validates body. n_vocab bounds token ids. MEMRA_E_INVALID with a message
- * on any problem; on success free with memra_api_req_free. */
+ * on any problem (nothing left allocated, *out zeroed); on success free with
+ * memra_api_req_free (which a zeroed *out also takes). */
 memra_status memra_api_parse(memra_api_kind kind, const char *body, size_t n, int32_t n_vocab,
                              memra_api_req *out, memra_err *err);
 void memra_api_req_free(memra_api_req *r);

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Fuzzes the request path's text handling with libFuzzer for a bounded time: the JSON bodies of the
+# OpenAI endpoints, the chat template's rendering, and the byte-level BPE and SPM encoders
+# (tools/fuzz/text_fuzz.c says what each input must satisfy).
+#   tools/fuzz/run_text_fuzz.sh [SECONDS=30] [WORKDIR=${TMPDIR:-/tmp}/memra_text_fuzz]
+# Builds text_fuzz.c with clang (-fsanitize=fuzzer,address,undefined) and the sources it needs,
+# unpacks Llama 3.1's and Gemma 3's vocabularies from tests/text/fixtures, seeds the corpus from
+# tools/fuzz/text_seeds, and exits non-zero on any finding (saved under WORKDIR/artifacts/).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+secs="${1:-30}"
+work="${2:-${TMPDIR:-/tmp}/memra_text_fuzz}"
+case "$secs" in '' | *[!0-9]*) echo "run_text_fuzz.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2 ;; esac
+command -v clang >/dev/null || { echo "run_text_fuzz.sh: clang not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
+mkdir -p "$work/corpus" "$work/artifacts" "$work/data/llama3_1"
+
+gunzip -c tests/text/fixtures/llama3_1/tokenizer.json.gz >"$work/data/llama3_1/tokenizer.json"
+cp tests/text/fixtures/llama3_1/tokenizer_config.json "$work/data/llama3_1/"
+gunzip -c tests/text/fixtures/gemma3_vocab.gguf.gz >"$work/data/gemma3_vocab.gguf"
+
+srcs=(tools/fuzz/text_fuzz.c tools/serve/parse.c
+      core/text/chat.c core/text/detok.c core/text/hf_import.c core/text/nfc.c core/text/pretok.c
+      core/text/sampler.c core/text/strmap.c core/text/tok_load.c core/text/tok_merge.c
+      core/text/tokenizer.c core/text/utf8.c
+      core/gguf/gguf_read.c core/gguf/gguf_access.c core/gguf/gguf_write.c
+      core/base/alloc.c core/base/err.c)
+bin="$work/text_fuzz"
+# One clang process, -O1: light on a shared machine.
+clang -std=c11 -g -O1 -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined \
+  -fno-sanitize-recover=all -DPCRE2_CODE_UNIT_WIDTH=8 -I. "${srcs[@]}" -lcjson -lpcre2-8 -lm -o "$bin"
+
+cp tools/fuzz/text_seeds/* "$work/corpus/"
+
+echo "run_text_fuzz.sh: fuzzing for ${secs}s, corpus $work/corpus" >&2
+set +e
+MEMRA_FUZZ_DATA="$work/data" ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" \
+  "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
+  -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/corpus" 2>"$work/fuzz.log"
+rc=$?
+set -e
+tail -n 25 "$work/fuzz.log" >&2
+if [ "$rc" -ne 0 ]; then
+  echo "run_text_fuzz.sh: FINDING (exit $rc); inputs in $work/artifacts/:" >&2
+  ls -l "$work/artifacts/" >&2
+  exit 1
+fi
+echo "run_text_fuzz.sh: no findings in ${secs}s" >&2

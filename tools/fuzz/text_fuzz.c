@@ -1,0 +1,181 @@
+/* text_fuzz.c — libFuzzer target for what a server request turns into before the model sees it
+ * (run: tools/fuzz/run_text_fuzz.sh): the JSON body of /v1/completions and /v1/chat/completions,
+ * the chat template's rendering of the messages, and the two vocabulary kinds' encoders on any
+ * bytes. The input's first byte picks the path, the rest is the body or the text.
+ *
+ * Properties, each a finding (abort) when broken:
+ *  - memra_api_parse returns MEMRA_OK or MEMRA_E_INVALID with a one-line message; accepted
+ *    token ids lie in the vocabulary, accepted chat messages have a role and content;
+ *  - an accepted conversation renders with Llama 3.1's template and its text encodes;
+ *  - byte-level BPE (Llama 3.1's vocabulary): valid UTF-8 encodes to ids in the vocabulary whose
+ *    pieces concatenate to the text exactly (with and without special-token parsing); invalid
+ *    UTF-8 is MEMRA_E_INVALID with a message;
+ *  - SPM (Gemma 3's vocabulary): any bytes encode to ids in the vocabulary, and the streaming
+ *    detokenizer takes every id;
+ *  - nothing allocated is left behind.
+ * The vocabularies come from MEMRA_FUZZ_DATA (run_text_fuzz.sh unpacks them there). */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/alloc.h"
+#include "core/gguf/gguf.h"
+#include "core/text/chat.h"
+#include "core/text/hf_import.h"
+#include "core/text/tokenizer.h"
+#include "core/text/utf8.h"
+#include "tools/serve/parse.h"
+
+static memra_tokenizer *g_bpe, *g_spm;
+static char *g_tmpl; /* Llama 3.1's chat template */
+
+static void die(const char *what, const char *msg) {
+  fprintf(stderr, "text_fuzz: %s%s%s\n", what, msg ? ": " : "", msg ? msg : "");
+  abort();
+}
+
+static char *data_path(const char *name) {
+  const char *dir = getenv("MEMRA_FUZZ_DATA");
+  if (!dir) die("MEMRA_FUZZ_DATA is not set", NULL);
+  const size_t n = strlen(dir) + strlen(name) + 2;
+  char *p = malloc(n);
+  if (!p) die("out of memory", NULL);
+  snprintf(p, n, "%s/%s", dir, name);
+  return p;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc, (void)argv;
+  memra_err err;
+  char *tj = data_path("llama3_1/tokenizer.json"),
+       *cfg = data_path("llama3_1/tokenizer_config.json");
+  if (memra_tokenizer_from_hf_files(tj, cfg, &g_bpe, &g_tmpl, &err) != MEMRA_OK)
+    die("llama3_1 tokenizer", err.msg);
+  if (!g_tmpl) die("llama3_1 tokenizer_config.json has no chat template", NULL);
+  free(tj), free(cfg);
+  char *gp = data_path("gemma3_vocab.gguf");
+  memra_gguf *g = NULL;
+  if (memra_gguf_open(gp, &g, &err) != MEMRA_OK) die("gemma3_vocab.gguf", err.msg);
+  if (memra_tokenizer_from_gguf(g, &g_spm, &err) != MEMRA_OK) die("gemma3 tokenizer", err.msg);
+  memra_gguf_close(g);
+  free(gp);
+  return 0;
+}
+
+static void check_one_line(memra_status st, memra_status want, const memra_err *err,
+                           const char *what) {
+  if (st != want || err->msg[0] == 0 || strchr(err->msg, '\n')) {
+    fprintf(stderr, "text_fuzz: %s: status %d (want %d), message '%s'\n", what, (int)st, (int)want,
+            err->msg);
+    abort();
+  }
+}
+
+static bool utf8_ok(const char *s, size_t n) {
+  uint32_t cp;
+  for (size_t i = 0, l; i < n; i += l)
+    if ((l = memra_utf8_valid_len((const uint8_t *)s + i, n - i, &cp)) == 0) return false;
+  return true;
+}
+
+static void ids_in_vocab(const memra_tokenizer *t, const int32_t *ids, size_t n, const char *what) {
+  const int32_t nv = memra_tokenizer_n_vocab(t);
+  for (size_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= nv) die(what, "an id outside the vocabulary");
+}
+
+/* Byte-level BPE: pieces concatenate to the text; invalid UTF-8 is refused with a message. */
+static void bpe_round_trip(const char *s, size_t n, bool special) {
+  memra_err err;
+  int32_t *ids = NULL;
+  size_t n_ids = 0;
+  const memra_status st = memra_tokenize(g_bpe, s, n, false, special, &ids, &n_ids, &err);
+  if (!utf8_ok(s, n)) {
+    check_one_line(st, MEMRA_E_INVALID, &err, "bpe: invalid UTF-8");
+    return;
+  }
+  if (st != MEMRA_OK) die("bpe: valid UTF-8 refused", err.msg);
+  ids_in_vocab(g_bpe, ids, n_ids, "bpe");
+  size_t at = 0;
+  for (size_t i = 0; i < n_ids; ++i) {
+    size_t len = 0;
+    const char *p = memra_token_piece(g_bpe, ids[i], &len);
+    if (!p || at + len > n || memcmp(s + at, p, len) != 0)
+      die("bpe: pieces differ from the text", NULL);
+    at += len;
+  }
+  if (at != n) die("bpe: pieces shorter than the text", NULL);
+  memra_free(ids);
+}
+
+/* SPM: any bytes encode; every id goes through the streaming detokenizer. */
+static void spm_encode(const char *s, size_t n, bool special) {
+  memra_err err;
+  int32_t *ids = NULL;
+  size_t n_ids = 0;
+  if (memra_tokenize(g_spm, s, n, true, special, &ids, &n_ids, &err) != MEMRA_OK)
+    die("spm: refused", err.msg);
+  ids_in_vocab(g_spm, ids, n_ids, "spm");
+  memra_detok d;
+  memra_detok_init(&d);
+  char out[256];
+  for (size_t i = 0; i < n_ids; ++i)
+    if (memra_detok_push(&d, g_spm, ids[i], out, sizeof out) >= sizeof out)
+      die("spm: detok wrote past its buffer", NULL);
+  if (memra_detok_flush(&d, out, sizeof out) >= sizeof out) die("spm: flush past its buffer", NULL);
+  memra_free(ids);
+}
+
+static void api(memra_api_kind kind, const char *body, size_t n) {
+  memra_err err;
+  memra_api_req r;
+  const int32_t nv = memra_tokenizer_n_vocab(g_bpe);
+  const memra_status st = memra_api_parse(kind, body, n, nv, &r, &err);
+  if (st != MEMRA_OK) {
+    check_one_line(st, st == MEMRA_E_OOM ? MEMRA_E_OOM : MEMRA_E_INVALID, &err, "api_parse");
+    if (r.root || r.prompt_ids || r.msgs)
+      die("api_parse: a rejected body left its allocations", NULL);
+    return;
+  }
+  if (r.prompt_ids) ids_in_vocab(g_bpe, r.prompt_ids, (size_t)r.n_prompt_ids, "api_parse ids");
+  if (kind == MEMRA_API_CHAT) {
+    for (size_t i = 0; i < r.n_msgs; ++i)
+      if (!r.msgs[i].role || !r.msgs[i].content)
+        die("api_parse: a message without role or content", NULL);
+    char *text = NULL;
+    const memra_status cs = memra_chat_render(g_tmpl, r.msgs, r.n_msgs, true, "<|begin_of_text|>",
+                                              "<|eot_id|>", &text, &err);
+    if (cs == MEMRA_OK) {
+      bpe_round_trip(text, strlen(text), true);
+      memra_free(text);
+    } else {
+      check_one_line(cs, MEMRA_E_INVALID, &err, "chat_render");
+    }
+  } else if (r.prompt) {
+    bpe_round_trip(r.prompt, r.prompt_len, false);
+  }
+  memra_api_req_free(&r);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size == 0) return 0;
+  const long live0 = memra_test_live_allocs();
+  const char *s = (const char *)data + 1;
+  const size_t n = size - 1;
+  switch (data[0] & 7) {
+  case 0: api(MEMRA_API_COMPLETION, s, n); break;
+  case 1: api(MEMRA_API_CHAT, s, n); break;
+  case 2: bpe_round_trip(s, n, false); break;
+  case 3: bpe_round_trip(s, n, true); break;
+  case 4: spm_encode(s, n, false); break;
+  case 5: spm_encode(s, n, true); break;
+  default: api(data[0] & 1 ? MEMRA_API_CHAT : MEMRA_API_COMPLETION, s, n); break;
+  }
+  if (memra_test_live_allocs() != live0) {
+    fprintf(stderr, "text_fuzz: %ld allocations leaked\n", memra_test_live_allocs() - live0);
+    abort();
+  }
+  return 0;
+}
