@@ -12,6 +12,10 @@
  *    UTF-8 is MEMRA_E_INVALID with a message;
  *  - SPM (Gemma 3's vocabulary): any bytes encode to ids in the vocabulary, and the streaming
  *    detokenizer takes every id;
+ *  - a vocabulary built from the input (tokens, types, scores, merges and special ids written
+ *    into a GGUF as a hostile file could hold them) loads or is refused with MEMRA_E_FORMAT and
+ *    a one-line message; one that loads encodes sample texts to ids in its range, and every id
+ *    detokenizes;
  *  - nothing allocated is left behind.
  * The vocabularies come from MEMRA_FUZZ_DATA (run_text_fuzz.sh unpacks them there). */
 #include <stdbool.h>
@@ -159,6 +163,101 @@ static void api(memra_api_kind kind, const char *body, size_t n) {
   memra_api_req_free(&r);
 }
 
+/* A vocabulary from the input: byte 0 picks the model and pre-tokenizer, byte 1 the special ids'
+ * source; the rest split at '\n' into tokens, each token's first byte its type (0-7, past the
+ * known 1-6 too) and score; gpt2 merges pair consecutive tokens. */
+static void vocab(const uint8_t *d, size_t n) {
+  static const char *const pre[] = {"", "gpt2", "smollm", "llama-bpe", "qwen2", "deepseek-v3"};
+  enum { MAX_TOK = 512 };
+  if (n < 2) return;
+  const bool bpe = d[0] & 1;
+  const uint8_t sp = d[1];
+  d += 2, n -= 2;
+  char *buf = memra_malloc(n + 1);
+  const char **tok = memra_malloc(MAX_TOK * sizeof *tok);
+  const char **mrg = memra_malloc(MAX_TOK * sizeof *mrg);
+  char *mbuf = memra_malloc(2 * n + MAX_TOK + 1);
+  int32_t *ty = memra_malloc(MAX_TOK * sizeof *ty);
+  float *sc = memra_malloc(MAX_TOK * sizeof *sc);
+  if (!buf || !tok || !mrg || !mbuf || !ty || !sc) die("out of memory", NULL);
+  memcpy(buf, d, n);
+  buf[n] = 0;
+  uint64_t nt = 0, nm = 0;
+  size_t mo = 0;
+  for (size_t i = 0; i <= n && nt < MAX_TOK;) {
+    size_t j = i;
+    while (j < n && buf[j] != '\n')
+      ++j;
+    buf[j] = 0; /* tokens end at the newline (or a NUL inside: shorter) */
+    const uint8_t h = i < j ? (uint8_t)buf[i] : 0;
+    ty[nt] = h & 7;
+    sc[nt] = (float)(int8_t)h;
+    tok[nt++] = buf + (i < j ? i + 1 : i);
+    i = j + 1;
+  }
+  for (uint64_t i = 1; bpe && i < nt; ++i) { /* "left right" from neighbours */
+    const int l = snprintf(mbuf + mo, 2 * n + MAX_TOK + 1 - mo, "%s %s", tok[i - 1], tok[i]);
+    if (l < 0 || (size_t)l >= 2 * n + MAX_TOK + 1 - mo) break;
+    mrg[nm++] = mbuf + mo;
+    mo += (size_t)l + 1;
+  }
+  memra_gguf_writer *w = memra_gguf_writer_new(0);
+  if (!w) die("out of memory", NULL);
+  (void)memra_gguf_writer_set_str(w, "tokenizer.ggml.model", bpe ? "gpt2" : "llama");
+  (void)memra_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre[(d[-2] >> 3) % 6]);
+  (void)memra_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tok, nt);
+  if (sp & 1)
+    (void)memra_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", MEMRA_GGUF_I32, ty, nt);
+  if (sp & 2) (void)memra_gguf_writer_set_arr(w, "tokenizer.ggml.scores", MEMRA_GGUF_F32, sc, nt);
+  if (nm) (void)memra_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", mrg, nm);
+  if (sp & 4) (void)memra_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", sp >> 3);
+  if (sp & 8) (void)memra_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)nt - 1);
+  if (sp & 16) (void)memra_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", sp >> 5);
+  if (sp & 32) (void)memra_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", sp & 64);
+  memra_err err;
+  uint8_t *file = NULL;
+  uint64_t fsize = 0;
+  if (memra_gguf_writer_to_memory(w, &file, &fsize, &err) != MEMRA_OK) die("writer", err.msg);
+  memra_gguf_writer_free(w);
+  memra_gguf *g = NULL;
+  if (memra_gguf_open_memory(file, fsize, "vocab.gguf", &g, &err) != MEMRA_OK)
+    die("reopen", err.msg);
+  memra_tokenizer *t = NULL;
+  const memra_status st = memra_tokenizer_from_gguf(g, &t, &err);
+  memra_gguf_close(g);
+  memra_free(file);
+  if (st != MEMRA_OK) {
+    check_one_line(st, st == MEMRA_E_OOM ? MEMRA_E_OOM : MEMRA_E_FORMAT, &err, "vocab load");
+  } else {
+    static const char *const texts[] = {"Hello world", " a  b\n\n\tc 123 4567",
+                                        "caf\xc3\xa9 \xe4\xbd\xa0", "<s></s><|eot_id|><unk>", ""};
+    for (int k = 0; k < 5; ++k)
+      for (int special = 0; special < 2; ++special) {
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        const memra_status ts =
+            memra_tokenize(t, texts[k], strlen(texts[k]), true, special, &ids, &n_ids, &err);
+        if (ts != MEMRA_OK) {
+          check_one_line(ts, ts == MEMRA_E_OOM ? MEMRA_E_OOM : MEMRA_E_INVALID, &err,
+                         "vocab tokenize");
+          continue;
+        }
+        ids_in_vocab(t, ids, n_ids, "vocab tokenize");
+        memra_free(ids);
+      }
+    memra_detok dt;
+    memra_detok_init(&dt);
+    char out[256];
+    for (int32_t id = 0; id < memra_tokenizer_n_vocab(t); ++id)
+      if (memra_detok_push(&dt, t, id, out, sizeof out) >= sizeof out)
+        die("vocab: detok past its buffer", NULL);
+    (void)memra_detok_flush(&dt, out, sizeof out);
+    memra_tokenizer_free(t);
+  }
+  memra_free(buf), memra_free(tok), memra_free(mrg), memra_free(mbuf), memra_free(ty),
+      memra_free(sc);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0) return 0;
   const long live0 = memra_test_live_allocs();
@@ -171,7 +270,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   case 3: bpe_round_trip(s, n, true); break;
   case 4: spm_encode(s, n, false); break;
   case 5: spm_encode(s, n, true); break;
-  default: api(data[0] & 1 ? MEMRA_API_CHAT : MEMRA_API_COMPLETION, s, n); break;
+  default: vocab(data, size); break;
   }
   if (memra_test_live_allocs() != live0) {
     fprintf(stderr, "text_fuzz: %ld allocations leaked\n", memra_test_live_allocs() - live0);
