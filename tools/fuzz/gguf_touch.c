@@ -174,40 +174,64 @@ static bool same_tensor(const memra_gguf_tensor *x, const memra_gguf_tensor *y) 
          x->nbytes == y->nbytes && (x->nbytes == 0 || !memcmp(x->data, y->data, (size_t)x->nbytes));
 }
 
-int memra_gguf_fuzz_rewrite(const memra_gguf *g) {
+memra_status memra_gguf_copy_edited(const memra_gguf *g, const memra_gguf_edit *e, uint8_t **out,
+                                    uint64_t *size, memra_err *err) {
+  *out = NULL, *size = 0;
   memra_gguf_writer *w = memra_gguf_writer_new(0);
-  if (!w) return 0;
+  if (!w) return memra_errf(err, MEMRA_E_OOM, "copy: out of memory");
   memra_gguf_writer_set_version(w, memra_gguf_version(g));
   int skip = 0;
-  bool ok = true;
-  /* general.alignment first: it sets the layout (and must be a u32 for the writer). */
+  bool ok = true, done = false;
   const memra_gguf_kv *al = memra_gguf_kv_find(g, "general.alignment");
   if (al && al->type != MEMRA_GGUF_U32) skip = 1;
   for (uint64_t i = 0; ok && !skip && i < memra_gguf_n_kv(g); ++i) {
     const memra_gguf_kv *kv = memra_gguf_kv_at(g, i);
     char *key = cstr(kv->key);
-    if (!key)
+    if (!key) {
       skip = 1;
-    else
+    } else if (e->key && !strcmp(key, e->key)) {
+      ok = memra_gguf_writer_set_val(w, key, e->type, e->val) == MEMRA_OK;
+      done = true;
+    } else {
       ok = copy_kv(g, w, kv, key, &skip);
+    }
     memra_free(key);
   }
+  if (ok && !skip && e->key && !done)
+    ok = memra_gguf_writer_set_val(w, e->key, e->type, e->val) == MEMRA_OK;
   for (uint64_t i = 0; ok && !skip && i < memra_gguf_n_tensors(g); ++i) {
     const memra_gguf_tensor *t = memra_gguf_tensor_at(g, i);
     char *name = cstr(t->name);
-    if (!name)
+    if (!name) {
       skip = 1;
-    else
-      ok = memra_gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data, t->nbytes) ==
-           MEMRA_OK;
+    } else {
+      const bool re = e->tensor && !strcmp(name, e->tensor);
+      ok = memra_gguf_writer_add_tensor(w, name, t->type, re ? e->n_dims : t->n_dims,
+                                        re ? e->ne : t->ne, t->data, t->nbytes) == MEMRA_OK;
+    }
     memra_free(name);
   }
+  memra_status st = MEMRA_OK;
+  if (skip)
+    st = memra_errf(err, MEMRA_E_UNSUPPORTED, "copy: a key or string holds a NUL");
+  else if (!ok)
+    st = memra_errf(err, MEMRA_E_INVALID, "copy: %s", memra_gguf_writer_error(w));
+  else
+    st = memra_gguf_writer_to_memory(w, out, size, err);
+  memra_gguf_writer_free(w);
+  return st;
+}
+
+int memra_gguf_fuzz_rewrite(const memra_gguf *g) {
+  const memra_gguf_edit none = {0};
   uint8_t *bytes = NULL;
   uint64_t size = 0;
+  memra_err err;
+  const memra_status st = memra_gguf_copy_edited(g, &none, &bytes, &size, &err);
+  if (st == MEMRA_E_UNSUPPORTED) return 2;
   memra_gguf *h = NULL;
-  if (ok && !skip) ok = memra_gguf_writer_to_memory(w, &bytes, &size, NULL) == MEMRA_OK;
-  if (ok && !skip) ok = memra_gguf_open_memory(bytes, size, "rewrite", &h, NULL) == MEMRA_OK;
-  if (ok && !skip) {
+  bool ok = st == MEMRA_OK && memra_gguf_open_memory(bytes, size, "rewrite", &h, NULL) == MEMRA_OK;
+  if (ok) {
     ok = memra_gguf_n_kv(h) == memra_gguf_n_kv(g) &&
          memra_gguf_n_tensors(h) == memra_gguf_n_tensors(g) &&
          memra_gguf_alignment(h) == memra_gguf_alignment(g) &&
@@ -219,7 +243,5 @@ int memra_gguf_fuzz_rewrite(const memra_gguf *g) {
   }
   memra_gguf_close(h);
   memra_free(bytes);
-  memra_gguf_writer_free(w);
-  if (!ok) return 0;
-  return skip ? 2 : 1;
+  return ok ? 1 : 0;
 }
