@@ -10,8 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs="${1:-30}"
 work="${2:-${TMPDIR:-/tmp}/memra_text_fuzz}"
-case "$secs" in '' | *[!0-9]*) echo "run_text_fuzz.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2 ;; esac
-command -v clang >/dev/null || { echo "run_text_fuzz.sh: clang not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
+. tools/fuzz/fuzz_lib.sh
+fuzz_check run_text_fuzz.sh "$secs"
 mkdir -p "$work/corpus" "$work/artifacts" "$work/data/llama3_1"
 
 gunzip -c tests/text/fixtures/llama3_1/tokenizer.json.gz >"$work/data/llama3_1/tokenizer.json"
@@ -31,17 +31,5 @@ clang -std=c11 -g -O1 -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined 
 
 cp tools/fuzz/text_seeds/* "$work/corpus/"
 
-echo "run_text_fuzz.sh: fuzzing for ${secs}s, corpus $work/corpus" >&2
-set +e
-MEMRA_FUZZ_DATA="$work/data" ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" \
-  "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
-  -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/corpus" 2>"$work/fuzz.log"
-rc=$?
-set -e
-tail -n 25 "$work/fuzz.log" >&2
-if [ "$rc" -ne 0 ]; then
-  echo "run_text_fuzz.sh: FINDING (exit $rc); inputs in $work/artifacts/:" >&2
-  ls -l "$work/artifacts/" >&2
-  exit 1
-fi
-echo "run_text_fuzz.sh: no findings in ${secs}s" >&2
+export MEMRA_FUZZ_DATA="$work/data"
+fuzz_run run_text_fuzz.sh "$bin" "$work" "$secs" -max_len=4096
