@@ -9,6 +9,9 @@ memra_status memra_errf(memra_err *err, memra_status st, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
+    /* one line whatever the arguments held (a name from a file, a request or a flag) */
+    for (char *p = err->msg; *p; ++p)
+      if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = ' ';
   }
   return st;
 }

@@ -13,7 +13,8 @@ typedef struct memra_err {
 } memra_err;
 
 /* Formats msg into err (err may be NULL) and returns st, so a failing line reads
- * `return memra_errf(err, MEMRA_E_FORMAT, "%s: ...", path);`. */
+ * `return memra_errf(err, MEMRA_E_FORMAT, "%s: ...", path);`. Control characters the
+ * arguments bring (a newline in a key, a flag, a file name) become spaces: one line always. */
 memra_status memra_errf(memra_err *err, memra_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -30,3 +30,12 @@ TEST(Err, FormatsAndReturnsStatus) {
   EXPECT_EQ(MEMRA_E_IO, memra_errf(nullptr, MEMRA_E_IO, "ignored"));
   EXPECT_STREQ("malformed file", memra_status_str(MEMRA_E_FORMAT));
 }
+
+TEST(Err, ControlCharactersInArgumentsKeepOneLine) {
+  memra_err e = {};
+  EXPECT_EQ(MEMRA_E_INVALID,
+            memra_errf(&e, MEMRA_E_INVALID, "unknown option '%s' (%s)", "--a\nb\r\tc", "\x7f!"));
+  EXPECT_STREQ("unknown option '--a b  c' ( !)", e.msg);
+  memra_errf(&e, MEMRA_E_INVALID, "caf\xc3\xa9"); // UTF-8 stays as it is
+  EXPECT_STREQ("caf\xc3\xa9", e.msg);
+}

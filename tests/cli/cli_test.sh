@@ -130,6 +130,10 @@ check_err 1 "does not fit the context" $MEMRA run "${M[@]}" -c 3 -p "The capital
 check_err 2 "no file given" $MEMRA info
 check_err 2 "expected graph, batch or chunk" $MEMRA gate frob
 check_err 2 "--ubatch 50 must be below --gate-p 41" $MEMRA gate chunk "${TM[@]}" --gate-p 41 --ubatch 50
+check_err 2 "config /dev/zero: not a regular file" $MEMRA run --config /dev/zero -p x
+head -c 1048577 /dev/zero | tr '\0' '#' >"$T/big.ini"
+check_err 2 "big.ini: 1048577 bytes (at most 1048576)" $MEMRA run --config "$T/big.ini" -p x
+check_err 2 "unknown option '--a b'" $MEMRA run $'--a\nb'
 
 rm -rf "$PLUGINS"
 if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi

@@ -18,7 +18,7 @@ gunzip -c tests/text/fixtures/llama3_1/tokenizer.json.gz >"$work/data/llama3_1/t
 cp tests/text/fixtures/llama3_1/tokenizer_config.json "$work/data/llama3_1/"
 gunzip -c tests/text/fixtures/gemma3_vocab.gguf.gz >"$work/data/gemma3_vocab.gguf"
 
-srcs=(tools/fuzz/text_fuzz.c tools/serve/parse.c
+srcs=(tools/fuzz/text_fuzz.c tools/serve/parse.c tools/memra/options.c
       core/text/chat.c core/text/detok.c core/text/hf_import.c core/text/nfc.c core/text/pretok.c
       core/text/sampler.c core/text/strmap.c core/text/tok_load.c core/text/tok_merge.c
       core/text/tokenizer.c core/text/utf8.c
@@ -27,7 +27,7 @@ srcs=(tools/fuzz/text_fuzz.c tools/serve/parse.c
 bin="$work/text_fuzz"
 # One clang process, -O1: light on a shared machine.
 clang -std=c11 -g -O1 -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined \
-  -fno-sanitize-recover=all -DPCRE2_CODE_UNIT_WIDTH=8 -I. "${srcs[@]}" -lcjson -lpcre2-8 -lm -o "$bin"
+  -fno-sanitize-recover=all -DPCRE2_CODE_UNIT_WIDTH=8 -I. "${srcs[@]}" -lcjson -lpcre2-8 -linih -lm -o "$bin"
 
 cp tools/fuzz/text_seeds/* "$work/corpus/"
 

@@ -16,8 +16,11 @@
  *    into a GGUF as a hostile file could hold them) loads or is refused with MEMRA_E_FORMAT and
  *    a one-line message; one that loads encodes sample texts to ids in its range, and every id
  *    detokenizes;
+ *  - the CLI's flags (argv from the input) and its INI config file parse, or are refused with
+ *    MEMRA_E_INVALID and one line;
  *  - nothing allocated is left behind.
  * The vocabularies come from MEMRA_FUZZ_DATA (run_text_fuzz.sh unpacks them there). */
+#define _POSIX_C_SOURCE 200809L /* unsetenv */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +33,7 @@
 #include "core/text/hf_import.h"
 #include "core/text/tokenizer.h"
 #include "core/text/utf8.h"
+#include "tools/memra/options.h"
 #include "tools/serve/parse.h"
 
 static memra_tokenizer *g_bpe, *g_spm;
@@ -52,6 +56,7 @@ static char *data_path(const char *name) {
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
+  unsetenv("MEMRA_CONFIG"); /* the flags mode reads no config but its own */
   memra_err err;
   char *tj = data_path("llama3_1/tokenizer.json"),
        *cfg = data_path("llama3_1/tokenizer_config.json");
@@ -258,19 +263,54 @@ static void vocab(const uint8_t *d, size_t n) {
       memra_free(sc);
 }
 
+/* The flags: argv is the input split at NUL (at most 32 words; none naming a config file, which
+ * would read any path); ini: the input as the --config file. */
+static void cli_opts(const char *s, size_t n, bool ini) {
+  enum { MAX_ARGS = 32 };
+  char *buf = memra_malloc(n + 1), *argv[MAX_ARGS + 2];
+  if (!buf) die("out of memory", NULL);
+  memcpy(buf, s, n);
+  buf[n] = 0;
+  int argc = 0;
+  char path[1100] = "", flag[] = "--config";
+  if (ini) {
+    snprintf(path, sizeof path, "%s/fuzz.ini", getenv("MEMRA_FUZZ_DATA"));
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(s, 1, n, f) != n || fclose(f) != 0) die("cannot write", path);
+    argv[argc++] = flag;
+    argv[argc++] = path;
+  } else {
+    for (size_t i = 0; i <= n && argc < MAX_ARGS; i += strlen(buf + i) + 1)
+      if (!strstr(buf + i, "config")) argv[argc++] = buf + i;
+  }
+  memra_opts o;
+  memra_opts_defaults(&o);
+  const char *pos[4];
+  int n_pos = 0;
+  memra_err err;
+  const memra_status st = memra_opts_parse(&o, argc, argv, 0, pos, 4, &n_pos, &err);
+  if (st != MEMRA_OK) check_one_line(st, MEMRA_E_INVALID, &err, ini ? "config" : "flags");
+  if (n_pos < 0 || n_pos > 4) die("flags: positional count out of range", NULL);
+  memra_free(buf);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0) return 0;
   const long live0 = memra_test_live_allocs();
   const char *s = (const char *)data + 1;
   const size_t n = size - 1;
-  switch (data[0] & 7) {
+  switch (data[0] & 15) {
   case 0: api(MEMRA_API_COMPLETION, s, n); break;
   case 1: api(MEMRA_API_CHAT, s, n); break;
   case 2: bpe_round_trip(s, n, false); break;
   case 3: bpe_round_trip(s, n, true); break;
   case 4: spm_encode(s, n, false); break;
   case 5: spm_encode(s, n, true); break;
-  default: vocab(data, size); break;
+  case 6:
+  case 7: vocab(data, size); break;
+  case 8: cli_opts(s, n, false); break;
+  case 9: cli_opts(s, n, true); break;
+  default: api(data[0] & 1 ? MEMRA_API_CHAT : MEMRA_API_COMPLETION, s, n); break;
   }
   if (memra_test_live_allocs() != live0) {
     fprintf(stderr, "text_fuzz: %ld allocations leaked\n", memra_test_live_allocs() - live0);

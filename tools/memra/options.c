@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef enum { OPT_STR, OPT_INT, OPT_FLOAT, OPT_U64, OPT_BOOL } opt_kind;
 
@@ -173,9 +174,22 @@ static int on_ini_entry(void *user, const char *section, const char *name, const
   return c->st == MEMRA_OK;
 }
 
+enum { CONFIG_MAX_BYTES = 1 << 20 };
+
 static memra_status load_config(memra_opts *o, const char *path, memra_err *err) {
   FILE *f = fopen(path, "r");
   if (!f) return memra_errf(err, MEMRA_E_IO, "config %s: %s", path, strerror(errno));
+  /* a regular file of a config's size: not a device or a pipe that never ends */
+  struct stat sb;
+  memset(&sb, 0, sizeof sb);
+  const bool stat_ok = fstat(fileno(f), &sb) == 0;
+  if (!stat_ok || !S_ISREG(sb.st_mode) || sb.st_size > CONFIG_MAX_BYTES) {
+    const bool reg = stat_ok && S_ISREG(sb.st_mode);
+    fclose(f);
+    return reg ? memra_errf(err, MEMRA_E_INVALID, "config %s: %lld bytes (at most %d)", path,
+                            (long long)sb.st_size, CONFIG_MAX_BYTES)
+               : memra_errf(err, MEMRA_E_INVALID, "config %s: not a regular file", path);
+  }
   ini_ctx c = {o, path, err, MEMRA_OK};
   int line = ini_parse_file(f, on_ini_entry, &c);
   fclose(f);
