@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Fuzzes the request path's text handling with libFuzzer for a bounded time: the JSON bodies of the
-# OpenAI endpoints, the chat template's rendering, and the byte-level BPE and SPM encoders
-# (tools/fuzz/text_fuzz.c says what each input must satisfy).
+# Fuzzes the text inputs with libFuzzer for a bounded time: the JSON bodies of the OpenAI
+# endpoints, the chat template's rendering, the byte-level BPE and SPM encoders, vocabularies built
+# from the input, the CLI's flags and config (tools/fuzz/text_fuzz.c says what each must satisfy).
 #   tools/fuzz/run_text_fuzz.sh [SECONDS=30] [WORKDIR=${TMPDIR:-/tmp}/memra_text_fuzz]
 # Builds text_fuzz.c with clang (-fsanitize=fuzzer,address,undefined) and the sources it needs,
 # unpacks Llama 3.1's and Gemma 3's vocabularies from tests/text/fixtures, seeds the corpus from
-# tools/fuzz/text_seeds, and exits non-zero on any finding (saved under WORKDIR/artifacts/).
+# tools/fuzz/text_seeds and text_regressions, and exits non-zero on any finding (saved under
+# WORKDIR/artifacts/: copy it into tools/fuzz/text_regressions/, which
+# //tests/text:text_fuzz_regress_test replays, once fixed).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs="${1:-30}"
@@ -29,7 +31,7 @@ bin="$work/text_fuzz"
 clang -std=c11 -g -O1 -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=all -DPCRE2_CODE_UNIT_WIDTH=8 -I. "${srcs[@]}" -lcjson -lpcre2-8 -linih -lm -o "$bin"
 
-cp tools/fuzz/text_seeds/* "$work/corpus/"
+cp tools/fuzz/text_seeds/* tools/fuzz/text_regressions/* "$work/corpus/"
 
 export MEMRA_FUZZ_DATA="$work/data"
 fuzz_run run_text_fuzz.sh "$bin" "$work" "$secs" -max_len=4096

@@ -274,7 +274,9 @@ static void cli_opts(const char *s, size_t n, bool ini) {
   int argc = 0;
   char path[1100] = "", flag[] = "--config";
   if (ini) {
-    snprintf(path, sizeof path, "%s/fuzz.ini", getenv("MEMRA_FUZZ_DATA"));
+    const char *tmp =
+        getenv("TEST_TMPDIR"); /* the replay test's; the fuzzer writes beside its data */
+    snprintf(path, sizeof path, "%s/fuzz.ini", tmp ? tmp : getenv("MEMRA_FUZZ_DATA"));
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(s, 1, n, f) != n || fclose(f) != 0) die("cannot write", path);
     argv[argc++] = flag;
