@@ -176,6 +176,7 @@ static void vocab(const uint8_t *d, size_t n) {
   enum { MAX_TOK = 512 };
   if (n < 2) return;
   const bool bpe = d[0] & 1;
+  const char *pre_name = pre[(d[0] >> 3) % 6];
   const uint8_t sp = d[1];
   d += 2, n -= 2;
   char *buf = memra_malloc(n + 1);
@@ -209,7 +210,7 @@ static void vocab(const uint8_t *d, size_t n) {
   memra_gguf_writer *w = memra_gguf_writer_new(0);
   if (!w) die("out of memory", NULL);
   (void)memra_gguf_writer_set_str(w, "tokenizer.ggml.model", bpe ? "gpt2" : "llama");
-  (void)memra_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre[(d[-2] >> 3) % 6]);
+  (void)memra_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre_name);
   (void)memra_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tok, nt);
   if (sp & 1)
     (void)memra_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", MEMRA_GGUF_I32, ty, nt);
