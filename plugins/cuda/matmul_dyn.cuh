@@ -23,13 +23,14 @@
 
 enum { MM_DYN_SLOTS = 4 };
 
-/* EXPERIMENT (not yet timed): the ring units a v11 / v13 producer issues before its PDL wait,
- * MEMRA_RING_PRE (build_variant.sh -D; 0, the default: all of the ring's stages). The question
- * it asks (docs/PERF.md, twenty-second session): whether the small kernels between two GEMVs
- * (1.6-2.0 us at best, 3.5-4.9 on average in the H100 trace) wait behind the next GEMV's
- * ring copies, ~18 MB issued at once as its blocks become resident. The same bits either way. */
+/* The ring units a v11 / v13 producer issues before its PDL wait (MEMRA_RING_PRE, a build define:
+ * 1 by default; 0 or the stage count: all of the ring's stages, the form before 2026-12-05). The
+ * small kernel before a GEMV (a norm, the glu, the rope) runs while the GEMV's blocks become
+ * resident: all stages issued at once put ~18 MB of copies ahead of its loads, one stage ~9 MB.
+ * H100 tg128 @ d512, one stage against all (docs/PERF.md, twenty-third session): Llama Q8_0
+ * +2.8%, Q4_K_M +1.1%, hybrid Q4_K_M +1.0%, MoE +0.6%. The same bits either way. */
 #ifndef MEMRA_RING_PRE
-#define MEMRA_RING_PRE 0
+#define MEMRA_RING_PRE 1
 #endif
 __host__ __device__ constexpr int mm_ring_pre(int stages) {
   return MEMRA_RING_PRE > 0 && MEMRA_RING_PRE < stages ? MEMRA_RING_PRE : stages;

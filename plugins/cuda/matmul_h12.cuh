@@ -26,6 +26,17 @@ enum {
   V12_SMEM = V12_ST * V12_STAGE + 4 * V12_CW * V12_R + 16 * V12_ST
 };
 
+/* EXPERIMENT (not yet timed): the ring units v12's producer issues before its PDL wait,
+ * MEMRA_RING_PRE_H12 (build_variant.sh -D; 0, the default: all V12_ST stages). v11 / v13 gained
+ * from one stage instead of all (matmul_dyn.cuh, MEMRA_RING_PRE); the same question for F16 / BF16.
+ */
+#ifndef MEMRA_RING_PRE_H12
+#define MEMRA_RING_PRE_H12 0
+#endif
+__host__ __device__ constexpr int mm_h12_pre() {
+  return MEMRA_RING_PRE_H12 > 0 && MEMRA_RING_PRE_H12 < V12_ST ? MEMRA_RING_PRE_H12 : V12_ST;
+}
+
 __device__ __forceinline__ void v12_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(V12_CW * 32) : "memory");
 }
@@ -57,7 +68,8 @@ __global__ void __launch_bounds__((V12_CW + 1) * 32)
         memra_bulk_load(ring + s * V12_STAGE + lane * (2 * V12_KC),
                         jb.w + (uint64_t)n * jb.w_nb1 + 2 * (uint64_t)k0, rowb, &full[s]);
       }
-      if (u == (units < V12_ST ? units : V12_ST) - 1) memra_pdl_enter();
+      constexpr int pre = mm_h12_pre(); /* units issued before the wait */
+      if (u == (units < pre ? units : pre) - 1) memra_pdl_enter();
     }
     if (units == 0) memra_pdl_enter();
     return;

@@ -4,12 +4,13 @@
 # hash of gemv_bench for the types given, which must all be equal for a variant meant to keep the
 # arithmetic). From the repo root with pack.sh's dist-carry (or D=dist):
 #   bash tools/device/variant_check.sh NAME... [-- TYPE...]
+#   (each variant unpacked into $VC_DIR/NAME, default /tmp/memra-variant-check: ab.sh variant folders)
 #   NAME: a build_variant.sh name (dist-carry/var-NAME/libmemra_sm90a.so.xz); TYPE: gemv_bench's
 #   type names (default Q8_0 Q4_K Q6_K). Prints a line per variant; the exit status is non-zero
 #   when one fails either check.
 set -u
 D=${D:-dist-carry}
-O=${OUT:-/tmp/memra-variant-check}
+O=${VC_DIR:-/tmp/memra-variant-check} # not $OUT: the device sets it, and ab.sh wants the plugins here
 [ -f "$D/gpu-plugins.tar.xz" ] && [ ! -f "$D/libmemra_sm90a.so" ] && tar xJf "$D/gpu-plugins.tar.xz" -C "$D"
 export LD_LIBRARY_PATH="$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 names=()
