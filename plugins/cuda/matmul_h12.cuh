@@ -28,8 +28,7 @@ enum {
 
 /* EXPERIMENT (not yet timed): the ring units v12's producer issues before its PDL wait,
  * MEMRA_RING_PRE_H12 (build_variant.sh -D; 0, the default: all V12_ST stages). v11 / v13 gained
- * from one stage instead of all (matmul_dyn.cuh, MEMRA_RING_PRE); the same question for F16 / BF16.
- */
+ * from one stage instead of all (matmul_dyn.cuh, MEMRA_RING_PRE); the same question for F16. */
 #ifndef MEMRA_RING_PRE_H12
 #define MEMRA_RING_PRE_H12 0
 #endif
