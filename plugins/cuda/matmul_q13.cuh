@@ -7,7 +7,7 @@
  * start before the PDL wait: tg128 +5%); what held the consumers was re-copying x for every
  * tile (below). v13 is v12's scheme with v8's steps: persistent blocks walk tiles of V13_R rows; a
  * producer warp keeps V13_ST stages of V13_R rows x V13_CW steps (4352 bytes a row, one bulk copy
- * each) in flight, issued before the PDL wait since weights are constant; four consumer warps
+ * each) in flight, one issued before the PDL wait since weights are constant; four consumer warps
  * run v8's step on x in their own 4 KiB (v8's swizzle, cp.async). At K 4096 a warp's one step is
  * the same in every tile, so its x is copied once (H200: gate/up 20.3 -> 17.7 us, output 152.4
  * -> 128.8, Llama-8B Q8_0 tg128 @ d512 303-305 -> 336-338); longer rows copy a step's x per tile,

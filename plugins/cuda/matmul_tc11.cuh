@@ -7,7 +7,7 @@
  * takes v7's arithmetic unchanged and changes only how bytes arrive:
  *  - persistent blocks (up to 4 per SM) walk 16-row tiles; a producer warp keeps T11_ST
  *    stages of 16 rows x 16 (K > 4096: 8) super-blocks in flight by bulk copies (the copy
- *    engine: no load instructions, no registers), issued before the PDL wait since weights
+ *    engine: no load instructions, no registers), one issued before the PDL wait since weights
  *    are constant. A tile of K <= 4096 is one contiguous copy, longer rows a copy per row
  *    (stages of 4 super-blocks, 576-byte copies, took 18% longer on the output matrix: the
  *    copies' count, not their bytes, looked like the limit);
