@@ -134,6 +134,11 @@ check_err 2 "config /dev/zero: not a regular file" $MEMRA run --config /dev/zero
 head -c 1048577 /dev/zero | tr '\0' '#' >"$T/big.ini"
 check_err 2 "big.ini: 1048577 bytes (at most 1048576)" $MEMRA run --config "$T/big.ini" -p x
 check_err 2 "unknown option '--a b'" $MEMRA run $'--a\nb'
+# a plugin folder named but missing or not a folder: refused, not searched past
+check_err 2 "--plugin-dir $T/none: No such file or directory" $MEMRA run --plugin-dir "$T/none" -p x
+check_err 2 "--plugin-dir $T/big.ini: not a directory" $MEMRA bench --plugin-dir "$T/big.ini"
+printf '[memra]\nplugin-dir = %s/none\n' "$T" >"$T/pd.ini"
+check_err 2 "--plugin-dir $T/none: No such file or directory" $MEMRA backends --config "$T/pd.ini"
 
 rm -rf "$PLUGINS"
 if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi

@@ -27,6 +27,10 @@ models=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do models+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 [ ${#models[@]} -gt 0 ] && [ $# -gt 0 ] || { echo "usage: ab.sh MODEL... -- LABEL=DIR[:ENV=V,...]..." >&2; exit 2; }
+for v in "$@"; do # a variant's folder must exist: memra refuses a missing --plugin-dir
+  dir=${v#*=}; dir=${dir%%:*}
+  [ -d "$dir" ] || { echo "ab: variant ${v%%=*}: no folder $dir" >&2; exit 2; }
+done
 file_of() { # preset:type[:layers] -> model path
   local p t l
   IFS=: read -r p t l <<<"$1"

@@ -248,6 +248,13 @@ memra_status memra_opts_parse(memra_opts *o, int argc, char **argv, int first,
     memra_status st = set_value(o, s, value, "flag", err);
     if (st) return st;
   }
+  /* A plugin folder named but missing would fall through to the other search folders and run
+   * whatever plugin they hold, under the name asked for. */
+  struct stat sb;
+  if (o->plugin_dir[0] && stat(o->plugin_dir, &sb) != 0)
+    return memra_errf(err, MEMRA_E_INVALID, "--plugin-dir %s: %s", o->plugin_dir, strerror(errno));
+  if (o->plugin_dir[0] && !S_ISDIR(sb.st_mode))
+    return memra_errf(err, MEMRA_E_INVALID, "--plugin-dir %s: not a directory", o->plugin_dir);
   return MEMRA_OK;
 }
 
