@@ -32,8 +32,12 @@ enum { MM_DYN_SLOTS = 4 };
 #ifndef MEMRA_RING_PRE
 #define MEMRA_RING_PRE 1
 #endif
+/* Units of a ring of `stages` issued before the PDL wait when `want` are asked (0: all). */
+__host__ __device__ constexpr int mm_pre_units(int want, int stages) {
+  return want > 0 && want < stages ? want : stages;
+}
 __host__ __device__ constexpr int mm_ring_pre(int stages) {
-  return MEMRA_RING_PRE > 0 && MEMRA_RING_PRE < stages ? MEMRA_RING_PRE : stages;
+  return mm_pre_units(MEMRA_RING_PRE, stages);
 }
 /* EXPERIMENT (not yet timed): how much of that first unit goes before the wait, in quarters of its
  * rows (MEMRA_RING_PRE_Q, build define; 4, the default: all of it; 2: half; 0: none, every copy

@@ -13,6 +13,7 @@
 #ifndef MEMRA_CUDA_MATMUL_H12_CUH
 #define MEMRA_CUDA_MATMUL_H12_CUH
 
+#include "plugins/cuda/matmul_dyn.cuh"
 #include "plugins/cuda/matmul_v6.cuh"
 #include "plugins/cuda/mbarrier.cuh"
 
@@ -32,10 +33,6 @@ enum {
 #ifndef MEMRA_RING_PRE_H12
 #define MEMRA_RING_PRE_H12 0
 #endif
-__host__ __device__ constexpr int mm_h12_pre() {
-  return MEMRA_RING_PRE_H12 > 0 && MEMRA_RING_PRE_H12 < V12_ST ? MEMRA_RING_PRE_H12 : V12_ST;
-}
-
 __device__ __forceinline__ void v12_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(V12_CW * 32) : "memory");
 }
@@ -67,7 +64,8 @@ __global__ void __launch_bounds__((V12_CW + 1) * 32)
         memra_bulk_load(ring + s * V12_STAGE + lane * (2 * V12_KC),
                         jb.w + (uint64_t)n * jb.w_nb1 + 2 * (uint64_t)k0, rowb, &full[s]);
       }
-      constexpr int pre = mm_h12_pre(); /* units issued before the wait */
+      /* units issued before the wait */
+      constexpr int pre = mm_pre_units(MEMRA_RING_PRE_H12, V12_ST);
       if (u == (units < pre ? units : pre) - 1) memra_pdl_enter();
     }
     if (units == 0) memra_pdl_enter();
