@@ -39,17 +39,6 @@ __host__ __device__ constexpr int mm_pre_units(int want, int stages) {
 __host__ __device__ constexpr int mm_ring_pre(int stages) {
   return mm_pre_units(MEMRA_RING_PRE, stages);
 }
-/* EXPERIMENT (not yet timed): how much of that first unit goes before the wait, in quarters of its
- * rows (MEMRA_RING_PRE_Q, build define; 4, the default: all of it; 2: half; 0: none, every copy
- * after the wait). One stage before the wait gained on two (above): the next question is whether
- * less gains more or loses the head start. The same bits. */
-#ifndef MEMRA_RING_PRE_Q
-#define MEMRA_RING_PRE_Q 4
-#endif
-/* Rows of a ring unit of R rows issued before the PDL wait: all, except in the first unit. */
-__host__ __device__ constexpr int mm_ring_pre_rows(int64_t u, int R) {
-  return MEMRA_RING_PRE_Q < 4 && u == 0 ? R * MEMRA_RING_PRE_Q / 4 : R;
-}
 __device__ unsigned mm_dyn_ctr[MM_DYN_SLOTS];
 
 /* The next tile's ticket of a launch of n_tiles tiles (one thread of the block's producer). */

@@ -27,11 +27,13 @@ enum {
   V12_SMEM = V12_ST * V12_STAGE + 4 * V12_CW * V12_R + 16 * V12_ST
 };
 
-/* EXPERIMENT (not yet timed): the ring units v12's producer issues before its PDL wait,
- * MEMRA_RING_PRE_H12 (build_variant.sh -D; 0, the default: all V12_ST stages). v11 / v13 gained
- * from one stage instead of all (matmul_dyn.cuh, MEMRA_RING_PRE); the same question for F16. */
+/* The ring units v12's producer issues before its PDL wait (MEMRA_RING_PRE_H12, a build define: 2
+ * of the V12_ST stages by default; 0: all, the form before 2026-12-06). As for v11 / v13
+ * (matmul_dyn.cuh, MEMRA_RING_PRE): fewer copies ahead of the small kernel before the GEMV. H100
+ * tg128 @ d512 against all three (docs/PERF.md, twenty-fourth session): Llama-8B F16 +0.9%,
+ * hybrid F16 +0.5% (even in a second call); one stage lost (-1.3% / -0.6%). The same bits. */
 #ifndef MEMRA_RING_PRE_H12
-#define MEMRA_RING_PRE_H12 0
+#define MEMRA_RING_PRE_H12 2
 #endif
 __device__ __forceinline__ void v12_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(V12_CW * 32) : "memory");

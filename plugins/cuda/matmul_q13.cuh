@@ -133,7 +133,6 @@ __global__ void __maxnreg__(112)
       __syncwarp();
       if (lane < V13_R) { /* rows past N: the last row (computed, never stored) */
         const int64_t n = n0 + lane < jb.N ? n0 + lane : jb.N - 1;
-        if (MEMRA_RING_PRE_Q < 4 && lane >= mm_ring_pre_rows(u, V13_R)) memra_pdl_enter();
         memra_bulk_load(ring + s * V13_STAGE + lane * V13_ROWB,
                         jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)off, rowb, &full[s]);
       }

@@ -131,21 +131,11 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       const bool one = nv == nsb && jb.w_nb1 == (uint64_t)rowb;
       if (lane == 0) memra_mbar_expect(&full[s], (uint32_t)(one ? nrows : TC_ROWS) * rowb);
       __syncwarp();
-      if (one && MEMRA_RING_PRE_Q < 4 && u == 0) { /* the copy in two, the wait between */
-        const int64_t h = nrows * mm_ring_pre_rows(u, TC_ROWS) / TC_ROWS;
-        if (lane == 0 && h > 0)
-          memra_bulk_load(dst, jb.w + (uint64_t)n0 * jb.w_nb1, (uint32_t)h * rowb, &full[s]);
-        if (lane == 0 && h < nrows) {
-          memra_pdl_enter();
-          memra_bulk_load(dst + h * rowb, jb.w + (uint64_t)(n0 + h) * jb.w_nb1,
-                          (uint32_t)(nrows - h) * rowb, &full[s]);
-        }
-      } else if (one) {
+      if (one) {
         if (lane == 0)
           memra_bulk_load(dst, jb.w + (uint64_t)n0 * jb.w_nb1, (uint32_t)nrows * rowb, &full[s]);
       } else if (lane < TC_ROWS) {
         const int64_t n = n0 + lane < jb.N ? n0 + lane : jb.N - 1;
-        if (MEMRA_RING_PRE_Q < 4 && lane >= mm_ring_pre_rows(u, TC_ROWS)) memra_pdl_enter();
         memra_bulk_load(dst + lane * rowb, jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)sb0 * T11_SBB,
                         rowb, &full[s]);
       }
