@@ -39,6 +39,16 @@ __host__ __device__ constexpr int mm_pre_units(int want, int stages) {
 __host__ __device__ constexpr int mm_ring_pre(int stages) {
   return mm_pre_units(MEMRA_RING_PRE, stages);
 }
+/* EXPERIMENT (not yet timed): the units before the wait for rows longer than 4096 (the down
+ * projections, whose small kernel before them is the glu) apart from the rest, MEMRA_RING_PRE_BIG
+ * (build define; MEMRA_RING_PRE by default, the same code). Asks whether pre1's gain came from
+ * one kind of launch and the other wants two. */
+#ifndef MEMRA_RING_PRE_BIG
+#define MEMRA_RING_PRE_BIG MEMRA_RING_PRE
+#endif
+__host__ __device__ constexpr int mm_ring_pre_k(int stages, int64_t K) {
+  return K > 4096 ? mm_pre_units(MEMRA_RING_PRE_BIG, stages) : mm_ring_pre(stages);
+}
 __device__ unsigned mm_dyn_ctr[MM_DYN_SLOTS];
 
 /* The next tile's ticket of a launch of n_tiles tiles (one thread of the block's producer). */

@@ -122,7 +122,7 @@ __global__ void __maxnreg__(112)
         tile = blockIdx.x + (u / nkc) * gridDim.x;
       } else if (!mm_dyn_produce(dslot, n_tiles, u % nkc == 0, lane, &tile, &next, &stile[s],
                                  &full[s])) {
-        if (u < mm_ring_pre(V13_ST))
+        if (u < mm_ring_pre_k(V13_ST, K))
           memra_pdl_enter(); /* past the last tile: the consumers stop here */
         break;
       }
@@ -136,7 +136,7 @@ __global__ void __maxnreg__(112)
         memra_bulk_load(ring + s * V13_STAGE + lane * V13_ROWB,
                         jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)off, rowb, &full[s]);
       }
-      constexpr int pre = mm_ring_pre(V13_ST); /* units issued before the wait */
+      const int pre = mm_ring_pre_k(V13_ST, K); /* units issued before the wait */
       if (u == (dyn || units >= pre ? pre : units) - 1) memra_pdl_enter();
     }
     if (units == 0 && !dyn) memra_pdl_enter();

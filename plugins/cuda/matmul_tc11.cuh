@@ -116,7 +116,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
         tile = blockIdx.x + (u / ngrp) * gridDim.x;
       } else if (!mm_dyn_produce(dslot, n_tiles, gi == 0, lane, &tile, &next, &stile[s],
                                  &full[s])) {
-        if (u < mm_ring_pre(T11_ST))
+        if (u < mm_ring_pre_k(T11_ST, K))
           memra_pdl_enter(); /* past the last tile: the consumers stop here */
         break;
       }
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
         memra_bulk_load(dst + lane * rowb, jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)sb0 * T11_SBB,
                         rowb, &full[s]);
       }
-      constexpr int pre = mm_ring_pre(T11_ST); /* units issued before the wait */
+      const int pre = mm_ring_pre_k(T11_ST, K); /* units issued before the wait */
       if (u == (dyn || units >= pre ? pre : units) - 1) memra_pdl_enter();
     }
     return;
