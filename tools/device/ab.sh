@@ -27,9 +27,11 @@ models=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do models+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 [ ${#models[@]} -gt 0 ] && [ $# -gt 0 ] || { echo "usage: ab.sh MODEL... -- LABEL=DIR[:ENV=V,...]..." >&2; exit 2; }
-for v in "$@"; do # a variant's folder must exist: memra refuses a missing --plugin-dir
-  dir=${v#*=}; dir=${dir%%:*}
+for v in "$@"; do # a variant's folder must exist (memra refuses a missing --plugin-dir) and hold
+  dir=${v#*=}; dir=${dir%%:*} # the plugin (dist-carry's is packed: its rows came back empty)
   [ -d "$dir" ] || { echo "ab: variant ${v%%=*}: no folder $dir" >&2; exit 2; }
+  so="$dir/libmemra_${BACKEND:-sm90a}.so"
+  [ -f "$so" ] || { echo "ab: variant ${v%%=*}: no $so (unpack gpu-plugins.tar.xz first?)" >&2; exit 2; }
 done
 file_of() { # preset:type[:layers] -> model path
   local p t l
