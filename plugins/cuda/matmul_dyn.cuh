@@ -36,9 +36,6 @@ enum { MM_DYN_SLOTS = 4 };
 __host__ __device__ constexpr int mm_pre_units(int want, int stages) {
   return want > 0 && want < stages ? want : stages;
 }
-__host__ __device__ constexpr int mm_ring_pre(int stages) {
-  return mm_pre_units(MEMRA_RING_PRE, stages);
-}
 /* EXPERIMENT (not yet timed): the units before the wait for rows longer than 4096 (the down
  * projections, whose small kernel before them is the glu) apart from the rest, MEMRA_RING_PRE_BIG
  * (build define; MEMRA_RING_PRE by default, the same code). Asks whether pre1's gain came from
@@ -47,7 +44,7 @@ __host__ __device__ constexpr int mm_ring_pre(int stages) {
 #define MEMRA_RING_PRE_BIG MEMRA_RING_PRE
 #endif
 __host__ __device__ constexpr int mm_ring_pre_k(int stages, int64_t K) {
-  return K > 4096 ? mm_pre_units(MEMRA_RING_PRE_BIG, stages) : mm_ring_pre(stages);
+  return mm_pre_units(K > 4096 ? MEMRA_RING_PRE_BIG : MEMRA_RING_PRE, stages);
 }
 __device__ unsigned mm_dyn_ctr[MM_DYN_SLOTS];
 

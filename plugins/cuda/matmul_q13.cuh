@@ -115,6 +115,7 @@ __global__ void __maxnreg__(112)
 
   if (warp == V13_CW) { /* producer: lane r < V13_R copies row r's chunk */
     int64_t tile = 0, next = dyn && lane == 0 ? mm_dyn_grab(dslot, n_tiles) : 0;
+    const int pre = mm_ring_pre_k(V13_ST, K); /* units issued before the wait */
     for (int64_t u = 0; dyn || u < units; ++u) {
       const int s = (int)(u % V13_ST);
       if (u >= V13_ST) memra_mbar_wait(&empty[s], (uint32_t)(u / V13_ST - 1) & 1);
@@ -122,8 +123,7 @@ __global__ void __maxnreg__(112)
         tile = blockIdx.x + (u / nkc) * gridDim.x;
       } else if (!mm_dyn_produce(dslot, n_tiles, u % nkc == 0, lane, &tile, &next, &stile[s],
                                  &full[s])) {
-        if (u < mm_ring_pre_k(V13_ST, K))
-          memra_pdl_enter(); /* past the last tile: the consumers stop here */
+        if (u < pre) memra_pdl_enter(); /* past the last tile: the consumers stop here */
         break;
       }
       const mm_job jb = mm_pick_at(J, tile);
@@ -136,7 +136,6 @@ __global__ void __maxnreg__(112)
         memra_bulk_load(ring + s * V13_STAGE + lane * V13_ROWB,
                         jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)off, rowb, &full[s]);
       }
-      const int pre = mm_ring_pre_k(V13_ST, K); /* units issued before the wait */
       if (u == (dyn || units >= pre ? pre : units) - 1) memra_pdl_enter();
     }
     if (units == 0 && !dyn) memra_pdl_enter();

@@ -108,6 +108,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
 
   if (warp == T11_CW) { /* producer: one copy per stage, or lane r < 16 copies row r */
     int64_t tile = 0, next = dyn && lane == 0 ? mm_dyn_grab(dslot, n_tiles) : 0;
+    const int pre = mm_ring_pre_k(T11_ST, K); /* units issued before the wait */
     for (int64_t u = 0; dyn || u < units; ++u) {
       const int s = (int)(u % T11_ST);
       const int64_t round = u / T11_ST, gi = u % ngrp;
@@ -116,8 +117,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
         tile = blockIdx.x + (u / ngrp) * gridDim.x;
       } else if (!mm_dyn_produce(dslot, n_tiles, gi == 0, lane, &tile, &next, &stile[s],
                                  &full[s])) {
-        if (u < mm_ring_pre_k(T11_ST, K))
-          memra_pdl_enter(); /* past the last tile: the consumers stop here */
+        if (u < pre) memra_pdl_enter(); /* past the last tile: the consumers stop here */
         break;
       }
       const mm_job jb = mm_pick_at(J, tile);
@@ -139,7 +139,6 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
         memra_bulk_load(dst + lane * rowb, jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)sb0 * T11_SBB,
                         rowb, &full[s]);
       }
-      const int pre = mm_ring_pre_k(T11_ST, K); /* units issued before the wait */
       if (u == (dyn || units >= pre ? pre : units) - 1) memra_pdl_enter();
     }
     return;
