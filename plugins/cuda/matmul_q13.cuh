@@ -256,7 +256,7 @@ static bool m13_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   const int64_t per = (tiles + slots - 1) / slots;
   int64_t grid = (tiles + per - 1) / per;
   /* dynamic tiles (matmul_dyn.cuh; not with rope or the norm tail; v13 is never padded) */
-  const int dslot = mm_dyn_plan(be, !J.rk.on && !(nm && tail), tiles, slots, &grid, NULL);
+  const int dslot = mm_dyn_plan(be, !J.rk.on && !(nm && tail), true, tiles, slots, &grid, NULL);
   /* A/B switches, read once: MEMRA_V13_X=tile copies x per tile, MEMRA_V13_ROT=0 keeps each
    * warp on its own steps */
   static const bool per_tile = memra_cu_env_is("MEMRA_V13_X", "tile"),

@@ -252,7 +252,7 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   int64_t grid = (tiles + per - 1) / per;
   /* dynamic tiles (matmul_dyn.cuh; not with rope or the norm tail): modes 2 and 3 unpadded */
   int dyn;
-  const int dslot = mm_dyn_plan(be, !J.rk.on && !(tail && nm), tiles, slots, &grid, &dyn);
+  const int dslot = mm_dyn_plan(be, !J.rk.on && !(tail && nm), false, tiles, slots, &grid, &dyn);
   /* At most ceil(grid / SMs) blocks an SM (the shared memory asked for says so): where more fit,
    * the hardware places a launch's blocks where room is when it starts, behind the kernel
    * before it under PDL, so some SMs take three or four and the launch lasts as long as they
