@@ -9,6 +9,7 @@
 
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/launch.cuh"
+#include "plugins/cuda/matmul_early.cuh"
 
 enum { MM_MAX_JOBS = 4 };
 
@@ -52,6 +53,9 @@ struct mm_jobs {
   mm_conv cv; /* job 0's conv (matmul_n_conv), or none */
   mm_rkv rk;  /* q / k rope and the cache stores (matmul_n_rope_kv), or none */
   bool acc;   /* matmul_acc (ABI 1.17): y = y + the row's sum (mm_store_parts' MM_ACC_*) */
+#if MEMRA_V_EARLY
+  unsigned early_tag; /* v5 beside the launch that publishes x with this tag (matmul_early.cuh) */
+#endif
 };
 
 struct mm_job {
