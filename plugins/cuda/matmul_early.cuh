@@ -16,6 +16,8 @@
  *    mm_xn_ready to 0 (every block has seen the tag by then) and the ticket count;
  *  - v's threads wait for the q/k grid (griddepcontrol.wait) at their end, so v completes only
  *    after q/k and the launch after v (rope_kv) sees both, as the PDL chain requires.
+ * MEMRA_V_EARLY=1 triggers v's dependents once the tag is seen (rope_kv, the attention and o may
+ * then be scheduled while q/k still streams); =2 lets them start only at v's exit.
  * A tag is the q/k launch's index (be->n_launch) with the top bit set, unique among a captured
  * graph's launches, so a value left by another launch site never matches; one left by the same
  * site in the graph's last replay was reset by that replay's v. v writes only its own output,
@@ -56,7 +58,7 @@ __device__ __forceinline__ void mm_early_enter(unsigned tag) {
     }
   }
   __syncthreads();
-  memra_pdl_trigger();
+  if (MEMRA_V_EARLY == 1) memra_pdl_trigger(); /* 2: at the exit, a chain of fewer grids */
 }
 #endif
 
