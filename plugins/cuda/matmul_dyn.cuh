@@ -91,14 +91,14 @@ __device__ __forceinline__ int64_t mm_dyn_consume(uint64_t *full, const int64_t 
 
 /* A launch's plan: MEMRA_T11_DYN's mode (read once, 4 when unset: 0 off, 1 dynamic tiles on the
  * static split's grid, and v11's padding; 2 (v11) the same grid unpadded; 3 a block in every
- * resident slot, *grid widened to it; 4 mode 1 for v11's long launches alone, 8 tiles a slot or
+ * resident slot, *grid widened to it; 4 mode 1 for v11's long launches alone (8 tiles a slot or
  * more: the output matrices, where 1 measured faster, not the projections, where it measured
- * slower (H100, Llama-8B Q4_K_M tg128 +0.3%..0.7%, the MoE +0.8%, the hybrid even), and v13 (v13
- * true, Q8_0) static: its dynamic gate/up and output, +1.0% on an H100 when written, measured
- * even there and -1.2% of a Llama Q8_0 step on the H200 (docs/PERF.md, twenty-fifth session,
- * both with the one-stage ring head start); 5 mode 4's rule for v13 too, the
- * form before, A/B) where ok, 0 elsewhere, into *mode (may be NULL); returns the counter slot for
- * the kernel (the next of be's count), -1 for the static split. */
+ * slower; H100 Llama-8B Q4_K_M tg128 +0.3..0.7%, the MoE +0.8%, the hybrid even) and v13 (Q8_0)
+ * static (its dynamic gate/up and output: +1.0% on an H100 when written, even there and -1.2% of
+ * a Llama Q8_0 step on the H200 with the one-stage ring head start, docs/PERF.md twenty-fifth
+ * session); 5 mode 4's rule for v13 too, the former default, A/B) where ok, 0 elsewhere, into
+ * *mode (may be NULL); returns the counter slot for the kernel (the next of be's count), -1 for
+ * the static split. */
 static inline int mm_dyn_plan(const memra_backend *be, bool ok, bool v13, int64_t tiles,
                               int64_t slots, int64_t *grid, int *mode) {
   static const int env = [] {

@@ -85,17 +85,24 @@ __device__ __forceinline__ mm_job mm_pick(const mm_jobs &J) {
 }
 
 /* The block's R weight rows from row n0 (rows past the job's N read row N - 1: computed,
- * never stored); their fetch into L2 starts before the PDL wait, since weights are constant
- * (launch.cuh); then the wait. NT threads per block. */
+ * never stored), their fetch into L2 started: weights are constant, so before the PDL wait
+ * (launch.cuh). NT threads per block. */
 template <int R, int NT>
-__device__ __forceinline__ void mm_rows_enter(const uint8_t *(&wr)[R], const mm_job &jb,
-                                              int64_t n0) {
+__device__ __forceinline__ void mm_rows_prefetch(const uint8_t *(&wr)[R], const mm_job &jb,
+                                                 int64_t n0) {
 #pragma unroll
   for (int r = 0; r < R; ++r)
     wr[r] = jb.w + (uint64_t)(n0 + r < jb.N ? n0 + r : jb.N - 1) * jb.w_nb1;
 #pragma unroll
   for (int r = 0; r < R; ++r)
     memra_prefetch_l2(wr[r], jb.w_nb1, threadIdx.x, NT, 64);
+}
+
+/* mm_rows_prefetch, then the wait. */
+template <int R, int NT>
+__device__ __forceinline__ void mm_rows_enter(const uint8_t *(&wr)[R], const mm_job &jb,
+                                              int64_t n0) {
+  mm_rows_prefetch<R, NT>(wr, jb, n0);
   memra_pdl_enter();
 }
 

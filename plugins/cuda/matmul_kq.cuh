@@ -212,11 +212,7 @@ __global__ void __launch_bounds__(W * 32, M == 1 ? 16 / W : 1)
   const uint8_t *wr[R];
 #if MEMRA_V_EARLY
   if constexpr (EARLY) { /* beside the launch that makes x (matmul_early.cuh) */
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      wr[r] = jb.w + (uint64_t)(n0 + r < jb.N ? n0 + r : jb.N - 1) * jb.w_nb1;
-      memra_prefetch_l2(wr[r], jb.w_nb1, threadIdx.x, W * 32, 64);
-    }
+    mm_rows_prefetch<R, W * 32>(wr, jb, n0);
     mm_early_enter(J.early_tag);
   } else
 #endif
