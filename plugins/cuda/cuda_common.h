@@ -53,12 +53,6 @@ struct memra_backend {
    * matmul_id right after it over the same ids routes from the same logits before its wait
    * (midtc_route_early) */
   uint64_t mroute_after;
-  /* and after a v11 launch that made rmsnorm's row xn in its head and published it
-   * (matmul_early.cuh, build define MEMRA_V_EARLY), the row and the launch's tag, so a v5 launch
-   * right after it over that row may run beside it */
-  uint64_t xn_after;
-  uintptr_t xn_ptr;
-  uint32_t xn_tag;
   /* the ring GEMVs' dynamic tiles (MEMRA_T11_DYN, matmul_dyn.cuh): launches so far, whose count
    * picks a launch's tile counter */
   uint64_t n_dyn;

@@ -622,11 +622,6 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
   if (a.path != MM_V3) {
     mm_jobs J = {};
     mm_job_add(&J, &a, w->nb1);
-#if MEMRA_V_EARLY /* right after the launch that published x (matmul_early.cuh) */
-    if (a.path == MM_V5 && a.M == 1 && be->pdl && be->n_launch == be->xn_after &&
-        (uintptr_t)a.x == be->xn_ptr)
-      J.early_tag = be->xn_tag;
-#endif
     return mm_launch_jobs(be, &a, J, a.N);
   }
   const int mt = mm_mtile(a.M);
@@ -903,9 +898,6 @@ static bool n13_fits(const memra_tensor *xn, const memra_tensor *x, const memra_
   nm->w = (const float *)memra_cu_ptr(w);
   nm->xn = (float *)memra_cu_ptr(xn);
   nm->eps = eps;
-#if MEMRA_V_EARLY
-  nm->tag = 0;
-#endif
   return true;
 }
 
@@ -946,18 +938,8 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
       for (int32_t i = 0; i < n; ++i)
         mm_job_add(&J, &a[i], w[i].nb1);
       cudaError_t e;
-#if MEMRA_V_EARLY /* v11's head publishes xn for a v5 launch right after it (matmul_early.cuh) */
-      if (!q13 && be->pdl) nm.tag = (unsigned)(be->n_launch + 1) | 0x80000000u;
-#endif
       const bool ok = q13 ? m13_launch(be, J, a[0].x, a[0].K, &e, &nm)
                           : m11_launch<MEMRA_TYPE_Q4_K, true>(be, J, a[0].x, a[0].K, &e, &nm);
-#if MEMRA_V_EARLY
-      if (ok && nm.tag) {
-        be->xn_after = be->n_launch;
-        be->xn_ptr = (uintptr_t)nm.xn;
-        be->xn_tag = nm.tag;
-      }
-#endif
       if (e != cudaSuccess)
         return memra_cu_errf(be, MEMRA_E_DEVICE, "%s: %s kernel's launch setup: %s", op,
                              memra_type_info(w[0].type).name, cudaGetErrorString(e));

@@ -43,9 +43,6 @@ __host__ __device__ constexpr int mm_pre_units(int want, int stages) {
 #ifndef MEMRA_RING_PRE_BIG
 #define MEMRA_RING_PRE_BIG MEMRA_RING_PRE
 #endif
-#ifndef MEMRA_RING_PRE_FIT
-#define MEMRA_RING_PRE_FIT 0
-#endif
 __host__ __device__ constexpr int mm_ring_pre_k(int stages, int64_t K) {
   return mm_pre_units(K > 4096 ? MEMRA_RING_PRE_BIG : MEMRA_RING_PRE, stages);
 }

@@ -9,7 +9,6 @@
 
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/launch.cuh"
-#include "plugins/cuda/matmul_early.cuh"
 
 enum { MM_MAX_JOBS = 4 };
 
@@ -53,9 +52,6 @@ struct mm_jobs {
   mm_conv cv; /* job 0's conv (matmul_n_conv), or none */
   mm_rkv rk;  /* q / k rope and the cache stores (matmul_n_rope_kv), or none */
   bool acc;   /* matmul_acc (ABI 1.17): y = y + the row's sum (mm_store_parts' MM_ACC_*) */
-#if MEMRA_V_EARLY
-  unsigned early_tag; /* v5 beside the launch that publishes x with this tag (matmul_early.cuh) */
-#endif
 };
 
 struct mm_job {
@@ -85,24 +81,17 @@ __device__ __forceinline__ mm_job mm_pick(const mm_jobs &J) {
 }
 
 /* The block's R weight rows from row n0 (rows past the job's N read row N - 1: computed,
- * never stored), their fetch into L2 started: weights are constant, so before the PDL wait
- * (launch.cuh). NT threads per block. */
+ * never stored); their fetch into L2 starts before the PDL wait, since weights are constant
+ * (launch.cuh); then the wait. NT threads per block. */
 template <int R, int NT>
-__device__ __forceinline__ void mm_rows_prefetch(const uint8_t *(&wr)[R], const mm_job &jb,
-                                                 int64_t n0) {
+__device__ __forceinline__ void mm_rows_enter(const uint8_t *(&wr)[R], const mm_job &jb,
+                                              int64_t n0) {
 #pragma unroll
   for (int r = 0; r < R; ++r)
     wr[r] = jb.w + (uint64_t)(n0 + r < jb.N ? n0 + r : jb.N - 1) * jb.w_nb1;
 #pragma unroll
   for (int r = 0; r < R; ++r)
     memra_prefetch_l2(wr[r], jb.w_nb1, threadIdx.x, NT, 64);
-}
-
-/* mm_rows_prefetch, then the wait. */
-template <int R, int NT>
-__device__ __forceinline__ void mm_rows_enter(const uint8_t *(&wr)[R], const mm_job &jb,
-                                              int64_t n0) {
-  mm_rows_prefetch<R, NT>(wr, jb, n0);
   memra_pdl_enter();
 }
 

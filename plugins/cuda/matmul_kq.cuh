@@ -39,14 +39,13 @@ __device__ __forceinline__ float mkq_half_plus(uint32_t a, int i) {
   return __int_as_float(__byte_perm(a, 0x3F000000u, 0x7044 | (i << 8)));
 }
 
-/* x[e .. e + 16) of one activation row into v, and their sum (fixed pairwise order). CG: past
- * L1 (x written while this grid runs: matmul_early.cuh). */
-template <bool VEC, bool CG = false>
+/* x[e .. e + 16) of one activation row into v, and their sum (fixed pairwise order). */
+template <bool VEC>
 __device__ __forceinline__ float mkq_load_x16(const float *__restrict__ xp, float v[16]) {
   if (VEC) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const float4 a = CG ? __ldcg((const float4 *)xp + i) : __ldg((const float4 *)xp + i);
+      const float4 a = __ldg((const float4 *)xp + i);
       v[4 * i] = a.x;
       v[4 * i + 1] = a.y;
       v[4 * i + 2] = a.z;
@@ -55,7 +54,7 @@ __device__ __forceinline__ float mkq_load_x16(const float *__restrict__ xp, floa
   } else {
 #pragma unroll
     for (int i = 0; i < 16; ++i)
-      v[i] = CG ? __ldcg(xp + i) : __ldg(xp + i);
+      v[i] = __ldg(xp + i);
   }
   float s[8];
 #pragma unroll
@@ -185,18 +184,10 @@ __device__ __forceinline__ float mkq_row_step(float acc, uint4 hd, uint4 q, uint
 
 /* W warps per block: MKQ_WARPS, or 2 when K has at most 2 steps (K <= 2048: the other two
  * warps of a 4-warp block would idle and still hold the SM's block slots). */
-#if MEMRA_V_EARLY /* EARLY: beside the launch before it (matmul_early.cuh) */
-#define MKQ_EARLY_TP , bool EARLY = false
-#else /* the default build's kernels keep their names */
-#define MKQ_EARLY_TP
-#endif
-template <int T, int M, bool VEC, int R, int W MKQ_EARLY_TP>
+template <int T, int M, bool VEC, int R, int W>
 __global__ void __launch_bounds__(W * 32, M == 1 ? 16 / W : 1)
     matmul_v5_kernel(const mm_jobs J, const float *__restrict__ x, int64_t x_ld, int64_t K,
                      int64_t rows) {
-#if !MEMRA_V_EARLY
-  constexpr bool EARLY = false;
-#endif
   constexpr int B = T == MEMRA_TYPE_Q4_K ? 4 : T == MEMRA_TYPE_Q5_K ? 5 : 6;
   __shared__ float part[W][M][R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -210,13 +201,7 @@ __global__ void __launch_bounds__(W * 32, M == 1 ? 16 / W : 1)
   const int64_t mrows = rows - m0 < M ? rows - m0 : M;
   const int64_t nsb = K / 256, steps = (nsb + 3) / 4;
   const uint8_t *wr[R];
-#if MEMRA_V_EARLY
-  if constexpr (EARLY) { /* beside the launch that makes x (matmul_early.cuh) */
-    mm_rows_prefetch<R, W * 32>(wr, jb, n0);
-    mm_early_enter(J.early_tag);
-  } else
-#endif
-    mm_rows_enter<R, W * 32>(wr, jb, n0);
+  mm_rows_enter<R, W * 32>(wr, jb, n0);
   float acc[M][R];
 #pragma unroll
   for (int m = 0; m < M; ++m)
@@ -237,7 +222,7 @@ __global__ void __launch_bounds__(W * 32, M == 1 ? 16 / W : 1)
         mkq_load_raw<T>(wr[r], sb, g, p, &hd[r], &q[r], &qh[r]);
       const float *xp = x + m0 * x_ld + e;
       float xl[16], xh[16];
-      const float Xl = mkq_load_x16<VEC, EARLY>(xp, xl), Xh = mkq_load_x16<VEC, EARLY>(xp + eh, xh);
+      const float Xl = mkq_load_x16<VEC>(xp, xl), Xh = mkq_load_x16<VEC>(xp + eh, xh);
 #pragma unroll
       for (int r = 0; r < R; ++r)
         acc[0][r] = B == 6 ? mkq_row_step6(acc[0][r], hd[r], q[r], qh[r], g, xl, xh, Xl, Xh)
@@ -261,7 +246,6 @@ __global__ void __launch_bounds__(W * 32, M == 1 ? 16 / W : 1)
     }
   }
   mm_reduce_store<W>(acc, part, n0, N, m0, mrows, y, y_ld, bias);
-  if constexpr (EARLY) memra_pdl_wait(); /* complete only after the launch beside it */
 }
 
 /* Rows per block R: 8 share each lane's x registers; a decode matmul of fewer than 4096 rows
@@ -282,21 +266,6 @@ static bool mkq_launch(int mt, int R, const memra_backend *be, mm_jobs J, const 
                               x_ld, K, rows)                                                       \
             : memra_cu_launch(be, matmul_v5_kernel<T, MM, VEC, RR, MKQ_WARPS>, grid,               \
                               dim3(MKQ_WARPS * 32), 0, J, x, x_ld, K, rows))
-#if MEMRA_V_EARLY
-#define MKQ_GO_EARLY(RR)                                                                           \
-  (void)(w2 ? memra_cu_launch(be, matmul_v5_kernel<T, 1, VEC, RR, 2, true>, grid, dim3(64), 0, J,  \
-                              x, x_ld, K, rows)                                                    \
-            : memra_cu_launch(be, matmul_v5_kernel<T, 1, VEC, RR, MKQ_WARPS, true>, grid,          \
-                              dim3(MKQ_WARPS * 32), 0, J, x, x_ld, K, rows))
-  if (mt == 1 && J.early_tag) { /* beside the launch before it (matmul_early.cuh) */
-    if (R == 2)
-      MKQ_GO_EARLY(2);
-    else
-      MKQ_GO_EARLY(MKQ_R);
-    return true;
-  }
-#undef MKQ_GO_EARLY
-#endif
   switch (mt) {
   case 1:
     if (R == 2)

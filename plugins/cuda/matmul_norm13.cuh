@@ -24,7 +24,6 @@
 
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/launch.cuh"
-#include "plugins/cuda/matmul_early.cuh"
 #include "plugins/cuda/matmul_q8b.cuh"
 #include "plugins/cuda/matmul_tc.cuh"
 
@@ -37,9 +36,6 @@ struct mm_norm {
   const float *w;   /* the norm's weight [K] */
   float *xn;        /* rmsnorm's output row, written by block 0 */
   float eps;
-#if MEMRA_V_EARLY
-  unsigned tag; /* v11's head: published once xn is written (matmul_early.cuh); 0: none */
-#endif
 };
 
 enum { N13_J = 8 }; /* float4s a consumer lane holds: 4096 / (4 warps x 32 lanes x 4) */
@@ -250,9 +246,6 @@ __device__ __forceinline__ void n11_norm_split(const mm_norm &nm, const float4 (
     }
     tc_split_put(e8, xb, xs, 8 * (int64_t)t + 1024 * i);
   }
-#if MEMRA_V_EARLY
-  if (blockIdx.x == 0 && nm.tag) mm_early_publish<NCW * 32>(nm.tag);
-#endif
 }
 
 #endif /* MEMRA_CUDA_MATMUL_NORM13_CUH */

@@ -115,10 +115,7 @@ __global__ void __maxnreg__(112)
 
   if (warp == V13_CW) { /* producer: lane r < V13_R copies row r's chunk */
     int64_t tile = 0, next = dyn && lane == 0 ? mm_dyn_grab(dslot, n_tiles) : 0;
-    /* units issued before the wait; MEMRA_RING_PRE_FIT (EXPERIMENT, build define): all of them
-     * where the block's whole work fits its ring (Llama Q8_0's o after the attention) */
-    const int pre =
-        MEMRA_RING_PRE_FIT && !dyn && units <= V13_ST ? V13_ST : mm_ring_pre_k(V13_ST, K);
+    const int pre = mm_ring_pre_k(V13_ST, K); /* units issued before the wait */
     for (int64_t u = 0; dyn || u < units; ++u) {
       const int s = (int)(u % V13_ST);
       if (u >= V13_ST) memra_mbar_wait(&empty[s], (uint32_t)(u / V13_ST - 1) & 1);
