@@ -584,9 +584,11 @@ static memra_status mmid_prep(memra_backend *be, const memra_tensor *y, const me
   return MEMRA_OK;
 }
 
-/* matmul_id's kernels for prepared arguments (mmid_prep). */
+/* matmul_id's kernels for prepared arguments (mmid_prep). gws: v4's sort area (midg_ws_bytes)
+ * when the caller's output lives in the workspace too (matmul_id_combine), else NULL: the
+ * workspace. */
 static memra_status mmid_launch(memra_backend *be, const mmid_args &a, const memra_tensor *w,
-                                bool glu, bool xv, uint64_t walign) {
+                                bool glu, bool xv, uint64_t walign, void *gws = NULL) {
   const int64_t rows = a.rows, N = a.N, K = a.K, F = a.F;
   const uint8_t *wp = a.w;
   if (rows == 0) return MEMRA_OK;
@@ -595,9 +597,11 @@ static memra_status mmid_launch(memra_backend *be, const mmid_args &a, const mem
     cudaError_t err = cudaSuccess;
     bool done = false;
     if (midg_wanted(a)) { /* prompt rows: gathered per expert (v4, v3's bits) */
-      void *ws = NULL;
-      const memra_status st = memra_cu_workspace(be, midg_ws_bytes(a.rows, a.n_expert), &ws);
-      if (st != MEMRA_OK) return st;
+      void *ws = gws;
+      if (!ws) {
+        const memra_status st = memra_cu_workspace(be, midg_ws_bytes(a.rows, a.n_expert), &ws);
+        if (st != MEMRA_OK) return st;
+      }
 #define TCG_GO(TY)                                                                                 \
   (xv ? (glu ? midg_launch<TY, true, true>(be, a, ws, &err)                                        \
              : midg_launch<TY, true, false>(be, a, ws, &err))                                      \
@@ -924,9 +928,14 @@ memra_status memra_cu_matmul_id_combine(memra_backend *be, const memra_tensor *y
   const bool h16 = w->type == MEMRA_TYPE_F16 || w->type == MEMRA_TYPE_BF16;
   if (!(h16 && a.K % 8 == 0 && xv && walign >= 16 && !a.shared_x && ke <= MIC_KMAX &&
         N <= 0x7fffffff)) {
-    if ((st = memra_cu_workspace(be, wsb, &wbuf.ptr))) return st;
+    /* the rows go after v4's sort area in one workspace: v4 (prompt rows) would otherwise
+     * take the workspace's start for its sort while the rows are written there */
+    const uint64_t gb = midg_wanted(a) ? (midg_ws_bytes(a.rows, a.n_expert) + 255) / 256 * 256 : 0;
+    void *ws = NULL;
+    if ((st = memra_cu_workspace(be, gb + wsb, &ws))) return st;
+    wbuf.ptr = (uint8_t *)ws + gb;
     a.y = (float *)wbuf.ptr;
-    if ((st = mmid_launch(be, a, w, false, xv, walign))) return st;
+    if ((st = mmid_launch(be, a, w, false, xv, walign, gb ? ws : NULL))) return st;
     return gt ? memra_cu_moe_combine_shexp(be, y, &d, weights, gt)
               : memra_cu_moe_combine(be, y, &d, weights);
   }

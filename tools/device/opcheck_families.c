@@ -1428,6 +1428,14 @@ static int run_ops(void) {
   check_mmid_combine(MEMRA_TYPE_F16, 13, 2048, 512, 19, 10, 1);
   check_mmid_combine(MEMRA_TYPE_Q4_K, 9, 96, 512, 3, 4, 1);
   check_mmid_combine(MEMRA_TYPE_Q8_0, 7, 33, 544, 2, 2, 0);
+  /* prompt rows enough for matmul_id v4: the two-launch form's rows and v4's sort table share
+   * the workspace. They overlapped until the twenty-sixth session (rows written over the table
+   * v4's blocks still read: an illegal address in a Qwen3-30B-A3B prompt under
+   * MEMRA_MMID_COMBINE=1); the last case, that model's down projection (128 experts, 512
+   * rows), faulted on the plugin before the fix, the two before it did not */
+  check_mmid_combine(MEMRA_TYPE_Q4_K, 9, 96, 512, 40, 4, 0);
+  check_mmid_combine(MEMRA_TYPE_Q6_K, 9, 128, 768, 40, 4, 1);
+  check_mmid_combine(MEMRA_TYPE_Q6_K, 128, 2048, 768, 64, 8, 0); /* Qwen3-30B-A3B's down, 64 rows */
   check_rmsnorm_gate(32, 128); /* Qwen3-Next: 32 value heads of 128 */
   check_rmsnorm_gate(3 * 16, 128);
   check_rmsnorm_gate(7, 67);
