@@ -180,6 +180,7 @@ __global__ void __maxnreg__(112)
 #else
   const float *ss = NULL;
 #endif
+  MEMRA_TRACE_MARK(1); /* warp 0's head done (trace builds only) */
   /* Rows of steps % 4 != 0 steps give warps 0 .. rem - 1 one step more a tile (K 14336: 4, 4,
    * 3, 3): the logical warps rotate over the physical ones tile by tile, so every physical warp
    * takes its share of the longer ones (each logical warp's steps and sums as before) */
@@ -208,6 +209,7 @@ __global__ void __maxnreg__(112)
   }
   if (NORM) n13_finish<V13_CW>(nm, ticket, &n13_flag, warp, lane);
   if (TAIL) n13_tail<V13_CW, V13_R>(nm, &n13_flag, shn, warp, lane);
+  MEMRA_TRACE_MARK(2); /* the block's end */
 }
 
 /* Whether v13 may take a Q8_0 matmul of one row of x with this K and row stride: whole 16-byte

@@ -167,6 +167,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
     tc_split_row<VEC, T11_XB>(x, K, xb, xs);
   }
   t11_consumers_sync();
+  MEMRA_TRACE_MARK(1); /* the head done (trace builds only) */
 
   const int g = lane >> 2, t = lane & 3;
   const tc_role ro = tc_role_of(g, t);
@@ -217,6 +218,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   }
   if (NORM) n13_finish<T11_CW>(nm, ticket, &n13_flag, warp, lane);
   if (TAIL) n13_tail<T11_CW, TC_ROWS>(nm, &n13_flag, shn, warp, lane);
+  MEMRA_TRACE_MARK(2); /* the block's end */
 }
 
 /* Whether v11 can run a matmul of K columns here (its block's shared memory). */

@@ -7,7 +7,14 @@ one completed). The launch sequence repeats once a layer: its period is found, a
 of the layer is averaged over the repeats (the last ones, where every file's ring still holds
 records).
 
+The ring GEMVs (v11, v13) also leave marks (trace.cuh memra_trace_mark): when a block's head (x
+split, the norm) is done and when the block ends. Where a launch has them, four more columns split
+its chain time: head (a block's mark 1 after its own release, median), end50 and endmax (the
+blocks' ends after the launch's first release: median, last) and next (the next launch's first
+release after the last end: the completion's signal), all us.
+
 usage: trace_step.py TRACE [LAYERS (24)]"""
+import bisect
 import struct
 import sys
 from collections import Counter
@@ -33,8 +40,18 @@ def main():
     nl = int(sys.argv[2]) if len(sys.argv) > 2 else 24
     recs = [REC.unpack_from(data, i) for i in range(0, len(data) - REC.size + 1, REC.size)]
     recs = [r for r in recs if r[0] and r[1] >= r[0]]
+    marks = sorted((r for r in recs if r[5] >> 30), key=lambda r: r[1])
+    recs = [r for r in recs if not r[5] >> 30]
     recs.sort(key=lambda r: r[1])
     ln = launches(recs)
+    mt = [m[1] for m in marks]
+    for i, L in enumerate(ln):  # a launch's marks: its sig, between its first release and the next's
+        hi = ln[i + 1]["W"] if i + 1 < len(ln) else float("inf")
+        a, b = bisect.bisect_left(mt, L["W"]), bisect.bisect_left(mt, hi)
+        L["marks"] = [m for m in marks[a:b] if (m[4], m[5] & 0x3FFFFFFF) == L["sig"]]
+        L["next"] = hi
+    for r in recs:  # (grid, smem, block) -> its releases, for the head column
+        REL.setdefault((r[4], r[5], r[3]), []).append(r[1])
     for i, L in enumerate(ln):
         L["chain"] = (ln[i + 1]["W"] - L["W"]) if i + 1 < len(ln) else 0
     sigs = [L["sig"] for L in ln]
@@ -57,7 +74,8 @@ def main():
     use = max(1, min(layers - 2, nl))
     base = stop - (use + 1) * best  # whole layers, the last one left out
     print(f"records {len(recs)}, launches {len(ln)}, layer period {best}, repeating layers {layers}, averaged {use}")
-    print("pos   grid    smem  blocks  chain_us (min..max)  early_blocks  resident_before_us")
+    print("pos   grid    smem  blocks  chain_us (min..max)  early_blocks  resident_before_us"
+          "    head   end50  endmax    next")
     tot = 0.0
     for p in range(best):
         xs = [ln[base + k * best + p] for k in range(use)]
@@ -66,8 +84,44 @@ def main():
         rb = sum(x["W"] - x["t0"] for x in xs) / len(xs) / 1000
         tot += sum(c) / len(c)
         s = xs[0]["sig"]
-        print(f"{p:3d} {s[0]:6d} {s[1]:7d} {xs[0]['n']:6d}  {sum(c)/len(c):7.2f} ({min(c):5.2f}..{max(c):5.2f})  {e:8.2f}  {rb:10.2f}")
+        print(f"{p:3d} {s[0]:6d} {s[1]:7d} {xs[0]['n']:6d}  {sum(c)/len(c):7.2f} ({min(c):5.2f}..{max(c):5.2f})  {e:8.2f}  {rb:10.2f}"
+              + split_cols(xs))
     print(f"layer chain {tot:.2f} us")
+
+
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if v else None
+
+
+def split_cols(xs):
+    """head / end50 / endmax / next of launches xs (one position over the layers), averaged."""
+    cols = [[], [], [], []]
+    for L in xs:
+        ends = [m[1] for m in L["marks"] if m[5] >> 30 == 2]
+        heads = []
+        for m in L["marks"]:
+            if m[5] >> 30 != 1:
+                continue
+            rs = REL.get((m[4], m[5] & 0x3FFFFFFF, m[3]), [])
+            j = bisect.bisect_right(rs, m[1]) - 1  # the block's last release before its mark
+            if j >= 0 and rs[j] >= L["W"]:
+                heads.append(m[1] - rs[j])
+        if not ends:
+            continue
+        h = median(heads)
+        if h is not None:
+            cols[0].append(h)
+        cols[1].append(median(ends) - L["W"])
+        cols[2].append(max(ends) - L["W"])
+        if L["next"] != float("inf"):
+            cols[3].append(L["next"] - max(ends))
+    if not cols[1]:
+        return ""
+    return "".join(f"  {sum(c) / len(c) / 1000:6.2f}" if c else "       -" for c in cols)
+
+
+REL = {}
 
 
 if __name__ == "__main__":
