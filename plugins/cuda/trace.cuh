@@ -28,14 +28,20 @@ __device__ __forceinline__ uint64_t memra_trace_now() {
   return t;
 }
 
-__device__ __forceinline__ void memra_trace_record(uint64_t t0, uint64_t t1) {
+/* kind 0: a PDL wait (t0, t1 around it); else a mark (memra_trace_mark), in the shared-memory
+ * field's top bits. */
+__device__ __forceinline__ void memra_trace_record(uint64_t t0, uint64_t t1, uint32_t kind = 0) {
   if (threadIdx.x | threadIdx.y | threadIdx.z) return;
   uint32_t smid, dsm;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
   asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dsm));
   const unsigned long long i = atomicAdd(&memra_trace_n, 1ull) % MEMRA_TRACE_CAP;
-  memra_trace_ring[i] = {
-      t0, t1, smid, blockIdx.x | (blockIdx.y << 20), gridDim.x * gridDim.y * gridDim.z, dsm};
+  memra_trace_ring[i] = {t0,
+                         t1,
+                         smid,
+                         blockIdx.x | (blockIdx.y << 20),
+                         gridDim.x * gridDim.y * gridDim.z,
+                         dsm | kind << 30};
 }
 
 extern "C" void memra_trace_register(void (*dump)(FILE *));
@@ -66,20 +72,10 @@ static memra_trace_reg memra_trace_reg_once;
 /* A point in a block's life after its wait (the ring GEMVs: 1 = x split and the head done, the
  * first tile next; 2 = the block's last store done), so trace_step.py can split a launch's
  * chain time into its head, its streaming, its blocks' spread of ends and the release of the
- * next launch. Thread 0's, t0 = t1 = now, the kind in the shared-memory field's top bits. */
+ * next launch. Thread 0's, t0 = t1 = now. */
 __device__ __forceinline__ void memra_trace_mark(uint32_t kind) {
-  if (threadIdx.x | threadIdx.y | threadIdx.z) return;
   const uint64_t t = memra_trace_now();
-  uint32_t smid, dsm;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-  asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dsm));
-  const unsigned long long i = atomicAdd(&memra_trace_n, 1ull) % MEMRA_TRACE_CAP;
-  memra_trace_ring[i] = {t,
-                         t,
-                         smid,
-                         blockIdx.x | (blockIdx.y << 20),
-                         gridDim.x * gridDim.y * gridDim.z,
-                         dsm | kind << 30};
+  memra_trace_record(t, t, kind);
 }
 #define MEMRA_TRACE_MARK(KIND) memra_trace_mark(KIND)
 #else
