@@ -103,9 +103,18 @@ static inline int mm_dyn_plan(const memra_backend *be, bool ok, bool v13, int64_
     const int m = e ? atoi(e) : 4;
     return m < 0 || m > 5 ? 0 : m;
   }();
+  /* MEMRA_T11_DYN_MIN: mode 4's tiles a slot (8 unless set). Launches of one tile a slot (Llama's
+   * o and down) lose badly dynamic (a fast block takes a second tile: down 15 -> 27 us, H100
+   * trace); 2 makes Llama's gate/up (6.8 a slot) dynamic too: Q4_K_M +0.5%, hybrid -0.9%, MoE
+   * +0.4% on an H100 (docs/PERF.md, twenty-seventh session), so not the default */
+  static const int64_t dmin = [] {
+    const char *e = getenv("MEMRA_T11_DYN_MIN");
+    const int v = e ? atoi(e) : 8;
+    return (int64_t)(v < 1 ? 1 : v);
+  }();
   int m = ok ? env : 0;
   if (m == 4 && v13) m = 0;
-  if (m >= 4) m = tiles >= 8 * slots ? 1 : 0;
+  if (m >= 4) m = tiles >= dmin * slots ? 1 : 0;
   if (mode) *mode = m;
   if (m == 3) *grid = tiles < slots ? tiles : slots;
   return m ? (int)(((memra_backend *)be)->n_dyn++ % MM_DYN_SLOTS) : -1;

@@ -11,7 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum { MEMRA_TRACE_CAP = 1 << 18 }; /* records a file keeps (the last ones) */
+/* records a file keeps (the last ones): the ring GEMVs leave three a block (wait, head, end), so
+ * a decode token of Llama-8B is ~130K records in matmul.cu alone */
+enum { MEMRA_TRACE_CAP = 1 << 20 };
 
 struct memra_trace_rec {
   uint64_t t0, t1;     /* before and after the wait, ns */

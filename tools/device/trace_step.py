@@ -30,8 +30,9 @@ def launches(recs):
         if L and L["sig"] == sig and L["n"] < sig[0]:
             L["n"] += 1
             L["t0"] = min(L["t0"], r[0])
+            L["t0s"].append(r[0])
         else:
-            out.append({"sig": sig, "n": 1, "W": r[1], "t0": r[0]})
+            out.append({"sig": sig, "n": 1, "W": r[1], "t0": r[0], "t0s": [r[0]]})
     return out
 
 
@@ -75,16 +76,17 @@ def main():
     base = stop - (use + 1) * best  # whole layers, the last one left out
     print(f"records {len(recs)}, launches {len(ln)}, layer period {best}, repeating layers {layers}, averaged {use}")
     print("pos   grid    smem  blocks  chain_us (min..max)  early_blocks  resident_before_us"
-          "    head   end50  endmax    next")
+          "   res50    head   end50  endmax    next")
     tot = 0.0
     for p in range(best):
         xs = [ln[base + k * best + p] for k in range(use)]
         c = [x["chain"] / 1000 for x in xs]
         e = sum(1 for x in xs if x["W"] - x["t0"] > 300) / len(xs)
         rb = sum(x["W"] - x["t0"] for x in xs) / len(xs) / 1000
+        r50 = sum(x["W"] - median(x["t0s"]) for x in xs) / len(xs) / 1000
         tot += sum(c) / len(c)
         s = xs[0]["sig"]
-        print(f"{p:3d} {s[0]:6d} {s[1]:7d} {xs[0]['n']:6d}  {sum(c)/len(c):7.2f} ({min(c):5.2f}..{max(c):5.2f})  {e:8.2f}  {rb:10.2f}"
+        print(f"{p:3d} {s[0]:6d} {s[1]:7d} {xs[0]['n']:6d}  {sum(c)/len(c):7.2f} ({min(c):5.2f}..{max(c):5.2f})  {e:8.2f}  {rb:10.2f}  {r50:6.2f}"
               + split_cols(xs))
     print(f"layer chain {tot:.2f} us")
 
