@@ -7,6 +7,9 @@ one completed). The launch sequence repeats once a layer: its period is found, a
 of the layer is averaged over the repeats (the last ones, where every file's ring still holds
 records).
 
+res50: how long before the launch's first release its median block became resident (resident_before
+is its first block's): a GEMV whose blocks arrive only as the last one's leave starts its ring then.
+
 The ring GEMVs (v11, v13) also leave marks (trace.cuh memra_trace_mark): when a block's head (x
 split, the norm) is done and when the block ends. Where a launch has them, four more columns split
 its chain time: head (a block's mark 1 after its own release, median), end50 and endmax (the
