@@ -16,7 +16,11 @@ its chain time: head (a block's mark 1 after its own release, median), end50 and
 blocks' ends after the launch's first release: median, last) and next (the next launch's first
 release after the last end: the completion's signal), all us.
 
-usage: trace_step.py TRACE [LAYERS (24)]"""
+--blocks adds, for each launch with marks, how its blocks' ends follow their arrival: the blocks'
+residency before the release (p10 / p50 / p90), the median end of each quarter of them in order of
+arrival, and the median end on SMs holding one block of the launch against two or more.
+
+usage: trace_step.py TRACE [LAYERS (24)] [--blocks]"""
 import bisect
 import struct
 import sys
@@ -34,14 +38,16 @@ def launches(recs):
             L["n"] += 1
             L["t0"] = min(L["t0"], r[0])
             L["t0s"].append(r[0])
+            L["recs"].append(r)
         else:
-            out.append({"sig": sig, "n": 1, "W": r[1], "t0": r[0], "t0s": [r[0]]})
+            out.append({"sig": sig, "n": 1, "W": r[1], "t0": r[0], "t0s": [r[0]], "recs": [r]})
     return out
 
 
 def main():
-    data = open(sys.argv[1], "rb").read()
-    nl = int(sys.argv[2]) if len(sys.argv) > 2 else 24
+    args = [a for a in sys.argv[1:] if a != "--blocks"]
+    data = open(args[0], "rb").read()
+    nl = int(args[1]) if len(args) > 1 else 24
     recs = [REC.unpack_from(data, i) for i in range(0, len(data) - REC.size + 1, REC.size)]
     recs = [r for r in recs if r[0] and r[1] >= r[0]]
     marks = sorted((r for r in recs if r[5] >> 30), key=lambda r: r[1])
@@ -92,6 +98,11 @@ def main():
         print(f"{p:3d} {s[0]:6d} {s[1]:7d} {xs[0]['n']:6d}  {sum(c)/len(c):7.2f} ({min(c):5.2f}..{max(c):5.2f})  {e:8.2f}  {rb:10.2f}  {r50:6.2f}"
               + split_cols(xs))
     print(f"layer chain {tot:.2f} us")
+    if "--blocks" in sys.argv:
+        for p in range(best):
+            line = blocks_cols([ln[base + k * best + p] for k in range(use)])
+            if line:
+                print(f"{p:3d} {line}")
 
 
 def median(v):
@@ -124,6 +135,31 @@ def split_cols(xs):
     if not cols[1]:
         return ""
     return "".join(f"  {sum(c) / len(c) / 1000:6.2f}" if c else "       -" for c in cols)
+
+
+def blocks_cols(xs):
+    """Arrival against end for the blocks of launches xs (one position over the layers), us."""
+    res, quarter, persm = [], [[], [], [], []], {1: [], 2: []}
+    for L in xs:
+        end = {m[3]: m[1] for m in L["marks"] if m[5] >> 30 == 2}
+        rs = sorted((r for r in L["recs"] if r[3] in end), key=lambda r: r[0])
+        if not rs:
+            continue
+        per = Counter(r[2] for r in rs)
+        for i, r in enumerate(rs):
+            e = (end[r[3]] - L["W"]) / 1000
+            res.append((L["W"] - r[0]) / 1000)
+            quarter[4 * i // len(rs)].append(e)
+            persm[min(per[r[2]], 2)].append(e)
+    if not res:
+        return ""
+    res.sort()
+    q = "/".join(f"{median(v):.2f}" if v else "-" for v in quarter)
+    s1 = f"{median(persm[1]):.2f} ({len(persm[1])})" if persm[1] else "-"
+    s2 = f"{median(persm[2]):.2f} ({len(persm[2])})" if persm[2] else "-"
+    return (f"resident before release p10/p50/p90 {res[len(res) // 10]:.2f}/{median(res):.2f}/"
+            f"{res[9 * len(res) // 10]:.2f}  end by arrival quarter {q}  end on SMs of 1 block {s1},"
+            f" of 2+ {s2}")
 
 
 REL = {}
