@@ -103,6 +103,12 @@ static inline bool memra_cu_env_is(const char *name, const char *value) {
   const char *e = getenv(name);
   return e && strcmp(e, value) == 0;
 }
+/* The integer environment variable name clamped to [lo, hi], def when unset (the A/B knobs). */
+static inline int memra_cu_env_int(const char *name, int def, int lo, int hi) {
+  const char *e = getenv(name);
+  const int v = e ? atoi(e) : def;
+  return v < lo ? lo : v > hi ? hi : v;
+}
 
 /* True when the optional tensor t is present (non-NULL with a buffer). */
 static inline int memra_cu_present(const memra_tensor *t) { return t && t->buf; }

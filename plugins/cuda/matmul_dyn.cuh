@@ -107,11 +107,7 @@ static inline int mm_dyn_plan(const memra_backend *be, bool ok, bool v13, int64_
    * o and down) lose badly dynamic (a fast block takes a second tile: down 15 -> 27 us, H100
    * trace); 2 makes Llama's gate/up (6.8 a slot) dynamic too: Q4_K_M +0.5%, hybrid -0.9%, MoE
    * +0.4% on an H100 (docs/PERF.md, twenty-seventh session), so not the default */
-  static const int64_t dmin = [] {
-    const char *e = getenv("MEMRA_T11_DYN_MIN");
-    const int v = e ? atoi(e) : 8;
-    return (int64_t)(v < 1 ? 1 : v);
-  }();
+  static const int64_t dmin = memra_cu_env_int("MEMRA_T11_DYN_MIN", 8, 1, 1 << 20);
   int m = ok ? env : 0;
   if (m == 4 && v13) m = 0;
   if (m >= 4) m = tiles >= dmin * slots ? 1 : 0;

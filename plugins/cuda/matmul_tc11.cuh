@@ -253,11 +253,7 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   /* MEMRA_T11_PER_MIN (EXPERIMENT, run-time; 1 unless set): at least this many tiles a block for
    * rows of K <= 4096, so a launch of one tile a slot (Llama's o) runs one block an SM (the padding
    * below) and leaves room for a block of the next GEMV to become resident and fill its ring */
-  static const int64_t per_min = [] {
-    const char *e = getenv("MEMRA_T11_PER_MIN");
-    const int v = e ? atoi(e) : 1;
-    return (int64_t)(v < 1 ? 1 : v > 8 ? 8 : v);
-  }();
+  static const int64_t per_min = memra_cu_env_int("MEMRA_T11_PER_MIN", 1, 1, 8);
   int64_t per = (tiles + slots - 1) / slots;
   if (K <= 4096 && per < per_min) per = per_min;
   int64_t grid = (tiles + per - 1) / per;

@@ -37,10 +37,9 @@ def launches(recs):
         if L and L["sig"] == sig and L["n"] < sig[0]:
             L["n"] += 1
             L["t0"] = min(L["t0"], r[0])
-            L["t0s"].append(r[0])
             L["recs"].append(r)
         else:
-            out.append({"sig": sig, "n": 1, "W": r[1], "t0": r[0], "t0s": [r[0]], "recs": [r]})
+            out.append({"sig": sig, "n": 1, "W": r[1], "t0": r[0], "recs": [r]})
     return out
 
 
@@ -92,7 +91,7 @@ def main():
         c = [x["chain"] / 1000 for x in xs]
         e = sum(1 for x in xs if x["W"] - x["t0"] > 300) / len(xs)
         rb = sum(x["W"] - x["t0"] for x in xs) / len(xs) / 1000
-        r50 = sum(x["W"] - median(x["t0s"]) for x in xs) / len(xs) / 1000
+        r50 = sum(x["W"] - median([r[0] for r in x["recs"]]) for x in xs) / len(xs) / 1000
         tot += sum(c) / len(c)
         s = xs[0]["sig"]
         print(f"{p:3d} {s[0]:6d} {s[1]:7d} {xs[0]['n']:6d}  {sum(c)/len(c):7.2f} ({min(c):5.2f}..{max(c):5.2f})  {e:8.2f}  {rb:10.2f}  {r50:6.2f}"
