@@ -32,6 +32,17 @@ enum {
   T11_XW = 2048      /* XW: elements of an x window (8 super-blocks, a stage) */
 };
 
+/* Tiles a block stores together (G; a build define, -DMEMRA_T11_GRP=1 gives the one-tile
+ * form). A block's consumer warps meet at two barriers a tile (the partials written, then read
+ * by the storing warp): ~10% of a Q4_K v11 block's stall samples (ncu, H200, docs/PERF.md).
+ * With G > 1 the partials of G tiles go to G buffers and warp k stores the group's tile k after
+ * one barrier pair a group: the same sums in the same order, a G-th of the barriers (H100,
+ * tg128: Llama Q4_K_M +1.8%, MoE +1.1%). Not with conv or rope (their stores are per tile). */
+#ifndef MEMRA_T11_GRP
+#define MEMRA_T11_GRP 4
+#endif
+static_assert(MEMRA_T11_GRP >= 1 && MEMRA_T11_GRP <= TC_WARPS, "a group's tiles: one a warp");
+
 /* Super-blocks per stage: 16 when K <= 4096 (a whole tile is one stage, one copy); 8 above,
  * so a block's ring + x stay under half an H200 SM's shared memory and two blocks share an SM
  * (K 14336 at 16: one block an SM, 19.0 us; at 8: 16.0 us, H200). */
@@ -46,7 +57,7 @@ template <int T> static inline uint64_t t11_smem(int64_t K, int SB, bool xw = fa
   return (uint64_t)T11_ST * TC_ROWS * SB * tcq<T>::SBB +
          (xw ? 2 * tc_prep_bytes<typename tcq<T>::xs_t>(T11_XW)
              : tc_prep_bytes<typename tcq<T>::xs_t>(K)) +
-         sizeof(float) * T11_CW * TC_ROWS + 16u * T11_ST;
+         sizeof(float) * MEMRA_T11_GRP * T11_CW * TC_ROWS + 16u * T11_ST;
 }
 
 /* XW (Q4_K and Q6_K of K > 4096: the down projections; Q6_K as matmul.cu mm_q6tc_for says): x's
@@ -79,6 +90,26 @@ __device__ __forceinline__ void t11_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(T11_CW * 32) : "memory");
 }
 
+/* G > 1: the group's np tiles stored, warp k the k-th (lanes < TC_ROWS its rows), as
+ * mm_store_parts stores one tile (no conv: G is 1 with conv); every consumer thread calls it. */
+template <int G>
+__device__ __forceinline__ void
+t11_group_store(const float (&partg)[MEMRA_T11_GRP][T11_CW][1][TC_ROWS], const mm_jobs &J, int np,
+                int64_t my_tile, float my_xo, int warp, int lane) {
+  t11_consumers_sync();
+  if (warp < np && lane < TC_ROWS) {
+    const mm_job jb = mm_pick_at(J, my_tile);
+    const int64_t n = jb.b * TC_ROWS + lane;
+    if (n < jb.N) {
+      float v = mm_sum_parts<T11_CW, 1, TC_ROWS>(partg[warp], 0, lane);
+      v = jb.bias ? __fadd_rn(v, jb.bias[n]) : v;
+      if (J.acc) v = __fadd_rn(my_xo, v);
+      jb.y[n] = v;
+    }
+  }
+  t11_consumers_sync();
+}
+
 template <int T, bool VEC, int T11_SB, bool CV, bool NORM = false, bool XW = false,
           bool TAIL = false, bool RK = false>
 __global__ void __launch_bounds__((T11_CW + 1) * 32)
@@ -94,9 +125,12 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   const int64_t xk = XW ? T11_XW : K;
   uint4 *xb = (uint4 *)(sm + (uint64_t)T11_ST * T11_STAGE);
   XS *xs = (XS *)((uint8_t *)xb + (uint64_t)xk * 4);
-  float(&part)[T11_CW][1][TC_ROWS] = *(float(*)[T11_CW][1][TC_ROWS])(
+  constexpr int G = CV || RK ? 1 : MEMRA_T11_GRP; /* tiles stored together */
+  float(&partg)[MEMRA_T11_GRP][T11_CW][1][TC_ROWS] = *(float(*)[MEMRA_T11_GRP][T11_CW][1][TC_ROWS])(
       sm + (uint64_t)T11_ST * T11_STAGE + (XW ? 2 : 1) * tc_prep_bytes<XS>(xk));
-  uint64_t *full = (uint64_t *)(&part[T11_CW - 1][0][TC_ROWS - 1] + 1), *empty = full + T11_ST;
+  float(&part)[T11_CW][1][TC_ROWS] = partg[0];
+  uint64_t *full = (uint64_t *)(&partg[MEMRA_T11_GRP - 1][T11_CW - 1][0][TC_ROWS - 1] + 1),
+           *empty = full + T11_ST;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t nsb = K / 256, ngrp = (nsb + T11_SB - 1) / T11_SB;
   const int64_t my_tiles = (n_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x;
@@ -172,6 +206,9 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   const int g = lane >> 2, t = lane & 3;
   const tc_role ro = tc_role_of(g, t);
   int64_t u = 0;
+  int np = 0;          /* G > 1: the open group's tiles so far */
+  int64_t my_tile = 0; /* G > 1: the group's tile this warp stores, and y's old values */
+  float my_xo = 0.f;
   for (int64_t i = 0; dyn || i < my_tiles; ++i) {
     int64_t tile = blockIdx.x + i * gridDim.x;
     if (dyn && (tile = mm_dyn_consume(full, stile, u, T11_ST)) < 0) break; /* past the last */
@@ -180,7 +217,12 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
     const mm_conv_in ci =
         mm_conv_load(J.cv, cj && threadIdx.x < TC_ROWS && jb.b * TC_ROWS + threadIdx.x < jb.N, 0,
                      jb.b * TC_ROWS + threadIdx.x);
-    const float xo = mm_acc_load<TC_ROWS>(J.acc, jb.y, jb.b * TC_ROWS, jb.N);
+    const float xo = G == 1 ? mm_acc_load<TC_ROWS>(J.acc, jb.y, jb.b * TC_ROWS, jb.N) : 0.f;
+    if (G > 1 && np == warp) {
+      const int64_t n = jb.b * TC_ROWS + lane;
+      my_tile = tile;
+      my_xo = J.acc && lane < TC_ROWS && n < jb.N ? jb.y[n] : 0.f;
+    }
     float acc[1][2] = {{0.f, 0.f}};
     for (int64_t gi = 0; gi < ngrp; ++gi, ++u) {
       const int s = (int)(u % T11_ST);
@@ -206,7 +248,14 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float v = tc_quad_sum(acc[0][r]);
-      if (t == 0) part[warp][0][g + 8 * r] = v;
+      if (t == 0) partg[G == 1 ? 0 : np][warp][0][g + 8 * r] = v;
+    }
+    if constexpr (G > 1) {
+      if (++np == G || (!dyn && i + 1 == my_tiles)) {
+        t11_group_store<G>(partg, J, np, my_tile, my_xo, warp, lane);
+        np = 0;
+      }
+      continue;
     }
     t11_consumers_sync();
     if constexpr (RK)
@@ -216,6 +265,8 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
                                          ci, cj, J.acc ? MM_ACC_XO : MM_ACC_NONE, xo);
     t11_consumers_sync();
   }
+  if constexpr (G > 1) /* dynamic tiles end when the tickets do: the last group */
+    if (np > 0) t11_group_store<G>(partg, J, np, my_tile, my_xo, warp, lane);
   if (NORM) n13_finish<T11_CW>(nm, ticket, &n13_flag, warp, lane);
   if (TAIL) n13_tail<T11_CW, TC_ROWS>(nm, &n13_flag, shn, warp, lane);
   MEMRA_TRACE_MARK(2); /* the block's end */
