@@ -90,9 +90,11 @@ __device__ __forceinline__ void t11_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(T11_CW * 32) : "memory");
 }
 
-/* G > 1: the group's np tiles stored, warp k the k-th (lanes < TC_ROWS its rows), as
- * mm_store_parts stores one tile (no conv: G is 1 with conv); every consumer thread calls it. */
-template <int G>
+/* A group's np tiles stored (G > 1), warp k the k-th, lane r < TC_ROWS its row r: what
+ * mm_store_parts does for one row of x without conv (G is 1 with conv), written out here since
+ * mm_store_parts picks its storing threads by threadIdx.x, and passing it a lane instead changed
+ * the machine code of every v11 kernel (72 more instructions a kernel) for the same stores.
+ * Every consumer thread calls it. */
 __device__ __forceinline__ void
 t11_group_store(const float (&partg)[MEMRA_T11_GRP][T11_CW][1][TC_ROWS], const mm_jobs &J, int np,
                 int64_t my_tile, float my_xo, int warp, int lane) {
@@ -252,7 +254,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
     }
     if constexpr (G > 1) {
       if (++np == G || (!dyn && i + 1 == my_tiles)) {
-        t11_group_store<G>(partg, J, np, my_tile, my_xo, warp, lane);
+        t11_group_store(partg, J, np, my_tile, my_xo, warp, lane);
         np = 0;
       }
       continue;
@@ -266,7 +268,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
     t11_consumers_sync();
   }
   if constexpr (G > 1) /* dynamic tiles end when the tickets do: the last group */
-    if (np > 0) t11_group_store<G>(partg, J, np, my_tile, my_xo, warp, lane);
+    if (np > 0) t11_group_store(partg, J, np, my_tile, my_xo, warp, lane);
   if (NORM) n13_finish<T11_CW>(nm, ticket, &n13_flag, warp, lane);
   if (TAIL) n13_tail<T11_CW, TC_ROWS>(nm, &n13_flag, shn, warp, lane);
   MEMRA_TRACE_MARK(2); /* the block's end */
