@@ -205,6 +205,36 @@ mm_store_parts(const float (&part)[WARPS][M][R], int64_t n0, int64_t N, int64_t 
   }
 }
 
+/* Ring kernels' consumer warps (CW of them, named barrier 1; the producer warp never joins). */
+template <int CW> __device__ __forceinline__ void mm_consumers_sync() {
+  asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
+}
+
+/* A ring GEMV's group of np tiles (of R rows, one row of x, no conv) stored after one barrier
+ * pair instead of two a tile: the tiles' partials in G buffers, warp k storing the group's tile k
+ * (my_tile), lane r < R its row r; my_xo is y's old value there (matmul_acc), read by those lanes
+ * at the tile's start. mm_store_parts' sums in its order, so the same bits. Written out rather
+ * than through mm_store_parts, which picks its storing threads by threadIdx.x (passing it a lane
+ * instead changed every v11 kernel's code, 72 more instructions, for the same stores). Every
+ * consumer thread calls it. */
+template <int CW, int R, int G>
+__device__ __forceinline__ void mm_group_store(const float (&partg)[G][CW][1][R], const mm_jobs &J,
+                                               int np, int64_t my_tile, float my_xo, int warp,
+                                               int lane) {
+  mm_consumers_sync<CW>();
+  if (warp < np && lane < R) {
+    const mm_job jb = mm_pick_at(J, my_tile);
+    const int64_t n = jb.b * R + lane;
+    if (n < jb.N) {
+      float v = mm_sum_parts<CW, 1, R>(partg[warp], 0, lane);
+      v = jb.bias ? __fadd_rn(v, jb.bias[n]) : v;
+      if (J.acc) v = __fadd_rn(my_xo, v);
+      jb.y[n] = v;
+    }
+  }
+  mm_consumers_sync<CW>();
+}
+
 /* The row kernels' ending: each warp's acc[m][r] summed over its lanes (butterfly), then
  * mm_store_parts. Every thread of the block calls it (it synchronizes). */
 template <int WARPS, int M, int R>

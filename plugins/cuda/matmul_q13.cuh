@@ -26,6 +26,14 @@
 #include "plugins/cuda/matmul_rkv.cuh"
 #include "plugins/cuda/mbarrier.cuh"
 
+/* Tiles a block stores together (G; a build define, -DMEMRA_V13_GRP=1 the one-tile form):
+ * matmul_tc11.cuh's MEMRA_T11_GRP for v13, the G tiles' partials in G buffers and one barrier
+ * pair a group (mm_group_store) instead of two a tile; the same sums in the same order (H100:
+ * Llama Q8_0 tg128 +0.8%). Not with conv or rope (their stores are per tile). */
+#ifndef MEMRA_V13_GRP
+#define MEMRA_V13_GRP 4
+#endif
+
 enum {
   V13_CW = MQ8_WARPS,           /* consumer warps: v8's split of K into steps */
   V13_R = 8,                    /* rows a tile */
@@ -34,12 +42,11 @@ enum {
   V13_STAGE = V13_R * V13_ROWB, /* bytes of a stage */
   V13_XS = V13_ST * V13_STAGE,  /* the consumers' x buffers */
   V13_PART = V13_XS + V13_CW * MQ8_XSPAN,
-  V13_SMEM = V13_PART + 4 * V13_CW * V13_R + 16 * V13_ST
+  V13_SMEM = V13_PART + 4 * MEMRA_V13_GRP * V13_CW * V13_R + 16 * V13_ST
 };
+static_assert(MEMRA_V13_GRP >= 1 && MEMRA_V13_GRP <= V13_CW, "a group's tiles: one a warp");
 
-__device__ __forceinline__ void v13_consumers_sync() {
-  asm volatile("bar.sync 1, %0;" ::"n"(V13_CW * 32) : "memory");
-}
+__device__ __forceinline__ void v13_consumers_sync() { mm_consumers_sync<V13_CW>(); }
 
 /* A consumer warp's share of one tile of V13_R rows: logical warp lw's steps (lw, lw + 4, ...)
  * of the tile's nkc ring units into acc (u, the block's running unit, advances by nkc). x of a
@@ -101,8 +108,12 @@ __global__ void __maxnreg__(112)
                       bool v13_x_per_tile, bool v13_rotate, const mm_norm nm, int dslot) {
   extern __shared__ __align__(128) uint8_t sm[];
   uint8_t *ring = sm;
-  float(&part)[V13_CW][1][V13_R] = *(float(*)[V13_CW][1][V13_R])(sm + V13_PART);
-  uint64_t *full = (uint64_t *)(&part[V13_CW - 1][0][V13_R - 1] + 1), *empty = full + V13_ST;
+  constexpr int G = CV || RK ? 1 : MEMRA_V13_GRP; /* tiles stored together */
+  float(&partg)[MEMRA_V13_GRP][V13_CW][1][V13_R] =
+      *(float(*)[MEMRA_V13_GRP][V13_CW][1][V13_R])(sm + V13_PART);
+  float(&part)[V13_CW][1][V13_R] = partg[0];
+  uint64_t *full = (uint64_t *)(&partg[MEMRA_V13_GRP - 1][V13_CW - 1][0][V13_R - 1] + 1),
+           *empty = full + V13_ST;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t nblk = K / 32, steps = (nblk + 31) / 32, nkc = (steps + V13_CW - 1) / V13_CW;
   const int64_t rowbytes = 34 * nblk;
@@ -186,6 +197,9 @@ __global__ void __maxnreg__(112)
    * takes its share of the longer ones (each logical warp's steps and sums as before) */
   const int rem = v13_rotate && !x_once ? (int)(steps % V13_CW) : 0;
   int64_t u = 0;
+  int np = 0;          /* G > 1: the open group's tiles so far */
+  int64_t my_tile = 0; /* G > 1: the group's tile this warp stores, and y's old values */
+  float my_xo = 0.f;
   for (int64_t i = 0; dyn || i < my_tiles; ++i) {
     const int lw = (int)((warp + i * rem) % V13_CW);
     int64_t tile = blockIdx.x + i * gridDim.x;
@@ -195,10 +209,22 @@ __global__ void __maxnreg__(112)
     const mm_conv_in ci =
         mm_conv_load(J.cv, cj && threadIdx.x < V13_R && jb.b * V13_R + threadIdx.x < jb.N, 0,
                      jb.b * V13_R + threadIdx.x);
-    const float xo = mm_acc_load<V13_R>(J.acc, jb.y, jb.b * V13_R, jb.N);
+    const float xo = G == 1 ? mm_acc_load<V13_R>(J.acc, jb.y, jb.b * V13_R, jb.N) : 0.f;
+    if (G > 1 && np == warp) {
+      const int64_t n = jb.b * V13_R + lane;
+      my_tile = tile;
+      my_xo = J.acc && lane < V13_R && n < jb.N ? jb.y[n] : 0.f;
+    }
     float acc[V13_R];
     v13_tile_steps(acc, sm, full, empty, xs, xl, nblk, steps, nkc, x_once, u, lw, warp, lane, ss);
-    v13_warp_parts(acc, part, lw, lane);
+    v13_warp_parts(acc, partg[G == 1 ? 0 : np], lw, lane);
+    if constexpr (G > 1) {
+      if (++np == G || (!dyn && i + 1 == my_tiles)) {
+        mm_group_store(partg, J, np, my_tile, my_xo, warp, lane);
+        np = 0;
+      }
+      continue;
+    }
     v13_consumers_sync();
     if constexpr (RK)
       rkv_store<V13_CW, V13_R>(part, J, jb, i, rks);
@@ -207,6 +233,8 @@ __global__ void __maxnreg__(112)
                                        cj, J.acc ? MM_ACC_XO : MM_ACC_NONE, xo);
     v13_consumers_sync();
   }
+  if constexpr (G > 1) /* dynamic tiles end when the tickets do: the last group */
+    if (np > 0) mm_group_store(partg, J, np, my_tile, my_xo, warp, lane);
   if (NORM) n13_finish<V13_CW>(nm, ticket, &n13_flag, warp, lane);
   if (TAIL) n13_tail<V13_CW, V13_R>(nm, &n13_flag, shn, warp, lane);
   MEMRA_TRACE_MARK(2); /* the block's end */

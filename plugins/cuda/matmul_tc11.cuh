@@ -86,31 +86,7 @@ __device__ __forceinline__ void t11_xw_split(float (&v)[2][8], uint4 *xb, XS *xs
     tc_split_put(v[i], xb, xs, 8 * (int64_t)threadIdx.x + 1024 * i);
 }
 
-__device__ __forceinline__ void t11_consumers_sync() {
-  asm volatile("bar.sync 1, %0;" ::"n"(T11_CW * 32) : "memory");
-}
-
-/* A group's np tiles stored (G > 1), warp k the k-th, lane r < TC_ROWS its row r: what
- * mm_store_parts does for one row of x without conv (G is 1 with conv), written out here since
- * mm_store_parts picks its storing threads by threadIdx.x, and passing it a lane instead changed
- * the machine code of every v11 kernel (72 more instructions a kernel) for the same stores.
- * Every consumer thread calls it. */
-__device__ __forceinline__ void
-t11_group_store(const float (&partg)[MEMRA_T11_GRP][T11_CW][1][TC_ROWS], const mm_jobs &J, int np,
-                int64_t my_tile, float my_xo, int warp, int lane) {
-  t11_consumers_sync();
-  if (warp < np && lane < TC_ROWS) {
-    const mm_job jb = mm_pick_at(J, my_tile);
-    const int64_t n = jb.b * TC_ROWS + lane;
-    if (n < jb.N) {
-      float v = mm_sum_parts<T11_CW, 1, TC_ROWS>(partg[warp], 0, lane);
-      v = jb.bias ? __fadd_rn(v, jb.bias[n]) : v;
-      if (J.acc) v = __fadd_rn(my_xo, v);
-      jb.y[n] = v;
-    }
-  }
-  t11_consumers_sync();
-}
+__device__ __forceinline__ void t11_consumers_sync() { mm_consumers_sync<T11_CW>(); }
 
 template <int T, bool VEC, int T11_SB, bool CV, bool NORM = false, bool XW = false,
           bool TAIL = false, bool RK = false>
@@ -254,7 +230,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
     }
     if constexpr (G > 1) {
       if (++np == G || (!dyn && i + 1 == my_tiles)) {
-        t11_group_store(partg, J, np, my_tile, my_xo, warp, lane);
+        mm_group_store(partg, J, np, my_tile, my_xo, warp, lane);
         np = 0;
       }
       continue;
@@ -268,7 +244,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
     t11_consumers_sync();
   }
   if constexpr (G > 1) /* dynamic tiles end when the tickets do: the last group */
-    if (np > 0) t11_group_store(partg, J, np, my_tile, my_xo, warp, lane);
+    if (np > 0) mm_group_store(partg, J, np, my_tile, my_xo, warp, lane);
   if (NORM) n13_finish<T11_CW>(nm, ticket, &n13_flag, warp, lane);
   if (TAIL) n13_tail<T11_CW, TC_ROWS>(nm, &n13_flag, shn, warp, lane);
   MEMRA_TRACE_MARK(2); /* the block's end */
