@@ -28,6 +28,15 @@
 #include "plugins/cuda/moe_id.cuh"
 #include "plugins/cuda/moe_route.cuh"
 
+/* Units a block stores together (G; a build define, -DMEMRA_MIDTC_GRP=1 the one-unit form): as
+ * matmul_tc11.cuh's MEMRA_T11_GRP, the G units' partials in G buffers and one barrier pair a
+ * group (midtc_group_store) instead of two a unit; a unit here is 2 super-blocks a warp at the
+ * MoE's and the hybrid's K 2048 (1 at K 512), so its fixed work weighs more than v11's. The same
+ * sums in the same order (H100 tg128: MoE +0.4%, hybrid +0.5%, means of three rounds). */
+#ifndef MEMRA_MIDTC_GRP
+#define MEMRA_MIDTC_GRP 4
+#endif
+
 enum {
   MIDTC_CW = TC_WARPS, /* consumer warps: v7's split of K */
   MIDTC_ST = 4,        /* stages in the ring, at most */
@@ -118,6 +127,41 @@ __device__ __forceinline__ void midtc_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(MIDTC_CW * 32) : "memory");
 }
 
+/* Unit (row rj, tile) of expert e stored from its warps' partials part[w][r] (in warp order:
+ * mm_store_parts' sum) by lanes r < 16 (GLU: r < 8, act(gate) * up) of the calling threads. */
+template <bool GLU>
+__device__ __forceinline__ void midtc_store_unit(const mmid_args &a,
+                                                 const float (&part)[MIDTC_CW][TC_ROWS], int64_t rj,
+                                                 int64_t tile, int e, int r) {
+  float *yr = a.y + rj * a.y_ld;
+  if (!GLU && r < TC_ROWS) {
+    float v = part[0][r];
+#pragma unroll
+    for (int w = 1; w < MIDTC_CW; ++w)
+      v = __fadd_rn(v, part[w][r]);
+    yr[16 * tile + r] = e < 0 ? MOE_NAN : v;
+  } else if (GLU && r < TC_ROWS / 2) {
+    float gs = part[0][r], us = part[0][r + 8];
+#pragma unroll
+    for (int w = 1; w < MIDTC_CW; ++w) {
+      gs = __fadd_rn(gs, part[w][r]);
+      us = __fadd_rn(us, part[w][r + 8]);
+    }
+    yr[8 * tile + r] = e < 0 ? MOE_NAN : memra_act_silu(gs) * us;
+  }
+}
+
+/* A group of np units stored after one barrier pair (G > 1): warp k stores the group's unit k
+ * (my_rj, my_tile, my_e: recorded by it at the unit), lane r its row r. Every consumer calls it. */
+template <bool GLU>
+__device__ __forceinline__ void
+midtc_group_store(const mmid_args &a, const float (&partg)[MEMRA_MIDTC_GRP][MIDTC_CW][TC_ROWS],
+                  int np, int64_t my_rj, int64_t my_tile, int my_e, int warp, int lane) {
+  midtc_consumers_sync();
+  if (warp < np) midtc_store_unit<GLU>(a, partg[warp], my_rj, my_tile, my_e, lane);
+  midtc_consumers_sync();
+}
+
 /* The producer's copy of unit tile of expert e into a ring stage (full: its barrier): 16 whole
  * rows, or (GLU) 8 gate rows and their 8 up rows; e < 0 (an id out of range, the consumers write
  * NaN) copies nothing and the phase completes on the arrival alone. */
@@ -155,8 +199,11 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
   uint8_t *ring = sm;
   uint4 *xb = (uint4 *)(sm + (uint64_t)p.st * p.stage);
   XS *xs = (XS *)((uint8_t *)xb + (uint64_t)K * 4);
-  float(*part)[TC_ROWS] = (float(*)[TC_ROWS])((uint8_t *)xb + tc_prep_bytes<XS>(K));
-  uint64_t *full = (uint64_t *)(part + MIDTC_CW), *empty = full + MIDTC_ST;
+  constexpr int G = MEMRA_MIDTC_GRP; /* units stored together */
+  float(&partg)[G][MIDTC_CW][TC_ROWS] =
+      *(float(*)[G][MIDTC_CW][TC_ROWS])((uint8_t *)xb + tc_prep_bytes<XS>(K));
+  uint64_t *full = (uint64_t *)(&partg[G - 1][MIDTC_CW - 1][TC_ROWS - 1] + 1),
+           *empty = full + MIDTC_ST;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t u0 = (int64_t)blockIdx.x * p.per;
   const int64_t u1 = u0 + p.per < p.units ? u0 + p.per : p.units;
@@ -194,10 +241,17 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
   const tc_role ro = tc_role_of(g, t);
   int64_t xrow = -1;
   midtc_expert ex;
+  int np = 0; /* G > 1: the open group's units, and the one this warp stores */
+  int64_t my_rj = 0, my_tile = 0;
+  int my_e = 0;
   for (int64_t u = u0, i = 0; u < u1; ++u, ++i) {
     const int s = (int)(i % p.st);
     const int64_t rj = u / p.tpr, tile = u % p.tpr;
     const int64_t xr = a.shared_x ? rj / a.k : rj;
+    if (G > 1 && xr != xrow && np > 0) { /* the open group's readers of xb / xs sync here */
+      midtc_group_store<GLU>(a, partg, np, my_rj, my_tile, my_e, warp, lane);
+      np = 0;
+    }
     if (xr != xrow) { /* block-uniform; the last unit's readers of xb / xs have synced */
       tc_split_row<VEC, MIDTC_XB>(a.x + xr * a.x_ld, K, xb, xs);
       midtc_consumers_sync();
@@ -215,28 +269,23 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float v = tc_quad_sum(acc[0][r]);
-      if (t == 0) part[warp][g + 8 * r] = v;
+      if (t == 0) partg[G == 1 ? 0 : np][warp][g + 8 * r] = v;
+    }
+    if constexpr (G > 1) {
+      if (np == warp) {
+        my_rj = rj;
+        my_tile = tile;
+        my_e = e;
+      }
+      if (++np == G || u + 1 == u1) {
+        midtc_group_store<GLU>(a, partg, np, my_rj, my_tile, my_e, warp, lane);
+        np = 0;
+      }
+      continue;
     }
     midtc_consumers_sync();
     /* the warps' partials in order (mm_store_parts' sum) */
-    float *yr = a.y + rj * a.y_ld;
-    if (!GLU && threadIdx.x < TC_ROWS) {
-      const int r = threadIdx.x;
-      float v = part[0][r];
-#pragma unroll
-      for (int w = 1; w < MIDTC_CW; ++w)
-        v = __fadd_rn(v, part[w][r]);
-      yr[16 * tile + r] = e < 0 ? MOE_NAN : v;
-    } else if (GLU && threadIdx.x < TC_ROWS / 2) {
-      const int r = threadIdx.x;
-      float gs = part[0][r], us = part[0][r + 8];
-#pragma unroll
-      for (int w = 1; w < MIDTC_CW; ++w) {
-        gs = __fadd_rn(gs, part[w][r]);
-        us = __fadd_rn(us, part[w][r + 8]);
-      }
-      yr[8 * tile + r] = e < 0 ? MOE_NAN : memra_act_silu(gs) * us;
-    }
+    midtc_store_unit<GLU>(a, partg[0], rj, tile, e, threadIdx.x);
     midtc_consumers_sync();
   }
 }
@@ -245,7 +294,7 @@ __global__ void __launch_bounds__((MIDTC_CW + 1) * 32)
  * warps' partials, the barriers. */
 template <int T> static inline uint64_t midtc_smem(int64_t K, uint64_t rowb, int st) {
   return (uint64_t)st * 16u * rowb + tc_prep_bytes<typename tcq<T>::xs_t>(K) +
-         sizeof(float) * MIDTC_CW * TC_ROWS + 16u * MIDTC_ST;
+         sizeof(float) * MEMRA_MIDTC_GRP * MIDTC_CW * TC_ROWS + 16u * MIDTC_ST;
 }
 
 /* Whether v3 takes this expert stack: a type of tcq, whole rows of K <= 4096 (a tile is one or,
