@@ -403,17 +403,17 @@ __device__ __forceinline__ void tc_split_row(const float *__restrict__ x, int64_
  * rowb), nv super-blocks of each, the row's sb0 .. sb0 + nv - 1; warp w takes w, w + TC_WARPS,
  * ...: v7's sequence, so the same bits as v7 for these rows (NS: the caller's, TC_NS_MM or
  * TC_NS_ID). */
-template <int T, int NS, int FULL = 0>
+template <int T, int NS, int FULL = 0, int UNR = FULL / TC_WARPS>
 __device__ __forceinline__ void
 tc_stage_apply(float (&acc)[1][2], const uint8_t *stage, int rowb, int64_t nv, int64_t sb0,
                const uint4 *xb, const typename tcq<T>::xs_t *xs, const tc_role &ro, int warp) {
   typedef tcq<T> Q;
-  /* EXPERIMENT (FULL > 0): a stage of FULL super-blocks by a loop of known trip count, unrolled,
-   * so the compiler may start the next super-block's loads under this one's arithmetic (the same
-   * sums in the same order) */
+  /* EXPERIMENT (FULL > 0): a stage of FULL super-blocks by a loop of known trip count, unrolled
+   * UNR times, so the compiler may start the next super-block's loads under this one's arithmetic
+   * (the same sums in the same order) */
   if constexpr (FULL > 0) {
     if (nv == FULL) {
-#pragma unroll
+#pragma unroll(UNR)
       for (int i = 0; i < FULL / TC_WARPS; ++i) {
         const int j = warp + TC_WARPS * i;
         const uint8_t *b0 = stage + ro.g * rowb + j * Q::SBB;

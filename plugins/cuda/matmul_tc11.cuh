@@ -42,7 +42,7 @@ enum {
 #define MEMRA_T11_GRP 4
 #endif
 /* EXPERIMENT: 1 unrolls a full stage's super-blocks (tc_stage_apply's FULL), 2 not in the norm-head
- * kernel */
+ * kernel, 3 as 2 by two super-blocks a time (half the code) */
 #ifndef MEMRA_T11_UNROLL
 #define MEMRA_T11_UNROLL 0
 #endif
@@ -219,7 +219,8 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
                                     (const XS *)(wb + T11_XW * 4), ro, warp);
       } else {
         tc_stage_apply<T, TC_NS_MM,
-                       MEMRA_T11_UNROLL && (MEMRA_T11_UNROLL == 1 || !NORM) ? T11_SB : 0>(
+                       MEMRA_T11_UNROLL && (MEMRA_T11_UNROLL == 1 || !NORM) ? T11_SB : 0,
+                       MEMRA_T11_UNROLL == 3 ? 2 : T11_SB / TC_WARPS>(
             acc, ring + s * T11_STAGE, rowb, nv, sb0, xb, xs, ro, warp);
       }
       __syncwarp();
