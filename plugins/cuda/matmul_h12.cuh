@@ -17,6 +17,13 @@
 #include "plugins/cuda/matmul_v6.cuh"
 #include "plugins/cuda/mbarrier.cuh"
 
+/* Tiles a block stores together (G; a build define, 1 the one-tile form): v11's and v13's grouped
+ * store (mm_group_store, matmul_jobs.cuh) for v12, one barrier pair a group of G tiles instead of
+ * two a tile; the same sums in the same order. Not with conv (its stores are per tile). */
+#ifndef MEMRA_V12_GRP
+#define MEMRA_V12_GRP 1
+#endif
+
 enum {
   V12_CW = MV6_WARPS,              /* consumer warps: v6's split of K into steps */
   V12_R = 8,                       /* rows a tile */
@@ -24,8 +31,9 @@ enum {
   V12_KC = 256 * V12_CW * V12_SPW, /* elements of a row in one stage (2048: 4 KB of F16) */
   V12_ST = 3,                      /* stages in the ring */
   V12_STAGE = V12_R * V12_KC * 2,  /* bytes of a stage */
-  V12_SMEM = V12_ST * V12_STAGE + 4 * V12_CW * V12_R + 16 * V12_ST
+  V12_SMEM = V12_ST * V12_STAGE + 4 * MEMRA_V12_GRP * V12_CW * V12_R + 16 * V12_ST
 };
+static_assert(MEMRA_V12_GRP >= 1 && MEMRA_V12_GRP <= V12_CW, "a group's tiles: one a warp");
 
 /* The ring units v12's producer issues before its PDL wait (MEMRA_RING_PRE_H12, a build define: 2
  * of the V12_ST stages by default; 0: all, the form before 2026-12-06). As for v11 / v13
@@ -44,8 +52,12 @@ __global__ void __launch_bounds__((V12_CW + 1) * 32)
     matmul_v12_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles) {
   extern __shared__ __align__(128) uint8_t sm[];
   uint8_t *ring = sm;
-  float(&part)[V12_CW][1][V12_R] = *(float(*)[V12_CW][1][V12_R])(sm + V12_ST * V12_STAGE);
-  uint64_t *full = (uint64_t *)(&part[V12_CW - 1][0][V12_R - 1] + 1), *empty = full + V12_ST;
+  constexpr int GR = CV ? 1 : MEMRA_V12_GRP; /* tiles stored together */
+  float(&partg)[MEMRA_V12_GRP][V12_CW][1][V12_R] =
+      *(float(*)[MEMRA_V12_GRP][V12_CW][1][V12_R])(sm + V12_ST * V12_STAGE);
+  float(&part)[V12_CW][1][V12_R] = partg[0];
+  uint64_t *full = (uint64_t *)(&partg[MEMRA_V12_GRP - 1][V12_CW - 1][0][V12_R - 1] + 1),
+           *empty = full + V12_ST;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t G = K / 8, nkc = (K + V12_KC - 1) / V12_KC;
   const int64_t my_tiles = (n_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x;
@@ -76,13 +88,22 @@ __global__ void __launch_bounds__((V12_CW + 1) * 32)
 
   memra_pdl_enter(); /* x comes from the kernel before */
   int64_t u = 0;
+  int np = 0;          /* GR > 1: the open group's tiles so far */
+  int64_t my_tile = 0; /* GR > 1: the group's tile this warp stores, and y's old values */
+  float my_xo = 0.f;
   for (int64_t i = 0; i < my_tiles; ++i) {
-    const mm_job jb = mm_pick_at(J, blockIdx.x + i * gridDim.x);
+    const int64_t tile = blockIdx.x + i * gridDim.x;
+    const mm_job jb = mm_pick_at(J, tile);
     const bool cj = CV && jb.y == J.y[0]; /* matmul_n_conv's job: its conv inputs now */
     const mm_conv_in ci =
         mm_conv_load(J.cv, cj && threadIdx.x < V12_R && jb.b * V12_R + threadIdx.x < jb.N, 0,
                      jb.b * V12_R + threadIdx.x);
-    const float xo = mm_acc_load<V12_R>(J.acc, jb.y, jb.b * V12_R, jb.N);
+    const float xo = GR == 1 ? mm_acc_load<V12_R>(J.acc, jb.y, jb.b * V12_R, jb.N) : 0.f;
+    if (GR > 1 && np == warp) {
+      const int64_t n = jb.b * V12_R + lane;
+      my_tile = tile;
+      my_xo = J.acc && lane < V12_R && n < jb.N ? jb.y[n] : 0.f;
+    }
     float acc[1][V12_R];
 #pragma unroll
     for (int r = 0; r < V12_R; ++r)
@@ -107,7 +128,14 @@ __global__ void __launch_bounds__((V12_CW + 1) * 32)
 #pragma unroll
     for (int r = 0; r < V12_R; ++r) {
       const float v = memra_warp_sum(acc[0][r]);
-      if (lane == 0) part[warp][0][r] = v;
+      if (lane == 0) partg[GR == 1 ? 0 : np][warp][0][r] = v;
+    }
+    if constexpr (GR > 1) {
+      if (++np == GR || i + 1 == my_tiles) {
+        mm_group_store(partg, J, np, my_tile, my_xo, warp, lane);
+        np = 0;
+      }
+      continue;
     }
     v12_consumers_sync();
     mm_store_parts<V12_CW, 1, V12_R>(part, jb.b * V12_R, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias, ci, cj,
