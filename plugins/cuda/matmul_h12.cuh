@@ -18,7 +18,7 @@
 #include "plugins/cuda/mbarrier.cuh"
 
 /* Tiles a block stores together (G; a build define, 1 the one-tile form): v11's and v13's grouped
- * store (mm_group, matmul_jobs.cuh) for v12, one barrier pair a group of G tiles instead of
+ * store (mm_group_store, matmul_jobs.cuh) for v12, one barrier pair a group of G tiles instead of
  * two a tile; the same sums in the same order. Not with conv (its stores are per tile). */
 #ifndef MEMRA_V12_GRP
 #define MEMRA_V12_GRP 1
@@ -88,7 +88,9 @@ __global__ void __launch_bounds__((V12_CW + 1) * 32)
 
   memra_pdl_enter(); /* x comes from the kernel before */
   int64_t u = 0;
-  mm_group<V12_CW, V12_R, MEMRA_V12_GRP> grp; /* GR > 1: the open group */
+  int np = 0;          /* GR > 1: the open group's tiles so far */
+  int64_t my_tile = 0; /* GR > 1: the group's tile this warp stores, and y's old values */
+  float my_xo = 0.f;
   for (int64_t i = 0; i < my_tiles; ++i) {
     const int64_t tile = blockIdx.x + i * gridDim.x;
     const mm_job jb = mm_pick_at(J, tile);
@@ -97,7 +99,11 @@ __global__ void __launch_bounds__((V12_CW + 1) * 32)
         mm_conv_load(J.cv, cj && threadIdx.x < V12_R && jb.b * V12_R + threadIdx.x < jb.N, 0,
                      jb.b * V12_R + threadIdx.x);
     const float xo = GR == 1 ? mm_acc_load<V12_R>(J.acc, jb.y, jb.b * V12_R, jb.N) : 0.f;
-    if (GR > 1) grp.at_tile(J, jb, tile, warp, lane);
+    if (GR > 1 && np == warp) {
+      const int64_t n = jb.b * V12_R + lane;
+      my_tile = tile;
+      my_xo = J.acc && lane < V12_R && n < jb.N ? jb.y[n] : 0.f;
+    }
     float acc[1][V12_R];
 #pragma unroll
     for (int r = 0; r < V12_R; ++r)
@@ -122,10 +128,13 @@ __global__ void __launch_bounds__((V12_CW + 1) * 32)
 #pragma unroll
     for (int r = 0; r < V12_R; ++r) {
       const float v = memra_warp_sum(acc[0][r]);
-      if (lane == 0) partg[GR == 1 ? 0 : grp.np][warp][0][r] = v;
+      if (lane == 0) partg[GR == 1 ? 0 : np][warp][0][r] = v;
     }
     if constexpr (GR > 1) {
-      grp.end_tile(partg, J, i + 1 == my_tiles, warp, lane);
+      if (++np == GR || i + 1 == my_tiles) {
+        mm_group_store(partg, J, np, my_tile, my_xo, warp, lane);
+        np = 0;
+      }
       continue;
     }
     v12_consumers_sync();

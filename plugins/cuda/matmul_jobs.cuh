@@ -210,53 +210,30 @@ template <int CW> __device__ __forceinline__ void mm_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
 }
 
-/* A ring GEMV's grouped stores (one row of x, no conv): the partials of G tiles of R rows go to G
- * buffers, and the group is stored after one barrier pair instead of two a tile, warp k storing
- * the group's tile k (lane r < R its row r). mm_store_parts' sums in its order, so the same bits.
- * Written out rather than through mm_store_parts, which picks its storing threads by threadIdx.x
- * (passing it a lane instead changed every v11 kernel's code, 72 more instructions, for the same
- * stores). Every consumer thread calls each step. */
-template <int CW, int R, int G> struct mm_group {
-  int np = 0;          /* the open group's tiles so far: the next tile's buffer */
-  int64_t my_tile = 0; /* the group's tile this warp stores */
-  float my_xo = 0.f;   /* y's old value there (matmul_acc), read at the tile's start */
-
-  /* At a tile's start: warp np takes it. */
-  __device__ __forceinline__ void at_tile(const mm_jobs &J, const mm_job &jb, int64_t tile,
-                                          int warp, int lane) {
-    if (np == warp) {
-      const int64_t n = jb.b * R + lane;
-      my_tile = tile;
-      my_xo = J.acc && lane < R && n < jb.N ? jb.y[n] : 0.f;
+/* A ring GEMV's group of np tiles (of R rows, one row of x, no conv) stored after one barrier
+ * pair instead of two a tile: the tiles' partials in G buffers, warp k storing the group's tile k
+ * (my_tile), lane r < R its row r; my_xo is y's old value there (matmul_acc), read by those lanes
+ * at the tile's start. mm_store_parts' sums in its order, so the same bits. Written out rather
+ * than through mm_store_parts, which picks its storing threads by threadIdx.x (passing it a lane
+ * instead changed every v11 kernel's code, 72 more instructions, for the same stores). Every
+ * consumer thread calls it. */
+template <int CW, int R, int G>
+__device__ __forceinline__ void mm_group_store(const float (&partg)[G][CW][1][R], const mm_jobs &J,
+                                               int np, int64_t my_tile, float my_xo, int warp,
+                                               int lane) {
+  mm_consumers_sync<CW>();
+  if (warp < np && lane < R) {
+    const mm_job jb = mm_pick_at(J, my_tile);
+    const int64_t n = jb.b * R + lane;
+    if (n < jb.N) {
+      float v = mm_sum_parts<CW, 1, R>(partg[warp], 0, lane);
+      v = jb.bias ? __fadd_rn(v, jb.bias[n]) : v;
+      if (J.acc) v = __fadd_rn(my_xo, v);
+      jb.y[n] = v;
     }
   }
-  /* After a tile's partials: the group stored when full or at the block's last tile. */
-  __device__ __forceinline__ void end_tile(const float (&partg)[G][CW][1][R], const mm_jobs &J,
-                                           bool last, int warp, int lane) {
-    if (++np == G || last) store(partg, J, warp, lane);
-  }
-  /* The open group, if any, stored (dynamic tiles end when the tickets do). */
-  __device__ __forceinline__ void flush(const float (&partg)[G][CW][1][R], const mm_jobs &J,
-                                        int warp, int lane) {
-    if (np > 0) store(partg, J, warp, lane);
-  }
-  __device__ __forceinline__ void store(const float (&partg)[G][CW][1][R], const mm_jobs &J,
-                                        int warp, int lane) {
-    mm_consumers_sync<CW>();
-    if (warp < np && lane < R) {
-      const mm_job jb = mm_pick_at(J, my_tile);
-      const int64_t n = jb.b * R + lane;
-      if (n < jb.N) {
-        float v = mm_sum_parts<CW, 1, R>(partg[warp], 0, lane);
-        v = jb.bias ? __fadd_rn(v, jb.bias[n]) : v;
-        if (J.acc) v = __fadd_rn(my_xo, v);
-        jb.y[n] = v;
-      }
-    }
-    mm_consumers_sync<CW>();
-    np = 0;
-  }
-};
+  mm_consumers_sync<CW>();
+}
 
 /* The row kernels' ending: each warp's acc[m][r] summed over its lanes (butterfly), then
  * mm_store_parts. Every thread of the block calls it (it synchronizes). */

@@ -28,8 +28,8 @@
 
 /* Tiles a block stores together (G; a build define, -DMEMRA_V13_GRP=1 the one-tile form):
  * matmul_tc11.cuh's MEMRA_T11_GRP for v13, the G tiles' partials in G buffers and one barrier
- * pair a group (mm_group, matmul_jobs.cuh) instead of two a tile; the same sums in the same order
- * (H100: Llama Q8_0 tg128 +0.8%). Not with conv or rope (their stores are per tile). */
+ * pair a group (mm_group_store) instead of two a tile; the same sums in the same order (H100:
+ * Llama Q8_0 tg128 +0.8%). Not with conv or rope (their stores are per tile). */
 #ifndef MEMRA_V13_GRP
 #define MEMRA_V13_GRP 4
 #endif
@@ -197,7 +197,9 @@ __global__ void __maxnreg__(112)
    * takes its share of the longer ones (each logical warp's steps and sums as before) */
   const int rem = v13_rotate && !x_once ? (int)(steps % V13_CW) : 0;
   int64_t u = 0;
-  mm_group<V13_CW, V13_R, MEMRA_V13_GRP> grp; /* G > 1: the open group */
+  int np = 0;          /* G > 1: the open group's tiles so far */
+  int64_t my_tile = 0; /* G > 1: the group's tile this warp stores, and y's old values */
+  float my_xo = 0.f;
   for (int64_t i = 0; dyn || i < my_tiles; ++i) {
     const int lw = (int)((warp + i * rem) % V13_CW);
     int64_t tile = blockIdx.x + i * gridDim.x;
@@ -208,12 +210,19 @@ __global__ void __maxnreg__(112)
         mm_conv_load(J.cv, cj && threadIdx.x < V13_R && jb.b * V13_R + threadIdx.x < jb.N, 0,
                      jb.b * V13_R + threadIdx.x);
     const float xo = G == 1 ? mm_acc_load<V13_R>(J.acc, jb.y, jb.b * V13_R, jb.N) : 0.f;
-    if (G > 1) grp.at_tile(J, jb, tile, warp, lane);
+    if (G > 1 && np == warp) {
+      const int64_t n = jb.b * V13_R + lane;
+      my_tile = tile;
+      my_xo = J.acc && lane < V13_R && n < jb.N ? jb.y[n] : 0.f;
+    }
     float acc[V13_R];
     v13_tile_steps(acc, sm, full, empty, xs, xl, nblk, steps, nkc, x_once, u, lw, warp, lane, ss);
-    v13_warp_parts(acc, partg[G == 1 ? 0 : grp.np], lw, lane);
+    v13_warp_parts(acc, partg[G == 1 ? 0 : np], lw, lane);
     if constexpr (G > 1) {
-      grp.end_tile(partg, J, !dyn && i + 1 == my_tiles, warp, lane);
+      if (++np == G || (!dyn && i + 1 == my_tiles)) {
+        mm_group_store(partg, J, np, my_tile, my_xo, warp, lane);
+        np = 0;
+      }
       continue;
     }
     v13_consumers_sync();
@@ -225,7 +234,7 @@ __global__ void __maxnreg__(112)
     v13_consumers_sync();
   }
   if constexpr (G > 1) /* dynamic tiles end when the tickets do: the last group */
-    grp.flush(partg, J, warp, lane);
+    if (np > 0) mm_group_store(partg, J, np, my_tile, my_xo, warp, lane);
   if (NORM) n13_finish<V13_CW>(nm, ticket, &n13_flag, warp, lane);
   if (TAIL) n13_tail<V13_CW, V13_R>(nm, &n13_flag, shn, warp, lane);
   MEMRA_TRACE_MARK(2); /* the block's end */

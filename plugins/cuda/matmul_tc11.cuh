@@ -189,7 +189,9 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   const int g = lane >> 2, t = lane & 3;
   const tc_role ro = tc_role_of(g, t);
   int64_t u = 0;
-  mm_group<T11_CW, TC_ROWS, MEMRA_T11_GRP> grp; /* G > 1: the open group */
+  int np = 0;          /* G > 1: the open group's tiles so far */
+  int64_t my_tile = 0; /* G > 1: the group's tile this warp stores, and y's old values */
+  float my_xo = 0.f;
   for (int64_t i = 0; dyn || i < my_tiles; ++i) {
     int64_t tile = blockIdx.x + i * gridDim.x;
     if (dyn && (tile = mm_dyn_consume(full, stile, u, T11_ST)) < 0) break; /* past the last */
@@ -199,7 +201,11 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
         mm_conv_load(J.cv, cj && threadIdx.x < TC_ROWS && jb.b * TC_ROWS + threadIdx.x < jb.N, 0,
                      jb.b * TC_ROWS + threadIdx.x);
     const float xo = G == 1 ? mm_acc_load<TC_ROWS>(J.acc, jb.y, jb.b * TC_ROWS, jb.N) : 0.f;
-    if (G > 1) grp.at_tile(J, jb, tile, warp, lane);
+    if (G > 1 && np == warp) {
+      const int64_t n = jb.b * TC_ROWS + lane;
+      my_tile = tile;
+      my_xo = J.acc && lane < TC_ROWS && n < jb.N ? jb.y[n] : 0.f;
+    }
     float acc[1][2] = {{0.f, 0.f}};
     for (int64_t gi = 0; gi < ngrp; ++gi, ++u) {
       const int s = (int)(u % T11_ST);
@@ -228,10 +234,13 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float v = tc_quad_sum(acc[0][r]);
-      if (t == 0) partg[G == 1 ? 0 : grp.np][warp][0][g + 8 * r] = v;
+      if (t == 0) partg[G == 1 ? 0 : np][warp][0][g + 8 * r] = v;
     }
     if constexpr (G > 1) {
-      grp.end_tile(partg, J, !dyn && i + 1 == my_tiles, warp, lane);
+      if (++np == G || (!dyn && i + 1 == my_tiles)) {
+        mm_group_store(partg, J, np, my_tile, my_xo, warp, lane);
+        np = 0;
+      }
       continue;
     }
     t11_consumers_sync();
@@ -243,7 +252,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
     t11_consumers_sync();
   }
   if constexpr (G > 1) /* dynamic tiles end when the tickets do: the last group */
-    grp.flush(partg, J, warp, lane);
+    if (np > 0) mm_group_store(partg, J, np, my_tile, my_xo, warp, lane);
   if (NORM) n13_finish<T11_CW>(nm, ticket, &n13_flag, warp, lane);
   if (TAIL) n13_tail<T11_CW, TC_ROWS>(nm, &n13_flag, shn, warp, lane);
   MEMRA_TRACE_MARK(2); /* the block's end */
