@@ -398,44 +398,42 @@ __device__ __forceinline__ void tc_split_row(const float *__restrict__ x, int64_
   }
 }
 
-/* A ring stage's super-blocks applied to one row of x (the ring kernels' consumer step): the
- * stage holds 16 rows of rowb bytes (rows g and g + 8 of thread (g, t) at g rowb and (g + 8)
- * rowb), nv super-blocks of each, the row's sb0 .. sb0 + nv - 1; warp w takes w, w + TC_WARPS,
- * ...: v7's sequence, so the same bits as v7 for these rows (NS: the caller's, TC_NS_MM or
- * TC_NS_ID). */
+/* Super-block j of a ring stage (16 rows of rowb bytes: rows g and g + 8 of thread (g, t) at
+ * g rowb and (g + 8) rowb; the row's super-block sb0 + j) applied to one row of x. */
+template <int T, int NS>
+__device__ __forceinline__ void tc_sb_apply(float (&acc)[1][2], const uint8_t *stage, int rowb,
+                                            int j, int64_t sb0, const uint4 *xb,
+                                            const typename tcq<T>::xs_t *xs, const tc_role &ro) {
+  typedef tcq<T> Q;
+  const uint8_t *b0 = stage + ro.g * rowb + j * Q::SBB;
+  typename Q::raw cur;
+  typename Q::xin xm;
+  Q::template load<false>(cur, b0, b0 + 8 * rowb, ro);
+  Q::load_x(xm, xb, xs, sb0 + j, ro);
+  Q::template body<1, NS>(
+      acc, cur, xm, [](int) { return typename Q::xin(); }, ro);
+}
+
+/* A ring stage's nv super-blocks applied to one row of x (the ring kernels' consumer step); warp
+ * w takes w, w + TC_WARPS, ...: v7's sequence, so the same bits as v7 for these rows (NS: the
+ * caller's, TC_NS_MM or TC_NS_ID). */
 template <int T, int NS, int FULL = 0, int UNR = FULL / TC_WARPS>
 __device__ __forceinline__ void
 tc_stage_apply(float (&acc)[1][2], const uint8_t *stage, int rowb, int64_t nv, int64_t sb0,
                const uint4 *xb, const typename tcq<T>::xs_t *xs, const tc_role &ro, int warp) {
-  typedef tcq<T> Q;
   /* EXPERIMENT (FULL > 0): a stage of FULL super-blocks by a loop of known trip count, unrolled
    * UNR times, so the compiler may start the next super-block's loads under this one's arithmetic
    * (the same sums in the same order) */
   if constexpr (FULL > 0) {
     if (nv == FULL) {
 #pragma unroll(UNR)
-      for (int i = 0; i < FULL / TC_WARPS; ++i) {
-        const int j = warp + TC_WARPS * i;
-        const uint8_t *b0 = stage + ro.g * rowb + j * Q::SBB;
-        typename Q::raw cur;
-        typename Q::xin xm;
-        Q::template load<false>(cur, b0, b0 + 8 * rowb, ro);
-        Q::load_x(xm, xb, xs, sb0 + j, ro);
-        Q::template body<1, NS>(
-            acc, cur, xm, [](int) { return typename Q::xin(); }, ro);
-      }
+      for (int i = 0; i < FULL / TC_WARPS; ++i)
+        tc_sb_apply<T, NS>(acc, stage, rowb, warp + TC_WARPS * i, sb0, xb, xs, ro);
       return;
     }
   }
-  for (int j = warp; j < nv; j += TC_WARPS) {
-    const uint8_t *b0 = stage + ro.g * rowb + j * Q::SBB;
-    typename Q::raw cur;
-    typename Q::xin xm;
-    Q::template load<false>(cur, b0, b0 + 8 * rowb, ro);
-    Q::load_x(xm, xb, xs, sb0 + j, ro);
-    Q::template body<1, NS>(
-        acc, cur, xm, [](int) { return typename Q::xin(); }, ro);
-  }
+  for (int j = warp; j < nv; j += TC_WARPS)
+    tc_sb_apply<T, NS>(acc, stage, rowb, j, sb0, xb, xs, ro);
 }
 
 template <int T, int M, bool VEC>
