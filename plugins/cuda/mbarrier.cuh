@@ -52,14 +52,31 @@ __device__ __forceinline__ void memra_ring_init(uint64_t *full, uint64_t *empty,
   __syncthreads();
 }
 
+/* The lines of every bulk copy are marked evict-first in L2 (a build define; 0: the plain copy).
+ * The ring GEMVs' weights are read once a step, so L2 keeps what is read again instead: x and
+ * the residual between launches, the KV cache, the recurrent states (H100, tg128 @ d512: Llama
+ * Q4_K_M +1.5%, Q8_0 +1.2%, the hybrid +2.6%, the MoE +1.7%; docs/PERF.md, thirtieth session). */
+#ifndef MEMRA_BULK_EVICT_FIRST
+#define MEMRA_BULK_EVICT_FIRST 1
+#endif
+
 /* bytes (a multiple of 16; both addresses 16-byte aligned) from global src to shared dst by
  * the copy engine; completion is counted in bytes on bar. */
 __device__ __forceinline__ void memra_bulk_load(void *dst, const void *src, uint32_t bytes,
                                                 uint64_t *bar) {
+#if MEMRA_BULK_EVICT_FIRST
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
+               "[%0], [%1], %2, [%3], %4;" ::"r"(memra_smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(memra_smem_addr(bar)), "l"(pol)
+               : "memory");
+#else
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
                "[%3];" ::"r"(memra_smem_addr(dst)),
                "l"(src), "r"(bytes), "r"(memra_smem_addr(bar))
                : "memory");
+#endif
 }
 
 #endif /* MEMRA_CUDA_MBARRIER_CUH */
