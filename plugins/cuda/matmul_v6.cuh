@@ -24,8 +24,29 @@
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_jobs.cuh"
+#include "plugins/cuda/mbarrier.cuh"
 
 enum { MV6_WARPS = 4, MV6_R = 8 };
+
+/* EXPERIMENT (a build define, default 0): 1 loads the weights evict-first in L2 when the launch
+ * reads them once (one block row, gridDim.y 1: a decode step's routers), as the rings' bulk copies
+ * do (mbarrier.cuh); batches read them once a block row and keep the plain load. */
+#ifndef MEMRA_V6_EVICT_FIRST
+#define MEMRA_V6_EVICT_FIRST 0
+#endif
+__device__ __forceinline__ uint4 mv6_ldg(const uint4 *p, bool once) {
+#if MEMRA_V6_EVICT_FIRST
+  if (once) {
+    uint4 v;
+    asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p), "l"(memra_l2_evict_first()));
+    return v;
+  }
+#endif
+  (void)once;
+  return __ldg(p);
+}
 
 /* The raw bytes of a group of 8 elements: 16 (F16, BF16) or 32 (F32). */
 template <int T> struct mv6_raw { uint4 v; };
@@ -33,12 +54,13 @@ template <> struct mv6_raw<MEMRA_TYPE_F32> { uint4 a, b; };
 
 /* Group g of a row (rows 16-byte aligned: the caller checks). */
 template <int T>
-__device__ __forceinline__ mv6_raw<T> mv6_load(const uint8_t *__restrict__ row, int64_t g) {
+__device__ __forceinline__ mv6_raw<T> mv6_load(const uint8_t *__restrict__ row, int64_t g,
+                                               bool once) {
   if constexpr (T == MEMRA_TYPE_F32) {
     const uint4 *p = (const uint4 *)(row + 32 * g);
-    return {__ldg(p), __ldg(p + 1)};
+    return {mv6_ldg(p, once), mv6_ldg(p + 1, once)};
   } else {
-    return {__ldg((const uint4 *)(row + 16 * g))};
+    return {mv6_ldg((const uint4 *)(row + 16 * g), once)};
   }
 }
 
@@ -92,6 +114,7 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
   const int64_t m0 = (int64_t)blockIdx.y * M;
   const int64_t mrows = rows - m0 < M ? rows - m0 : M;
   const int64_t G = K / 8, steps = (G + 31) / 32;
+  const bool once = gridDim.y == 1; /* the weights' only reader (mv6_ldg) */
   const uint8_t *wr[R];
   mm_rows_enter<R, MV6_WARPS * 32>(wr, jb, n0);
   float acc[M][R];
@@ -110,8 +133,8 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
       mv6_raw<T> raw0[R], raw1[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        raw0[r] = mv6_load<T>(wr[r], g0);
-        raw1[r] = g1 < G ? mv6_load<T>(wr[r], g1) : mv6_raw<T>{};
+        raw0[r] = mv6_load<T>(wr[r], g0, once);
+        raw1[r] = g1 < G ? mv6_load<T>(wr[r], g1, once) : mv6_raw<T>{};
       }
       const float *xp = x + m0 * x_ld;
       float xv[8];
@@ -132,7 +155,7 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
     if (g >= G) continue; /* the row's last step: lanes past its end */
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const mv6_raw<T> raw = mv6_load<T>(wr[r], g);
+      const mv6_raw<T> raw = mv6_load<T>(wr[r], g, once);
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         if (m >= mrows) break;

@@ -52,6 +52,14 @@ __device__ __forceinline__ void memra_ring_init(uint64_t *full, uint64_t *empty,
   __syncthreads();
 }
 
+/* An L2 policy under which the lines an access brings in are the first to go (data read once a
+ * step). */
+__device__ __forceinline__ uint64_t memra_l2_evict_first() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+
 /* The lines of every bulk copy are marked evict-first in L2 (a build define; 0: the plain copy).
  * The ring GEMVs' weights are read once a step, so L2 keeps what is read again instead: x and
  * the residual between launches, the KV cache, the recurrent states (H100, tg128 @ d512: Llama
@@ -65,8 +73,7 @@ __device__ __forceinline__ void memra_ring_init(uint64_t *full, uint64_t *empty,
 __device__ __forceinline__ void memra_bulk_load(void *dst, const void *src, uint32_t bytes,
                                                 uint64_t *bar) {
 #if MEMRA_BULK_EVICT_FIRST
-  uint64_t pol;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  const uint64_t pol = memra_l2_evict_first();
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
                "[%0], [%1], %2, [%3], %4;" ::"r"(memra_smem_addr(dst)),
                "l"(src), "r"(bytes), "r"(memra_smem_addr(bar)), "l"(pol)
