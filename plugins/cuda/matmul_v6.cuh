@@ -28,11 +28,12 @@
 
 enum { MV6_WARPS = 4, MV6_R = 8 };
 
-/* EXPERIMENT (a build define, default 0): 1 loads the weights evict-first in L2 when the launch
- * reads them once (one block row, gridDim.y 1: a decode step's routers), as the rings' bulk copies
- * do (mbarrier.cuh); batches read them once a block row and keep the plain load. */
+/* The weights are loaded evict-first in L2 when the launch reads them once (one block row,
+ * gridDim.y 1: a decode step's F32 routers), as the rings' bulk copies are (mbarrier.cuh);
+ * batches read them once a block row and keep the plain load. A build define (0: plain loads
+ * only). H100 tg128 @ d512: the hybrid +1.4% (its 512-expert routers, 4 MB a layer), MoE even. */
 #ifndef MEMRA_V6_EVICT_FIRST
-#define MEMRA_V6_EVICT_FIRST 0
+#define MEMRA_V6_EVICT_FIRST 1
 #endif
 __device__ __forceinline__ uint4 mv6_ldg(const uint4 *p, bool once) {
 #if MEMRA_V6_EVICT_FIRST
