@@ -22,9 +22,9 @@
 
 #include "plugins/cuda/dequant.cuh"
 #include "plugins/cuda/device_util.cuh"
+#include "plugins/cuda/l2_policy.cuh"
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_jobs.cuh"
-#include "plugins/cuda/mbarrier.cuh"
 
 enum { MV6_WARPS = 4, MV6_R = 8 };
 
@@ -37,13 +37,7 @@ enum { MV6_WARPS = 4, MV6_R = 8 };
 #endif
 __device__ __forceinline__ uint4 mv6_ldg(const uint4 *p, bool once) {
 #if MEMRA_V6_EVICT_FIRST
-  if (once) {
-    uint4 v;
-    asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p), "l"(memra_l2_evict_first()));
-    return v;
-  }
+  if (once) return memra_ldg_policy(p, memra_l2_evict_first());
 #endif
   (void)once;
   return __ldg(p);

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "plugins/cuda/l2_policy.cuh"
+
 __device__ __forceinline__ uint32_t memra_smem_addr(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
 }
@@ -52,18 +54,10 @@ __device__ __forceinline__ void memra_ring_init(uint64_t *full, uint64_t *empty,
   __syncthreads();
 }
 
-/* An L2 policy under which the lines an access brings in are the first to go (data read once a
- * step). */
-__device__ __forceinline__ uint64_t memra_l2_evict_first() {
-  uint64_t pol;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-  return pol;
-}
-
 /* The lines of every bulk copy are marked evict-first in L2 (a build define; 0: the plain copy).
  * The ring GEMVs' weights are read once a step, so L2 keeps what is read again instead: x and
  * the residual between launches, the KV cache, the recurrent states (H100, tg128 @ d512: Llama
- * Q4_K_M +1.5%, Q8_0 +1.2%, the hybrid +2.6%, the MoE +1.7%; docs/PERF.md, thirtieth session). */
+ * Q4_K_M +1.6%, Q8_0 +1.2%, the hybrid +2.6%, the MoE +1.7%; docs/PERF.md, thirtieth session). */
 #ifndef MEMRA_BULK_EVICT_FIRST
 #define MEMRA_BULK_EVICT_FIRST 1
 #endif
