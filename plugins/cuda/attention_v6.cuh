@@ -130,14 +130,14 @@ __device__ __forceinline__ void att6_wait_cluster_tx(const uint64_t *bar) {
   } while (!done);
 }
 
-/* A 16-byte load of cache elements as halves: F16 as it is (4 words), FP8 widened exactly
- * (cvt.rn.f16x2.e4m3x2: e4m3 is a subset of f16; 8 words, the low byte in the low half). */
 /* EXPERIMENT (a build define, default 0): N in 1..10 loads the cache under an L2 policy that
  * keeps N tenths of its lines evict-last, so part of the cache stays in L2 from one step to the
  * next while the weights stream past it evict-first (mbarrier.cuh) */
 #ifndef MEMRA_ATT6_KV_L2
 #define MEMRA_ATT6_KV_L2 0
 #endif
+/* A 16-byte load of cache elements as halves: F16 as it is (4 words), FP8 widened exactly
+ * (cvt.rn.f16x2.e4m3x2: e4m3 is a subset of f16; 8 words, the low byte in the low half). */
 template <typename TC> struct att6_row16 {
   static constexpr int E = 16 / (int)sizeof(TC), W = E / 2; /* elements, words */
   uint4 raw;
