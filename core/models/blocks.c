@@ -218,9 +218,11 @@ static memra_status proj_norm(memra_ctx *c, const char *what, const memra_tensor
   return MEMRA_OK;
 }
 
-memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memra_tensor *y,
-                               const memra_tensor *x, const memra_tensor *w,
-                               const memra_tensor *bias, memra_err *err) {
+/* memra_blk_matmuls; rt (may be NULL): the route of y[0] offered to the decode call that makes it
+ * (ABI 1.22 matmul_n_route; rt->done when taken). */
+static memra_status matmuls(memra_ctx *c, const char *what, int n, const memra_tensor *y,
+                            const memra_tensor *x, const memra_tensor *w, const memra_tensor *bias,
+                            memra_blk_route *rt, memra_err *err) {
   const memra_backend_vt *vt = c->m->vt;
   const memra_tensor none = {0};
   if (n < 1 || n > MEMRA_BLK_MATMULS_MAX)
@@ -236,6 +238,7 @@ memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memr
     for (int gi = 0; gi < n_grp; ++gi) {
       memra_tensor gy[4], gw[4], gb[4];
       int32_t gn = 0;
+      bool has0 = false; /* this call makes y[0] (its group's first) */
       for (int i = 0; i <= n; ++i) {
         if (gn > 0 && (i == n || gn == 4)) { /* a call per 4 members (matmul_n's n <= 4) */
           if (c->norm_defer.on) {            /* the deferred norm with the first call (ABI 1.14) */
@@ -243,13 +246,21 @@ memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memr
             CALL(what, vt->rmsnorm_matmul_n(c->m->be, &c->norm_defer.xn, &c->norm_defer.x,
                                             &c->norm_defer.res, &c->norm_defer.w, c->m->hp.eps, gn,
                                             gy, gw, bias ? gb : NULL));
+          } else if (has0 && rt && vt->matmul_n_route) { /* y[0] with its route (ABI 1.22) */
+            CALL(what, vt->matmul_n_route(c->m->be, gn, gy, x, gw, bias ? gb : NULL, &rt->ids,
+                                          &rt->weights, rt->normalize));
+            rt->done = true;
           } else if (gn == 1)
             MEMRA_TRY(memra_blk_matmul(c, what, gy, x, gw, gb, err));
           else
             CALL(what, vt->matmul_n(c->m->be, gn, gy, x, gw, bias ? gb : NULL));
           gn = 0;
+          has0 = false;
         }
-        if (i < n && grp[i] == gi) gy[gn] = y[i], gw[gn] = w[i], gb[gn++] = bias ? bias[i] : none;
+        if (i < n && grp[i] == gi) {
+          has0 = has0 || i == 0;
+          gy[gn] = y[i], gw[gn] = w[i], gb[gn++] = bias ? bias[i] : none;
+        }
       }
     }
     return MEMRA_OK;
@@ -258,6 +269,19 @@ memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memr
   for (int i = 0; i < n; ++i)
     MEMRA_TRY(memra_blk_matmul(c, what, &y[i], x, &w[i], bias ? &bias[i] : &none, err));
   return MEMRA_OK;
+}
+
+memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memra_tensor *y,
+                               const memra_tensor *x, const memra_tensor *w,
+                               const memra_tensor *bias, memra_err *err) {
+  return matmuls(c, what, n, y, x, w, bias, NULL, err);
+}
+
+memra_status memra_blk_matmuls_route(memra_ctx *c, const char *what, int n, const memra_tensor *y,
+                                     const memra_tensor *x, const memra_tensor *w,
+                                     memra_blk_route *rt, memra_err *err) {
+  if (rt) rt->done = false;
+  return matmuls(c, what, n, y, x, w, NULL, rt, err);
 }
 
 memra_status memra_blk_embed(memra_ctx *c, const memra_tensor *x, memra_err *err) {

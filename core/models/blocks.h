@@ -43,6 +43,20 @@ memra_status memra_blk_matmuls(memra_ctx *c, const char *what, int n, const memr
                                const memra_tensor *x, const memra_tensor *w,
                                const memra_tensor *bias, memra_err *err);
 
+/* The route of a MoE layer's router logits (moe_route's ids, weights and normalize) and whether
+ * the call that made the logits took it. */
+typedef struct memra_blk_route {
+  memra_tensor ids, weights;
+  int32_t normalize;
+  bool done;
+} memra_blk_route;
+/* memra_blk_matmuls without biases, y[0] a router's logits: in decode-only steps of a plugin with
+ * matmul_n_route (ABI 1.22) the call that makes y[0] routes it too (rt->done); otherwise rt->done
+ * is false and the caller routes. rt NULL: memra_blk_matmuls. */
+memra_status memra_blk_matmuls_route(memra_ctx *c, const char *what, int n, const memra_tensor *y,
+                                     const memra_tensor *x, const memra_tensor *w,
+                                     memra_blk_route *rt, memra_err *err);
+
 /* Groups of the n weights that share type and row width (one fused matmul_n each), numbered
  * in order of their first member: group[i] is weight i's group. Returns the groups' count. */
 int memra_blk_same_type_groups(const memra_tensor *w, int n, int *group);

@@ -45,16 +45,39 @@ static memra_status experts_glu(memra_ctx *c, const memra_layer *l, const memra_
   return MEMRA_OK;
 }
 
+/* Whether route_glu routes inside the experts' call (ABI 1.21 moe_route_glu, fused stacks). */
+static bool route_in_experts(const memra_ctx *c, const memra_layer *l) {
+  const memra_backend_vt *vt = c->m->vt;
+  return vt->moe_route_glu && vt->matmul_id_glu && l->ffn_gate_up_exps.buf;
+}
+
+/* The route offered to the router's call (ABI 1.22 matmul_n_route: a decode step's route with
+ * the router's GEMV) where route_glu would not take it into the experts' launch (ABI 1.21 keeps
+ * its place where the plugin has it); NULL where neither. */
+static memra_blk_route *route_offer(const memra_ctx *c, const memra_layer *l,
+                                    const memra_tensor *ids, const memra_tensor *w,
+                                    memra_blk_route *rt) {
+  if (!c->m->vt->matmul_n_route || route_in_experts(c, l)) return NULL;
+  rt->ids = *ids;
+  rt->ids.ne0 = w->ne0; /* the routed columns only */
+  rt->weights = *w;
+  rt->normalize = 1;
+  rt->done = false;
+  return rt;
+}
+
 /* The route into ids' first w->ne0 columns, then the experts' gate, up and glu over all of ids'
  * columns: one call where the plugin has moe_route_glu (ABI 1.21) and the stacks are fused (its
- * GPU form routes a decode step inside the experts' launch), else the calls it stands for. */
+ * GPU form routes a decode step inside the experts' launch), else the calls it stands for.
+ * routed: the router's call routed already (route_offer), the experts' calls remain. */
 static memra_status route_glu(memra_ctx *c, const memra_layer *l, const memra_tensor *xn,
                               const memra_tensor *gate, const memra_tensor *ids,
                               const memra_tensor *w, const memra_tensor *router, int32_t n_exp,
-                              memra_err *err) {
+                              bool routed, memra_err *err) {
   const memra_backend_vt *vt = c->m->vt;
   memra_backend *be = c->m->be;
-  if (vt->moe_route_glu && vt->matmul_id_glu && l->ffn_gate_up_exps.buf) {
+  if (routed) return experts_glu(c, l, xn, gate, ids, n_exp, err);
+  if (route_in_experts(c, l)) {
     CALL("moe_route + matmul_id gate+up+glu",
          vt->moe_route_glu(be, gate, xn, &l->ffn_gate_up_exps, ids, n_exp, MEMRA_ACT_SILU, w,
                            router, 1));
@@ -80,11 +103,13 @@ static memra_status moe_ffn_stacked(memra_ctx *c, const memra_layer *l, const me
                ids = memra_rows(c->moe_ids, n), w = memra_rows(c->moe_w, n),
                gate = memra_rows(c->moe_gate, n * k1), down = memra_rows(c->moe_out, n * k1);
   gate.ne0 = hp->n_ff_exp;
+  memra_blk_route rt;
+  memra_blk_route *offer = route_offer(c, l, &ids, &w, &rt);
   {
     const memra_tensor ys[2] = {router, logit}, ws[2] = {l->ffn_gate_inp, l->ffn_gate_inp_shexp};
-    MEMRA_TRY(memra_blk_matmuls(c, "matmul router, shared logit", 2, ys, xn, ws, NULL, err));
+    MEMRA_TRY(memra_blk_matmuls_route(c, "matmul router, shared logit", 2, ys, xn, ws, offer, err));
   }
-  MEMRA_TRY(route_glu(c, l, xn, &gate, &ids, &w, &router, hp->n_expert + 1, err));
+  MEMRA_TRY(route_glu(c, l, xn, &gate, &ids, &w, &router, hp->n_expert + 1, offer && rt.done, err));
   if (vt->matmul_id_combine && !combine_defers(c)) { /* ABI 1.9: down and the combine at once */
     CALL("matmul_id_combine", vt->matmul_id_combine(be, out, &gate, &l->ffn_down_exps, &ids,
                                                     hp->n_expert + 1, &w, &logit));
@@ -167,15 +192,17 @@ static memra_status moe_ffn_apart(memra_ctx *c, const memra_layer *l, const memr
                logit = memra_rows(c->sh_logit, n), sh = memra_rows(c->sh_out, n);
   sg.ne0 = su.ne0 = hp->n_ff_shexp;
   sg.nb1 = su.nb1 = 4u * (uint64_t)hp->n_ff_shexp;
+  memra_blk_route rt;
+  memra_blk_route *offer = route_offer(c, l, &ids, &w, &rt);
   {
     const memra_tensor ys[4] = {router, sg, su, logit},
                        ws[4] = {l->ffn_gate_inp, l->ffn_gate_shexp, l->ffn_up_shexp,
                                 l->ffn_gate_inp_shexp};
-    MEMRA_TRY(memra_blk_matmuls(c,
-                                shexp ? "matmul router, shared gate, up, logit" : "matmul router",
-                                shexp ? 4 : 1, ys, xn, ws, NULL, err));
+    MEMRA_TRY(memra_blk_matmuls_route(
+        c, shexp ? "matmul router, shared gate, up, logit" : "matmul router", shexp ? 4 : 1, ys, xn,
+        ws, offer, err));
   }
-  MEMRA_TRY(route_glu(c, l, xn, &gate, &ids, &w, &router, hp->n_expert, err));
+  MEMRA_TRY(route_glu(c, l, xn, &gate, &ids, &w, &router, hp->n_expert, offer && rt.done, err));
   if (!shexp && vt->matmul_id_combine && !combine_defers(c)) { /* ABI 1.9 */
     CALL("matmul_id_combine",
          vt->matmul_id_combine(be, out, &gate, &l->ffn_down_exps, &ids, hp->n_expert, &w, NULL));

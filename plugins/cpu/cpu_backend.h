@@ -270,6 +270,11 @@ memra_status cpu_moe_route_glu(memra_backend *be, const memra_tensor *y, const m
                                const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
                                int32_t act, const memra_tensor *weights, const memra_tensor *logits,
                                int32_t normalize);
+/* ABI 1.22 (moe.c): matmul_n, then the route of y[0] */
+memra_status cpu_matmul_n_route(memra_backend *be, int32_t n, const memra_tensor *y,
+                                const memra_tensor *x, const memra_tensor *w,
+                                const memra_tensor *bias, const memra_tensor *ids,
+                                const memra_tensor *weights, int32_t normalize);
 memra_status cpu_sigmoid_gate(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                               const memra_tensor *g);
 memra_status cpu_ssm_conv(memra_backend *be, const memra_tensor *y, const memra_tensor *x,

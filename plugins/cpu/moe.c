@@ -317,3 +317,26 @@ memra_status cpu_moe_route_glu(memra_backend *be, const memra_tensor *y, const m
   const memra_status st = cpu_moe_route(be, &routed, weights, logits, normalize);
   return st ? st : cpu_matmul_id_glu(be, y, x, w, ids, n_expert, act);
 }
+
+/* ABI 1.22 matmul_n_route: matmul_n, then moe_route of y[0]; the composition it stands for.
+ * Refused before anything is written: ids or weights overlapping what the projections read or
+ * write. */
+memra_status cpu_matmul_n_route(memra_backend *be, int32_t n, const memra_tensor *y,
+                                const memra_tensor *x, const memra_tensor *w,
+                                const memra_tensor *bias, const memra_tensor *ids,
+                                const memra_tensor *weights, int32_t normalize) {
+  if (!y || !x || !w || !ids || !weights)
+    return cpu_fail(be, MEMRA_E_INVALID, "matmul_n_route: a tensor argument is NULL");
+  if (n < 1 || n > 4) return cpu_fail(be, MEMRA_E_INVALID, "matmul_n_route: %d outputs (1..4)", n);
+  const memra_tensor *out[2] = {ids, weights};
+  for (int o = 0; o < 2; ++o) {
+    if (cpu_overlap(out[o], x))
+      return cpu_fail(be, MEMRA_E_INVALID, "matmul_n_route: %s overlaps x", o ? "weights" : "ids");
+    for (int32_t i = 0; i < n; ++i)
+      if (cpu_overlap(out[o], &y[i]) || cpu_overlap(out[o], &w[i]))
+        return cpu_fail(be, MEMRA_E_INVALID, "matmul_n_route: %s overlaps y[%d] or w[%d]",
+                        o ? "weights" : "ids", i, i);
+  }
+  const memra_status st = cpu_matmul_n(be, n, y, x, w, bias);
+  return st ? st : cpu_moe_route(be, ids, weights, &y[0], normalize);
+}

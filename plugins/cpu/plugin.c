@@ -177,6 +177,9 @@ static const memra_backend_vt cpu_vt = {
 #if MEMRA_ABI_MINOR >= 21 /* a MoE layer's route with its experts' gate, up and glu (moe.c) */
     .moe_route_glu = cpu_moe_route_glu,
 #endif
+#if MEMRA_ABI_MINOR >= 22 /* a MoE layer's router with its route (moe.c) */
+    .matmul_n_route = cpu_matmul_n_route,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

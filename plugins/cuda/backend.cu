@@ -317,6 +317,11 @@ static const memra_backend_vt *cu_vtable(void) {
     v.moe_route_glu =
         memra_cu_env_is("MEMRA_ROUTE_GLU", "1") && v.matmul_id_glu ? memra_cu_moe_route_glu : NULL;
 #endif
+#if MEMRA_ABI_MINOR >= 22
+    /* ABI 1.22: a decode row's route in the router GEMV's last block (matmul.cu, matmul_v6.cuh),
+     * the same bits: opt-in, MEMRA_ROUTER_ROUTE=1, until timed on the device */
+    v.matmul_n_route = memra_cu_env_is("MEMRA_ROUTER_ROUTE", "1") ? memra_cu_matmul_n_route : NULL;
+#endif
 #if MEMRA_ABI_MINOR >= 15
     /* ABI 1.15 (matmul.cu: for one row of 4096 and Q8_0 / Q4_K weights the norm at the end of
      * the v13 / v11 launch, by its last block; otherwise the composition): opt-in,

@@ -184,6 +184,11 @@ memra_status memra_cu_matmul(memra_backend *be, const memra_tensor *y, const mem
 memra_status memra_cu_matmul_n(memra_backend *be, int32_t n, const memra_tensor *y,
                                const memra_tensor *x, const memra_tensor *w,
                                const memra_tensor *bias);
+/* ABI 1.22: matmul_n with a MoE router's route (matmul.cu). */
+memra_status memra_cu_matmul_n_route(memra_backend *be, int32_t n, const memra_tensor *y,
+                                     const memra_tensor *x, const memra_tensor *w,
+                                     const memra_tensor *bias, const memra_tensor *ids,
+                                     const memra_tensor *weights, int32_t normalize);
 memra_status memra_cu_matmul_n_conv(memra_backend *be, int32_t n, const memra_tensor *y,
                                     const memra_tensor *x, const memra_tensor *w,
                                     const memra_tensor *conv_w, const memra_tensor *state,

@@ -10,6 +10,9 @@
 memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
                                 const memra_tensor *weights, const memra_tensor *logits,
                                 int32_t normalize);
+/* moe_route's argument checks and messages, nothing launched. */
+memra_status memra_cu_moe_route_check(memra_backend *be, const memra_tensor *ids,
+                                      const memra_tensor *weights, const memra_tensor *logits);
 memra_status memra_cu_matmul_id(memra_backend *be, const memra_tensor *y, const memra_tensor *x,
                                 const memra_tensor *w, const memra_tensor *ids, int32_t n_expert);
 memra_status memra_cu_moe_combine(memra_backend *be, const memra_tensor *y, const memra_tensor *x,

@@ -507,7 +507,8 @@ static memra_status mm_launch_tc(memra_backend *be, const mm_args *a, mm_jobs J,
 static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs J,
                                    int64_t n_rows_all, const mm_conv *cv = NULL,
                                    bool *conv_done = NULL, const mm_rkv *rk = NULL,
-                                   bool *rk_done = NULL, mm_acc_req *acc = NULL) {
+                                   bool *rk_done = NULL, mm_acc_req *acc = NULL,
+                                   const mv6_route *rt = NULL, bool *rt_done = NULL) {
   /* v7 takes up to 16 rows of x per weight pass (a row's arithmetic is the same in any
    * group: batch invariant) */
   const bool tc = a->path == MM_V7 || a->path == MM_V11;
@@ -583,7 +584,7 @@ static memra_status mm_launch_jobs(memra_backend *be, const mm_args *a, mm_jobs 
   } else if (a->type == MEMRA_TYPE_F16) {
     ok = mv6_launch<MEMRA_TYPE_F16>(mt, R, be, J, a->x, a->x_ld, a->K, a->M, a->xv16);
   } else if (a->type == MEMRA_TYPE_F32) {
-    ok = mv6_launch<MEMRA_TYPE_F32>(mt, R, be, J, a->x, a->x_ld, a->K, a->M, a->xv16);
+    ok = mv6_launch<MEMRA_TYPE_F32>(mt, R, be, J, a->x, a->x_ld, a->K, a->M, a->xv16, rt, rt_done);
   } else {
     ok = mv6_launch<MEMRA_TYPE_BF16>(mt, R, be, J, a->x, a->x_ld, a->K, a->M, a->xv16);
   }
@@ -686,7 +687,8 @@ memra_status memra_cu_matmul_acc(memra_backend *be, const memra_tensor *y, const
 static memra_status mm_n_run(memra_backend *be, int32_t n, const memra_tensor *y,
                              const memra_tensor *x, const memra_tensor *w, const memra_tensor *bias,
                              const char *op, const mm_conv *cv, bool *conv_done,
-                             const mm_rkv *rk = NULL, bool *rk_done = NULL) {
+                             const mm_rkv *rk = NULL, bool *rk_done = NULL,
+                             const mv6_route *rt = NULL, bool *rt_done = NULL) {
   if (n < 1 || n > MM_MAX_JOBS || !y || !w)
     return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %d outputs (1..%d with y and w arrays)", op, n,
                          MM_MAX_JOBS);
@@ -719,7 +721,7 @@ static memra_status mm_n_run(memra_backend *be, int32_t n, const memra_tensor *y
   mm_jobs J = {};
   for (int32_t i = 0; i < n; ++i)
     mm_job_add(&J, &a[i], w[i].nb1);
-  return mm_launch_jobs(be, &a[0], J, n_rows_all, cv, conv_done, rk, rk_done);
+  return mm_launch_jobs(be, &a[0], J, n_rows_all, cv, conv_done, rk, rk_done, NULL, rt, rt_done);
 }
 
 /* ABI 1.3 matmul_n: one v5/v6/v7/v8/v9 launch over all the outputs when every w takes the same
@@ -729,6 +731,46 @@ memra_status memra_cu_matmul_n(memra_backend *be, int32_t n, const memra_tensor 
                                const memra_tensor *x, const memra_tensor *w,
                                const memra_tensor *bias) {
   return mm_n_run(be, n, y, x, w, bias, "matmul_n", NULL, NULL);
+}
+
+/* ABI 1.22 matmul_n_route: for one row of x on v6 with F32 weights (a decode step's router) the
+ * route in the launch's last block (mv6_route_tail: moe_route v3's warp function, so the same ids
+ * and weights) and no route launch; otherwise matmul_n, then moe_route. */
+memra_status memra_cu_matmul_n_route(memra_backend *be, int32_t n, const memra_tensor *y,
+                                     const memra_tensor *x, const memra_tensor *w,
+                                     const memra_tensor *bias, const memra_tensor *ids,
+                                     const memra_tensor *weights, int32_t normalize) {
+  const char *op = "matmul_n_route";
+  if (!y || !x || !w || !ids || !weights)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: a tensor argument is NULL", op);
+  if (n < 1 || n > MM_MAX_JOBS)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %d outputs (1..%d)", op, n, MM_MAX_JOBS);
+  const memra_tensor *out[2] = {ids, weights};
+  for (int o = 0; o < 2; ++o) {
+    if (memra_cu_overlap(out[o], x))
+      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %s overlaps x", op, o ? "weights" : "ids");
+    for (int32_t i = 0; i < n; ++i)
+      if (memra_cu_overlap(out[o], &y[i]) || memra_cu_overlap(out[o], &w[i]))
+        return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %s overlaps y[%d] or w[%d]", op,
+                             o ? "weights" : "ids", i, i);
+  }
+  memra_status st = memra_cu_moe_route_check(be, ids, weights, &y[0]);
+  if (st != MEMRA_OK) return st;
+  mv6_route rt = {};
+  rt.ids = (int32_t *)memra_cu_ptr(ids);
+  rt.w = (float *)memra_cu_ptr(weights);
+  rt.logits = (const float *)memra_cu_ptr(&y[0]);
+  rt.ids_ld = (int64_t)(ids->nb1 / 4);
+  rt.w_ld = (int64_t)(weights->nb1 / 4);
+  rt.l_ld = (int64_t)(y[0].nb1 / 4);
+  rt.ne = (int)y[0].ne0;
+  rt.k = (int)ids->ne0;
+  rt.normalize = normalize;
+  const bool take = route_npl(y[0].ne0) > 0 && ids->ne0 <= 32 && y[0].ne1 == 1;
+  bool done = false;
+  if ((st = mm_n_run(be, n, y, x, w, bias, op, NULL, NULL, NULL, NULL, take ? &rt : NULL, &done)))
+    return st;
+  return done ? MEMRA_OK : memra_cu_moe_route(be, ids, weights, &y[0], normalize);
 }
 
 /* ABI 1.11 matmul_n_conv: for one row of x on v11 / v12 / v13 and a conv of width 4, the conv in

@@ -25,6 +25,7 @@
 #include "plugins/cuda/l2_policy.cuh"
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_jobs.cuh"
+#include "plugins/cuda/moe_route.cuh"
 
 enum { MV6_WARPS = 4, MV6_R = 8 };
 
@@ -95,10 +96,54 @@ __device__ __forceinline__ float mv6_dot(const mv6_raw<T> &raw, const float x[8]
   }
 }
 
-template <int T, int M, int R, bool XV>
+/* ABI 1.22 matmul_n_route: job 0's rows are a MoE router's logits, routed by the launch's last
+ * block into ids and weights (moe_route's layout), so a decode step has no route launch. */
+struct mv6_route {
+  int32_t *ids;
+  float *w;
+  const float *logits;
+  int64_t ids_ld, w_ld, l_ld;
+  int ne, k, normalize;
+};
+
+/* The route launches' tickets: zero at module load, and every launch leaves it zero (the block
+ * taking the last ticket resets it). A launch takes its tickets only after its PDL wait, when the
+ * route launch before it on the stream (one stream a device) has completed. */
+__device__ unsigned int mv6_route_ctr;
+
+/* After the block's stores: each block takes a ticket, and the last routes every row of the logits
+ * with moe_route v3's warp function (route_warp: the same ids and weights), reading them through
+ * L2 (the other blocks' stores, published by their fences before their tickets). */
+template <int NPL>
+__device__ __forceinline__ void mv6_route_tail(const mv6_route &rt, int64_t rows) {
+  __shared__ bool last;
+  __threadfence(); /* this thread's stores before the block's ticket */
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned int t = atomicAdd(&mv6_route_ctr, 1u);
+    last = t == gridDim.x * gridDim.y - 1;
+    if (last) mv6_route_ctr = 0u; /* every block has its ticket */
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int lane = threadIdx.x & 31;
+  for (int64_t r = threadIdx.x >> 5; r < rows; r += MV6_WARPS) {
+    int id;
+    float w;
+    route_warp<NPL, true>(rt.logits + r * rt.l_ld, rt.ne, rt.k, rt.normalize, lane, &id, &w);
+    if (lane < rt.k) {
+      rt.ids[r * rt.ids_ld + lane] = id;
+      rt.w[r * rt.w_ld + lane] = w;
+    }
+  }
+}
+
+/* NPL > 0: the route of job 0's rows after the stores (mv6_route_tail, NPL logits a lane). */
+template <int T, int M, int R, bool XV, int NPL = 0>
 __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
     matmul_v6_kernel(const mm_jobs J, const float *__restrict__ x, int64_t x_ld, int64_t K,
-                     int64_t rows) {
+                     int64_t rows, const mv6_route rt) {
   __shared__ float part[MV6_WARPS][M][R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const mm_job jb = mm_pick(J);
@@ -161,21 +206,42 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
     }
   }
   mm_reduce_store<MV6_WARPS>(acc, part, n0, N, m0, mrows, y, y_ld, bias);
+  if constexpr (NPL > 0) mv6_route_tail<NPL>(rt, rows);
 }
 
 /* R rows per block as in mkq_launch (F32 one row: 2); xv16: x's rows 16-byte aligned (vector
- * loads; else scalar ones, the same bits). */
+ * loads; else scalar ones, the same bits). rt (may be NULL): the route of job 0's rows, taken
+ * (*routed) by an F32 launch of one row with aligned x (a decode step's router), else left to the
+ * caller. */
 template <int T>
 static bool mv6_launch(int mt, int R, const memra_backend *be, mm_jobs J, const float *x,
-                       int64_t x_ld, int64_t K, int64_t rows, bool xv16) {
+                       int64_t x_ld, int64_t K, int64_t rows, bool xv16, const mv6_route *rt = NULL,
+                       bool *routed = NULL) {
   if (T == MEMRA_TYPE_F32 && mt == 1) R = 2; /* the grid below is laid out for these R rows */
   const int64_t gx = mm_jobs_layout(&J, R);
   if (gx == 0) return false;
   const dim3 grid((unsigned)gx, (unsigned)((rows + mt - 1) / mt));
+  if constexpr (T == MEMRA_TYPE_F32) {
+    if (rt && mt == 1 && xv16) {
+#define MV6_ROUTE(NPL)                                                                             \
+  (void)memra_cu_launch(be, matmul_v6_kernel<T, 1, 2, true, NPL>, grid, dim3(MV6_WARPS * 32), 0,   \
+                        J, x, x_ld, K, rows, *rt)
+      switch (route_npl(rt->ne)) {
+      case 4: MV6_ROUTE(4); break;
+      case 8: MV6_ROUTE(8); break;
+      case 16: MV6_ROUTE(16); break;
+      default: MV6_ROUTE(32); break;
+      }
+#undef MV6_ROUTE
+      *routed = true;
+      return true;
+    }
+  }
+  const mv6_route none = {};
 #define MV6_GO(MM, RR)                                                                             \
   (void)memra_cu_launch(                                                                           \
       be, xv16 ? matmul_v6_kernel<T, MM, RR, true> : matmul_v6_kernel<T, MM, RR, false>, grid,     \
-      dim3(MV6_WARPS * 32), 0, J, x, x_ld, K, rows)
+      dim3(MV6_WARPS * 32), 0, J, x, x_ld, K, rows, none)
   switch (mt) {
   case 1: /* F32 one row: 2 rows a block (8 would need more than 128 registers) */
     if constexpr (T == MEMRA_TYPE_F32)

@@ -154,9 +154,9 @@ __global__ void __launch_bounds__(ROUTE2_WARPS * 32)
   }
 }
 
-/* moe_route's checks and every message (moe_route_glu's too). */
-static memra_status route_check(memra_backend *be, const memra_tensor *ids,
-                                const memra_tensor *weights, const memra_tensor *logits) {
+/* moe_route's checks and every message (moe_route_glu's and matmul_n_route's too). */
+memra_status memra_cu_moe_route_check(memra_backend *be, const memra_tensor *ids,
+                                      const memra_tensor *weights, const memra_tensor *logits) {
   memra_status st;
   if ((st = memra_cu_check_f(be, "moe_route", "logits", logits, MEMRA_TYPE_F32, -1, -1)) ||
       (st = memra_cu_check_f(be, "moe_route", "ids", ids, MEMRA_TYPE_I32, -1, -1)))
@@ -184,7 +184,7 @@ static memra_status route_check(memra_backend *be, const memra_tensor *ids,
 memra_status memra_cu_moe_route(memra_backend *be, const memra_tensor *ids,
                                 const memra_tensor *weights, const memra_tensor *logits,
                                 int32_t normalize) {
-  const memra_status st = route_check(be, ids, weights, logits);
+  const memra_status st = memra_cu_moe_route_check(be, ids, weights, logits);
   if (st != MEMRA_OK) return st;
   const int64_t n = logits->ne1;
   if (n == 0) return MEMRA_OK;
@@ -747,7 +747,7 @@ memra_status memra_cu_moe_route_glu(memra_backend *be, const memra_tensor *y, co
                          (int)act);
   memra_tensor routed = *ids;
   routed.ne0 = weights->ne0;
-  memra_status st = route_check(be, &routed, weights, logits);
+  memra_status st = memra_cu_moe_route_check(be, &routed, weights, logits);
   if (st != MEMRA_OK) return st;
   if (memra_cu_overlap(y, weights) || memra_cu_overlap(y, logits))
     return memra_cu_errf(be, MEMRA_E_INVALID, "moe_route_glu: y overlaps weights or logits");

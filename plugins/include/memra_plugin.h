@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 21u
+#define MEMRA_ABI_MINOR 22u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -567,6 +567,15 @@ typedef struct memra_backend_vt {
                                 const memra_tensor *w, const memra_tensor *ids, int32_t n_expert,
                                 int32_t act, const memra_tensor *weights,
                                 const memra_tensor *logits, int32_t normalize);
+  /* ABI 1.22. matmul_n_route (optional: NULL = matmul_n, then moe_route): matmul_n(n, y, x, w,
+   * bias), then moe_route(ids, weights, y[0], normalize): those calls' contracts and bits in one,
+   * a MoE layer's router (with the projections that read its x beside it) and its route (on the
+   * GPU plugins a decode row's route in the router GEMV's last block: the route's launch fewer a
+   * layer). ids and weights must not overlap x, a w or a y. */
+  memra_status (*matmul_n_route)(memra_backend *be, int32_t n, const memra_tensor *y,
+                                 const memra_tensor *x, const memra_tensor *w,
+                                 const memra_tensor *bias, const memra_tensor *ids,
+                                 const memra_tensor *weights, int32_t normalize);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

@@ -68,6 +68,13 @@ memra_status rec_route_glu(memra_backend *be, const memra_tensor *y, const memra
   g_log.push_back("moe_route_glu " + std::to_string(ids->ne0 - wt->ne0));
   return g_real->moe_route_glu(be, y, x, w, ids, n_expert, act, wt, logits, normalize);
 }
+memra_status rec_matmul_n_route(memra_backend *be, int32_t n, const memra_tensor *y,
+                                const memra_tensor *x, const memra_tensor *w, const memra_tensor *b,
+                                const memra_tensor *ids, const memra_tensor *wt,
+                                int32_t normalize) {
+  g_log.push_back("matmul_n_route " + std::to_string(n));
+  return g_real->matmul_n_route(be, n, y, x, w, b, ids, wt, normalize);
+}
 memra_status rec_glu(memra_backend *be, const memra_tensor *y, const memra_tensor *g,
                      const memra_tensor *u, int32_t act) {
   g_log.push_back("glu");
@@ -169,6 +176,7 @@ TEST_P(MatmulsRoute, DecodeGroupsProjectionsWithTheSameBits) {
   vt_without.matmul_n = nullptr; // an older plugin: one matmul per projection
   vt_with.matmul_n_conv = vt_without.matmul_n_conv = nullptr; // the GDN qkv through matmul_n
   vt_with.ffn_glu = vt_without.ffn_glu = nullptr; // the dense FFN's gate, up through matmul_n
+  vt_with.matmul_n_route = vt_without.matmul_n_route = nullptr; // the router through matmul_n
   with.m->vt = &vt_with;
   without.m->vt = &vt_without;
 
@@ -663,6 +671,7 @@ void route_glu_patch(memra_backend_vt *w, memra_backend_vt *wo) {
   w->matmul_id_glu = wo->matmul_id_glu = rec_matmul_id_glu;
   w->moe_route_glu = rec_route_glu;
   wo->moe_route_glu = nullptr; // an ABI 1.20 plugin
+  w->matmul_n_route = wo->matmul_n_route = nullptr;
 }
 
 class RouteGlu : public ::testing::TestWithParam<const char *> {};
@@ -700,6 +709,46 @@ TEST_P(RouteGlu, DecodeStepsTakeTheRouteWithTheExpertsGluWithTheSameBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, RouteGlu, ::testing::Values("qwen3moe", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// ABI 1.22 matmul_n_route: in a decode step a MoE layer's router call (with the projections that
+// read its x beside it) routes its logits too, where the route does not go into the experts' call
+// (moe_route_glu off in both engines): one matmul_n_route a layer, no moe_route; prompt steps keep
+// their calls; the logits bit-identical to an engine whose plugin lacks the slot.
+class RouterRoute : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(RouterRoute, DecodeStepsRouteInTheRoutersCallWithTheSameBits) {
+  paired_steps(
+      GetParam(),
+      [](memra_backend_vt &w, memra_backend_vt &wo) {
+        ASSERT_NE(nullptr, w.matmul_n_route) << "the CPU plugin lost its matmul_n_route";
+        w.moe_route_glu = wo.moe_route_glu = nullptr;
+        w.moe_route = wo.moe_route = rec_route;
+        w.matmul_n_route = rec_matmul_n_route;
+        wo.matmul_n_route = nullptr; // an ABI 1.21 plugin
+      },
+      [](bool prompt, size_t n_rec, size_t n_att, const std::vector<std::string>(&log)[2]) {
+        const size_t L = n_rec + n_att;
+        size_t routed = 0;
+        for (const std::string &s : log[0])
+          routed += s.rfind("matmul_n_route ", 0) == 0;
+        if (prompt) {
+          EXPECT_EQ(log[1], log[0]);
+          EXPECT_EQ(0u, routed);
+          return;
+        }
+        EXPECT_EQ(L, routed) << "one a layer";
+        EXPECT_EQ(0u, count_calls(log[0], "moe_route"));
+        EXPECT_EQ(L, count_calls(log[1], "moe_route"));
+        EXPECT_EQ(log[1].size(), log[0].size()) << "moe_route's place taken";
+      },
+      false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, RouterRoute,
+                         ::testing::Values("qwen3moe", "qwen3next", "qwen35moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });

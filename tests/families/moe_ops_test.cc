@@ -333,3 +333,62 @@ TEST(MoeRouteGlu, BitIdenticalToTheRouteThenMatmulIdGlu) {
             c.vt->moe_route_glu(c.be, &Y.t, &X.t, &Wg.t, &I.t, E, MEMRA_ACT_SILU, &Wk.t, &ly, 1));
   EXPECT_EQ("moe_route_glu: y overlaps weights or logits", c.err());
 }
+
+// ABI 1.22: the router's projections with the route of y[0] give the bits of matmul_n, then
+// moe_route (odd sizes, the router with a second projection of x beside it); refuses ids or
+// weights overlapping x, a y or a w, and a route the logits cannot feed, each with its message.
+TEST(MatmulNRoute, BitIdenticalToMatmulNThenTheRoute) {
+  Cpu c;
+  const int E = 11, K = 37, n = 3, k = 4;
+  ASSERT_NE(nullptr, c.vt->matmul_n_route);
+  for (int outs = 1; outs <= 2; ++outs) {
+    SCOPED_TRACE(outs == 1 ? "the router alone" : "with a shared gate logit");
+    std::vector<float> x = rnd((size_t)n * K, 41 + outs, -2, 2), wr = rnd((size_t)E * K, 43),
+                       wl = rnd((size_t)K, 44);
+    Dev X(c, MEMRA_TYPE_F32, K, n), Wr(c, MEMRA_TYPE_F32, K, E), Wl(c, MEMRA_TYPE_F32, K, 1),
+        L1(c, MEMRA_TYPE_F32, E, n), L2(c, MEMRA_TYPE_F32, E, n), G1(c, MEMRA_TYPE_F32, 1, n),
+        G2(c, MEMRA_TYPE_F32, 1, n), I1(c, MEMRA_TYPE_I32, k, n), I2(c, MEMRA_TYPE_I32, k, n),
+        W1(c, MEMRA_TYPE_F32, k, n), W2(c, MEMRA_TYPE_F32, k, n);
+    X.put(x.data());
+    Wr.put(wr.data());
+    Wl.put(wl.data());
+    const memra_tensor y1[2] = {L1.t, G1.t}, y2[2] = {L2.t, G2.t}, w[2] = {Wr.t, Wl.t};
+    ASSERT_EQ(MEMRA_OK, c.vt->matmul_n_route(c.be, outs, y1, &X.t, w, nullptr, &I1.t, &W1.t, 1))
+        << c.err();
+    ASSERT_EQ(MEMRA_OK, c.vt->matmul_n(c.be, outs, y2, &X.t, w, nullptr)) << c.err();
+    ASSERT_EQ(MEMRA_OK, c.vt->moe_route(c.be, &I2.t, &W2.t, &L2.t, 1)) << c.err();
+    EXPECT_EQ(I2.get<int32_t>(), I1.get<int32_t>());
+    const std::pair<Dev *, Dev *> same[3] = {{&L1, &L2}, {&G1, &G2}, {&W1, &W2}};
+    for (int i = 0; i < 3; ++i) {
+      if (i == 1 && outs == 1) continue;
+      const std::vector<float> a = same[i].first->get<float>(), b = same[i].second->get<float>();
+      ASSERT_EQ(a.size(), b.size());
+      EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "output " << i;
+    }
+    const std::vector<float> lg = L1.get<float>();
+    const std::vector<int32_t> ids = I1.get<int32_t>();
+    for (int r = 0; r < n; ++r) /* the first choice is the row's largest logit */
+      EXPECT_EQ(std::max_element(&lg[(size_t)r * E], &lg[(size_t)r * E] + E) - &lg[(size_t)r * E],
+                ids[(size_t)r * k])
+          << "row " << r;
+  }
+  Dev X(c, MEMRA_TYPE_F32, K, n), Wr(c, MEMRA_TYPE_F32, K, E), L(c, MEMRA_TYPE_F32, E, n),
+      I(c, MEMRA_TYPE_I32, k, n), W(c, MEMRA_TYPE_F32, k, n), Wbig(c, MEMRA_TYPE_F32, E + 1, n);
+  memra_tensor in_l = L.t; /* ids inside the logits */
+  in_l.type = MEMRA_TYPE_I32;
+  in_l.ne0 = k;
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->matmul_n_route(c.be, 1, &L.t, &X.t, &Wr.t, nullptr, &in_l, &W.t, 1));
+  EXPECT_EQ("matmul_n_route: ids overlaps y[0] or w[0]", c.err());
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->matmul_n_route(c.be, 1, &L.t, &X.t, &Wr.t, nullptr, &I.t, &X.t, 1));
+  EXPECT_EQ("matmul_n_route: weights overlaps x", c.err());
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->matmul_n_route(c.be, 5, &L.t, &X.t, &Wr.t, nullptr, &I.t, &W.t, 1));
+  EXPECT_EQ("matmul_n_route: 5 outputs (1..4)", c.err());
+  Dev Ibig(c, MEMRA_TYPE_I32, E + 1, n);
+  EXPECT_EQ(MEMRA_E_INVALID,
+            c.vt->matmul_n_route(c.be, 1, &L.t, &X.t, &Wr.t, nullptr, &Ibig.t, &Wbig.t, 1));
+  EXPECT_EQ("moe_route: ids [3, 12] for logits [3, 11] (need one row per token and k <= n_expert)",
+            c.err());
+}

@@ -21,7 +21,8 @@ objs=()
 for o in "$B"/*.o; do
   src=$(basename "$o" .o)
   if printf '%s\n' "$@" | grep -qx "$src"; then
-    $NVCC $F -c "plugins/cuda/$src" -o "$O/$src.o" &
+    lang=""; case "$src" in *.c) lang="-x c";; esac # probe.c: the ABI minor it reports
+    $NVCC $F $lang -c "plugins/cuda/$src" -o "$O/$src.o" &
     objs+=("$O/$src.o")
   else
     objs+=("$o")

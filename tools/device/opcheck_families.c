@@ -467,6 +467,80 @@ static void check_route_glu(int32_t type, int64_t ne, int64_t k, int sh, int64_t
   free(ids);
 }
 
+/* ABI 1.22 matmul_n_route: a router's logits (outs 2: a shared gate logit beside them) against
+ * the CPU, and on plugin 1 the logits, ids and weights bitwise against its own matmul_n, then
+ * moe_route (the GPU plugins route a decode row in the router GEMV's last block). Two rounds of
+ * fresh x into ids preset to -5: a launch that left its ticket counter set would leave the second
+ * round's ids unwritten. ne experts (the warp forms' NPL 4 to 32; past 1024 the route's own
+ * launch), k chosen, K columns (K % 8: not v6, the composition), n rows (n > 1: the composition).
+ */
+static void check_matmul_n_route(int64_t ne, int64_t k, int64_t K, int64_t n, int outs) {
+  char what[96];
+  snprintf(what, sizeof what, "experts %" PRId64 " k %" PRId64 " K %" PRId64 " n %" PRId64 "%s", ne,
+           k, K, n, outs == 2 ? " + logit" : "");
+  float *w = ck_frand_vec(ne * K, -0.5f, 0.5f), *wl = ck_frand_vec(K, -0.5f, 0.5f);
+  int32_t *preset = ck_xmalloc((size_t)(n * k) * 4 + 4);
+  for (int64_t i = 0; i < n * k; ++i)
+    preset[i] = -5;
+  ck_buf dw = ck_new((uint64_t)(ne * K) * 4, w), dwl = ck_new((uint64_t)K * 4, wl);
+  for (int round = 0; round < 2; ++round) {
+    char wr[112];
+    snprintf(wr, sizeof wr, "%s round %d", what, round);
+    float *x = ck_frand_vec(n * K, -1, 1);
+    const uint64_t lb = (uint64_t)(n * ne) * 4, ib = (uint64_t)(n * k) * 4;
+    ck_buf dx = ck_new((uint64_t)(n * K) * 4, x), dl = ck_new(lb, NULL), dl2 = ck_new(lb, NULL),
+           dg = ck_new((uint64_t)n * 4, NULL), dg2 = ck_new((uint64_t)n * 4, NULL),
+           di = ck_new(ib, preset), di2 = ck_new(ib, preset), dt = ck_new(ib, NULL),
+           dt2 = ck_new(ib, NULL);
+    int ok = 1;
+    for (int i = 0; i < 2 && ok; ++i) {
+      if (!P[i].vt->matmul_n_route) {
+        ck_record("matmul_n_route", wr, INFINITY, 0, 0, "slot missing");
+        ok = 0;
+        break;
+      }
+      const memra_tensor y[2] = {ck_t(&dl, i, MEMRA_TYPE_F32, ne, n),
+                                 ck_t(&dg, i, MEMRA_TYPE_F32, 1, n)},
+                         ws[2] = {ck_t(&dw, i, MEMRA_TYPE_F32, K, ne),
+                                  ck_t(&dwl, i, MEMRA_TYPE_F32, K, 1)},
+                         tx = ck_t(&dx, i, MEMRA_TYPE_F32, K, n),
+                         ti = ck_t(&di, i, MEMRA_TYPE_I32, k, n),
+                         tt = ck_t(&dt, i, MEMRA_TYPE_F32, k, n);
+      ok &= must_ok(i, P[i].vt->matmul_n_route(P[i].be, outs, y, &tx, ws, NULL, &ti, &tt, 1),
+                    "matmul_n_route");
+    }
+    if (ok) {
+      cmp_f32("matmul_n_route logits", wr, &dl, 0, n * ne, 1e-5, NULL);
+      if (outs == 2) cmp_f32("matmul_n_route shared logit", wr, &dg, 0, n, 1e-5, NULL);
+      const memra_tensor y[2] = {ck_t(&dl2, 1, MEMRA_TYPE_F32, ne, n),
+                                 ck_t(&dg2, 1, MEMRA_TYPE_F32, 1, n)},
+                         ws[2] = {ck_t(&dw, 1, MEMRA_TYPE_F32, K, ne),
+                                  ck_t(&dwl, 1, MEMRA_TYPE_F32, K, 1)},
+                         tx = ck_t(&dx, 1, MEMRA_TYPE_F32, K, n),
+                         ti = ck_t(&di2, 1, MEMRA_TYPE_I32, k, n),
+                         tt = ck_t(&dt2, 1, MEMRA_TYPE_F32, k, n);
+      if (must_ok(1, P[1].vt->matmul_n(P[1].be, outs, y, &tx, ws, NULL), "matmul_n") &&
+          must_ok(1, P[1].vt->moe_route(P[1].be, &ti, &tt, &y[0], 1), "moe_route")) {
+        record_same_bits("matmul_n_route logits == matmul_n's", wr, &dl, 0, &dl2, 1, lb);
+        if (outs == 2)
+          record_same_bits("matmul_n_route shared logit == matmul_n's", wr, &dg, 0, &dg2, 1,
+                           (uint64_t)n * 4);
+        record_same_bits("matmul_n_route ids == moe_route's", wr, &di, 0, &di2, 1, ib);
+        record_same_bits("matmul_n_route w == moe_route's", wr, &dt, 0, &dt2, 1, ib);
+      }
+    }
+    ck_buf *bufs[] = {&dx, &dl, &dl2, &dg, &dg2, &di, &di2, &dt, &dt2};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; ++i)
+      ck_free(bufs[i]);
+    free(x);
+  }
+  ck_free(&dw);
+  ck_free(&dwl);
+  free(w);
+  free(wl);
+  free(preset);
+}
+
 /* --- moe_combine, sigmoid_gate -------------------------------------------------------- */
 
 static void check_combine(int64_t n, int64_t k, int64_t E) {
@@ -1284,6 +1358,17 @@ static void check_errors(void) {
     s[i] = P[i].vt->moe_route(P[i].be, &ids, &w, &l, 1);
   }
   expect_refusal("moe_route", "k larger than n_expert", s[0], s[1], 1);
+  for (int i = 0; i < 2; ++i) { /* the ids inside the logits they route */
+    memra_tensor xx = ck_view(&d, i, MEMRA_TYPE_F32, 8, 1, 0, 0),
+                 w = ck_view(&d, i, MEMRA_TYPE_F32, 8, 3, 0, 0),
+                 l = ck_view(&d, i, MEMRA_TYPE_F32, 3, 1, 0, 128),
+                 ids = ck_view(&d, i, MEMRA_TYPE_I32, 2, 1, 0, 128),
+                 wt = ck_view(&d, i, MEMRA_TYPE_F32, 2, 1, 0, 160);
+    s[i] = P[i].vt->matmul_n_route
+               ? P[i].vt->matmul_n_route(P[i].be, 1, &l, &xx, &w, NULL, &ids, &wt, 1)
+               : MEMRA_OK;
+  }
+  expect_refusal("matmul_n_route", "ids overlap the logits", s[0], s[1], 1);
   for (int i = 0; i < 2; ++i) { /* g of another row count */
     memra_tensor xx = ck_view(&d, i, MEMRA_TYPE_F32, 4, 3, 0, 0),
                  g = ck_view(&d, i, MEMRA_TYPE_F32, 4, 2, 0, 64);
@@ -1337,6 +1422,15 @@ static int run_ops(void) {
   check_route_glu(MEMRA_TYPE_Q4_K, 100, 8, 0, 256, 512, 1);  /* Qwen3-30B-A3B's decode form */
   check_route_glu(MEMRA_TYPE_Q4_K, 509, 10, 1, 256, 256, 1); /* Qwen3-Next's, shared stacked */
   check_route_glu(MEMRA_TYPE_Q6_K, 200, 4, 0, 256, 256, 2);
+  check_matmul_n_route(128, 8, 2048, 1, 1);  /* Qwen3-30B-A3B's router */
+  check_matmul_n_route(512, 10, 2048, 1, 2); /* Qwen3-Next's, with the shared gate logit */
+  check_matmul_n_route(61, 5, 200, 1, 2);
+  check_matmul_n_route(1000, 32, 96, 1, 1);
+  if (!g_quick) {
+    check_matmul_n_route(300, 6, 203, 1, 1); /* K % 8: v3, the route's own launch */
+    check_matmul_n_route(1500, 8, 64, 1, 1); /* past the warp form */
+    check_matmul_n_route(128, 8, 256, 3, 2); /* three rows: the composition */
+  }
   if (!g_quick) {
     check_route_glu(MEMRA_TYPE_Q4_K, 100, 8, 0, 256, 512, 19); /* prompt rows: route, then v4 */
     check_route_glu(MEMRA_TYPE_Q4_K, 700, 6, 1, 256, 256, 3);
