@@ -130,12 +130,13 @@ __device__ __forceinline__ void att6_wait_cluster_tx(const uint64_t *bar) {
   } while (!done);
 }
 
-/* A build define, N in 0..10: the cache loads under an L2 policy that keeps N tenths of their
- * lines evict-last, so part of the cache stays in L2 from one step to the next while the weights
- * stream past it evict-first (mbarrier.cuh); 0: plain loads. H100 Llama Q4_K_M tg128: 3 tenths
- * +0.5% @ d512, +0.4% @ d4096; 6 tenths +0.3% / +0.6% (docs/PERF.md, thirty-first session). */
+/* EXPERIMENT (a build define, N in 0..10, default 0): the cache loads under an L2 policy that
+ * keeps N tenths of their lines evict-last, so part of the cache stays in L2 from one step to the
+ * next while the weights stream past it evict-first (mbarrier.cuh); 0: plain loads. Llama Q4_K_M
+ * tg128 with 3 tenths: H100 +0.5% @ d512, +0.4% @ d4096; H200 -0.2% / -0.3%, Q8_0 -0.2%
+ * (docs/PERF.md, thirty-first session): the product's machine keeps the plain loads. */
 #ifndef MEMRA_ATT6_KV_L2
-#define MEMRA_ATT6_KV_L2 3
+#define MEMRA_ATT6_KV_L2 0
 #endif
 /* A 16-byte load of cache elements as halves: F16 as it is (4 words), FP8 widened exactly
  * (cvt.rn.f16x2.e4m3x2: e4m3 is a subset of f16; 8 words, the low byte in the low half). */
