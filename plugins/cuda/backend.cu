@@ -319,7 +319,8 @@ static const memra_backend_vt *cu_vtable(void) {
 #endif
 #if MEMRA_ABI_MINOR >= 22
     /* ABI 1.22: a decode row's route in the router GEMV's last block (matmul.cu, matmul_v6.cuh),
-     * the same bits: opt-in, MEMRA_ROUTER_ROUTE=1, until timed on the device */
+     * the same bits: opt-in, MEMRA_ROUTER_ROUTE=1 (slower on the H200: MoE tg128 -0.5%, hybrid
+     * -0.8%: every block's fence and ticket, then one warp's route, cost more than the launch) */
     v.matmul_n_route = memra_cu_env_is("MEMRA_ROUTER_ROUTE", "1") ? memra_cu_matmul_n_route : NULL;
 #endif
 #if MEMRA_ABI_MINOR >= 15
