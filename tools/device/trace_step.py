@@ -65,7 +65,7 @@ def main():
         L["chain"] = (ln[i + 1]["W"] - L["W"]) if i + 1 < len(ln) else 0
     sigs = [L["sig"] for L in ln]
     tail = sigs[-3000:]
-    best = max(range(4, 40), key=lambda p: sum(1 for i in range(len(tail) - p) if tail[i] == tail[i + p]))
+    best = max(range(4, 96), key=lambda p: sum(1 for i in range(len(tail) - p) if tail[i] == tail[i + p]))
     # the last long run where the pattern holds (ok[i]: launch i repeats launch i - period)
     runs, i = [], best
     while i < len(sigs):
