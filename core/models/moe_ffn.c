@@ -62,7 +62,6 @@ static memra_blk_route *route_offer(const memra_ctx *c, const memra_layer *l,
   rt->ids.ne0 = w->ne0; /* the routed columns only */
   rt->weights = *w;
   rt->normalize = 1;
-  rt->done = false;
   return rt;
 }
 
