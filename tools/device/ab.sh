@@ -5,6 +5,7 @@
 #   bash tools/device/ab.sh MODELS -- VARIANTS
 #   MODELS:   preset:type[:layers], e.g. llama31-8b:q4_k_m qwen3-30b-a3b:q4_k_m:8
 #   VARIANTS: label=plugin_dir[:ENV=value[,ENV=value...]], e.g. main=old new=dist new-v5=dist:MEMRA_GEMV=v5
+#   (a memra executable in plugin_dir runs that variant instead of $D/memra: a core change's A/B)
 # Env: R rounds (2), DEPTH the --bench-d list (512), BACKEND (sm90a), D, WORK (models, kept
 # between runs), OUT; PP=512 times prompt processing (pp512 at depth 0) instead of tg128.
 # Prints one line per run as it goes, then a table of the medians (each memra bench -r 3).
@@ -58,7 +59,8 @@ for r in $(seq "$R"); do
     for v in "$@"; do
       label=${v%%=*}; rest=${v#*=}; dir=${rest%%:*}; envs=""
       [ "$rest" != "$dir" ] && envs=${rest#*:}
-      out=$(env ${envs//,/ } timeout 150 "$D/memra" bench --plugin-dir "$dir" --backend "${BACKEND:-sm90a}" -m "$f" \
+      bin="$D/memra"; [ -x "$dir/memra" ] && bin="$dir/memra" # a variant of the core too
+      out=$(env ${envs//,/ } timeout 150 "$bin" bench --plugin-dir "$dir" --backend "${BACKEND:-sm90a}" -m "$f" \
         "${BENCH[@]}" -r 3 2>"$O/err.txt" | grep "| $TEST " |
         cut -d'|' -f5,6 | tr -s ' ' | tr '\n' ' ')
       echo "round $r  $m  $label: $out"
