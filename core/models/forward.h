@@ -5,8 +5,8 @@
 
 #include "core/models/context.h"
 
-memra_status memra_llama_forward(memra_ctx *c, memra_err *err);  /* llama.c */
-memra_status memra_gemma3_forward(memra_ctx *c, memra_err *err); /* gemma3.c */
+memra_status memra_llama_forward(memra_ctx *c, memra_err *err);    /* llama.c */
+memra_status memra_gemma3_forward(memra_ctx *c, memra_err *err);   /* gemma3.c */
 memra_status memra_qwen3moe_forward(memra_ctx *c, memra_err *err); /* qwen3moe.c */
 /* qwen3next, qwen35, qwen35moe (qwen3next.c) */
 memra_status memra_qwen3next_forward(memra_ctx *c, memra_err *err);
@@ -29,10 +29,10 @@ static inline memra_tensor memra_per_head(memra_tensor t, int64_t n, int64_t d) 
 }
 
 /* Runs one vtable call; on failure returns the backend's message prefixed by what. */
-#define MEMRA_FWD_CALL(what, expr)                                                             \
-  do {                                                                                         \
-    memra_status st_ = (expr);                                                                 \
-    if (st_ != MEMRA_OK) return memra_ctx_fail(c, st_, what, err);                             \
+#define MEMRA_FWD_CALL(what, expr)                                                                 \
+  do {                                                                                             \
+    memra_status st_ = (expr);                                                                     \
+    if (st_ != MEMRA_OK) return memra_ctx_fail(c, st_, what, err);                                 \
   } while (0)
 
 #endif

@@ -31,10 +31,12 @@ static memra_status get_i32(const memra_gguf *g, const memra_hparams *hp, const 
   char k[128];
   int64_t v;
   memra_status st = memra_gguf_get_i64(g, key(hp, suffix, k, sizeof k), &v, err);
-  if (st == MEMRA_E_NOT_FOUND && dflt >= 0) v = dflt;
+  if (st == MEMRA_E_NOT_FOUND && dflt >= 0)
+    v = dflt;
   else if (st == MEMRA_E_NOT_FOUND)
     return memra_errf(err, MEMRA_E_FORMAT, "missing key %s", k);
-  else if (st != MEMRA_OK) return st;
+  else if (st != MEMRA_OK)
+    return st;
   if (v < lo || v > hi)
     return memra_errf(err, MEMRA_E_FORMAT, "%s = %lld, expected %lld..%lld", k, (long long)v,
                       (long long)lo, (long long)hi);
@@ -153,23 +155,26 @@ memra_status memra_hparams_read(const memra_gguf *g, memra_hparams *hp, memra_er
                     err)))
     return st;
   if (hp->n_head % hp->n_head_kv != 0)
-    return memra_errf(err, MEMRA_E_FORMAT, "%s.attention.head_count %d is not a multiple of "
-                      "head_count_kv %d", hp->arch_name, hp->n_head, hp->n_head_kv);
-  if ((st = get_i32(g, hp, "attention.key_length", &hp->head_dim, hp->n_embd / hp->n_head, 2,
-                    4096, err)))
+    return memra_errf(err, MEMRA_E_FORMAT,
+                      "%s.attention.head_count %d is not a multiple of "
+                      "head_count_kv %d",
+                      hp->arch_name, hp->n_head, hp->n_head_kv);
+  if ((st = get_i32(g, hp, "attention.key_length", &hp->head_dim, hp->n_embd / hp->n_head, 2, 4096,
+                    err)))
     return st;
   int32_t v_len;
   if ((st = get_i32(g, hp, "attention.value_length", &v_len, hp->head_dim, 1, 4096, err)))
     return st;
   if (v_len != hp->head_dim)
-    return memra_errf(err, MEMRA_E_UNSUPPORTED, "%s.attention.value_length %d differs from "
-                      "key_length %d", hp->arch_name, v_len, hp->head_dim);
+    return memra_errf(err, MEMRA_E_UNSUPPORTED,
+                      "%s.attention.value_length %d differs from "
+                      "key_length %d",
+                      hp->arch_name, v_len, hp->head_dim);
   if ((st = get_i32(g, hp, "context_length", &hp->n_ctx_train, 4096, 1, 1 << 30, err))) return st;
-  if ((st = get_i32(g, hp, "rope.dimension_count", &hp->n_rot, hp->head_dim, 2, hp->head_dim,
-                    err)))
+  if ((st = get_i32(g, hp, "rope.dimension_count", &hp->n_rot, hp->head_dim, 2, hp->head_dim, err)))
     return st;
-  if (hp->n_rot % 2) return memra_errf(err, MEMRA_E_FORMAT, "rope.dimension_count %d is odd",
-                                       hp->n_rot);
+  if (hp->n_rot % 2)
+    return memra_errf(err, MEMRA_E_FORMAT, "rope.dimension_count %d is odd", hp->n_rot);
   if ((st = get_f32(g, hp, "attention.layer_norm_rms_epsilon", &hp->eps, 1e-5f, err))) return st;
   if ((st = get_f32(g, hp, "rope.freq_base", &hp->rope_base, 10000.0f, err))) return st;
   float factor = 1.0f;

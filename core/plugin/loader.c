@@ -83,8 +83,8 @@ static memra_status check_info(const char *path, const memra_plugin_info *info, 
     return MEMRA_E_ABI;
   }
   if (info->abi_major != MEMRA_ABI_MAJOR) {
-    snprintf(why, why_cap, "%s: plugin ABI %u, this memra needs ABI %u (rebuild the plugin)",
-             path, info->abi_major, MEMRA_ABI_MAJOR);
+    snprintf(why, why_cap, "%s: plugin ABI %u, this memra needs ABI %u (rebuild the plugin)", path,
+             info->abi_major, MEMRA_ABI_MAJOR);
     return MEMRA_E_ABI;
   }
   if (info->struct_size < sizeof(memra_plugin_info) || !info->name) {
@@ -183,7 +183,8 @@ static memra_status open_path(const char *path, const memra_open_params *params,
    * (unsupported); ABI 1.0 ends with get_proc. */
   const size_t min_size = offsetof(memra_backend_vt, get_proc) + sizeof(vt->get_proc);
   if (vt->abi_major != MEMRA_ABI_MAJOR || vt->struct_size < min_size) {
-    memra_errf(err, MEMRA_E_ABI, "%s: vtable of ABI %u (%u bytes), this memra needs ABI %u (at least %zu bytes)",
+    memra_errf(err, MEMRA_E_ABI,
+               "%s: vtable of ABI %u (%u bytes), this memra needs ABI %u (at least %zu bytes)",
                path, vt->abi_major, vt->struct_size, MEMRA_ABI_MAJOR, min_size);
     if (vt->abi_major == MEMRA_ABI_MAJOR && vt->close) vt->close(be);
     dlclose(dl);
@@ -191,7 +192,8 @@ static memra_status open_path(const char *path, const memra_open_params *params,
   }
   h->dl = dl;
   memset(&h->vt_full, 0, sizeof h->vt_full);
-  memcpy(&h->vt_full, vt, vt->struct_size < sizeof h->vt_full ? vt->struct_size : sizeof h->vt_full);
+  memcpy(&h->vt_full, vt,
+         vt->struct_size < sizeof h->vt_full ? vt->struct_size : sizeof h->vt_full);
   h->vt = &h->vt_full;
   h->be = be;
   copy_str(h->name, sizeof h->name, info->name);

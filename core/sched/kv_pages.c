@@ -8,9 +8,10 @@ memra_status memra_kv_pages_init(memra_kv_pages *kv, int32_t n_pages, int32_t bl
                                  int32_t max_blocks, int32_t n_seq_max, memra_err *err) {
   memset(kv, 0, sizeof *kv);
   if (n_pages < 1 || block_size < 1 || max_blocks < 1 || n_seq_max < 1)
-    return memra_errf(err, MEMRA_E_INVALID, "kv cache: pages %d, block size %d, blocks %d, "
-                      "sequences %d must all be positive", n_pages, block_size, max_blocks,
-                      n_seq_max);
+    return memra_errf(err, MEMRA_E_INVALID,
+                      "kv cache: pages %d, block size %d, blocks %d, "
+                      "sequences %d must all be positive",
+                      n_pages, block_size, max_blocks, n_seq_max);
   kv->n_pages = n_pages;
   kv->block_size = block_size;
   kv->max_blocks = max_blocks;
@@ -22,7 +23,8 @@ memra_status memra_kv_pages_init(memra_kv_pages *kv, int32_t n_pages, int32_t bl
     memra_kv_pages_free(kv);
     return memra_errf(err, MEMRA_E_OOM, "kv cache: out of memory for %d pages", n_pages);
   }
-  for (int32_t i = 0; i < n_pages; ++i) kv->free_pages[i] = n_pages - 1 - i; /* pop 0 first */
+  for (int32_t i = 0; i < n_pages; ++i)
+    kv->free_pages[i] = n_pages - 1 - i; /* pop 0 first */
   kv->n_free = n_pages;
   kv->dirty = true;
   return MEMRA_OK;
@@ -59,7 +61,8 @@ memra_status memra_kv_pages_reserve(memra_kv_pages *kv, int32_t seq, int32_t n_p
 void memra_kv_pages_release(memra_kv_pages *kv, int32_t seq) {
   if (seq < 0 || seq >= kv->n_seq_max) return;
   int32_t *row = kv->tables + (size_t)seq * kv->max_blocks;
-  while (kv->n_blocks[seq] > 0) kv->free_pages[kv->n_free++] = row[--kv->n_blocks[seq]];
+  while (kv->n_blocks[seq] > 0)
+    kv->free_pages[kv->n_free++] = row[--kv->n_blocks[seq]];
   kv->dirty = true;
 }
 

@@ -1,7 +1,8 @@
 /* kv_store.c — writes each row's k and v into its paged KV slot (see memra_batch):
  * slot = block_table[seq][pos / block_size] * block_size + pos % block_size.
- * Caches are F32, F16 or F8_E4M3 (round to nearest even; FP8 saturates at +-448), one row of n_kv_head * head_dim per
- * slot. Rows are written in order, so if two rows name one slot the later one wins. */
+ * Caches are F32, F16 or F8_E4M3 (round to nearest even; FP8 saturates at +-448), one row of
+ * n_kv_head * head_dim per slot. Rows are written in order, so if two rows name one slot the later
+ * one wins. */
 #include <inttypes.h>
 #include <string.h>
 

@@ -42,8 +42,8 @@ static int32_t argmax_row(const float *x, int64_t n) {
   return (int32_t)best;
 }
 
-static int32_t sample_row(const float *x, int64_t n, uint64_t *state,
-                          const memra_sample_params *sp, tok_p *t) {
+static int32_t sample_row(const float *x, int64_t n, uint64_t *state, const memra_sample_params *sp,
+                          tok_p *t) {
   *state += 0x9E3779B97F4A7C15ull;
   const double u = (double)(splitmix64_mix(*state) >> 11) * 0x1p-53;
   float m = -INFINITY;
@@ -113,8 +113,8 @@ memra_status cpu_sample(memra_backend *be, const memra_tensor *ids, const memra_
   if (!p) return cpu_fail(be, MEMRA_E_INVALID, "sample: params are absent");
   if (!isfinite(p->temperature) || !isfinite(p->top_p) || !isfinite(p->min_p))
     return cpu_fail(be, MEMRA_E_INVALID,
-                    "sample: temperature %g, top_p %g and min_p %g must be finite",
-                    p->temperature, p->top_p, p->min_p);
+                    "sample: temperature %g, top_p %g and min_p %g must be finite", p->temperature,
+                    p->top_p, p->min_p);
   memra_status st;
   if ((st = cpu_check(be, "sample", "logits", logits, CPU_F32)) ||
       (st = cpu_check_shape(be, "sample", "ids", ids, CPU_I32, logits->ne1, 1)) ||

@@ -39,7 +39,7 @@ MEMRA_FP8_FN uint8_t memra_f32_to_fp8_e4m3(float f) {
   memcpy(&x, &f, sizeof x);
   const uint8_t sign = (uint8_t)((x >> 24) & 0x80u);
   uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return (uint8_t)(sign | 0x7fu); /* NaN */
+  if (ax > 0x7f800000u) return (uint8_t)(sign | 0x7fu);  /* NaN */
   if (ax >= 0x43e00000u) return (uint8_t)(sign | 0x7eu); /* >= 448 (and inf): saturate */
   if (ax < 0x3c800000u) {
     /* Below 2^-6 the code is subnormal, a multiple of 2^-9: scale by 2^9 (exact) and

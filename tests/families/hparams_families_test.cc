@@ -93,16 +93,20 @@ TEST(FamilyHparams, Qwen3MoeNeedsExpertKeys) {
 
 TEST(FamilyHparams, HybridRecurrentLayersFromListOrInterval) {
   Built list;
-  build(list, "qwen35moe", [](memra_gguf_writer *w, const std::string &a) {
-    moe_keys(w, a);
-    ssm_keys(w, a, 6);
-    memra_gguf_writer_set_u32(w, (a + ".expert_shared_feed_forward_length").c_str(), 80);
-    memra_gguf_writer_set_u32(w, (a + ".nextn_predict_layers").c_str(), 1);
-    bool rec[18];
-    for (int i = 0; i < 18; ++i) rec[i] = i % 3 != 1;
-    memra_gguf_writer_set_arr(w, (a + ".attention.recurrent_layers").c_str(), MEMRA_GGUF_BOOL,
-                              rec, 18);
-  }, /*ffn=*/false);
+  build(
+      list, "qwen35moe",
+      [](memra_gguf_writer *w, const std::string &a) {
+        moe_keys(w, a);
+        ssm_keys(w, a, 6);
+        memra_gguf_writer_set_u32(w, (a + ".expert_shared_feed_forward_length").c_str(), 80);
+        memra_gguf_writer_set_u32(w, (a + ".nextn_predict_layers").c_str(), 1);
+        bool rec[18];
+        for (int i = 0; i < 18; ++i)
+          rec[i] = i % 3 != 1;
+        memra_gguf_writer_set_arr(w, (a + ".attention.recurrent_layers").c_str(), MEMRA_GGUF_BOOL,
+                                  rec, 18);
+      },
+      /*ffn=*/false);
   memra_hparams hp;
   memra_err err = {};
   ASSERT_EQ(MEMRA_OK, memra_hparams_read(list.g, &hp, &err)) << err.msg;
@@ -141,8 +145,8 @@ TEST(FamilyHparams, HybridInconsistentFilesAreRefused) {
     moe_keys(w, a);
     ssm_keys(w, a, 4);
     bool rec[3] = {true, true, false};
-    memra_gguf_writer_set_arr(w, (a + ".attention.recurrent_layers").c_str(), MEMRA_GGUF_BOOL,
-                              rec, 3);
+    memra_gguf_writer_set_arr(w, (a + ".attention.recurrent_layers").c_str(), MEMRA_GGUF_BOOL, rec,
+                              3);
   });
   EXPECT_EQ(MEMRA_E_FORMAT, memra_hparams_read(shortlist.g, &hp, &err));
   EXPECT_STREQ("qwen3next.attention.recurrent_layers has 3 entries for 18 layers", err.msg);

@@ -42,7 +42,9 @@ struct Dev {
     EXPECT_EQ(MEMRA_OK, c.vt->buf_alloc(c.be, t.nb1 * ne1 + 64, &t.buf));
   }
   ~Dev() { c.vt->buf_free(c.be, t.buf); }
-  void put(const void *src) { ASSERT_EQ(MEMRA_OK, c.vt->buf_upload(c.be, t.buf, 0, src, t.nb1 * t.ne1)); }
+  void put(const void *src) {
+    ASSERT_EQ(MEMRA_OK, c.vt->buf_upload(c.be, t.buf, 0, src, t.nb1 * t.ne1));
+  }
   template <class T> std::vector<T> get() {
     std::vector<T> v(t.nb1 * t.ne1 / sizeof(T));
     EXPECT_EQ(MEMRA_OK, c.vt->buf_download(c.be, t.buf, 0, v.data(), t.nb1 * t.ne1));
@@ -54,7 +56,8 @@ inline std::vector<float> rnd(size_t n, uint32_t seed, float lo = -1, float hi =
   std::mt19937 g(seed);
   std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);
-  for (auto &x : v) x = d(g);
+  for (auto &x : v)
+    x = d(g);
   return v;
 }
 

@@ -38,8 +38,10 @@ static void build(Built &b, const char *arch, uint32_t n_head_kv, float eps = 1e
 }
 
 TEST(Hparams, ReadsEachFamilyWithDefaults) {
-  const struct { const char *arch; int mode; } cases[] = {
-      {"llama", MEMRA_ROPE_NORM}, {"qwen2", MEMRA_ROPE_NEOX}, {"qwen3", MEMRA_ROPE_NEOX}};
+  const struct {
+    const char *arch;
+    int mode;
+  } cases[] = {{"llama", MEMRA_ROPE_NORM}, {"qwen2", MEMRA_ROPE_NEOX}, {"qwen3", MEMRA_ROPE_NEOX}};
   for (auto c : cases) {
     Built b;
     build(b, c.arch, 2);
@@ -52,7 +54,7 @@ TEST(Hparams, ReadsEachFamilyWithDefaults) {
     EXPECT_EQ(3, hp.n_layer);
     EXPECT_EQ(6, hp.n_head);
     EXPECT_EQ(2, hp.n_head_kv);
-    EXPECT_EQ(16, hp.head_dim);  // embedding / heads when key_length is absent
+    EXPECT_EQ(16, hp.head_dim); // embedding / heads when key_length is absent
     EXPECT_EQ(16, hp.n_rot);
     EXPECT_FLOAT_EQ(1e-6f, hp.eps);
     EXPECT_FLOAT_EQ(5e5f, hp.rope_base);
@@ -63,7 +65,7 @@ TEST(Hparams, ReadsEachFamilyWithDefaults) {
   memra_hparams hp;
   memra_err err = {};
   ASSERT_EQ(MEMRA_OK, memra_hparams_read(b.g, &hp, &err));
-  EXPECT_EQ(6, hp.n_head_kv);  // defaults to head_count
+  EXPECT_EQ(6, hp.n_head_kv); // defaults to head_count
 }
 
 TEST(Hparams, UnknownArchitectureListsTheSupportedOnes) {
@@ -80,7 +82,7 @@ TEST(Hparams, UnknownArchitectureListsTheSupportedOnes) {
 TEST(Hparams, BadValuesAreNamed) {
   {
     Built b;
-    build(b, "qwen3", 4);  // 6 heads are not a multiple of 4 KV heads
+    build(b, "qwen3", 4); // 6 heads are not a multiple of 4 KV heads
     memra_hparams hp;
     memra_err err = {};
     EXPECT_EQ(MEMRA_E_FORMAT, memra_hparams_read(b.g, &hp, &err));
@@ -88,7 +90,7 @@ TEST(Hparams, BadValuesAreNamed) {
   }
   {
     Built b;
-    build(b, "llama", 7);  // more KV heads than heads
+    build(b, "llama", 7); // more KV heads than heads
     memra_hparams hp;
     memra_err err = {};
     EXPECT_EQ(MEMRA_E_FORMAT, memra_hparams_read(b.g, &hp, &err));

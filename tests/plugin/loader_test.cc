@@ -36,7 +36,8 @@ TEST(Loader, DroppedPluginIsFoundAndRunsAnOp) {
   memra_buf *buf;
   ASSERT_EQ(MEMRA_OK, h.vt->buf_alloc(h.be, 3 * 37 * 4, &buf));
   float a[37], b[37], y[37];
-  for (int i = 0; i < 37; ++i) a[i] = 0.5f * i - 3, b[i] = 1.25f * (i % 5) + 0.1f;
+  for (int i = 0; i < 37; ++i)
+    a[i] = 0.5f * i - 3, b[i] = 1.25f * (i % 5) + 0.1f;
   ASSERT_EQ(MEMRA_OK, h.vt->buf_upload(h.be, buf, 0, a, sizeof a));
   ASSERT_EQ(MEMRA_OK, h.vt->buf_upload(h.be, buf, 37 * 4, b, sizeof b));
   memra_tensor ta = {buf, 0, MEMRA_TYPE_F32, 0, 37, 1, 37 * 4}, tb = ta, ty = ta;
@@ -44,7 +45,8 @@ TEST(Loader, DroppedPluginIsFoundAndRunsAnOp) {
   ty.offset = 2 * 37 * 4;
   ASSERT_EQ(MEMRA_OK, h.vt->add(h.be, &ty, &ta, &tb)) << h.vt->last_error(h.be);
   ASSERT_EQ(MEMRA_OK, h.vt->buf_download(h.be, buf, ty.offset, y, sizeof y));
-  for (int i = 0; i < 37; ++i) EXPECT_EQ(a[i] + b[i], y[i]) << i;
+  for (int i = 0; i < 37; ++i)
+    EXPECT_EQ(a[i] + b[i], y[i]) << i;
   h.vt->buf_free(h.be, buf);
   memra_backend_close(&h);
 }
@@ -117,7 +119,8 @@ TEST(Loader, SharedObjectWithoutEntryPointsIsRefused) {
   memra_open_params p = {sizeof p, 1, 0};
   std::string path = dir + "/libmemra_bogus.so";
   EXPECT_EQ(MEMRA_E_ABI, memra_backend_open(path.c_str(), nullptr, &p, &h, &err));
-  EXPECT_EQ(path + ": not a memra plugin (missing symbol memra_plugin_probe)", std::string(err.msg));
+  EXPECT_EQ(path + ": not a memra plugin (missing symbol memra_plugin_probe)",
+            std::string(err.msg));
   // A scan reports it as unusable instead of failing.
   memra_plugin_list list;
   memra_plugin_scan(dir.c_str(), &list);

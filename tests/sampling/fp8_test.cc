@@ -93,10 +93,10 @@ TEST(Fp8, SaturatesAndKeepsNan) {
   EXPECT_EQ(memra_f32_to_fp8_e4m3(-NAN), 0xff);
   EXPECT_EQ(memra_f32_to_fp8_e4m3(0.0f), 0x00);
   EXPECT_EQ(memra_f32_to_fp8_e4m3(-0.0f), 0x80);
-  EXPECT_EQ(memra_f32_to_fp8_e4m3(0.0009765625f), 0x00);  // 2^-10: tie to 0 (even)
-  EXPECT_EQ(memra_f32_to_fp8_e4m3(0.0029296875f), 0x02);  // 3 2^-10: tie to 2 2^-9
-  EXPECT_EQ(memra_f32_to_fp8_e4m3(1e-40f), 0x00);         // float subnormal
-  EXPECT_EQ(memra_f32_to_fp8_e4m3(0.0146484375f), 0x08);  // 7.5 2^-9: tie up to 2^-6
+  EXPECT_EQ(memra_f32_to_fp8_e4m3(0.0009765625f), 0x00); // 2^-10: tie to 0 (even)
+  EXPECT_EQ(memra_f32_to_fp8_e4m3(0.0029296875f), 0x02); // 3 2^-10: tie to 2 2^-9
+  EXPECT_EQ(memra_f32_to_fp8_e4m3(1e-40f), 0x00);        // float subnormal
+  EXPECT_EQ(memra_f32_to_fp8_e4m3(0.0146484375f), 0x08); // 7.5 2^-9: tie up to 2^-6
   EXPECT_EQ(memra_f32_to_fp8_e4m3(1.0f), 0x38);
   EXPECT_EQ(memra_f32_to_fp8_e4m3(-2.0f), 0xc0);
 }

@@ -46,9 +46,9 @@ TEST(SampleKernelEmulation, SameTokensAsTheCpuOracle) {
   Cpu c(1);
   std::mt19937 g(7);
   const memra_sample_params settings[] = {
-      {1, 0, 1, 0},        {0.7f, 40, 0.95f, 0.05f}, {1.3f, 7, 1, 0},     {0.9f, 0, 0.5f, 0},
-      {1, 0, 1, 0.2f},     {2, 1, 0.9f, 0},          {0.5f, 1000000, 0, 0}, {1.1f, 3, 0.3f, 0.9f},
-      {0, 0, 1, 0},        {1, 5, 0.9f, 0},          {1, 0, 1, 3.0f},
+      {1, 0, 1, 0},    {0.7f, 40, 0.95f, 0.05f}, {1.3f, 7, 1, 0},       {0.9f, 0, 0.5f, 0},
+      {1, 0, 1, 0.2f}, {2, 1, 0.9f, 0},          {0.5f, 1000000, 0, 0}, {1.1f, 3, 0.3f, 0.9f},
+      {0, 0, 1, 0},    {1, 5, 0.9f, 0},          {1, 0, 1, 3.0f},
   };
   long total = 0, same = 0;
   for (int nv : {1, 2, 97, 1003, 5003}) {
@@ -77,10 +77,9 @@ TEST(SampleKernelEmulation, SameTokensAsTheCpuOracle) {
           for (int r = 0; r < rows; ++r) {
             ++total;
             same += got[r] == want[r];
-            EXPECT_EQ(got[r], want[r]) << "nv " << nv << " ties " << ties << " T "
-                                       << sp.temperature << " k " << sp.top_k << " p "
-                                       << sp.top_p << " min_p " << sp.min_p << " step " << step
-                                       << " row " << r;
+            EXPECT_EQ(got[r], want[r])
+                << "nv " << nv << " ties " << ties << " T " << sp.temperature << " k " << sp.top_k
+                << " p " << sp.top_p << " min_p " << sp.min_p << " step " << step << " row " << r;
           }
         }
         EXPECT_EQ(st, R.get<uint64_t>()); // the same generator steps

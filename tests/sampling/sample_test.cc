@@ -121,8 +121,8 @@ TEST(Sample, SameTokenAsReferenceEveryStep) {
   Cpu c;
   std::mt19937 g(1234);
   const memra_sample_params settings[] = {
-      {1.0f, 0, 1.0f, 0.0f},   {0.7f, 40, 0.95f, 0.05f}, {1.3f, 7, 1.0f, 0.0f},
-      {0.9f, 0, 0.5f, 0.0f},   {1.0f, 0, 1.0f, 0.2f},    {2.0f, 1, 0.9f, 0.0f},
+      {1.0f, 0, 1.0f, 0.0f},       {0.7f, 40, 0.95f, 0.05f}, {1.3f, 7, 1.0f, 0.0f},
+      {0.9f, 0, 0.5f, 0.0f},       {1.0f, 0, 1.0f, 0.2f},    {2.0f, 1, 0.9f, 0.0f},
       {0.5f, 1000000, 0.0f, 0.0f}, {1.1f, 3, 0.3f, 0.9f},
   };
   for (int nv : {1, 2, 97, 1003}) {
@@ -140,8 +140,8 @@ TEST(Sample, SameTokenAsReferenceEveryStep) {
         std::vector<int32_t> got = s.ids.get<int32_t>();
         for (int r = 0; r < n_rows; ++r)
           ASSERT_EQ(got[r], ref_sample(&x[(size_t)r * nv], nv, sp, state[r]))
-              << "nv " << nv << " row " << r << " step " << step << " T " << sp.temperature
-              << " k " << sp.top_k << " p " << sp.top_p << " min_p " << sp.min_p;
+              << "nv " << nv << " row " << r << " step " << step << " T " << sp.temperature << " k "
+              << sp.top_k << " p " << sp.top_p << " min_p " << sp.min_p;
       }
       std::vector<uint64_t> st = s.rng.get<uint64_t>();
       for (int r = 0; r < n_rows; ++r) {
@@ -297,9 +297,9 @@ TEST(Sample, TemperatureZeroIsArgmaxAndLeavesTheGenerator) {
   Cpu c;
   const int nv = 9, n_rows = 3;
   Sampler s(c, nv, n_rows);
-  std::vector<float> x = {1, 5, 2, 5, 0, 0, 0, 0, 0,             // tie: lowest index (1)
+  std::vector<float> x = {1,   5,  2,  5,     0,   0,  0,  0,  0,  // tie: lowest index (1)
                           NAN, -3, -2, -2.5f, NAN, -9, -8, -7, -6, // NaN never wins (2)
-                          -1, -1, -1, -1, -1, -1, -1, -1, 4};      // last (8)
+                          -1,  -1, -1, -1,    -1,  -1, -1, -1, 4}; // last (8)
   s.logits.put(x);
   s.rng.put(std::vector<uint64_t>{1, 2, 3});
   ASSERT_EQ(MEMRA_OK, s.run({0.0f, 5, 0.5f, 0.1f})) << c.err();
@@ -311,8 +311,8 @@ TEST(Sample, InfiniteAndNanLogits) {
   Cpu c;
   const int nv = 5, n_rows = 2;
   Sampler s(c, nv, n_rows);
-  s.logits.put(std::vector<float>{0, 3, INFINITY, NAN, 2, // +inf is certain
-                                  NAN, NAN, 1, NAN, NAN});  // the only finite logit
+  s.logits.put(std::vector<float>{0, 3, INFINITY, NAN, 2,  // +inf is certain
+                                  NAN, NAN, 1, NAN, NAN}); // the only finite logit
   s.rng.put(std::vector<uint64_t>{7, 8});
   for (int i = 0; i < 50; ++i) {
     ASSERT_EQ(MEMRA_OK, s.run({1.0f, 0, 1.0f, 0.0f})) << c.err();

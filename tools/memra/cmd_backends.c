@@ -14,7 +14,8 @@ int memra_cmd_backends(int argc, char **argv, int first) {
   char dirs[8][1024];
   size_t n_dirs = memra_plugin_dirs(dir, dirs, 8);
   printf("plugin search path:\n");
-  for (size_t i = 0; i < n_dirs; ++i) printf("  %s\n", dirs[i]);
+  for (size_t i = 0; i < n_dirs; ++i)
+    printf("  %s\n", dirs[i]);
   memra_plugin_list list;
   memra_plugin_scan(dir, &list);
   if (list.n == 0) {

@@ -11,12 +11,14 @@ int memra_cmd_info(int argc, char **argv, int first) {
   const char *path = NULL;
   bool full = false;
   for (int i = first; i < argc; ++i) {
-    if (!strcmp(argv[i], "--full")) full = true;
+    if (!strcmp(argv[i], "--full"))
+      full = true;
     else if (argv[i][0] == '-' && argv[i][1]) {
       fprintf(stderr, "memra info: unknown option '%s' (usage: memra info [--full] FILE)\n",
               argv[i]);
       return 2;
-    } else if (!path) path = argv[i];
+    } else if (!path)
+      path = argv[i];
     else {
       fprintf(stderr, "memra info: one file at a time ('%s' is extra)\n", argv[i]);
       return 2;

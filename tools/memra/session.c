@@ -13,7 +13,8 @@ void memra_progress_bar(void *label, uint64_t done, uint64_t total) {
   last = pct;
   int filled = pct / 4;
   fprintf(stderr, "\r%s [", (const char *)label);
-  for (int i = 0; i < 25; ++i) fputc(i < filled ? '=' : (i == filled ? '>' : ' '), stderr);
+  for (int i = 0; i < 25; ++i)
+    fputc(i < filled ? '=' : (i == filled ? '>' : ' '), stderr);
   fprintf(stderr, "] %3d%%", pct);
   if (done >= total) {
     fputs("\r\033[K", stderr); /* clear the bar once done */
@@ -39,7 +40,8 @@ static void report_backend(const memra_opts *o, const memra_backend_handle *h) {
 memra_status memra_session_open(memra_session *s, const memra_opts *o, int32_t n_seq_max,
                                 memra_err *err) {
   memset(s, 0, sizeof *s);
-  if (o->model[0]) snprintf(s->model_path, sizeof s->model_path, "%s", o->model);
+  if (o->model[0])
+    snprintf(s->model_path, sizeof s->model_path, "%s", o->model);
   else {
     memra_default_model_path(s->model_path, sizeof s->model_path);
     if (access(s->model_path, R_OK) != 0)
@@ -49,9 +51,12 @@ memra_status memra_session_open(memra_session *s, const memra_opts *o, int32_t n
                         s->model_path);
   }
   int32_t kv_type = -1; /* auto: decided once the backend is known */
-  if (!strcmp(o->kv_type, "f16")) kv_type = MEMRA_TYPE_F16;
-  else if (!strcmp(o->kv_type, "f32")) kv_type = MEMRA_TYPE_F32;
-  else if (!strcmp(o->kv_type, "f8")) kv_type = MEMRA_TYPE_F8_E4M3;
+  if (!strcmp(o->kv_type, "f16"))
+    kv_type = MEMRA_TYPE_F16;
+  else if (!strcmp(o->kv_type, "f32"))
+    kv_type = MEMRA_TYPE_F32;
+  else if (!strcmp(o->kv_type, "f8"))
+    kv_type = MEMRA_TYPE_F8_E4M3;
   else if (strcmp(o->kv_type, "auto") != 0)
     return memra_errf(err, MEMRA_E_INVALID, "--kv-type '%s': expected auto, f16, f32 or f8",
                       o->kv_type);
@@ -67,8 +72,8 @@ memra_status memra_session_open(memra_session *s, const memra_opts *o, int32_t n
   memra_status st = memra_gguf_open(s->model_path, &s->g, err);
   if (st) return st;
   memra_open_params params = {.struct_size = sizeof params, .n_threads = o->threads, .device = 0};
-  st = memra_backend_open(o->backend, o->plugin_dir[0] ? o->plugin_dir : NULL, &params, &s->bh,
-                          err);
+  st =
+      memra_backend_open(o->backend, o->plugin_dir[0] ? o->plugin_dir : NULL, &params, &s->bh, err);
   if (st) goto fail;
   report_backend(o, &s->bh);
   if ((st = memra_tokenizer_from_gguf(s->g, &s->tok, err))) goto fail;
@@ -80,7 +85,9 @@ memra_status memra_session_open(memra_session *s, const memra_opts *o, int32_t n
   cp.n_ubatch = o->n_ubatch;
   cp.n_seq_max = n_seq_max;
   /* The CPU plugin is the float32 oracle, so its cache is too; GPUs halve the KV bytes. */
-  cp.kv_type = kv_type >= 0 ? kv_type : !strcmp(s->bh.name, "cpu") ? MEMRA_TYPE_F32 : MEMRA_TYPE_F16;
+  cp.kv_type = kv_type >= 0                 ? kv_type
+               : !strcmp(s->bh.name, "cpu") ? MEMRA_TYPE_F32
+                                            : MEMRA_TYPE_F16;
   if ((st = memra_ctx_new(s->m, &cp, &s->ctx, err))) goto fail;
   return MEMRA_OK;
 fail:
