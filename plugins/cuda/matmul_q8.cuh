@@ -130,28 +130,8 @@ __device__ __forceinline__ void mq8_unpack_dp(const uint8_t *span, int l, uint32
 
 /* acc + d * (sum_i q_i x_i) over one Q8_0 block from its words v (mq8_unpack_dp) and x's split
  * (h, l in the lane's order, s). */
-#ifndef MEMRA_Q8_CHAINS
-#define MEMRA_Q8_CHAINS 1
-#endif
 __device__ __forceinline__ float mq8_block_dp(float acc, const uint32_t v[9], float d,
                                               const uint32_t h[16], const uint32_t l[16], float s) {
-#if MEMRA_Q8_CHAINS == 2
-  /* two chains of each sum (words 1-4, 5-8), added at the end: exact int32 sums, the same bits */
-  int H = __dp2a_hi((int)h[0], (int)v[0], 0), L = __dp2a_hi((int)l[0], (int)v[0], 0);
-  int H2 = 0, L2 = 0; /* words 5-8: pairs 9-15 (k = 4: lo(v8), the last) */
-#pragma unroll
-  for (int k = 1; k < 5; ++k) {
-    H = __dp2a_lo((int)h[2 * k - 1], (int)v[k], H);
-    H2 = __dp2a_lo((int)h[2 * k + 7], (int)v[k + 4], H2);
-    L = __dp2a_lo((int)l[2 * k - 1], (int)v[k], L);
-    L2 = __dp2a_lo((int)l[2 * k + 7], (int)v[k + 4], L2);
-    H = __dp2a_hi((int)h[2 * k], (int)v[k], H);
-    H2 = k < 4 ? __dp2a_hi((int)h[2 * k + 8], (int)v[k + 4], H2) : H2;
-    L = __dp2a_hi((int)l[2 * k], (int)v[k], L);
-    L2 = k < 4 ? __dp2a_hi((int)l[2 * k + 8], (int)v[k + 4], L2) : L2;
-  }
-  H += H2, L += L2;
-#else
   int H = __dp2a_hi((int)h[0], (int)v[0], 0), L = __dp2a_hi((int)l[0], (int)v[0], 0);
 #pragma unroll
   for (int k = 1; k < 8; ++k) {
@@ -162,7 +142,6 @@ __device__ __forceinline__ float mq8_block_dp(float acc, const uint32_t v[9], fl
   }
   H = __dp2a_lo((int)h[15], (int)v[8], H);
   L = __dp2a_lo((int)l[15], (int)v[8], L);
-#endif
   return fmaf(d, fmaf((float)L, 0x1p-15f, (float)H) * s, acc);
 }
 

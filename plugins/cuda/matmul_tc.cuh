@@ -417,21 +417,10 @@ __device__ __forceinline__ void tc_sb_apply(float (&acc)[1][2], const uint8_t *s
 /* A ring stage's nv super-blocks applied to one row of x (the ring kernels' consumer step); warp
  * w takes w, w + TC_WARPS, ...: v7's sequence, so the same bits as v7 for these rows (NS: the
  * caller's, TC_NS_MM or TC_NS_ID). */
-template <int T, int NS, int FULL = 0, int UNR = FULL / TC_WARPS>
+template <int T, int NS>
 __device__ __forceinline__ void
 tc_stage_apply(float (&acc)[1][2], const uint8_t *stage, int rowb, int64_t nv, int64_t sb0,
                const uint4 *xb, const typename tcq<T>::xs_t *xs, const tc_role &ro, int warp) {
-  /* EXPERIMENT (FULL > 0): a stage of FULL super-blocks by a loop of known trip count, unrolled
-   * UNR times, so the compiler may start the next super-block's loads under this one's arithmetic
-   * (the same sums in the same order) */
-  if constexpr (FULL > 0) {
-    if (nv == FULL) {
-#pragma unroll(UNR)
-      for (int i = 0; i < FULL / TC_WARPS; ++i)
-        tc_sb_apply<T, NS>(acc, stage, rowb, warp + TC_WARPS * i, sb0, xb, xs, ro);
-      return;
-    }
-  }
   for (int j = warp; j < nv; j += TC_WARPS)
     tc_sb_apply<T, NS>(acc, stage, rowb, j, sb0, xb, xs, ro);
 }

@@ -41,11 +41,6 @@ enum {
 #ifndef MEMRA_T11_GRP
 #define MEMRA_T11_GRP 4
 #endif
-/* EXPERIMENT: 1 unrolls a full stage's super-blocks (tc_stage_apply's FULL), 2 not in the norm-head
- * kernel, 3 as 2 by two super-blocks a time (half the code) */
-#ifndef MEMRA_T11_UNROLL
-#define MEMRA_T11_UNROLL 0
-#endif
 static_assert(MEMRA_T11_GRP >= 1 && MEMRA_T11_GRP <= TC_WARPS, "a group's tiles: one a warp");
 
 /* Super-blocks per stage: 16 when K <= 4096 (a whole tile is one stage, one copy); 8 above,
@@ -218,10 +213,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
         tc_stage_apply<T, TC_NS_MM>(acc, ring + s * T11_STAGE, rowb, nv, 0, (const uint4 *)wb,
                                     (const XS *)(wb + T11_XW * 4), ro, warp);
       } else {
-        tc_stage_apply<T, TC_NS_MM,
-                       MEMRA_T11_UNROLL && (MEMRA_T11_UNROLL == 1 || !NORM) ? T11_SB : 0,
-                       MEMRA_T11_UNROLL == 3 ? 2 : T11_SB / TC_WARPS>(
-            acc, ring + s * T11_STAGE, rowb, nv, sb0, xb, xs, ro, warp);
+        tc_stage_apply<T, TC_NS_MM>(acc, ring + s * T11_STAGE, rowb, nv, sb0, xb, xs, ro, warp);
       }
       __syncwarp();
       if (lane == 0) memra_mbar_arrive(&empty[s]);
