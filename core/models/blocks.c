@@ -231,7 +231,9 @@ static memra_status matmuls(memra_ctx *c, const char *what, int n, const memra_t
   const bool decode = vt->matmul_n && c->n_decode >= c->n_rows;
   MEMRA_TRY(memra_blk_combine_flush(c, err));
   MEMRA_TRY(memra_blk_proj_flush(c, err));
-  if (!decode || !norm_defer_takes(c, x)) MEMRA_TRY(memra_blk_norm_flush(c, err));
+  /* a route offered to the router's call (ABI 1.22) keeps that call: the norm goes first */
+  if (!decode || !norm_defer_takes(c, x) || (rt && vt->matmul_n_route))
+    MEMRA_TRY(memra_blk_norm_flush(c, err));
   if (decode) { /* decode-only: matmul_n per type group */
     int grp[MEMRA_BLK_MATMULS_MAX];
     const int n_grp = memra_blk_same_type_groups(w, n, grp);
@@ -334,6 +336,11 @@ memra_status memra_blk_add_norm_proj(memra_ctx *c, const char *what, const memra
                                      const memra_tensor *x, const memra_tensor *add,
                                      const memra_tensor *w_norm, int32_t n, const memra_tensor *w,
                                      memra_tensor *h, memra_err *err) {
+  /* a combine waiting for this norm (ABI 1.20) takes it: as many calls as the norm's deferral */
+  if (combine_defer_takes(c, add) && xn->type == MEMRA_TYPE_F32) {
+    *h = *xn;
+    return memra_blk_add_norm(c, what, xn, x, add, w_norm, err);
+  }
   MEMRA_TRY(memra_blk_combine_flush(c, err));
   const int32_t t = memra_blk_op16_type(c, n, w);
   *h = t == MEMRA_TYPE_F32 || xn->ne0 > c->op16.ne0 ? *xn : op16_view(c, &c->op16, t, xn->ne0);

@@ -75,8 +75,8 @@ memra_status memra_blk_add_norm(memra_ctx *c, const char *what, const memra_tens
  * MEMRA_TYPE_F32 otherwise. */
 int32_t memra_blk_op16_type(const memra_ctx *c, int32_t n, const memra_tensor *w);
 
-/* x += *add, then the rmsnorm of x that feeds the projections w[0..n): into the context's
- * 16-bit operand buffer when memra_blk_op16_type allows (gemm then skips its conversion
+/* x += *add, then the rmsnorm of x that feeds the projections w[0..n) (n 0: xn, F32): into the
+ * context's 16-bit operand buffer when memra_blk_op16_type allows (gemm then skips its conversion
  * and gives the same bits), into xn otherwise. *h is set to the tensor written. In decode-only
  * steps of a plugin with rmsnorm_matmul_n and rmsnorm_ffn_glu (ABI 1.14) the norm is deferred
  * (c->norm_defer) into the next memra_blk_matmuls or memra_blk_glu_ffn on *h. */

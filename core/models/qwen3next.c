@@ -128,9 +128,15 @@ memra_status memra_qwen3next_forward(memra_ctx *c, memra_err *err) {
     MEMRA_TRY(memra_blk_add_norm(c, "attn rmsnorm", &xn, &x, pending, &l->attn_norm, err));
     MEMRA_TRY(memra_hparams_layer_recurrent(hp, il) ? gdn_mixer(c, il, &xn, &proj, err)
                                                     : attn_mixer(c, il, &xn, &proj, err));
-    MEMRA_TRY(memra_blk_add_norm(c, "ffn rmsnorm", &xn, &x, &proj, &l->ffn_norm, err));
-    MEMRA_TRY(hp->n_expert > 0 ? memra_moe_ffn(c, l, &xn, &proj, err)
-                               : memra_blk_glu_ffn(c, l, &xn, &proj, MEMRA_ACT_SILU, err));
+    /* the ffn norm with the FFN's first call (ABI 1.14, decode steps): the router's, or the dense
+     * FFN's; xn stays F32 for the experts, the dense FFN may take its 16-bit operand */
+    const memra_tensor w_gu[2] = {l->w_gate, l->w_up};
+    const int32_t n_gu = hp->n_expert > 0 ? 0 : 2;
+    memra_tensor h;
+    MEMRA_TRY(memra_blk_add_norm_proj(c, "ffn rmsnorm", &xn, &x, &proj, &l->ffn_norm, n_gu,
+                                      n_gu ? w_gu : NULL, &h, err));
+    MEMRA_TRY(hp->n_expert > 0 ? memra_moe_ffn(c, l, &h, &proj, err)
+                               : memra_blk_glu_ffn(c, l, &h, &proj, MEMRA_ACT_SILU, err));
     pending = &proj;
   }
   return memra_blk_logits(c, &x, &xn, pending, err);

@@ -926,11 +926,11 @@ memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const me
  * (matmul_norm13.cuh): one row of 4096 F32, 16-byte aligned, xn apart from x and res (blocks read
  * x while block 0 writes xn); *nm filled when so. Else the rmsnorm launch (its checks, errors). */
 static bool n13_fits(const memra_tensor *xn, const memra_tensor *x, const memra_tensor *res,
-                     const memra_tensor *w, float eps, mm_norm *nm) {
+                     const memra_tensor *w, float eps, mm_norm *nm, int64_t K = 4096) {
   const bool has_res = memra_cu_present(res);
   const memra_tensor *f[4] = {xn, x, w, has_res ? res : x};
   for (int i = 0; i < 4; ++i)
-    if (!memra_cu_present(f[i]) || f[i]->type != MEMRA_TYPE_F32 || f[i]->ne0 != 4096 ||
+    if (!memra_cu_present(f[i]) || f[i]->type != MEMRA_TYPE_F32 || f[i]->ne0 != K ||
         f[i]->ne1 != 1 || memra_cu_align_of(memra_cu_ptr(f[i]), 0) < 16)
       return false;
   if (!(eps >= 0.f) || memra_cu_overlap(xn, x) || (has_res && memra_cu_overlap(xn, res)))
@@ -943,8 +943,34 @@ static bool n13_fits(const memra_tensor *xn, const memra_tensor *x, const memra_
   return true;
 }
 
-/* ABI 1.14 rmsnorm_matmul_n: for one row of 4096 and Q8_0 weights that v13 takes, the norm in
- * the v13 launch (the same bits as rmsnorm then matmul_n); otherwise the two calls. */
+/* ABI 1.14: whether rmsnorm(xn, x, res, w, eps) can run in the head of a v6 launch
+ * (matmul_v6.cuh mv6_norm_head): one F32 row of K % 512 == 0 up to 4096, 16-byte aligned, xn
+ * apart from x and res; *nm filled when so. MEMRA_V6_NORM=1 opts in (written without a device,
+ * docs/PERF.md). */
+static bool mv6n_fits(const memra_tensor *xn, const memra_tensor *x, const memra_tensor *res,
+                      const memra_tensor *w, float eps, mv6_norm *nm) {
+  static const bool on = memra_cu_env_is("MEMRA_V6_NORM", "1");
+  const bool has_res = memra_cu_present(res);
+  const memra_tensor *f[4] = {xn, x, w, has_res ? res : x};
+  if (!on || !memra_cu_present(x)) return false;
+  for (int i = 0; i < 4; ++i)
+    if (!memra_cu_present(f[i]) || f[i]->type != MEMRA_TYPE_F32 || f[i]->ne0 != x->ne0 ||
+        f[i]->ne1 != 1 || memra_cu_align_of(memra_cu_ptr(f[i]), 0) < 16)
+      return false;
+  if (x->ne0 % 512 || x->ne0 > 4 * 1024 || !(eps >= 0.f) || memra_cu_overlap(xn, x) ||
+      (has_res && (memra_cu_overlap(xn, res) || memra_cu_overlap(x, res))))
+    return false;
+  nm->x = (float *)memra_cu_ptr(x);
+  nm->res = has_res ? (const float *)memra_cu_ptr(res) : NULL;
+  nm->w = (const float *)memra_cu_ptr(w);
+  nm->xn = (float *)memra_cu_ptr(xn);
+  nm->eps = eps;
+  return true;
+}
+
+/* ABI 1.14 rmsnorm_matmul_n: for one row of 4096 and Q8_0 weights that v13 takes (or Q4_K ones
+ * v11 takes), the norm in that launch; for F32 weights on v6 (MEMRA_V6_NORM=1), the norm in v6's
+ * head (the same bits as rmsnorm then matmul_n); otherwise the two calls. */
 memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn,
                                        const memra_tensor *x, const memra_tensor *res,
                                        const memra_tensor *w_norm, float eps, int32_t n,
@@ -958,10 +984,37 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
   for (int32_t i = 0; i < n; ++i)
     if (memra_cu_overlap(&y[i], xn) || memra_cu_overlap(&y[i], x) || memra_cu_overlap(&y[i], res))
       return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps xn, x or res", op, i);
-  mm_norm nm;
-  if (n13_fits(xn, x, res, w_norm, eps, &nm)) {
+  mv6_norm vn;
+  if (mv6n_fits(xn, x, res, w_norm, eps, &vn)) {
     mm_args a[MM_MAX_JOBS];
-    bool q13 = mm_q8_mode() == MM_Q8_V13, q11 = m11_fits<MEMRA_TYPE_Q4_K>(be, 4096);
+    bool v6 = true;
+    for (int32_t i = 0; i < n; ++i) {
+      memra_status st = mm_check(be, &y[i], xn, &w[i], bias ? &bias[i] : NULL, &a[i]);
+      if (st != MEMRA_OK) return st;
+      v6 = v6 && a[i].path == MM_V6 && w[i].type == MEMRA_TYPE_F32 && a[i].M == 1 && a[i].xv16 &&
+           !memra_cu_overlap(&y[i], x);
+      for (int32_t j = 0; j < i; ++j)
+        if (memra_cu_overlap(&y[i], &y[j]))
+          return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);
+    }
+    if (v6) {
+      mm_jobs J = {};
+      for (int32_t i = 0; i < n; ++i)
+        mm_job_add(&J, &a[i], w[i].nb1);
+      if (!mv6_norm_launch(be, J, x->ne0, vn))
+        return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: output too large", op);
+      MEMRA_CU_LAUNCHED();
+      return MEMRA_OK;
+    }
+  }
+  mm_norm nm;
+  /* v11's head also takes rows of 2048 (Qwen3-MoE's attention norm with q / k) under
+   * MEMRA_NORM_2K=1 (written without a device, docs/PERF.md) */
+  static const bool k2048 = memra_cu_env_is("MEMRA_NORM_2K", "1");
+  const int64_t K = k2048 && x && x->ne0 == 2048 ? 2048 : 4096;
+  if (n13_fits(xn, x, res, w_norm, eps, &nm, K)) {
+    mm_args a[MM_MAX_JOBS];
+    bool q13 = K == 4096 && mm_q8_mode() == MM_Q8_V13, q11 = m11_fits<MEMRA_TYPE_Q4_K>(be, K);
     for (int32_t i = 0; i < n; ++i) {
       memra_status st = mm_check(be, &y[i], xn, &w[i], bias ? &bias[i] : NULL, &a[i]);
       if (st != MEMRA_OK) return st;
@@ -969,8 +1022,7 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
        * launch (q/k/v 7.8 -> 12.5 us, 2.9 saved; docs/PERF.md): that norm is a launch */
       q13 = q13 && nm.res && a[i].path == MM_V8 && w[i].type == MEMRA_TYPE_Q8_0 && a[i].K == 4096 &&
             m13_fits(be, a[i].K, w[i].nb1);
-      q11 =
-          q11 && a[i].path == MM_V11 && w[i].type == MEMRA_TYPE_Q4_K && a[i].K == 4096 && a[i].xv16;
+      q11 = q11 && a[i].path == MM_V11 && w[i].type == MEMRA_TYPE_Q4_K && a[i].K == K && a[i].xv16;
       for (int32_t j = 0; j < i; ++j)
         if (memra_cu_overlap(&y[i], &y[j]))
           return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);

@@ -139,12 +139,103 @@ __device__ __forceinline__ void mv6_route_tail(const mv6_route &rt, int64_t rows
   }
 }
 
+/* ABI 1.14 rmsnorm_matmul_n on v6 (F32 weights, one row of K % 512 == 0 up to 4096: a MoE
+ * layer's router, whose call takes the ffn norm in decode steps): rmsnorm's row is made in every
+ * block's head after the PDL wait, the launch that was the norm's own gone from the chain. The
+ * bits are rmsnorm_v2's (rms_row over K / 4 threads, one float4 each): thread (w, l) here holds
+ * its warp 4 j + w lane l, so the same fmaf chains, warp butterflies and block sum, and
+ * (v inv) g for the row, kept in shared memory for the dot products; block 0 writes xn. With a
+ * residual (x += res first, the hybrid's) every block adds it to what it read, and the block
+ * taking the last ticket, all the others' reads of x done, writes x + res back. */
+struct mv6_norm {
+  float *x, *xn;
+  const float *res, *w;
+  float eps;
+};
+enum { MV6N_J = 8 }; /* float4s of the row a thread holds at K 4096 */
+
+/* The residual tickets: zero at module load, left zero by every launch (mv6_route_ctr's rule). */
+__device__ unsigned int mv6_norm_ctr;
+
+/* g: the thread's norm weights, loaded before the PDL wait (mv6_norm_w). */
+__device__ __forceinline__ void mv6_norm_w(const mv6_norm &nm, int64_t K, float4 (&g)[MV6N_J]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nj = (int)(K / 512);
+#pragma unroll
+  for (int j = 0; j < MV6N_J; ++j)
+    g[j] = j < nj ? __ldg((const float4 *)nm.w + 32 * (4 * j + warp) + lane)
+                  : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+/* The normed row into xs (K / 4 float4s of shared memory), after the PDL wait. */
+__device__ __forceinline__ void mv6_norm_head(const mv6_norm &nm, int64_t K,
+                                              const float4 (&g)[MV6N_J], float4 *xs) {
+  __shared__ float sh[32];
+  __shared__ bool last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nj = (int)(K / 512);
+  float4 v[MV6N_J];
+#pragma unroll
+  for (int j = 0; j < MV6N_J; ++j) {
+    if (j >= nj) break;
+    const int64_t i = 32 * (4 * j + warp) + lane;
+    v[j] = ((const float4 *)nm.x)[i];
+    if (nm.res) {
+      const float4 a = ((const float4 *)nm.res)[i];
+      v[j].x += a.x;
+      v[j].y += a.y;
+      v[j].z += a.z;
+      v[j].w += a.w;
+    }
+    float ss = 0.f;
+    ss = fmaf(v[j].x, v[j].x, ss);
+    ss = fmaf(v[j].y, v[j].y, ss);
+    ss = fmaf(v[j].z, v[j].z, ss);
+    ss = fmaf(v[j].w, v[j].w, ss);
+    ss = memra_warp_sum(ss);
+    if (lane == 0) sh[4 * j + warp] = ss;
+  }
+  __syncthreads();
+  float ss = lane < (int)(K / 128) ? sh[lane] : 0.f;
+  ss = memra_warp_sum(ss);
+  const float inv = rsqrtf(ss / (float)K + nm.eps);
+  const bool b0 = blockIdx.x == 0 && blockIdx.y == 0;
+#pragma unroll
+  for (int j = 0; j < MV6N_J; ++j) {
+    if (j >= nj) break;
+    const int64_t i = 32 * (4 * j + warp) + lane;
+    const float4 o = make_float4(v[j].x * inv * g[j].x, v[j].y * inv * g[j].y,
+                                 v[j].z * inv * g[j].z, v[j].w * inv * g[j].w);
+    xs[i] = o;
+    if (b0) ((float4 *)nm.xn)[i] = o;
+  }
+  if (nm.res) { /* every block has read x once its thread 0 takes a ticket after the barrier */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const unsigned int t = atomicAdd(&mv6_norm_ctr, 1u);
+      last = t == gridDim.x * gridDim.y - 1;
+      if (last) mv6_norm_ctr = 0u;
+    }
+    __syncthreads();
+    if (last)
+#pragma unroll
+      for (int j = 0; j < MV6N_J; ++j) {
+        if (j >= nj) break;
+        ((float4 *)nm.x)[32 * (4 * j + warp) + lane] = v[j];
+      }
+  }
+  __syncthreads();
+}
+
 /* NPL > 0: the route of job 0's rows after the stores (mv6_route_tail, NPL logits a lane). */
-template <int T, int M, int R, bool XV, int NPL = 0>
+/* NORM: rmsnorm's row in the head (mv6_norm_head; F32, M 1), x then unused. */
+template <int T, int M, int R, bool XV, int NPL = 0, bool NORM = false>
 __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
     matmul_v6_kernel(const mm_jobs J, const float *__restrict__ x, int64_t x_ld, int64_t K,
-                     int64_t rows, const mv6_route rt) {
+                     int64_t rows, const mv6_route rt, const mv6_norm nm) {
+  static_assert(!NORM || (T == MEMRA_TYPE_F32 && M == 1 && NPL == 0), "the norm: F32, one row");
   __shared__ float part[MV6_WARPS][M][R];
+  __shared__ float4 xsn[NORM ? 1024 : 1]; /* NORM: the normed row */
+  float4 gn[MV6N_J];                      /* NORM: the thread's norm weights */
+  if (NORM) mv6_norm_w(nm, K, gn);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const mm_job jb = mm_pick(J);
   float *__restrict__ y = jb.y;
@@ -157,6 +248,7 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
   const bool once = gridDim.y == 1; /* the weights' only reader (mv6_ldg) */
   const uint8_t *wr[R];
   mm_rows_enter<R, MV6_WARPS * 32>(wr, jb, n0);
+  if (NORM) mv6_norm_head(nm, K, gn, xsn);
   float acc[M][R];
 #pragma unroll
   for (int m = 0; m < M; ++m)
@@ -200,7 +292,13 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
       for (int m = 0; m < M; ++m) {
         if (m >= mrows) break;
         float xv[8];
-        memra_ldg8<XV>(x + (m0 + m) * x_ld + 8 * g, xv);
+        if (NORM) {
+          const float4 a = xsn[2 * g], b = xsn[2 * g + 1];
+          xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
+          xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
+        } else {
+          memra_ldg8<XV>(x + (m0 + m) * x_ld + 8 * g, xv);
+        }
         acc[m][r] = mv6_dot<T>(raw, xv, acc[m][r]);
       }
     }
@@ -225,7 +323,7 @@ static bool mv6_launch(int mt, int R, const memra_backend *be, mm_jobs J, const 
     if (rt && mt == 1 && xv16) {
 #define MV6_ROUTE(NPL)                                                                             \
   (void)memra_cu_launch(be, matmul_v6_kernel<T, 1, 2, true, NPL>, grid, dim3(MV6_WARPS * 32), 0,   \
-                        J, x, x_ld, K, rows, *rt)
+                        J, x, x_ld, K, rows, *rt, mv6_norm{})
       switch (route_npl(rt->ne)) {
       case 4: MV6_ROUTE(4); break;
       case 8: MV6_ROUTE(8); break;
@@ -241,7 +339,7 @@ static bool mv6_launch(int mt, int R, const memra_backend *be, mm_jobs J, const 
 #define MV6_GO(MM, RR)                                                                             \
   (void)memra_cu_launch(                                                                           \
       be, xv16 ? matmul_v6_kernel<T, MM, RR, true> : matmul_v6_kernel<T, MM, RR, false>, grid,     \
-      dim3(MV6_WARPS * 32), 0, J, x, x_ld, K, rows, none)
+      dim3(MV6_WARPS * 32), 0, J, x, x_ld, K, rows, none, mv6_norm{})
   switch (mt) {
   case 1: /* F32 one row: 2 rows a block (8 would need more than 128 registers) */
     if constexpr (T == MEMRA_TYPE_F32)
@@ -256,6 +354,17 @@ static bool mv6_launch(int mt, int R, const memra_backend *be, mm_jobs J, const 
   default: MV6_GO(8, MV6_R); break;
   }
 #undef MV6_GO
+  return true;
+}
+
+/* rmsnorm_matmul_n's v6 form over J (F32 weights, one row, x 16-byte aligned: the caller
+ * checked); false when the grid is too large. */
+static bool mv6_norm_launch(const memra_backend *be, mm_jobs J, int64_t K, const mv6_norm &nm) {
+  const int64_t gx = mm_jobs_layout(&J, 2);
+  if (gx == 0) return false;
+  (void)memra_cu_launch(be, matmul_v6_kernel<MEMRA_TYPE_F32, 1, 2, true, 0, true>,
+                        dim3((unsigned)gx), dim3(MV6_WARPS * 32), 0, J, (const float *)NULL,
+                        (int64_t)0, K, (int64_t)1, mv6_route{}, nm);
   return true;
 }
 

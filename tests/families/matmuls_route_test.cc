@@ -177,6 +177,9 @@ TEST_P(MatmulsRoute, DecodeGroupsProjectionsWithTheSameBits) {
   vt_with.matmul_n_conv = vt_without.matmul_n_conv = nullptr; // the GDN qkv through matmul_n
   vt_with.ffn_glu = vt_without.ffn_glu = nullptr; // the dense FFN's gate, up through matmul_n
   vt_with.matmul_n_route = vt_without.matmul_n_route = nullptr; // the router through matmul_n
+  // the norms as calls of their own (MoeNormRoute takes them with the projections)
+  vt_with.rmsnorm_matmul_n = vt_without.rmsnorm_matmul_n = nullptr;
+  vt_with.rmsnorm_ffn_glu = vt_without.rmsnorm_ffn_glu = nullptr;
   with.m->vt = &vt_with;
   without.m->vt = &vt_without;
 
@@ -358,6 +361,9 @@ TEST(FfnFusion, DecodeStepsTakeTheDenseFfnInOneCallWithTheSameBits) {
         w.ffn_glu = rec_ffn_glu;
         wo.ffn_glu = nullptr; // an ABI 1.11 plugin
         w.glu = wo.glu = rec_glu;
+        // the ffn norm as a call of its own (MoeNormRoute takes it with the FFN)
+        w.rmsnorm_matmul_n = wo.rmsnorm_matmul_n = nullptr;
+        w.rmsnorm_ffn_glu = wo.rmsnorm_ffn_glu = nullptr;
       },
       [](bool prompt, size_t n_rec, size_t n_att, const std::vector<std::string>(&log)[2]) {
         const size_t L = n_rec + n_att;
@@ -639,6 +645,9 @@ TEST_P(CombineNorm, DecodeStepsTakeTheCombineWithTheNextNormWithTheSameBits) {
         w.moe_combine = wo.moe_combine = rec_combine;
         w.moe_combine_gated = wo.moe_combine_gated = rec_combine_gated;
         w.rmsnorm = wo.rmsnorm = rec_rmsnorm;
+        // the norms as calls of their own (MoeNormRoute takes them with the projections)
+        w.rmsnorm_matmul_n = wo.rmsnorm_matmul_n = nullptr;
+        w.rmsnorm_ffn_glu = wo.rmsnorm_ffn_glu = nullptr;
       },
       [routed_only](bool prompt, size_t n_rec, size_t n_att,
                     const std::vector<std::string>(&log)[2]) {
@@ -749,6 +758,75 @@ TEST_P(RouterRoute, DecodeStepsRouteInTheRoutersCallWithTheSameBits) {
 
 INSTANTIATE_TEST_SUITE_P(Families, RouterRoute,
                          ::testing::Values("qwen3moe", "qwen3next", "qwen35moe"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                           return std::string(i.param);
+                         });
+
+// ABI 1.14 / 1.17 in the MoE and hybrid families: in a decode step each layer's ffn norm goes with
+// the FFN's first call (the router's group: rmsnorm_matmul_n; qwen35's dense FFN: rmsnorm_ffn_glu),
+// and qwen3moe's o adds itself into x (matmul_acc), so its ffn norm takes no residual, and its
+// attention norm goes with q, k, v (with the MoE's output as its residual after the first layer);
+// the hybrids' ffn norms keep their residual (the mixers' outputs). One rmsnorm call a layer fewer
+// (qwen3moe: two); prompt steps keep their calls; the logits bit-identical to an engine whose
+// plugin lacks the slots (ABI 1.13).
+memra_status rec_acc(memra_backend *be, const memra_tensor *x, const memra_tensor *t,
+                     const memra_tensor *a, const memra_tensor *w) {
+  g_log.push_back("matmul_acc");
+  return g_real->matmul_acc(be, x, t, a, w);
+}
+
+class MoeNormRoute : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(MoeNormRoute, DecodeStepsTakeTheFfnNormWithTheFfnsFirstCallWithTheSameBits) {
+  const std::string name = GetParam();
+  paired_steps(
+      name,
+      [](memra_backend_vt &w, memra_backend_vt &wo) {
+        ASSERT_NE(nullptr, w.rmsnorm_matmul_n) << "the CPU plugin lost its rmsnorm_matmul_n";
+        ASSERT_NE(nullptr, w.matmul_acc) << "the CPU plugin lost its matmul_acc";
+        w.rmsnorm = wo.rmsnorm = rec_rmsnorm_res;
+        w.rmsnorm_matmul_n = rec_norm_mm;
+        w.rmsnorm_ffn_glu = rec_norm_ffn;
+        w.matmul_acc = rec_acc;
+        wo.rmsnorm_matmul_n = nullptr; // an ABI 1.13 plugin
+        wo.rmsnorm_ffn_glu = nullptr;
+        wo.matmul_acc = nullptr;
+        wo.matmul_rmsnorm = nullptr;
+        w.moe_combine_rmsnorm = wo.moe_combine_rmsnorm = nullptr; // the norms stay norms
+        w.matmul_n_route = wo.matmul_n_route = nullptr;
+      },
+      [name](bool prompt, size_t n_rec, size_t n_att, const std::vector<std::string>(&log)[2]) {
+        const size_t L = n_rec + n_att;
+        if (prompt) {
+          EXPECT_EQ(log[1], log[0]);
+          return;
+        }
+        const bool qwen3moe = name == "qwen3moe", dense = name == "qwen35";
+        const std::string fused = qwen3moe ? "rmsnorm_matmul_n 1"
+                                  : dense  ? "rmsnorm_ffn_glu res"
+                                           : "rmsnorm_matmul_n 4 res";
+        EXPECT_EQ(L, count_calls(log[0], fused)) << "one a layer";
+        EXPECT_EQ(qwen3moe ? L : 0u, count_calls(log[0], "matmul_acc")) << "o into x";
+        EXPECT_EQ(0u,
+                  count_calls(log[1], "rmsnorm_matmul_n 1") + count_calls(log[1], "matmul_acc"));
+        const size_t n0 = count_calls(log[0], "rmsnorm") + count_calls(log[0], "rmsnorm res"),
+                     n1 = count_calls(log[1], "rmsnorm") + count_calls(log[1], "rmsnorm res");
+        if (qwen3moe) {
+          EXPECT_EQ(1u, count_calls(log[0], "rmsnorm_matmul_n 3")) << "the first layer's";
+          EXPECT_EQ(L - 1, count_calls(log[0], "rmsnorm_matmul_n 3 res"));
+          EXPECT_EQ(n1 - 2 * L, n0) << "both norms' calls gone";
+          EXPECT_EQ(1u, count_calls(log[0], "rmsnorm res")) << "the output's";
+        } else {
+          EXPECT_EQ(n1 - L, n0) << "the ffn norms' calls gone";
+          EXPECT_EQ(L, count_calls(log[0], "rmsnorm res"))
+              << "the attention norms and the output's";
+        }
+      },
+      false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, MoeNormRoute,
+                         ::testing::Values("qwen3moe", "qwen3next", "qwen35", "qwen35moe"),
                          [](const ::testing::TestParamInfo<const char *> &i) {
                            return std::string(i.param);
                          });

@@ -783,17 +783,22 @@ static void record_bitwise(const char *what, const ck_buf *got, const ck_buf *wa
  * calls it). Against the oracle; on the plugin under test x, xn and every output bit-identical to
  * its composition (rmsnorm, then matmul_n / ffn_glu), twice in a row (the GPU's launch resets the
  * ticket count its last block takes). Q8_0 and Q4_K at K 4096: the GPU's v13 / v11 launch with
- * the norm (with and without res); Q8_0 at 2048 and F16: the composition. */
+ * the norm (with and without res); Q4_K at K 2048: v11's under MEMRA_NORM_2K=1 (Qwen3-MoE's q / k);
+ * F32 at K 2048 and 1536: v6 with the norm in its head under MEMRA_V6_NORM=1 (a MoE router's
+ * call), the composition otherwise; Q8_0 at 2048 and F16: the composition. --quick: the cases
+ * marked q. */
 static void check_norm_proj(void) {
   static const struct {
     int32_t type;
     int64_t K, F;
-    int res;
-  } cs[] = {{MEMRA_TYPE_Q8_0, 4096, 14336, 1}, {MEMRA_TYPE_Q4_K, 4096, 14336, 1},
-            {MEMRA_TYPE_Q8_0, 4096, 4608, 0},  {MEMRA_TYPE_Q4_K, 4096, 4608, 0},
-            {MEMRA_TYPE_Q8_0, 2048, 5632, 1},  {MEMRA_TYPE_F16, 4096, 4608, 1}};
-  const int n_cases = g_quick ? 3 : (int)(sizeof cs / sizeof cs[0]);
-  for (int c = 0; c < n_cases; ++c) {
+    int res, q;
+  } cs[] = {{MEMRA_TYPE_Q8_0, 4096, 14336, 1, 1}, {MEMRA_TYPE_Q4_K, 4096, 14336, 1, 1},
+            {MEMRA_TYPE_Q8_0, 4096, 4608, 0, 1},  {MEMRA_TYPE_F32, 2048, 1408, 1, 1},
+            {MEMRA_TYPE_F32, 2048, 1408, 0, 1},   {MEMRA_TYPE_Q4_K, 2048, 5632, 1, 1},
+            {MEMRA_TYPE_F32, 1536, 896, 1, 0},    {MEMRA_TYPE_Q4_K, 4096, 4608, 0, 0},
+            {MEMRA_TYPE_Q8_0, 2048, 5632, 1, 0},  {MEMRA_TYPE_F16, 4096, 4608, 1, 0}};
+  for (int c = 0; c < (int)(sizeof cs / sizeof cs[0]); ++c) {
+    if (g_quick && !cs[c].q) continue;
     const int32_t type = cs[c].type;
     const int64_t K = cs[c].K, F = cs[c].F, ns[3] = {K, K / 4, K / 4};
     const int has_res = cs[c].res;
