@@ -10,7 +10,9 @@
  *               out = (attention(q, cache) * sigmoid(gate)) Wo
  * and the FFN is routed + shared experts (qwen3next, qwen35moe) or SwiGLU (qwen35).
  * Value heads map to q/k heads grouped (qwen3next) or tiled (qwen35*; the converter
- * reorders their v heads). Each residual add is fused into the next rmsnorm. */
+ * reorders their v heads). Each residual add is fused into the next rmsnorm; in decode steps the
+ * mixer's out projection adds itself into x (ABI 1.17 matmul_acc) and the ffn norm goes with the
+ * FFN's first call (ABI 1.14). */
 #include "core/models/blocks.h"
 
 #define CALL MEMRA_FWD_CALL
@@ -70,7 +72,7 @@ static memra_status gdn_mixer(memra_ctx *c, int il, const memra_tensor *xn, cons
          vt->gated_delta_rule_norm(be, &o, &q, &k, &v, &a, &b, &l->ssm_a, &l->ssm_dt,
                                    &c->ssm_state[il], &c->batch, &gp, &l->ssm_norm, &z, hp->eps,
                                    MEMRA_ACT_SILU));
-    MEMRA_TRY(memra_blk_matmul(c, "matmul ssm out", out, &o, &l->ssm_out, &none, err));
+    MEMRA_TRY(memra_blk_proj_matmul(c, "matmul ssm out", out, &o, &l->ssm_out, err));
     return MEMRA_OK;
   }
   CALL("gated_delta_rule", vt->gated_delta_rule(be, &o, &q, &k, &v, &a, &b, &l->ssm_a, &l->ssm_dt,
@@ -84,7 +86,7 @@ static memra_status gdn_mixer(memra_ctx *c, int il, const memra_tensor *xn, cons
     CALL("ssm norm", vt->rmsnorm(be, &oh, &oh, &none, &l->ssm_norm, hp->eps));
     CALL("ssm gate", vt->glu(be, &o, &z, &o, MEMRA_ACT_SILU));
   }
-  MEMRA_TRY(memra_blk_matmul(c, "matmul ssm out", out, &o, &l->ssm_out, &none, err));
+  MEMRA_TRY(memra_blk_proj_matmul(c, "matmul ssm out", out, &o, &l->ssm_out, err));
   return MEMRA_OK;
 }
 
@@ -94,7 +96,6 @@ static memra_status attn_mixer(memra_ctx *c, int il, const memra_tensor *xn,
   const memra_hparams *hp = &m->hp;
   const memra_layer *l = &m->layers[il];
   const int64_t n = c->n_rows, D = hp->head_dim;
-  const memra_tensor none = {0};
   memra_tensor qg = memra_rows(c->qg, n), q = memra_rows(c->q, n), k = memra_rows(c->k, n),
                v = memra_rows(c->v, n), attn = memra_rows(c->attn, n);
   {
@@ -107,7 +108,7 @@ static memra_status attn_mixer(memra_ctx *c, int il, const memra_tensor *xn,
   gate.offset += 4u * (uint64_t)D;
   const memra_attn_cfg cfg = memra_attn_cfg_default(hp); /* n_rot < head_dim: partial */
   MEMRA_TRY(memra_blk_qk_norm_rope_attend(c, il, &q, &qh_in, &k, &v, &attn, &cfg, &gate, err));
-  MEMRA_TRY(memra_blk_matmul(c, "matmul o", out, &attn, &l->wo, &none, err));
+  MEMRA_TRY(memra_blk_proj_matmul(c, "matmul o", out, &attn, &l->wo, err));
   return MEMRA_OK;
 }
 
@@ -122,6 +123,8 @@ memra_status memra_qwen3next_forward(memra_ctx *c, memra_err *err) {
                      proj = memra_rows(c->proj, n);
 
   MEMRA_TRY(memra_blk_embed(c, &x, err));
+  /* the mixers' out projections go to the ffn norm that adds them: nothing else reads them */
+  c->proj_defer.ok = true;
   const memra_tensor *pending = NULL; /* residual not yet added into x */
   for (int il = 0; il < hp->n_layer; ++il) {
     const memra_layer *l = &m->layers[il];
