@@ -43,6 +43,15 @@ enum {
 #endif
 static_assert(MEMRA_T11_GRP >= 1 && MEMRA_T11_GRP <= TC_WARPS, "a group's tiles: one a warp");
 
+/* EXPERIMENT (a build define, 0: off): bytes of shared memory after each row of a ring stage.
+ * A stage's rows lie 2304 (K 4096) or 1152 bytes apart, multiples of 128, so thread (g, t)'s
+ * header and q loads of rows g = 0..7 fall in the same banks (the header's eight 16-byte loads
+ * eight wavefronts instead of one); padded rows are copied one by one. H100 (twenty-seventh
+ * session, 64): a lone tile -3%, the step even; for the consumer-bound H200. */
+#ifndef MEMRA_T11_PAD
+#define MEMRA_T11_PAD 0
+#endif
+
 /* Super-blocks per stage: 16 when K <= 4096 (a whole tile is one stage, one copy); 8 above,
  * so a block's ring + x stay under half an H200 SM's shared memory and two blocks share an SM
  * (K 14336 at 16: one block an SM, 19.0 us; at 8: 16.0 us, H200). */
@@ -54,7 +63,7 @@ template <int T> static inline int t11_sb(int64_t K) {
 /* Shared memory of a v11 block: the ring, x's split (tc_prep_bytes), the warps' partials and
  * the ring's 2 T11_ST barriers. */
 template <int T> static inline uint64_t t11_smem(int64_t K, int SB, bool xw = false) {
-  return (uint64_t)T11_ST * TC_ROWS * SB * tcq<T>::SBB +
+  return (uint64_t)T11_ST * TC_ROWS * (SB * tcq<T>::SBB + MEMRA_T11_PAD) +
          (xw ? 2 * tc_prep_bytes<typename tcq<T>::xs_t>(T11_XW)
              : tc_prep_bytes<typename tcq<T>::xs_t>(K)) +
          sizeof(float) * MEMRA_T11_GRP * T11_CW * TC_ROWS + 16u * T11_ST;
@@ -95,7 +104,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
                       const mm_norm nm, int dslot) {
   typedef tcq<T> Q;
   static_assert(!XW || (T11_SB * 256 == T11_XW && !NORM), "an x window is one stage");
-  constexpr int T11_SBB = Q::SBB, T11_STAGE = TC_ROWS * T11_SB * T11_SBB;
+  constexpr int T11_SBB = Q::SBB, T11_STAGE = TC_ROWS * (T11_SB * T11_SBB + MEMRA_T11_PAD);
   extern __shared__ __align__(128) uint8_t sm[];
   uint8_t *ring = sm;
   typedef typename Q::xs_t XS;
@@ -140,7 +149,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       /* K within one stage and rows back to back (GGUF tensors): the tile's rows are one
        * contiguous range, one copy; else a copy per row (rows past N: the last row) */
       const int64_t nrows = jb.N - n0 < TC_ROWS ? jb.N - n0 : TC_ROWS;
-      const bool one = nv == nsb && jb.w_nb1 == (uint64_t)rowb;
+      const bool one = MEMRA_T11_PAD == 0 && nv == nsb && jb.w_nb1 == (uint64_t)rowb;
       if (lane == 0) memra_mbar_expect(&full[s], (uint32_t)(one ? nrows : TC_ROWS) * rowb);
       __syncwarp();
       if (one) {
@@ -148,8 +157,8 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
           memra_bulk_load(dst, jb.w + (uint64_t)n0 * jb.w_nb1, (uint32_t)nrows * rowb, &full[s]);
       } else if (lane < TC_ROWS) {
         const int64_t n = n0 + lane < jb.N ? n0 + lane : jb.N - 1;
-        memra_bulk_load(dst + lane * rowb, jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)sb0 * T11_SBB,
-                        rowb, &full[s]);
+        memra_bulk_load(dst + lane * (rowb + MEMRA_T11_PAD),
+                        jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)sb0 * T11_SBB, rowb, &full[s]);
       }
       if (u == (dyn || units >= pre ? pre : units) - 1) memra_pdl_enter();
     }
@@ -207,7 +216,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       if (XW) t11_xw_load<VEC>(xv, x, (u + 1) % ngrp); /* the next stage's window, in flight */
       memra_mbar_wait(&full[s], (uint32_t)(u / T11_ST) & 1);
       const int64_t sb0 = T11_SB * gi, nv = nsb - sb0 < T11_SB ? nsb - sb0 : T11_SB;
-      const int rowb = (int)nv * T11_SBB;
+      const int rowb = (int)nv * T11_SBB + MEMRA_T11_PAD; /* a row's stride in the stage */
       if (XW) {
         const uint8_t *wb = t11_xw_at<XS>(xb, u);
         tc_stage_apply<T, TC_NS_MM>(acc, ring + s * T11_STAGE, rowb, nv, 0, (const uint4 *)wb,
