@@ -926,11 +926,11 @@ memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const me
  * (matmul_norm13.cuh): one row of 4096 F32, 16-byte aligned, xn apart from x and res (blocks read
  * x while block 0 writes xn); *nm filled when so. Else the rmsnorm launch (its checks, errors). */
 static bool n13_fits(const memra_tensor *xn, const memra_tensor *x, const memra_tensor *res,
-                     const memra_tensor *w, float eps, mm_norm *nm, int64_t K = 4096) {
+                     const memra_tensor *w, float eps, mm_norm *nm) {
   const bool has_res = memra_cu_present(res);
   const memra_tensor *f[4] = {xn, x, w, has_res ? res : x};
   for (int i = 0; i < 4; ++i)
-    if (!memra_cu_present(f[i]) || f[i]->type != MEMRA_TYPE_F32 || f[i]->ne0 != K ||
+    if (!memra_cu_present(f[i]) || f[i]->type != MEMRA_TYPE_F32 || f[i]->ne0 != 4096 ||
         f[i]->ne1 != 1 || memra_cu_align_of(memra_cu_ptr(f[i]), 0) < 16)
       return false;
   if (!(eps >= 0.f) || memra_cu_overlap(xn, x) || (has_res && memra_cu_overlap(xn, res)))
@@ -1008,13 +1008,9 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
     }
   }
   mm_norm nm;
-  /* v11's head also takes rows of 2048 (Qwen3-MoE's attention norm with q / k) under
-   * MEMRA_NORM_2K=1 (written without a device, docs/PERF.md) */
-  static const bool k2048 = memra_cu_env_is("MEMRA_NORM_2K", "1");
-  const int64_t K = k2048 && x && x->ne0 == 2048 ? 2048 : 4096;
-  if (n13_fits(xn, x, res, w_norm, eps, &nm, K)) {
+  if (n13_fits(xn, x, res, w_norm, eps, &nm)) {
     mm_args a[MM_MAX_JOBS];
-    bool q13 = K == 4096 && mm_q8_mode() == MM_Q8_V13, q11 = m11_fits<MEMRA_TYPE_Q4_K>(be, K);
+    bool q13 = mm_q8_mode() == MM_Q8_V13, q11 = m11_fits<MEMRA_TYPE_Q4_K>(be, 4096);
     for (int32_t i = 0; i < n; ++i) {
       memra_status st = mm_check(be, &y[i], xn, &w[i], bias ? &bias[i] : NULL, &a[i]);
       if (st != MEMRA_OK) return st;
@@ -1022,7 +1018,8 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
        * launch (q/k/v 7.8 -> 12.5 us, 2.9 saved; docs/PERF.md): that norm is a launch */
       q13 = q13 && nm.res && a[i].path == MM_V8 && w[i].type == MEMRA_TYPE_Q8_0 && a[i].K == 4096 &&
             m13_fits(be, a[i].K, w[i].nb1);
-      q11 = q11 && a[i].path == MM_V11 && w[i].type == MEMRA_TYPE_Q4_K && a[i].K == K && a[i].xv16;
+      q11 =
+          q11 && a[i].path == MM_V11 && w[i].type == MEMRA_TYPE_Q4_K && a[i].K == 4096 && a[i].xv16;
       for (int32_t j = 0; j < i; ++j)
         if (memra_cu_overlap(&y[i], &y[j]))
           return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);

@@ -103,11 +103,10 @@ __device__ __forceinline__ void n13_norm_x(const mm_norm &nm, const float4 (&g)[
 }
 
 /* At the block's end, by the consumer warps: the holder of the last ticket writes x + res back
- * (rmsnorm's sums) and resets the count. flag: an int of shared memory. K: the row (4096, or
- * v11's 2048). */
+ * (rmsnorm's sums) and resets the count. flag: an int of shared memory. */
 template <int NCW>
 __device__ __forceinline__ void n13_finish(const mm_norm &nm, unsigned ticket, int *flag, int warp,
-                                           int lane, int64_t K = 4096) {
+                                           int lane) {
   if (!nm.res) return; /* nothing to write back, no ticket taken (matmul_acc added it before) */
   if (threadIdx.x == 0) *flag = ticket == gridDim.x - 1;
   asm volatile("bar.sync 1, %0;" ::"n"(NCW * 32) : "memory");
@@ -116,7 +115,6 @@ __device__ __forceinline__ void n13_finish(const mm_norm &nm, unsigned ticket, i
 #pragma unroll
     for (int j = 0; j < N13_J; ++j) {
       const int64_t f = 256 * warp + 32 * j + lane;
-      if (f >= K / 4) break;
       float4 v = ((const float4 *)nm.x)[f];
       const float4 a = ((const float4 *)nm.res)[f];
       v.x += a.x;
@@ -180,37 +178,30 @@ __device__ __forceinline__ void n13_tail(const mm_norm &nm, int *flag, float *sh
 
 /* Without a residual (res NULL: ABI 1.17 matmul_acc added it into x before) no block takes a
  * ticket or writes x back; v11's form of it is on by default (docs/PERF.md, twelfth session).
- * v11 (Q4_K, matmul_tc11.cuh; K 4096 or 2048, rmsnorm_v2's 1024 or 512 threads): consumer
- * thread t splits elements 8 t + 1024 i (i < K / 1024), i.e. float4s 2 t + h + 256 i (h < 2):
- * rmsnorm's threads of its warp 2 w + lane / 16 + 8 i, lanes 2 (lane % 16) + h. Their butterfly
- * (xor 16, 8, 4, 2, 1 over those lanes) is, in this layout, xor 8, 4, 2, 1 over the real lanes for
- * each h, then the two h added: the same sums; then rmsnorm's butterfly over its K / 128 warp
- * sums. */
-__device__ __forceinline__ void n11_load_w(const mm_norm &nm, int64_t K, float4 (&g)[N13_J]) {
-  const int nk = (int)(K / 512);
+ * v11 (Q4_K, matmul_tc11.cuh): consumer thread t splits elements 8 t + 1024 i (i < 4), i.e.
+ * float4s 2 t + h + 256 i (h < 2): rmsnorm's threads of its warp 2 w + lane / 16 + 8 i, lanes
+ * 2 (lane % 16) + h. Their butterfly (xor 16, 8, 4, 2, 1 over those lanes) is, in this layout,
+ * xor 8, 4, 2, 1 over the real lanes for each h, then the two h added: the same sums. */
+__device__ __forceinline__ void n11_load_w(const mm_norm &nm, float4 (&g)[N13_J]) {
 #pragma unroll
   for (int k = 0; k < N13_J; ++k)
-    g[k] = k < nk ? __ldg((const float4 *)nm.w + 2 * threadIdx.x + (k & 1) + 256 * (k >> 1))
-                  : make_float4(0.f, 0.f, 0.f, 0.f);
+    g[k] = __ldg((const float4 *)nm.w + 2 * threadIdx.x + (k & 1) + 256 * (k >> 1));
 }
 
 /* After the wait, by the 4 consumer warps (bar 1): the row's rms in rmsnorm_v2's order, then the
  * normed row split into v11's prep layout (tc_split8, tc_store_split: tc_split_row's values);
  * block 0 writes xn; *ticket as n13_norm_x's. */
 template <int NCW, typename XS>
-__device__ __forceinline__ void n11_norm_split(const mm_norm &nm, int64_t K,
-                                               const float4 (&g)[N13_J], uint4 *xb, XS *xs,
-                                               float *shn, unsigned *ticket) {
-  const int t = threadIdx.x, lane = t & 31, warp = t >> 5, nk = (int)(K / 512);
+__device__ __forceinline__ void n11_norm_split(const mm_norm &nm, const float4 (&g)[N13_J],
+                                               uint4 *xb, XS *xs, float *shn, unsigned *ticket) {
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   float4 v[N13_J]; /* v[2 i + h]: float4 2 t + h + 256 i */
 #pragma unroll
   for (int k = 0; k < N13_J; ++k)
-    v[k] = k < nk ? ((const float4 *)nm.x)[2 * t + (k & 1) + 256 * (k >> 1)]
-                  : make_float4(0.f, 0.f, 0.f, 0.f);
+    v[k] = ((const float4 *)nm.x)[2 * t + (k & 1) + 256 * (k >> 1)];
   if (nm.res) {
 #pragma unroll
     for (int k = 0; k < N13_J; ++k) {
-      if (k >= nk) break;
       const float4 a = ((const float4 *)nm.res)[2 * t + (k & 1) + 256 * (k >> 1)];
       v[k].x += a.x;
       v[k].y += a.y;
@@ -220,7 +211,6 @@ __device__ __forceinline__ void n11_norm_split(const mm_norm &nm, int64_t K,
   }
 #pragma unroll
   for (int i = 0; i < N13_J / 2; ++i) {
-    if (2 * i >= nk) break;
     float p[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -241,11 +231,10 @@ __device__ __forceinline__ void n11_norm_split(const mm_norm &nm, int64_t K,
   }
   asm volatile("bar.sync 1, %0;" ::"n"(NCW * 32) : "memory");
   if (t == 0 && nm.res) *ticket = atomicAdd(&norm13_ctr, 1u); /* every warp's x is read */
-  const float ss = memra_warp_sum(lane < (int)(K / 128) ? shn[lane] : 0.f);
-  const float inv = rsqrtf(ss / (float)K + nm.eps);
+  const float ss = memra_warp_sum(shn[lane]);
+  const float inv = rsqrtf(ss / 4096.f + nm.eps);
 #pragma unroll
   for (int i = 0; i < N13_J / 2; ++i) {
-    if (2 * i >= nk) break;
     float e8[8];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

@@ -171,7 +171,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   __shared__ int n13_flag;
   float4 gw[N13_J]; /* NORM only */
   unsigned ticket = 0;
-  if (NORM) n11_load_w(nm, K, gw);
+  if (NORM) n11_load_w(nm, gw);
   if (TAIL) n13_tail_hint(nm, warp, lane);
   /* RK (ABI 1.16 matmul_n_rope_kv): the rope angles and cache slots before the wait */
   __shared__ typename rkv_smem_if<RK, TC_ROWS>::type rks;
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   memra_pdl_enter();
   float xv[2][8]; /* XW: the next window's x */
   if (NORM) {
-    n11_norm_split<T11_CW>(nm, K, gw, xb, xs, shn, &ticket);
+    n11_norm_split<T11_CW>(nm, gw, xb, xs, shn, &ticket);
   } else if (XW) {
     t11_xw_load<VEC>(xv, x, 0);
     t11_xw_split(xv, xb, xs);
@@ -254,7 +254,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   }
   if constexpr (G > 1) /* dynamic tiles end when the tickets do: the last group */
     if (np > 0) mm_group_store(partg, J, np, my_tile, my_xo, warp, lane);
-  if (NORM) n13_finish<T11_CW>(nm, ticket, &n13_flag, warp, lane, K);
+  if (NORM) n13_finish<T11_CW>(nm, ticket, &n13_flag, warp, lane);
   if (TAIL) n13_tail<T11_CW, TC_ROWS>(nm, &n13_flag, shn, warp, lane);
   MEMRA_TRACE_MARK(2); /* the block's end */
 }

@@ -783,10 +783,9 @@ static void record_bitwise(const char *what, const ck_buf *got, const ck_buf *wa
  * calls it). Against the oracle; on the plugin under test x, xn and every output bit-identical to
  * its composition (rmsnorm, then matmul_n / ffn_glu), twice in a row (the GPU's launch resets the
  * ticket count its last block takes). Q8_0 and Q4_K at K 4096: the GPU's v13 / v11 launch with
- * the norm (with and without res); Q4_K at K 2048: v11's under MEMRA_NORM_2K=1 (Qwen3-MoE's q / k);
- * F32 at K 2048 and 1536: v6 with the norm in its head under MEMRA_V6_NORM=1 (a MoE router's
- * call), the composition otherwise; Q8_0 at 2048 and F16: the composition. --quick: the cases
- * marked q. */
+ * the norm (with and without res); F32 at K 2048 and 1536: v6 with the norm in its head under
+ * MEMRA_V6_NORM=1 (a MoE router's call), the composition otherwise; Q4_K and Q8_0 at 2048 (Qwen3-
+ * MoE's q / k) and F16: the composition. --quick: the cases marked q. */
 static void check_norm_proj(void) {
   static const struct {
     int32_t type;
