@@ -34,6 +34,16 @@ __device__ __forceinline__ float memra_warp_sum(float v) {
   return v;
 }
 
+/* A float4's sum of squares, one fmaf chain in element order (rmsnorm's thread partial). */
+__device__ __forceinline__ float memra_sumsq4(float4 v) {
+  float ss = 0.f;
+  ss = fmaf(v.x, v.x, ss);
+  ss = fmaf(v.y, v.y, ss);
+  ss = fmaf(v.z, v.z, ss);
+  ss = fmaf(v.w, v.w, ss);
+  return ss;
+}
+
 __device__ __forceinline__ float memra_warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1)

@@ -923,42 +923,23 @@ memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const me
 }
 
 /* ABI 1.14: whether rmsnorm(xn, x, res, w, eps) can run inside a v13 / v11 launch
- * (matmul_norm13.cuh): one row of 4096 F32, 16-byte aligned, xn apart from x and res (blocks read
- * x while block 0 writes xn); *nm filled when so. Else the rmsnorm launch (its checks, errors). */
+ * (matmul_norm13.cuh: one row of 4096) or, v6 true, in the head of a v6 launch (matmul_v6.cuh
+ * mv6_norm_head: one row of K % 512 == 0 up to 4096, MEMRA_V6_NORM=1, written without a device:
+ * docs/PERF.md): F32, 16-byte aligned, xn apart from x and res (blocks read x while block 0 writes
+ * xn); *nm filled when so. Else the rmsnorm launch (its checks, errors). */
 static bool n13_fits(const memra_tensor *xn, const memra_tensor *x, const memra_tensor *res,
-                     const memra_tensor *w, float eps, mm_norm *nm) {
+                     const memra_tensor *w, float eps, mm_norm *nm, bool v6 = false) {
+  static const bool v6_on = memra_cu_env_is("MEMRA_V6_NORM", "1");
   const bool has_res = memra_cu_present(res);
   const memra_tensor *f[4] = {xn, x, w, has_res ? res : x};
+  if (!memra_cu_present(x) || (v6 && !v6_on)) return false;
+  const int64_t K = x->ne0;
+  if (v6 ? K % 512 || K > 4096 : K != 4096) return false;
   for (int i = 0; i < 4; ++i)
-    if (!memra_cu_present(f[i]) || f[i]->type != MEMRA_TYPE_F32 || f[i]->ne0 != 4096 ||
+    if (!memra_cu_present(f[i]) || f[i]->type != MEMRA_TYPE_F32 || f[i]->ne0 != K ||
         f[i]->ne1 != 1 || memra_cu_align_of(memra_cu_ptr(f[i]), 0) < 16)
       return false;
   if (!(eps >= 0.f) || memra_cu_overlap(xn, x) || (has_res && memra_cu_overlap(xn, res)))
-    return false;
-  nm->x = (float *)memra_cu_ptr(x);
-  nm->res = has_res ? (const float *)memra_cu_ptr(res) : NULL;
-  nm->w = (const float *)memra_cu_ptr(w);
-  nm->xn = (float *)memra_cu_ptr(xn);
-  nm->eps = eps;
-  return true;
-}
-
-/* ABI 1.14: whether rmsnorm(xn, x, res, w, eps) can run in the head of a v6 launch
- * (matmul_v6.cuh mv6_norm_head): one F32 row of K % 512 == 0 up to 4096, 16-byte aligned, xn
- * apart from x and res; *nm filled when so. MEMRA_V6_NORM=1 opts in (written without a device,
- * docs/PERF.md). */
-static bool mv6n_fits(const memra_tensor *xn, const memra_tensor *x, const memra_tensor *res,
-                      const memra_tensor *w, float eps, mv6_norm *nm) {
-  static const bool on = memra_cu_env_is("MEMRA_V6_NORM", "1");
-  const bool has_res = memra_cu_present(res);
-  const memra_tensor *f[4] = {xn, x, w, has_res ? res : x};
-  if (!on || !memra_cu_present(x)) return false;
-  for (int i = 0; i < 4; ++i)
-    if (!memra_cu_present(f[i]) || f[i]->type != MEMRA_TYPE_F32 || f[i]->ne0 != x->ne0 ||
-        f[i]->ne1 != 1 || memra_cu_align_of(memra_cu_ptr(f[i]), 0) < 16)
-      return false;
-  if (x->ne0 % 512 || x->ne0 > 4 * 1024 || !(eps >= 0.f) || memra_cu_overlap(xn, x) ||
-      (has_res && (memra_cu_overlap(xn, res) || memra_cu_overlap(x, res))))
     return false;
   nm->x = (float *)memra_cu_ptr(x);
   nm->res = has_res ? (const float *)memra_cu_ptr(res) : NULL;
@@ -984,8 +965,8 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
   for (int32_t i = 0; i < n; ++i)
     if (memra_cu_overlap(&y[i], xn) || memra_cu_overlap(&y[i], x) || memra_cu_overlap(&y[i], res))
       return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps xn, x or res", op, i);
-  mv6_norm vn;
-  if (mv6n_fits(xn, x, res, w_norm, eps, &vn)) {
+  mm_norm vn;
+  if (n13_fits(xn, x, res, w_norm, eps, &vn, true)) {
     mm_args a[MM_MAX_JOBS];
     bool v6 = true;
     for (int32_t i = 0; i < n; ++i) {

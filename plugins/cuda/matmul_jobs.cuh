@@ -10,6 +10,16 @@
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/launch.cuh"
 
+/* An rmsnorm a ring GEMV (v13, v11) or v6 takes into its launch (ABI 1.14: one row, 16-byte
+ * aligned; x NULL: none). */
+struct mm_norm {
+  float *x;         /* the residual row: += res (written back by the last block) */
+  const float *res; /* NULL: nothing added */
+  const float *w;   /* the norm's weight [K] */
+  float *xn;        /* rmsnorm's output row, written by block 0 */
+  float eps;
+};
+
 enum { MM_MAX_JOBS = 4 };
 
 /* ABI 1.11 matmul_n_conv: the first job's outputs go through a Gated DeltaNet layer's causal conv

@@ -29,15 +29,6 @@
 
 __device__ unsigned int norm13_ctr;
 
-/* The norm a v13 launch applies to its x row (K = 4096, one row, 16-byte aligned); x NULL: none. */
-struct mm_norm {
-  float *x;         /* the residual row: += res (written back by the last block) */
-  const float *res; /* NULL: nothing added */
-  const float *w;   /* the norm's weight [K] */
-  float *xn;        /* rmsnorm's output row, written by block 0 */
-  float eps;
-};
-
 enum { N13_J = 8 }; /* float4s a consumer lane holds: 4096 / (4 warps x 32 lanes x 4) */
 
 /* The lane's float4s of the norm weight, loaded before the PDL wait (constant). */
@@ -56,12 +47,7 @@ __device__ __forceinline__ float n13_rms_inv(const float4 (&v)[N13_J], float *sh
                                              int warp, int lane) {
 #pragma unroll
   for (int j = 0; j < N13_J; ++j) { /* rmsnorm's thread 256 w + 32 j + lane */
-    float ss = 0.f;
-    ss = fmaf(v[j].x, v[j].x, ss);
-    ss = fmaf(v[j].y, v[j].y, ss);
-    ss = fmaf(v[j].z, v[j].z, ss);
-    ss = fmaf(v[j].w, v[j].w, ss);
-    ss = memra_warp_sum(ss);
+    const float ss = memra_warp_sum(memra_sumsq4(v[j]));
     if (lane == 0) shn[N13_J * warp + j] = ss;
   }
   asm volatile("bar.sync 1, %0;" ::"n"(NCW * 32) : "memory");
@@ -214,13 +200,7 @@ __device__ __forceinline__ void n11_norm_split(const mm_norm &nm, const float4 (
     float p[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float4 a = v[2 * i + h];
-      float ss = 0.f;
-      ss = fmaf(a.x, a.x, ss);
-      ss = fmaf(a.y, a.y, ss);
-      ss = fmaf(a.z, a.z, ss);
-      ss = fmaf(a.w, a.w, ss);
-      p[h] = ss;
+      p[h] = memra_sumsq4(v[2 * i + h]);
     }
 #pragma unroll
     for (int o = 8; o > 0; o >>= 1) {

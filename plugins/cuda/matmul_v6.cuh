@@ -147,18 +147,13 @@ __device__ __forceinline__ void mv6_route_tail(const mv6_route &rt, int64_t rows
  * (v inv) g for the row, kept in shared memory for the dot products; block 0 writes xn. With a
  * residual (x += res first, the hybrid's) every block adds it to what it read, and the block
  * taking the last ticket, all the others' reads of x done, writes x + res back. */
-struct mv6_norm {
-  float *x, *xn;
-  const float *res, *w;
-  float eps;
-};
 enum { MV6N_J = 8 }; /* float4s of the row a thread holds at K 4096 */
 
 /* The residual tickets: zero at module load, left zero by every launch (mv6_route_ctr's rule). */
 __device__ unsigned int mv6_norm_ctr;
 
 /* g: the thread's norm weights, loaded before the PDL wait (mv6_norm_w). */
-__device__ __forceinline__ void mv6_norm_w(const mv6_norm &nm, int64_t K, float4 (&g)[MV6N_J]) {
+__device__ __forceinline__ void mv6_norm_w(const mm_norm &nm, int64_t K, float4 (&g)[MV6N_J]) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nj = (int)(K / 512);
 #pragma unroll
   for (int j = 0; j < MV6N_J; ++j)
@@ -167,7 +162,7 @@ __device__ __forceinline__ void mv6_norm_w(const mv6_norm &nm, int64_t K, float4
 }
 
 /* The normed row into xs (K / 4 float4s of shared memory), after the PDL wait. */
-__device__ __forceinline__ void mv6_norm_head(const mv6_norm &nm, int64_t K,
+__device__ __forceinline__ void mv6_norm_head(const mm_norm &nm, int64_t K,
                                               const float4 (&g)[MV6N_J], float4 *xs) {
   __shared__ float sh[32];
   __shared__ bool last;
@@ -185,12 +180,7 @@ __device__ __forceinline__ void mv6_norm_head(const mv6_norm &nm, int64_t K,
       v[j].z += a.z;
       v[j].w += a.w;
     }
-    float ss = 0.f;
-    ss = fmaf(v[j].x, v[j].x, ss);
-    ss = fmaf(v[j].y, v[j].y, ss);
-    ss = fmaf(v[j].z, v[j].z, ss);
-    ss = fmaf(v[j].w, v[j].w, ss);
-    ss = memra_warp_sum(ss);
+    const float ss = memra_warp_sum(memra_sumsq4(v[j]));
     if (lane == 0) sh[4 * j + warp] = ss;
   }
   __syncthreads();
@@ -230,7 +220,7 @@ __device__ __forceinline__ void mv6_norm_head(const mv6_norm &nm, int64_t K,
 template <int T, int M, int R, bool XV, int NPL = 0, bool NORM = false>
 __global__ void __launch_bounds__(MV6_WARPS * 32, M == 1 ? 4 : 1)
     matmul_v6_kernel(const mm_jobs J, const float *__restrict__ x, int64_t x_ld, int64_t K,
-                     int64_t rows, const mv6_route rt, const mv6_norm nm) {
+                     int64_t rows, const mv6_route rt, const mm_norm nm) {
   static_assert(!NORM || (T == MEMRA_TYPE_F32 && M == 1 && NPL == 0), "the norm: F32, one row");
   __shared__ float part[MV6_WARPS][M][R];
   __shared__ float4 xsn[NORM ? 1024 : 1]; /* NORM: the normed row */
@@ -323,7 +313,7 @@ static bool mv6_launch(int mt, int R, const memra_backend *be, mm_jobs J, const 
     if (rt && mt == 1 && xv16) {
 #define MV6_ROUTE(NPL)                                                                             \
   (void)memra_cu_launch(be, matmul_v6_kernel<T, 1, 2, true, NPL>, grid, dim3(MV6_WARPS * 32), 0,   \
-                        J, x, x_ld, K, rows, *rt, mv6_norm{})
+                        J, x, x_ld, K, rows, *rt, mm_norm{})
       switch (route_npl(rt->ne)) {
       case 4: MV6_ROUTE(4); break;
       case 8: MV6_ROUTE(8); break;
@@ -339,7 +329,7 @@ static bool mv6_launch(int mt, int R, const memra_backend *be, mm_jobs J, const 
 #define MV6_GO(MM, RR)                                                                             \
   (void)memra_cu_launch(                                                                           \
       be, xv16 ? matmul_v6_kernel<T, MM, RR, true> : matmul_v6_kernel<T, MM, RR, false>, grid,     \
-      dim3(MV6_WARPS * 32), 0, J, x, x_ld, K, rows, none, mv6_norm{})
+      dim3(MV6_WARPS * 32), 0, J, x, x_ld, K, rows, none, mm_norm{})
   switch (mt) {
   case 1: /* F32 one row: 2 rows a block (8 would need more than 128 registers) */
     if constexpr (T == MEMRA_TYPE_F32)
@@ -359,7 +349,7 @@ static bool mv6_launch(int mt, int R, const memra_backend *be, mm_jobs J, const 
 
 /* rmsnorm_matmul_n's v6 form over J (F32 weights, one row, x 16-byte aligned: the caller
  * checked); false when the grid is too large. */
-static bool mv6_norm_launch(const memra_backend *be, mm_jobs J, int64_t K, const mv6_norm &nm) {
+static bool mv6_norm_launch(const memra_backend *be, mm_jobs J, int64_t K, const mm_norm &nm) {
   const int64_t gx = mm_jobs_layout(&J, 2);
   if (gx == 0) return false;
   (void)memra_cu_launch(be, matmul_v6_kernel<MEMRA_TYPE_F32, 1, 2, true, 0, true>,
