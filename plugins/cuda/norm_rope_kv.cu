@@ -49,15 +49,6 @@ __device__ __forceinline__ float4 nrk_scale(float4 v, float inv, float4 g) {
   return make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
 }
 
-__device__ __forceinline__ float nrk_ss(float4 v) {
-  float ss = 0.f;
-  ss = fmaf(v.x, v.x, ss);
-  ss = fmaf(v.y, v.y, ss);
-  ss = fmaf(v.z, v.z, ss);
-  ss = fmaf(v.w, v.w, ss);
-  return ss;
-}
-
 template <typename TK, typename TV>
 __global__ void __launch_bounds__(NRK_WARPS * 32) norm_rope_kv_v1_kernel(nrk_args a) {
   __shared__ __align__(16) float hs[NRK_WARPS][NRK_MAXD];
@@ -89,10 +80,10 @@ __global__ void __launch_bounds__(NRK_WARPS * 32) norm_rope_kv_v1_kernel(nrk_arg
     const float *src = isk || !a.qin ? xh : a.qin + (r * a.n_head + h) * a.qin_ld;
     const float4 v0 = lane < n4 ? ((const float4 *)src)[lane] : zero;
     const float4 v1 = lane + 32 < n4 ? ((const float4 *)src)[32 + lane] : zero;
-    const float s0 = memra_warp_sum(nrk_ss(v0));
+    const float s0 = memra_warp_sum(memra_sumsq4(v0));
     float ss;
     if (n4 > 32) {
-      const float s1 = memra_warp_sum(nrk_ss(v1));
+      const float s1 = memra_warp_sum(memra_sumsq4(v1));
       ss = memra_warp_sum(lane == 0 ? s0 : lane == 1 ? s1 : 0.f);
     } else {
       ss = memra_warp_sum(lane == 0 ? s0 : 0.f);
