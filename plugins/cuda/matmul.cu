@@ -924,7 +924,7 @@ memra_status memra_cu_ffn_glu(memra_backend *be, const memra_tensor *y, const me
 
 /* ABI 1.14: whether rmsnorm(xn, x, res, w, eps) can run inside a v13 / v11 launch
  * (matmul_norm13.cuh: one row of 4096) or, v6 true, in the head of a v6 launch (matmul_v6.cuh
- * mv6_norm_head: one row of K % 512 == 0 up to 4096, MEMRA_V6_NORM=1, written without a device:
+ * mv6_norm_head: one row of K % 512 == 0 up to 4096, opt-in by MEMRA_V6_NORM=1: even on the H100,
  * docs/PERF.md): F32, 16-byte aligned, xn apart from x and res (blocks read x while block 0 writes
  * xn); *nm filled when so. Else the rmsnorm launch (its checks, errors). */
 static bool n13_fits(const memra_tensor *xn, const memra_tensor *x, const memra_tensor *res,
