@@ -51,6 +51,11 @@ static_assert(MEMRA_T11_GRP >= 1 && MEMRA_T11_GRP <= TC_WARPS, "a group's tiles:
 #ifndef MEMRA_T11_PAD
 #define MEMRA_T11_PAD 0
 #endif
+/* EXPERIMENT, a timing probe only (1: WRONG results): v11 skips its Q4_K stages' arithmetic, so
+ * an A/B prices the consumers in the step (docs/PERF.md: H100 Llama Q4_K_M +14%). Never shipped. */
+#ifndef MEMRA_T11_SKIP
+#define MEMRA_T11_SKIP 0
+#endif
 
 /* Super-blocks per stage: 16 when K <= 4096 (a whole tile is one stage, one copy); 8 above,
  * so a block's ring + x stay under half an H200 SM's shared memory and two blocks share an SM
@@ -221,7 +226,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
         const uint8_t *wb = t11_xw_at<XS>(xb, u);
         tc_stage_apply<T, TC_NS_MM>(acc, ring + s * T11_STAGE, rowb, nv, 0, (const uint4 *)wb,
                                     (const XS *)(wb + T11_XW * 4), ro, warp);
-      } else {
+      } else if (!(MEMRA_T11_SKIP && T == MEMRA_TYPE_Q4_K)) {
         tc_stage_apply<T, TC_NS_MM>(acc, ring + s * T11_STAGE, rowb, nv, sb0, xb, xs, ro, warp);
       }
       __syncwarp();
