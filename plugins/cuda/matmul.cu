@@ -965,36 +965,15 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
   for (int32_t i = 0; i < n; ++i)
     if (memra_cu_overlap(&y[i], xn) || memra_cu_overlap(&y[i], x) || memra_cu_overlap(&y[i], res))
       return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps xn, x or res", op, i);
-  mm_norm vn;
-  if (n13_fits(xn, x, res, w_norm, eps, &vn, true)) {
-    mm_args a[MM_MAX_JOBS];
-    bool v6 = true;
-    for (int32_t i = 0; i < n; ++i) {
-      memra_status st = mm_check(be, &y[i], xn, &w[i], bias ? &bias[i] : NULL, &a[i]);
-      if (st != MEMRA_OK) return st;
-      v6 = v6 && a[i].path == MM_V6 && w[i].type == MEMRA_TYPE_F32 && a[i].M == 1 && a[i].xv16 &&
-           !memra_cu_overlap(&y[i], x);
-      for (int32_t j = 0; j < i; ++j)
-        if (memra_cu_overlap(&y[i], &y[j]))
-          return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);
-    }
-    if (v6) {
-      mm_jobs J = {};
-      for (int32_t i = 0; i < n; ++i)
-        mm_job_add(&J, &a[i], w[i].nb1);
-      if (!mv6_norm_launch(be, J, x->ne0, vn))
-        return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: output too large", op);
-      MEMRA_CU_LAUNCHED();
-      return MEMRA_OK;
-    }
-  }
   mm_norm nm;
-  if (n13_fits(xn, x, res, w_norm, eps, &nm)) {
+  const bool v6_fits = n13_fits(xn, x, res, w_norm, eps, &nm, true);
+  if (v6_fits || n13_fits(xn, x, res, w_norm, eps, &nm)) {
     mm_args a[MM_MAX_JOBS];
-    bool q13 = mm_q8_mode() == MM_Q8_V13, q11 = m11_fits<MEMRA_TYPE_Q4_K>(be, 4096);
+    bool q13 = mm_q8_mode() == MM_Q8_V13, q11 = m11_fits<MEMRA_TYPE_Q4_K>(be, 4096), v6 = v6_fits;
     for (int32_t i = 0; i < n; ++i) {
       memra_status st = mm_check(be, &y[i], xn, &w[i], bias ? &bias[i] : NULL, &a[i]);
       if (st != MEMRA_OK) return st;
+      v6 = v6 && a[i].path == MM_V6 && w[i].type == MEMRA_TYPE_F32 && a[i].M == 1 && a[i].xv16;
       /* v13's head without a residual (matmul_acc's route) measured slower than the norm's
        * launch (q/k/v 7.8 -> 12.5 us, 2.9 saved; docs/PERF.md): that norm is a launch */
       q13 = q13 && nm.res && a[i].path == MM_V8 && w[i].type == MEMRA_TYPE_Q8_0 && a[i].K == 4096 &&
@@ -1005,13 +984,14 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
         if (memra_cu_overlap(&y[i], &y[j]))
           return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);
     }
-    if (q13 || q11) { /* v13 (Q8_0) or v11 (Q4_K) with the norm */
+    if (v6 || q13 || q11) { /* v6 (F32), v13 (Q8_0) or v11 (Q4_K) with the norm */
       mm_jobs J = {};
       for (int32_t i = 0; i < n; ++i)
         mm_job_add(&J, &a[i], w[i].nb1);
-      cudaError_t e;
-      const bool ok = q13 ? m13_launch(be, J, a[0].x, a[0].K, &e, &nm)
-                          : m11_launch<MEMRA_TYPE_Q4_K, true>(be, J, a[0].x, a[0].K, &e, &nm);
+      cudaError_t e = cudaSuccess;
+      const bool ok = v6    ? mv6_norm_launch(be, J, a[0].K, nm)
+                      : q13 ? m13_launch(be, J, a[0].x, a[0].K, &e, &nm)
+                            : m11_launch<MEMRA_TYPE_Q4_K, true>(be, J, a[0].x, a[0].K, &e, &nm);
       if (e != cudaSuccess)
         return memra_cu_errf(be, MEMRA_E_DEVICE, "%s: %s kernel's launch setup: %s", op,
                              memra_type_info(w[0].type).name, cudaGetErrorString(e));
