@@ -16,6 +16,9 @@ mkdir -p dist/test90
 # chain_bench: what a link of a kernel chain costs by hand-off (PDL wait, flag, plain launch)
 /usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -gencode=arch=compute_90a,code=sm_90a \
   tools/device/chain_bench.cu -o dist/chain_bench
+# layer_bench: a layer's Q4_K GEMV chain as one persistent program against a launch a GEMV
+/usr/local/cuda/bin/nvcc -std=c++17 -O3 -I. -gencode=arch=compute_90a,code=sm_90a \
+  tools/device/layer_bench.cu -o dist/layer_bench
 for f in backends/sm90a/libmemra_sm90a.so \
   plugins/cpu/libmemra_cpu.so tools/device/opcheck tools/device/gemv_bench tools/device/attn_bench \
   tools/device/gemv_ab tools/memra/memra \
