@@ -57,12 +57,22 @@ static_assert(MEMRA_T11_GRP >= 1 && MEMRA_T11_GRP <= TC_WARPS, "a group's tiles:
 #define MEMRA_T11_SKIP 0
 #endif
 
+/* EXPERIMENT (a build define; 16: the default): super-blocks a stage of Q4_K rows of K <= 4096.
+ * At 8 a block's ring is two half tiles (36.9 KB) and up to four blocks share an SM: twice the
+ * consumer warps where a launch has the tiles, for the H200 whose Q4_K tiles wait on their
+ * consumers. H100 (thirty-fifth session): the same bits, q/out 6.2 -> 5.4 us, gate/up 12.8 ->
+ * 14.0, Llama Q4_K_M -3.2% (the SMs' shared memory full again); owed an H200 A/B. */
+#ifndef MEMRA_T11_SB4K
+#define MEMRA_T11_SB4K 16
+#endif
+static_assert(MEMRA_T11_SB4K == 16 || MEMRA_T11_SB4K == 8, "a stage: a tile or half of one");
+
 /* Super-blocks per stage: 16 when K <= 4096 (a whole tile is one stage, one copy); 8 above,
  * so a block's ring + x stay under half an H200 SM's shared memory and two blocks share an SM
  * (K 14336 at 16: one block an SM, 19.0 us; at 8: 16.0 us, H200). */
 template <int T> static inline int t11_sb(int64_t K) {
   /* Q6_K (K <= 4096 only, mm_check): 16 x 16 x 210 bytes would be 53 KB a stage */
-  return T == MEMRA_TYPE_Q4_K && K <= 4096 ? 16 : 8;
+  return T == MEMRA_TYPE_Q4_K && K <= 4096 ? MEMRA_T11_SB4K : 8;
 }
 
 /* Shared memory of a v11 block: the ring, x's split (tc_prep_bytes), the warps' partials and
@@ -318,7 +328,7 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
   }
   /* Q6_K has stages of 8 super-blocks (t11_sb) */
   /* J's conv (matmul_n_conv) in its own instantiations, so the plain kernels stay as they were */
-  constexpr int SB16 = T == MEMRA_TYPE_Q4_K ? 16 : 8;
+  constexpr int SB16 = T == MEMRA_TYPE_Q4_K ? MEMRA_T11_SB4K : 8;
   /* the norm (rmsnorm_matmul_n: Q4_K, K 4096, one stage a tile, no conv) in its own
    * instantiation too */
   const bool cv = J.cv.w != NULL;
@@ -330,7 +340,7 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
           ? (cv ? matmul_v11_kernel<T, VEC, SB16, true> : matmul_v11_kernel<T, VEC, SB16, false>)
           : (cv ? matmul_v11_kernel<T, VEC, 8, true> : matmul_v11_kernel<T, VEC, 8, false>);
   if constexpr (T == MEMRA_TYPE_Q4_K && VEC) {
-    if (nm && !tail) kernel = matmul_v11_kernel<T, VEC, 16, false, true>;
+    if (nm && !tail) kernel = matmul_v11_kernel<T, VEC, SB16, false, true>;
     if (tail)
       kernel = SB == 16 ? matmul_v11_kernel<T, VEC, SB16, false, false, false, true>
                         : matmul_v11_kernel<T, VEC, 8, false, false, false, true>;
