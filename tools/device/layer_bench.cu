@@ -140,13 +140,14 @@ __global__ void __launch_bounds__(P *(LB_CW + 1) * 32, 1)
       while (lb_ld_acquire(&done[o.wait]) < gridDim.x)
         ;
     lb_bar<NC * 32>(1); /* x ready, and every group past the last op's use of the split */
+    if (rec && ctid == 0) rec[(i * gridDim.x + blockIdx.x) * 3 + 2] = lb_now();
     for (int64_t e = 8 * (int64_t)ctid; e < o.K; e += 8 * NC * 32) {
       const float4 a = __ldcg((const float4 *)(o.x + e)), b = __ldcg((const float4 *)(o.x + e) + 1);
       const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
       tc_split_put(v, xb, xs, e);
     }
     lb_bar<NC * 32>(1);
-    if (rec && ctid == 0) rec[(i * gridDim.x + blockIdx.x) * 2] = lb_now();
+    if (rec && ctid == 0) rec[(i * gridDim.x + blockIdx.x) * 3] = lb_now();
     const int64_t nsb = o.K / 256, ngrp = (nsb + SB - 1) / SB;
     const int64_t tiles = (o.N + TC_ROWS - 1) / TC_ROWS;
     for (int64_t t = blockIdx.x + (int64_t)g * gridDim.x; t < tiles; t += (int64_t)P * gridDim.x) {
@@ -178,7 +179,7 @@ __global__ void __launch_bounds__(P *(LB_CW + 1) * 32, 1)
       lb_bar<LB_CW * 32>(2 + g);
     }
     lb_bar<NC * 32>(1); /* the block's stores of op i done */
-    if (rec && ctid == 0) rec[(i * gridDim.x + blockIdx.x) * 2 + 1] = lb_now();
+    if (rec && ctid == 0) rec[(i * gridDim.x + blockIdx.x) * 3 + 1] = lb_now();
     if (ctid == 0) {
       __threadfence();
       lb_red_release(&done[i], 1);
@@ -355,7 +356,7 @@ __global__ void __launch_bounds__(P *(LB_CW + 1) * 32 + 32, 1)
     }
     /* the group is past op i (its warps' reads of buffer par are done) */
     if (wg == 0 && lane == 0) atomicAdd(&fin[par], 1);
-    if (rec && wg == 0 && lane == 0 && g == 0) rec[(i * gridDim.x + blockIdx.x) * 2 + 1] = lb_now();
+    if (rec && wg == 0 && lane == 0 && g == 0) rec[(i * gridDim.x + blockIdx.x) * 3 + 1] = lb_now();
   }
   lb_bar<NC * 32>(1);
   if (threadIdx.x == 0) { /* the last block out resets the counts for the next launch */
@@ -480,7 +481,8 @@ static int cmp_u64(const void *a, const void *b) {
  * spread of their starts, the drain (last end - median end), the gap (next op's median start -
  * this op's last end). */
 static void lb_report(const uint64_t *r, int grid) {
-  double work[LB_OPS] = {0}, sspread[LB_OPS] = {0}, drain[LB_OPS] = {0}, gap[LB_OPS] = {0};
+  double work[LB_OPS] = {0}, sspread[LB_OPS] = {0}, drain[LB_OPS] = {0}, gap[LB_OPS] = {0},
+         seen[LB_OPS] = {0};
   uint64_t *a = (uint64_t *)malloc(sizeof(uint64_t) * grid),
            *b = (uint64_t *)malloc(sizeof(uint64_t) * grid);
   int nl = 0;
@@ -488,27 +490,31 @@ static void lb_report(const uint64_t *r, int grid) {
     for (int j = 0; j < LB_OPS; ++j) {
       const int i = l * LB_OPS + j;
       for (int k = 0; k < grid; ++k) {
-        a[k] = r[(2 * (int64_t)i * grid) + 2 * k];
-        b[k] = r[(2 * (int64_t)i * grid) + 2 * k + 1] - a[k];
+        a[k] = r[(3 * (int64_t)i * grid) + 3 * k];
+        b[k] = r[(3 * (int64_t)i * grid) + 3 * k + 1] - a[k];
       }
       qsort(b, grid, sizeof(uint64_t), cmp_u64);
       work[j] += b[grid / 2] / 1e3;
       qsort(a, grid, sizeof(uint64_t), cmp_u64);
       sspread[j] += (a[grid - 1] - a[0]) / 1e3;
       for (int k = 0; k < grid; ++k)
-        b[k] = r[(2 * (int64_t)i * grid) + 2 * k + 1];
+        b[k] = r[(3 * (int64_t)i * grid) + 3 * k + 1];
       qsort(b, grid, sizeof(uint64_t), cmp_u64);
       drain[j] += (b[grid - 1] - b[grid / 2]) / 1e3;
       const uint64_t last = b[grid - 1];
       for (int k = 0; k < grid; ++k)
-        a[k] = r[(2 * (int64_t)(i + 1) * grid) + 2 * k];
+        a[k] = r[(3 * (int64_t)(i + 1) * grid) + 3 * k];
       qsort(a, grid, sizeof(uint64_t), cmp_u64);
       gap[j] += ((double)a[grid / 2] - (double)last) / 1e3;
+      for (int k = 0; k < grid; ++k) /* the next op's count seen (its blocks' barrier passed) */
+        a[k] = r[(3 * (int64_t)(i + 1) * grid) + 3 * k + 2];
+      qsort(a, grid, sizeof(uint64_t), cmp_u64);
+      seen[j] += ((double)a[grid / 2] - (double)last) / 1e3;
     }
-  printf("    op: work / start spread / drain / gap (us):");
+  printf("    op: work / start spread / drain / gap (of it the count seen) (us):");
   for (int j = 0; j < LB_OPS; ++j)
-    printf(" %d: %.2f / %.2f / %.2f / %.2f;", j, work[j] / nl, sspread[j] / nl, drain[j] / nl,
-           gap[j] / nl);
+    printf(" %d: %.2f / %.2f / %.2f / %.2f (%.2f);", j, work[j] / nl, sspread[j] / nl,
+           drain[j] / nl, gap[j] / nl, seen[j] / nl);
   printf("\n");
   free(a);
   free(b);
@@ -594,8 +600,8 @@ int main(int argc, char **argv) {
   CK(cudaMemset(fdone, 0, 6 * sizeof(unsigned)));
   CK(cudaMalloc(&fcnt, (size_t)3 * LB_MAX_OPS * LB_CMAX * sizeof(unsigned)));
   CK(cudaMemset(fcnt, 0, (size_t)3 * LB_MAX_OPS * LB_CMAX * sizeof(unsigned)));
-  uint64_t *rec, *hrec = (uint64_t *)malloc(sizeof(uint64_t) * 2 * LB_MAX_OPS * 1024);
-  CK(cudaMalloc(&rec, sizeof(uint64_t) * 2 * LB_MAX_OPS * 1024));
+  uint64_t *rec, *hrec = (uint64_t *)malloc(sizeof(uint64_t) * 3 * LB_MAX_OPS * 1024);
+  CK(cudaMalloc(&rec, sizeof(uint64_t) * 3 * LB_MAX_OPS * 1024));
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -676,18 +682,18 @@ int main(int argc, char **argv) {
       printf("%s | %s | %.1f | %.2f | %.0f | %s (grid %d)\n", c.name, mname[m], us, us / LB_LAYERS,
              wbytes / us / 1e3, same, grid);
       /* the blocks' marks of one more step, launched as the graph did */
-      CK(cudaMemset(rec, 0, sizeof(uint64_t) * 2 * LB_MAX_OPS * grid));
+      CK(cudaMemset(rec, 0, sizeof(uint64_t) * 3 * LB_MAX_OPS * grid));
       if (m == 0)
         for (int i = 0; i < LB_MAX_OPS; ++i)
-          lb_launch(c, grid, smem, st, po + i, 1, kmax, dn, rec + 2 * (int64_t)grid * i);
+          lb_launch(c, grid, smem, st, po + i, 1, kmax, dn, rec + 3 * (int64_t)grid * i);
       else if (m == 1)
         for (int l = 0; l < LB_LAYERS; ++l)
           lb_launch(c, grid, smem, st, po + l * LB_OPS, LB_OPS, kmax, dn,
-                    rec + 2 * (int64_t)grid * LB_OPS * l);
+                    rec + 3 * (int64_t)grid * LB_OPS * l);
       else
         lb_launch(c, grid, smem, st, po, LB_MAX_OPS, kmax, dn, rec);
       CK(cudaStreamSynchronize(st));
-      CK(cudaMemcpy(hrec, rec, sizeof(uint64_t) * 2 * LB_MAX_OPS * grid, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(hrec, rec, sizeof(uint64_t) * 3 * LB_MAX_OPS * grid, cudaMemcpyDeviceToHost));
       lb_report(hrec, grid);
       CK(cudaGraphExecDestroy(ge));
       CK(cudaGraphDestroy(gr));
