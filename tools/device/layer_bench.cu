@@ -105,6 +105,10 @@ static uint64_t lb_smem(int P, int S, int SB, int64_t kmax) {
          sizeof(float) * P * LB_CW * TC_ROWS + 16u * P * S;
 }
 
+/* The grid-wide count's form (bits; 0: the default): 1 the release alone, without a
+ * __threadfence before it; 2 a 32 ns sleep between polls. */
+__device__ int lb_bm;
+
 template <int P, int S, int SB>
 __global__ void __launch_bounds__(P *(LB_CW + 1) * 32, 1)
     lb_chain_kernel(const lb_op *__restrict__ ops, int n_ops, int64_t kmax, unsigned *done,
@@ -138,7 +142,7 @@ __global__ void __launch_bounds__(P *(LB_CW + 1) * 32, 1)
     const lb_op o = ops[i];
     if (o.wait >= 0 && ctid == 0)
       while (lb_ld_acquire(&done[o.wait]) < gridDim.x)
-        ;
+        if (lb_bm & 2) __nanosleep(32);
     lb_bar<NC * 32>(1); /* x ready, and every group past the last op's use of the split */
     if (rec && ctid == 0) rec[(i * gridDim.x + blockIdx.x) * 3 + 2] = lb_now();
     for (int64_t e = 8 * (int64_t)ctid; e < o.K; e += 8 * NC * 32) {
@@ -181,7 +185,7 @@ __global__ void __launch_bounds__(P *(LB_CW + 1) * 32, 1)
     lb_bar<NC * 32>(1); /* the block's stores of op i done */
     if (rec && ctid == 0) rec[(i * gridDim.x + blockIdx.x) * 3 + 1] = lb_now();
     if (ctid == 0) {
-      __threadfence();
+      if (!(lb_bm & 1)) __threadfence();
       lb_red_release(&done[i], 1);
     }
   }
@@ -743,6 +747,51 @@ int main(int argc, char **argv) {
       CK(cudaGraphExecDestroy(ge));
       CK(cudaGraphDestroy(gr));
     }
+  }
+  /* the count's forms, step mode */
+  for (int ci = 2; ci < 4; ++ci) {
+    const lb_cfg &c = cfgs[ci];
+    const size_t smem = lb_smem(c.P, c.S, c.SB, kmax);
+    int per_sm = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, c.k, c.P * (LB_CW + 1) * 32, smem));
+    const int grid = per_sm * prop.multiProcessorCount;
+    for (int bm = 1; bm < 4; ++bm) {
+      CK(cudaMemcpyToSymbol(lb_bm, &bm, sizeof(int)));
+      const lb_op *po = dops + 2 * LB_MAX_OPS;
+      unsigned *dn = done + 2 * (LB_MAX_OPS + 1);
+      cudaGraph_t gr;
+      cudaGraphExec_t ge;
+      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      lb_launch(c, grid, smem, st, po, LB_MAX_OPS, kmax, dn);
+      CK(cudaStreamEndCapture(st, &gr));
+      CK(cudaGraphInstantiate(&ge, gr, 0));
+      float t[256];
+      const int n = reps < 256 ? reps : 256;
+      CK(cudaGraphLaunch(ge, st));
+      for (int r = 0; r < n; ++r) {
+        CK(cudaEventRecord(e0, st));
+        CK(cudaGraphLaunch(ge, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&t[r], e0, e1));
+      }
+      qsort(t, n, sizeof(float), cmp_f);
+      const double us = 1e3 * t[n / 2];
+      CK(cudaMemcpy(got, y[3], NN[3] * sizeof(float), cudaMemcpyDeviceToHost));
+      const bool eq = memcmp(last, got, NN[3] * sizeof(float)) == 0;
+      all_same = all_same && eq;
+      printf("%s | step, count form %d | %.1f | %.2f | %.0f | %s\n", c.name, bm, us, us / LB_LAYERS,
+             wbytes / us / 1e3, eq ? "same" : "DIFF");
+      CK(cudaMemset(rec, 0, sizeof(uint64_t) * 3 * LB_MAX_OPS * grid));
+      lb_launch(c, grid, smem, st, po, LB_MAX_OPS, kmax, dn, rec);
+      CK(cudaStreamSynchronize(st));
+      CK(cudaMemcpy(hrec, rec, sizeof(uint64_t) * 3 * LB_MAX_OPS * grid, cudaMemcpyDeviceToHost));
+      lb_report(hrec, grid);
+      CK(cudaGraphExecDestroy(ge));
+      CK(cudaGraphDestroy(gr));
+    }
+    const int zero = 0;
+    CK(cudaMemcpyToSymbol(lb_bm, &zero, sizeof(int)));
   }
   /* layer 0 against double: run layer 0 alone (launch mode of the first config) and compare */
   {
