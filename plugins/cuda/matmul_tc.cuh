@@ -43,7 +43,17 @@
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_jobs.cuh"
 
-enum { TC_WARPS = 4, TC_ROWS = 16 };
+/* EXPERIMENT (a build define; 4: the default): the warps a tile's super-blocks are split over
+ * (warp w takes w, w + TC_WARPS, ...) in v7, v11 and matmul_id v3 / v4 alike, so their sums keep
+ * one order between them (batch-invariant) while a tile takes fewer steps a warp. 8: another
+ * order of the sums (other bits than 4's), twice the consumer warps a v11 block (layer_bench,
+ * H100: a tile by 8 warps 1.6 us where 4 take 2.6). H100 (thirty-fifth session, docs/PERF.md):
+ * gates PASS, Llama Q4_K_M -4.5%, MoE -7.8%, hybrid -12.7% (K 14336 windows and the experts
+ * slower); v11's opt-in tail and rope stores refuse it. For the H200's consumer-bound tiles. */
+#ifndef MEMRA_TC_WARPS
+#define MEMRA_TC_WARPS 4
+#endif
+enum { TC_WARPS = MEMRA_TC_WARPS, TC_ROWS = 16 };
 /* tcq's key for Q6_K matrices of K <= 4096 (the output matrices, attn_v, the experts): the
  * integer-MMA form (matmul_tc6i.cuh); longer rows (the down projections, x by windows on v11)
  * keep the f16 form, tcq<MEMRA_TYPE_Q6_K>. A property of the matrix alone, so v11 (one row) and

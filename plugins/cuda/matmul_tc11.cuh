@@ -29,8 +29,10 @@ enum {
   T11_CW = TC_WARPS, /* consumer warps: v7's split of K */
   T11_ST = 2,        /* stages in the ring */
   T11_XB = 4,        /* x loads in flight per consumer thread (elements e, e + 1024, ...) */
-  T11_XW = 2048      /* XW: elements of an x window (8 super-blocks, a stage) */
+  T11_XW = 2048,     /* XW: elements of an x window (8 super-blocks, a stage) */
+  T11_XI = T11_XW / (8 * 32 * T11_CW) /* XW: groups of 8 elements a consumer thread a window */
 };
+static_assert(T11_XI >= 1 && T11_XW % (8 * 32 * T11_CW) == 0, "a window: whole groups a thread");
 
 /* Tiles a block stores together (G; a build define, -DMEMRA_T11_GRP=1 gives the one-tile
  * form). A block's consumer warps meet at two barriers a tile (the partials written, then read
@@ -97,17 +99,17 @@ template <typename XS> __device__ __forceinline__ uint8_t *t11_xw_at(uint4 *xb, 
   return (uint8_t *)xb + (k & 1) * tc_prep_bytes<XS>(T11_XW);
 }
 template <bool VEC>
-__device__ __forceinline__ void t11_xw_load(float (&v)[2][8], const float *__restrict__ x,
+__device__ __forceinline__ void t11_xw_load(float (&v)[T11_XI][8], const float *__restrict__ x,
                                             int64_t w) {
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
-    memra_ldg8<VEC>(x + T11_XW * w + 8 * threadIdx.x + 1024 * i, v[i]);
+  for (int i = 0; i < T11_XI; ++i)
+    memra_ldg8<VEC>(x + T11_XW * w + 8 * threadIdx.x + 8 * 32 * T11_CW * i, v[i]);
 }
 template <typename XS>
-__device__ __forceinline__ void t11_xw_split(float (&v)[2][8], uint4 *xb, XS *xs) {
+__device__ __forceinline__ void t11_xw_split(float (&v)[T11_XI][8], uint4 *xb, XS *xs) {
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
-    tc_split_put(v[i], xb, xs, 8 * (int64_t)threadIdx.x + 1024 * i);
+  for (int i = 0; i < T11_XI; ++i)
+    tc_split_put(v[i], xb, xs, 8 * (int64_t)threadIdx.x + 8 * 32 * T11_CW * i);
 }
 
 __device__ __forceinline__ void t11_consumers_sync() { mm_consumers_sync<T11_CW>(); }
@@ -186,23 +188,27 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   __shared__ int n13_flag;
   float4 gw[N13_J]; /* NORM only */
   unsigned ticket = 0;
-  if (NORM) n11_load_w(nm, gw);
+  /* the norm head (K 4096) is rmsnorm_v2's 128 threads: consumer warps 0..3 */
+  if (NORM && (T11_CW == 4 || warp < 4)) n11_load_w(nm, gw);
   if (TAIL) n13_tail_hint(nm, warp, lane);
   /* RK (ABI 1.16 matmul_n_rope_kv): the rope angles and cache slots before the wait */
   __shared__ typename rkv_smem_if<RK, TC_ROWS>::type rks;
   if constexpr (RK)
     if (warp == 0) rkv_prologue<TC_ROWS>(J, my_tiles, rks, lane);
   memra_pdl_enter();
-  float xv[2][8]; /* XW: the next window's x */
+  float xv[T11_XI][8]; /* XW: the next window's x */
   if (NORM) {
-    n11_norm_split<T11_CW>(nm, gw, xb, xs, shn, &ticket);
+    if (T11_CW == 4 || warp < 4) n11_norm_split<4>(nm, gw, xb, xs, shn, &ticket);
   } else if (XW) {
     t11_xw_load<VEC>(xv, x, 0);
     t11_xw_split(xv, xb, xs);
   } else {
     tc_split_row<VEC, T11_XB>(x, K, xb, xs);
   }
-  t11_consumers_sync();
+  if (T11_CW == 4) /* (more warps: another barrier than the norm head's bar 1 of 128 threads) */
+    t11_consumers_sync();
+  else
+    asm volatile("bar.sync 3, %0;" ::"n"(T11_CW * 32) : "memory");
   MEMRA_TRACE_MARK(1); /* the head done (trace builds only) */
 
   const int g = lane >> 2, t = lane & 3;
@@ -269,7 +275,7 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   }
   if constexpr (G > 1) /* dynamic tiles end when the tickets do: the last group */
     if (np > 0) mm_group_store(partg, J, np, my_tile, my_xo, warp, lane);
-  if (NORM) n13_finish<T11_CW>(nm, ticket, &n13_flag, warp, lane);
+  if (NORM && (T11_CW == 4 || warp < 4)) n13_finish<4>(nm, ticket, &n13_flag, warp, lane);
   if (TAIL) n13_tail<T11_CW, TC_ROWS>(nm, &n13_flag, shn, warp, lane);
   MEMRA_TRACE_MARK(2); /* the block's end */
 }
@@ -297,6 +303,8 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
                        cudaError_t *err, const mm_norm *nm = NULL, bool xw = false,
                        bool tail = false) {
   *err = cudaSuccess;
+  /* the tail and rope stores (opt-in) are written for four consumer warps */
+  if (T11_CW != 4 && (tail || J.rk.on)) return false;
   const int64_t tiles = mm_jobs_layout(&J, TC_ROWS);
   if (tiles == 0) return false;
   const int SB = t11_sb<T>(K);
