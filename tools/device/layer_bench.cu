@@ -99,6 +99,26 @@ __device__ __forceinline__ void lb_produce(const lb_op *__restrict__ ops, int n_
   }
 }
 
+/* A tile's end: each warp's quad sums into its group's partials pg, then warp 0's lanes r < 16
+ * store row n0 + r's sum over the CW warps in order (the group's own barrier, bar 2 + g). */
+template <int CW>
+__device__ __forceinline__ void lb_tile_store(const float (&acc)[1][2], float *pg, int g, int wg,
+                                              int lane, float *y, int64_t n0, int64_t N) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float v = tc_quad_sum(acc[0][r]);
+    if ((lane & 3) == 0) pg[wg * TC_ROWS + (lane >> 2) + 8 * r] = v;
+  }
+  lb_bar<CW * 32>(2 + g);
+  if (wg == 0 && lane < TC_ROWS && n0 + lane < N) {
+    float s = pg[lane];
+#pragma unroll
+    for (int w = 1; w < CW; ++w)
+      s = __fadd_rn(s, pg[w * TC_ROWS + lane]);
+    y[n0 + lane] = s;
+  }
+}
+
 /* Shared memory of a block: P S stages, x's split at kmax, the partials, 2 P S barriers. */
 static uint64_t lb_smem(int P, int S, int SB, int64_t kmax, int CW = LB_CW) {
   return (uint64_t)P * S * TC_ROWS * SB * LB_SBB + tc_prep_bytes<float2>(kmax) +
@@ -120,14 +140,7 @@ __global__ void __launch_bounds__(P *(CW + 1) * 32, 1)
   float *part = (float *)((uint8_t *)xb + tc_prep_bytes<float2>(kmax)); /* [P][CW][16] */
   uint64_t *full = (uint64_t *)(part + P * CW * TC_ROWS), *empty = full + P * S;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < P * S; ++i) {
-      memra_mbar_init(&full[i], 1);
-      memra_mbar_init(&empty[i], CW);
-    }
-    memra_mbar_fence_init();
-  }
-  __syncthreads();
+  memra_ring_init(full, empty, P * S, CW);
 
   if (warp >= NC) { /* group g's producer: its tiles of every op, in order, never waiting on data */
     lb_produce<P, S, SB>(ops, n_ops, warp - NC, lane, sm, full, empty);
@@ -167,21 +180,7 @@ __global__ void __launch_bounds__(P *(CW + 1) * 32, 1)
         __syncwarp();
         if (lane == 0) memra_mbar_arrive(&empty[g * S + s]);
       }
-      float *pg = part + g * CW * TC_ROWS;
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float v = tc_quad_sum(acc[0][r]);
-        if ((lane & 3) == 0) pg[wg * TC_ROWS + (lane >> 2) + 8 * r] = v;
-      }
-      lb_bar<CW * 32>(2 + g);
-      const int64_t n = t * TC_ROWS + lane;
-      if (wg == 0 && lane < TC_ROWS && n < o.N) {
-        float s = pg[lane];
-#pragma unroll
-        for (int w = 1; w < CW; ++w)
-          s = __fadd_rn(s, pg[w * TC_ROWS + lane]);
-        o.y[n] = s;
-      }
+      lb_tile_store<CW>(acc, part + g * CW * TC_ROWS, g, wg, lane, o.y, t * TC_ROWS, o.N);
       lb_bar<CW * 32>(2 + g);
     }
     lb_bar<NC * 32>(1); /* the block's stores of op i done */
@@ -237,16 +236,9 @@ __global__ void __launch_bounds__(P *(LB_CW + 1) * 32 + 32, 1)
   uint64_t *full = (uint64_t *)(part + P * LB_CW * TC_ROWS), *empty = full + P * S;
   int *xf = (int *)(empty + P * S), *fin = xf + 2 * 64; /* xf[parity][chunk]: op + 1 split there */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < P * S; ++i) {
-      memra_mbar_init(&full[i], 1);
-      memra_mbar_init(&empty[i], LB_CW);
-    }
-    memra_mbar_fence_init();
-  }
   for (int i = threadIdx.x; i < 2 * 64 + 2; i += blockDim.x)
     xf[i] = 0;
-  __syncthreads();
+  memra_ring_init(full, empty, P * S, LB_CW); /* (its barrier covers the flags too) */
   if (warp >= NC + P) { /* the x warp: each op's chunks split as their counts complete */
     memra_pdl_enter();
     const unsigned ep = lb_ld_acquire(&done[1]) + 1;
@@ -336,22 +328,8 @@ __global__ void __launch_bounds__(P *(LB_CW + 1) * 32 + 32, 1)
         __syncwarp();
         if (lane == 0) memra_mbar_arrive(&empty[g * S + s]);
       }
-      float *pg = part + g * LB_CW * TC_ROWS;
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float v = tc_quad_sum(acc[0][r]);
-        if ((lane & 3) == 0) pg[wg * TC_ROWS + (lane >> 2) + 8 * r] = v;
-      }
-      lb_bar<LB_CW * 32>(2 + g);
-      const int64_t n = t * TC_ROWS + lane;
+      lb_tile_store<LB_CW>(acc, part + g * LB_CW * TC_ROWS, g, wg, lane, o.y, t * TC_ROWS, o.N);
       if (wg == 0) {
-        if (lane < TC_ROWS && n < o.N) {
-          float sum = pg[lane];
-#pragma unroll
-          for (int w = 1; w < LB_CW; ++w)
-            sum = __fadd_rn(sum, pg[w * TC_ROWS + lane]);
-          o.y[n] = sum;
-        }
         __syncwarp();
         if (lane == 0) {
           __threadfence();
@@ -531,6 +509,42 @@ static int cmp_f(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Every block of a launch resident at once (the counts are polled): the kernel's shared memory
+ * raised to smem and the grid of the blocks an SM holds, or 0 (said why) when smem does not fit. */
+static int lb_grid(const void *k, int threads, size_t smem, const cudaDeviceProp &prop,
+                   const char *name) {
+  if (smem > prop.sharedMemPerBlockOptin) {
+    printf("%s: %zu bytes of shared memory, more than %zu\n", name, smem,
+           (size_t)prop.sharedMemPerBlockOptin);
+    return 0;
+  }
+  CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  int per_sm = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads, smem));
+  return per_sm * prop.multiProcessorCount;
+}
+
+/* The median time of reps replays of graph gr (after one to warm), us; the executable graph freed.
+ */
+static double lb_replay_us(cudaStream_t st, cudaGraph_t gr, int reps, cudaEvent_t e0,
+                           cudaEvent_t e1) {
+  cudaGraphExec_t ge;
+  CK(cudaGraphInstantiate(&ge, gr, 0));
+  float t[256];
+  const int n = reps < 1 ? 1 : reps < 256 ? reps : 256;
+  CK(cudaGraphLaunch(ge, st));
+  for (int r = 0; r < n; ++r) {
+    CK(cudaEventRecord(e0, st));
+    CK(cudaGraphLaunch(ge, st));
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&t[r], e0, e1));
+  }
+  qsort(t, n, sizeof(float), cmp_f);
+  CK(cudaGraphExecDestroy(ge));
+  return 1e3 * t[n / 2];
+}
+
 int main(int argc, char **argv) {
   const int reps = argc > 1 ? atoi(argv[1]) : 20;
   cudaDeviceProp prop;
@@ -639,22 +653,14 @@ int main(int argc, char **argv) {
   printf("config | mode | us a step (median of %d) | us a layer | GB/s | y == launch P2\n", reps);
   for (const lb_cfg &c : cfgs) {
     const size_t smem = lb_smem(c.P, c.S, c.SB, kmax, c.CW);
-    if (smem > prop.sharedMemPerBlockOptin) {
-      printf("%s: %zu bytes of shared memory, more than %zu\n", c.name, smem,
-             (size_t)prop.sharedMemPerBlockOptin);
-      continue;
-    }
-    CK(cudaFuncSetAttribute(c.k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    int per_sm = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, c.k, c.P * (c.CW + 1) * 32, smem));
-    const int grid = per_sm * prop.multiProcessorCount;
+    const int grid = lb_grid((const void *)c.k, c.P * (c.CW + 1) * 32, smem, prop, c.name);
+    if (grid == 0) continue;
     for (int m = 0; m < 4; ++m) {
       /* nowait: the step's launch with the launch mode's program (no op waits: wrong values, the
        * bound of the stream with no dependencies) */
       const lb_op *po = dops + (m == 3 ? 0 : m) * LB_MAX_OPS;
       unsigned *dn = done + m * (LB_MAX_OPS + 1);
       cudaGraph_t gr;
-      cudaGraphExec_t ge;
       CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
       if (m == 0)
         for (int i = 0; i < LB_MAX_OPS; ++i)
@@ -665,19 +671,7 @@ int main(int argc, char **argv) {
       else
         lb_launch(c, grid, smem, st, po, LB_MAX_OPS, kmax, dn);
       CK(cudaStreamEndCapture(st, &gr));
-      CK(cudaGraphInstantiate(&ge, gr, 0));
-      float t[256];
-      const int n = reps < 256 ? reps : 256;
-      CK(cudaGraphLaunch(ge, st)); /* warm */
-      for (int r = 0; r < n; ++r) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&t[r], e0, e1));
-      }
-      qsort(t, n, sizeof(float), cmp_f);
-      const double us = 1e3 * t[n / 2];
+      const double us = lb_replay_us(st, gr, reps, e0, e1);
       CK(cudaMemcpy(got, y[3], NN[3] * sizeof(float), cudaMemcpyDeviceToHost));
       const char *same = "first";
       if (m == 3) {
@@ -706,27 +700,18 @@ int main(int argc, char **argv) {
       CK(cudaStreamSynchronize(st));
       CK(cudaMemcpy(hrec, rec, sizeof(uint64_t) * 3 * LB_MAX_OPS * grid, cudaMemcpyDeviceToHost));
       lb_report(hrec, grid);
-      CK(cudaGraphExecDestroy(ge));
       CK(cudaGraphDestroy(gr));
     }
     if (!c.f) continue;
     /* flow, a launch a layer and one launch a step; the counts of each mode its own */
     const int64_t kpar[2] = {14336, 4096}; /* o, down at even ops; gate/up, q/k/v at odd */
     const size_t fsm = lb_flow_smem(c.P, c.S, c.SB, kpar);
-    if (fsm > prop.sharedMemPerBlockOptin) {
-      printf("%s flow: %zu bytes of shared memory, more than %zu\n", c.name, fsm,
-             (size_t)prop.sharedMemPerBlockOptin);
-      continue;
-    }
-    CK(cudaFuncSetAttribute(c.f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
-    int fper = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fper, c.f, c.P * (LB_CW + 1) * 32 + 32, fsm));
-    const int fgrid = fper * prop.multiProcessorCount;
+    const int fgrid = lb_grid((const void *)c.f, c.P * (LB_CW + 1) * 32 + 32, fsm, prop, c.name);
+    if (fgrid == 0) continue;
     for (int m = 1; m < 3; ++m) {
       const lb_op *po = dops + m * LB_MAX_OPS;
       unsigned *fd = fdone + 2 * m, *fc = fcnt + (size_t)m * LB_MAX_OPS * LB_CMAX;
       cudaGraph_t gr;
-      cudaGraphExec_t ge;
       CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
       if (m == 1)
         for (int l = 0; l < LB_LAYERS; ++l)
@@ -734,25 +719,12 @@ int main(int argc, char **argv) {
       else
         lb_flow_launch(c, fgrid, fsm, st, po, LB_MAX_OPS, kpar, fd, fc);
       CK(cudaStreamEndCapture(st, &gr));
-      CK(cudaGraphInstantiate(&ge, gr, 0));
-      float t[256];
-      const int n = reps < 256 ? reps : 256;
-      CK(cudaGraphLaunch(ge, st));
-      for (int r = 0; r < n; ++r) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&t[r], e0, e1));
-      }
-      qsort(t, n, sizeof(float), cmp_f);
-      const double us = 1e3 * t[n / 2];
+      const double us = lb_replay_us(st, gr, reps, e0, e1);
       CK(cudaMemcpy(got, y[3], NN[3] * sizeof(float), cudaMemcpyDeviceToHost));
       const bool eq = have_last && memcmp(last, got, NN[3] * sizeof(float)) == 0;
       all_same = all_same && eq;
       printf("%s | flow-%s | %.1f | %.2f | %.0f | %s (grid %d)\n", c.name, mname[m], us,
              us / LB_LAYERS, wbytes / us / 1e3, eq ? "same" : "DIFF", fgrid);
-      CK(cudaGraphExecDestroy(ge));
       CK(cudaGraphDestroy(gr));
     }
   }
@@ -760,31 +732,16 @@ int main(int argc, char **argv) {
   for (int ci = 2; ci < 4; ++ci) {
     const lb_cfg &c = cfgs[ci];
     const size_t smem = lb_smem(c.P, c.S, c.SB, kmax, c.CW);
-    int per_sm = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, c.k, c.P * (c.CW + 1) * 32, smem));
-    const int grid = per_sm * prop.multiProcessorCount;
-    for (int bm = 1; bm < 4; ++bm) {
+    const int grid = lb_grid((const void *)c.k, c.P * (c.CW + 1) * 32, smem, prop, c.name);
+    for (int bm = 1; bm < 4 && grid > 0; ++bm) {
       CK(cudaMemcpyToSymbol(lb_bm, &bm, sizeof(int)));
       const lb_op *po = dops + 2 * LB_MAX_OPS;
       unsigned *dn = done + 2 * (LB_MAX_OPS + 1);
       cudaGraph_t gr;
-      cudaGraphExec_t ge;
       CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
       lb_launch(c, grid, smem, st, po, LB_MAX_OPS, kmax, dn);
       CK(cudaStreamEndCapture(st, &gr));
-      CK(cudaGraphInstantiate(&ge, gr, 0));
-      float t[256];
-      const int n = reps < 256 ? reps : 256;
-      CK(cudaGraphLaunch(ge, st));
-      for (int r = 0; r < n; ++r) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&t[r], e0, e1));
-      }
-      qsort(t, n, sizeof(float), cmp_f);
-      const double us = 1e3 * t[n / 2];
+      const double us = lb_replay_us(st, gr, reps, e0, e1);
       CK(cudaMemcpy(got, y[3], NN[3] * sizeof(float), cudaMemcpyDeviceToHost));
       const bool eq = memcmp(last, got, NN[3] * sizeof(float)) == 0;
       all_same = all_same && eq;
@@ -795,7 +752,6 @@ int main(int argc, char **argv) {
       CK(cudaStreamSynchronize(st));
       CK(cudaMemcpy(hrec, rec, sizeof(uint64_t) * 3 * LB_MAX_OPS * grid, cudaMemcpyDeviceToHost));
       lb_report(hrec, grid);
-      CK(cudaGraphExecDestroy(ge));
       CK(cudaGraphDestroy(gr));
     }
     const int zero = 0;
@@ -807,9 +763,9 @@ int main(int argc, char **argv) {
   for (int ci : {0, 4}) {
     const lb_cfg &c = cfgs[ci];
     const size_t smem = lb_smem(c.P, c.S, c.SB, kmax, c.CW);
-    int per_sm = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, c.k, c.P * (c.CW + 1) * 32, smem));
-    lb_launch(c, per_sm * prop.multiProcessorCount, smem, st, dops + LB_MAX_OPS, LB_OPS, kmax,
+    const int grid = lb_grid((const void *)c.k, c.P * (c.CW + 1) * 32, smem, prop, c.name);
+    if (grid == 0) continue;
+    lb_launch(c, grid, smem, st, dops + LB_MAX_OPS, LB_OPS, kmax,
               done + LB_MAX_OPS + 1); /* the layer mode's program: op j waits for op j - 1 */
     CK(cudaStreamSynchronize(st));
     const double *xin = rx;
