@@ -57,6 +57,17 @@ __device__ __forceinline__ unsigned lb_ld_acquire(const unsigned *p) {
 __device__ __forceinline__ void lb_red_release(unsigned *p, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
+__device__ __forceinline__ int lb_ld_acquire_cta(const int *p) {
+  int v;
+  asm volatile("ld.acquire.cta.shared.u32 %0, [%1];"
+               : "=r"(v)
+               : "r"(memra_smem_addr(p))
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void lb_st_release_cta(int *p, int v) {
+  asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(memra_smem_addr(p)), "r"(v) : "memory");
+}
 __device__ __forceinline__ uint64_t lb_now() {
   uint64_t t;
   asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
@@ -66,14 +77,30 @@ template <int NT> __device__ __forceinline__ void lb_bar(int id) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(NT) : "memory");
 }
 
+/* The grid-wide count's form (bits; 0: the default): 1 the release alone, without a
+ * __threadfence before it; 2 a 32 ns sleep between polls; 4 a producer issues an op's first copy
+ * only once its group's consumers began their last tile of the op before (fewer bytes in flight
+ * while the count travels). */
+__device__ int lb_bm;
+
 /* Group g's producer: its tiles of every op into its S stages, in order, never waiting on data. */
 template <int P, int S, int SB>
 __device__ __forceinline__ void lb_produce(const lb_op *__restrict__ ops, int n_ops, int g,
-                                           int lane, uint8_t *sm, uint64_t *full, uint64_t *empty) {
+                                           int lane, uint8_t *sm, uint64_t *full, uint64_t *empty,
+                                           const int *last = NULL) {
   constexpr int STAGE = TC_ROWS * SB * LB_SBB;
   uint64_t u = 0;
   for (int i = 0; i < n_ops; ++i) {
     const lb_op o = ops[i];
+    if (last && i > 0 && (lb_bm & 4)) { /* the group's consumers on their last tile of op i - 1 */
+      int v;
+      do
+        asm volatile("ld.acquire.cta.shared.u32 %0, [%1];"
+                     : "=r"(v)
+                     : "r"(memra_smem_addr(&last[g]))
+                     : "memory");
+      while (v < i);
+    }
     const int64_t nsb = o.K / 256, ngrp = (nsb + SB - 1) / SB, rb = nsb * LB_SBB;
     const int64_t tiles = (o.N + TC_ROWS - 1) / TC_ROWS;
     for (int64_t t = blockIdx.x + (int64_t)g * gridDim.x; t < tiles; t += (int64_t)P * gridDim.x)
@@ -125,10 +152,6 @@ static uint64_t lb_smem(int P, int S, int SB, int64_t kmax, int CW = LB_CW) {
          sizeof(float) * P * CW * TC_ROWS + 16u * P * S;
 }
 
-/* The grid-wide count's form (bits; 0: the default): 1 the release alone, without a
- * __threadfence before it; 2 a 32 ns sleep between polls. */
-__device__ int lb_bm;
-
 template <int P, int S, int SB, int CW>
 __global__ void __launch_bounds__(P *(CW + 1) * 32, 1)
     lb_chain_kernel(const lb_op *__restrict__ ops, int n_ops, int64_t kmax, unsigned *done,
@@ -140,10 +163,12 @@ __global__ void __launch_bounds__(P *(CW + 1) * 32, 1)
   float *part = (float *)((uint8_t *)xb + tc_prep_bytes<float2>(kmax)); /* [P][CW][16] */
   uint64_t *full = (uint64_t *)(part + P * CW * TC_ROWS), *empty = full + P * S;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __shared__ int lb_last[P]; /* op + 1 whose last tile group g's consumers began (lb_bm & 4) */
+  if (threadIdx.x < P) lb_last[threadIdx.x] = 0;
   memra_ring_init(full, empty, P * S, CW);
 
   if (warp >= NC) { /* group g's producer: its tiles of every op, in order, never waiting on data */
-    lb_produce<P, S, SB>(ops, n_ops, warp - NC, lane, sm, full, empty);
+    lb_produce<P, S, SB>(ops, n_ops, warp - NC, lane, sm, full, empty, lb_last);
     return;
   }
 
@@ -167,7 +192,11 @@ __global__ void __launch_bounds__(P *(CW + 1) * 32, 1)
     if (rec && ctid == 0) rec[(i * gridDim.x + blockIdx.x) * 3] = lb_now();
     const int64_t nsb = o.K / 256, ngrp = (nsb + SB - 1) / SB;
     const int64_t tiles = (o.N + TC_ROWS - 1) / TC_ROWS;
+    if (wg == 0 && lane == 0 && blockIdx.x + (int64_t)g * gridDim.x >= tiles)
+      lb_st_release_cta(&lb_last[g], i + 1); /* no tile of op i: the producer may go on */
     for (int64_t t = blockIdx.x + (int64_t)g * gridDim.x; t < tiles; t += (int64_t)P * gridDim.x) {
+      if (wg == 0 && lane == 0 && t + (int64_t)P * gridDim.x >= tiles)
+        lb_st_release_cta(&lb_last[g], i + 1); /* the group's last tile of op i */
       float acc[1][2] = {{0.f, 0.f}};
       for (int64_t gi = 0; gi < ngrp; ++gi, ++u) {
         const int s = (int)(u % S);
@@ -212,17 +241,6 @@ static uint64_t lb_flow_smem(int P, int S, int SB, const int64_t kpar[2]) {
   return (uint64_t)P * S * TC_ROWS * SB * LB_SBB + tc_prep_bytes<float2>(kpar[0]) +
          tc_prep_bytes<float2>(kpar[1]) + sizeof(float) * P * LB_CW * TC_ROWS + 16u * P * S +
          sizeof(int) * (2 * 64 + 2);
-}
-__device__ __forceinline__ int lb_ld_acquire_cta(const int *p) {
-  int v;
-  asm volatile("ld.acquire.cta.shared.u32 %0, [%1];"
-               : "=r"(v)
-               : "r"(memra_smem_addr(p))
-               : "memory");
-  return v;
-}
-__device__ __forceinline__ void lb_st_release_cta(int *p, int v) {
-  asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(memra_smem_addr(p)), "r"(v) : "memory");
 }
 
 template <int P, int S, int SB>
@@ -729,11 +747,12 @@ int main(int argc, char **argv) {
     }
   }
   /* the count's forms, step mode */
-  for (int ci = 2; ci < 4; ++ci) {
+  for (int ci : {2, 3, 4}) {
     const lb_cfg &c = cfgs[ci];
     const size_t smem = lb_smem(c.P, c.S, c.SB, kmax, c.CW);
     const int grid = lb_grid((const void *)c.k, c.P * (c.CW + 1) * 32, smem, prop, c.name);
-    for (int bm = 1; bm < 4 && grid > 0; ++bm) {
+    for (int bm : {1, 3, 5}) {
+      if (grid == 0) break;
       CK(cudaMemcpyToSymbol(lb_bm, &bm, sizeof(int)));
       const lb_op *po = dops + 2 * LB_MAX_OPS;
       unsigned *dn = done + 2 * (LB_MAX_OPS + 1);

@@ -10,7 +10,8 @@
 # Build here first (repo root): bash tools/device/pack.sh, then for each variant
 #   bash tools/device/build_variant.sh NAME "DEFINES" matmul.cu [moe.cu]
 # and carry ["dist-carry"] (the tree plus dist-carry stay under 64 MiB with these four variants).
-# On an H100 it stops after its first line: those figures are in PERF already.
+# On an H100 it stops after its first line: those figures are in PERF already (ANY_GPU=1 runs it
+# anyway). LIM: seconds for the whole call (560); RL: rounds of the Llama A/B (2).
 set -u
 D=${D:-dist-carry}
 LIM=${LIM:-560}
@@ -56,7 +57,7 @@ wait $SY
 # 3. the step: Llama Q4_K_M with every variant; the MoE and the hybrid with those meant for them
 AB=(main="$D")
 for v in "${VARS[@]}"; do AB+=("$v=/tmp/v-$v"); done
-[ "$(left)" -gt 200 ] && R=2 D=$D timeout $(($(left) - 150)) bash tools/device/ab.sh llama31-8b:q4_k_m -- "${AB[@]}" 2>&1 | tail -$((${#AB[@]} + 1))
+[ "$(left)" -gt 200 ] && R=${RL:-2} D=$D timeout $(($(left) - 150)) bash tools/device/ab.sh llama31-8b:q4_k_m -- "${AB[@]}" 2>&1 | tail -$((${#AB[@]} + 1))
 AB2=(main="$D" v6n="$D:MEMRA_V6_NORM=1")
 for v in sb8 cw8; do [ -d "/tmp/v-$v" ] && AB2+=("$v=/tmp/v-$v"); done
 [ "$(left)" -gt 60 ] && R=1 D=$D timeout $(($(left) - 40)) bash tools/device/ab.sh qwen3-30b-a3b:q4_k_m:8 qwen3next-80b-a3b:q4_k_m:4 -- "${AB2[@]}" 2>&1 | tail -$((2 * ${#AB2[@]} + 1))
