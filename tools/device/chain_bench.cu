@@ -15,25 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "chain_bench: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__);    \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "tools/device/bench_util.cuh"
 
 enum { MODE_PDL, MODE_FLAG, MODE_PLAIN, MODE_PDL_LATE, N_ROW = 4096, MAX_L = 512 };
-
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void red_release(unsigned *p, unsigned v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
 
 template <int MODE>
 __global__ void link_kernel(const float *__restrict__ in, float *__restrict__ out,
@@ -50,7 +34,7 @@ __global__ void link_kernel(const float *__restrict__ in, float *__restrict__ ou
   } else if (MODE == MODE_FLAG) {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     if (cnt_prev && tid == 0)
-      while (ld_acquire(cnt_prev) < target)
+      while (bench_ld_acquire(cnt_prev) < target)
         __nanosleep(32);
     __syncthreads();
   }
@@ -76,7 +60,7 @@ __global__ void link_kernel(const float *__restrict__ in, float *__restrict__ ou
     out[i] = in[i] * scale;
   if (MODE == MODE_FLAG) {
     __syncthreads(); /* every thread's stores before the release (cumulative through the bar) */
-    if (tid == 0) red_release(cnt_mine, 1u);
+    if (tid == 0) bench_red_release(cnt_mine, 1u);
   }
 }
 

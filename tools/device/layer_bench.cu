@@ -16,7 +16,10 @@
  * finish. Modes, each a CUDA graph of one step (32 layers) launched with PDL:
  *   launch  a launch a GEMV (128 launches; the program of one GEMV)
  *   layer   a launch a layer (32 launches of four GEMVs)
- *   step    one launch of the 128 GEMVs
+ *   step    one launch of the 128 GEMVs (then with the count's forms, lb_bm)
+ *   nowait  the step with no waits (wrong values: the ring's streaming bound)
+ * (A chunk-level dataflow form, 256-row counts instead of one a GEMV, lost in four variants and
+ * was removed; docs/PERF.md, thirty-fifth session.)
  * Checks: every mode's last y bitwise equal to the launch mode's; layer 0's four GEMVs against a
  * double-precision reference from dequantized weights (relative error printed).
  * A device experiment built by nvcc alone (tools/device/pack.sh), not by Bazel. */
@@ -30,14 +33,7 @@
 #include "plugins/cuda/matmul_tc.cuh"
 #include "plugins/cuda/mbarrier.cuh"
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "layer_bench: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__);    \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "tools/device/bench_util.cuh"
 
 enum { LB_CW = 4, LB_SBB = 144, LB_LAYERS = 32, LB_OPS = 4, LB_MAX_OPS = LB_LAYERS * LB_OPS };
 
@@ -49,14 +45,6 @@ struct lb_op {
   int wait; /* the op (of this launch) whose y x is, or -1: x was written before the launch */
 };
 
-__device__ __forceinline__ unsigned lb_ld_acquire(const unsigned *p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void lb_red_release(unsigned *p, unsigned v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
 __device__ __forceinline__ int lb_ld_acquire_cta(const int *p) {
   int v;
   asm volatile("ld.acquire.cta.shared.u32 %0, [%1];"
@@ -93,13 +81,8 @@ __device__ __forceinline__ void lb_produce(const lb_op *__restrict__ ops, int n_
   for (int i = 0; i < n_ops; ++i) {
     const lb_op o = ops[i];
     if (last && i > 0 && (lb_bm & 4)) { /* the group's consumers on their last tile of op i - 1 */
-      int v;
-      do
-        asm volatile("ld.acquire.cta.shared.u32 %0, [%1];"
-                     : "=r"(v)
-                     : "r"(memra_smem_addr(&last[g]))
-                     : "memory");
-      while (v < i);
+      while (lb_ld_acquire_cta(&last[g]) < i)
+        ;
     }
     const int64_t nsb = o.K / 256, ngrp = (nsb + SB - 1) / SB, rb = nsb * LB_SBB;
     const int64_t tiles = (o.N + TC_ROWS - 1) / TC_ROWS;
@@ -179,7 +162,7 @@ __global__ void __launch_bounds__(P *(CW + 1) * 32, 1)
   for (int i = 0; i < n_ops; ++i) {
     const lb_op o = ops[i];
     if (o.wait >= 0 && ctid == 0)
-      while (lb_ld_acquire(&done[o.wait]) < gridDim.x)
+      while (bench_ld_acquire(&done[o.wait]) < gridDim.x)
         if (lb_bm & 2) __nanosleep(32);
     lb_bar<NC * 32>(1); /* x ready, and every group past the last op's use of the split */
     if (rec && ctid == 0) rec[(i * gridDim.x + blockIdx.x) * 3 + 2] = lb_now();
@@ -216,7 +199,7 @@ __global__ void __launch_bounds__(P *(CW + 1) * 32, 1)
     if (rec && ctid == 0) rec[(i * gridDim.x + blockIdx.x) * 3 + 1] = lb_now();
     if (ctid == 0) {
       if (!(lb_bm & 1)) __threadfence();
-      lb_red_release(&done[i], 1);
+      bench_red_release(&done[i], 1);
     }
   }
   if (ctid == 0) { /* the last block out resets the counts for the next launch */
@@ -224,148 +207,6 @@ __global__ void __launch_bounds__(P *(CW + 1) * 32, 1)
     if (atomicAdd(&done[n_ops], 1u) == gridDim.x - 1) {
       for (int i = 0; i <= n_ops; ++i)
         done[i] = 0;
-      __threadfence();
-    }
-  }
-}
-
-/* flow: no grid-wide wait between ops. Op i's tiles each add 1 to their 256-row chunk's count
- * (release) after their stores; a warp about to apply super-block sb of op j (x = op i's y) makes
- * sure chunk sb of x is split in shared memory: if not yet, it polls that chunk's count (acquire),
- * loads its 256 floats and splits them (a warp is exactly one super-block's quads; two warps doing
- * it at once write the same bytes). So the next op's tiles start on the chunks that are ready
- * while the last op's tiles still finish. x is double-buffered by op parity; a buffer is split
- * again only when every group of the block is past the op two before (fin). */
-enum { LB_CMAX = 128 };
-static uint64_t lb_flow_smem(int P, int S, int SB, const int64_t kpar[2]) {
-  return (uint64_t)P * S * TC_ROWS * SB * LB_SBB + tc_prep_bytes<float2>(kpar[0]) +
-         tc_prep_bytes<float2>(kpar[1]) + sizeof(float) * P * LB_CW * TC_ROWS + 16u * P * S +
-         sizeof(int) * (2 * 64 + 2);
-}
-
-template <int P, int S, int SB>
-__global__ void __launch_bounds__(P *(LB_CW + 1) * 32 + 32, 1)
-    lb_flow_kernel(const lb_op *__restrict__ ops, int n_ops, int64_t kp0, int64_t kp1,
-                   unsigned *done, unsigned *cnt, uint64_t *rec) {
-  constexpr int STAGE = TC_ROWS * SB * LB_SBB, NC = P * LB_CW;
-  extern __shared__ __align__(128) uint8_t sm[];
-  uint8_t *xa = sm + (uint64_t)P * S * STAGE, *xb1 = xa + tc_prep_bytes<float2>(kp0);
-  float *part = (float *)(xb1 + tc_prep_bytes<float2>(kp1)); /* [P][LB_CW][16] */
-  uint64_t *full = (uint64_t *)(part + P * LB_CW * TC_ROWS), *empty = full + P * S;
-  int *xf = (int *)(empty + P * S), *fin = xf + 2 * 64; /* xf[parity][chunk]: op + 1 split there */
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int i = threadIdx.x; i < 2 * 64 + 2; i += blockDim.x)
-    xf[i] = 0;
-  memra_ring_init(full, empty, P * S, LB_CW); /* (its barrier covers the flags too) */
-  if (warp >= NC + P) { /* the x warp: each op's chunks split as their counts complete */
-    memra_pdl_enter();
-    const unsigned ep = lb_ld_acquire(&done[1]) + 1;
-    for (int i = 0; i < n_ops; ++i) {
-      const lb_op o = ops[i];
-      const int par = i & 1, nsb = (int)(o.K / 256);
-      uint4 *xb = (uint4 *)(par ? xb1 : xa);
-      float2 *xs = (float2 *)(par ? xb1 + kp1 * 4 : xa + kp0 * 4);
-      const int64_t wtiles = o.wait >= 0 ? (ops[o.wait].N + TC_ROWS - 1) / TC_ROWS : 0;
-      while (lb_ld_acquire_cta(&fin[par]) < P * (i >> 1))
-        __nanosleep(32); /* every group past op i - 2, the buffer's last user */
-      uint64_t left = nsb >= 64 ? ~0ull : (1ull << nsb) - 1; /* chunks not yet split */
-      while (left) {
-        uint64_t ready = 0;
-        for (int c0 = 0; c0 < nsb; c0 += 32) {
-          const int c = c0 + lane;
-          bool r = c < nsb && (left >> c & 1);
-          if (r && o.wait >= 0) {
-            const unsigned want = ep * (unsigned)(wtiles - 16 * c < 16 ? wtiles - 16 * c : 16);
-            r = lb_ld_acquire(&cnt[o.wait * LB_CMAX + c]) >= want;
-          }
-          ready |= (uint64_t)__ballot_sync(0xffffffffu, r) << c0;
-        }
-        if (!ready) {
-          __nanosleep(64);
-          continue;
-        }
-        for (uint64_t m = ready; m;) { /* up to 8 chunks' loads in flight, then their splits */
-          int cs[8], nb = 0;
-          for (; m && nb < 8; m &= m - 1)
-            cs[nb++] = __ffsll((long long)m) - 1;
-          float4 a[8][2];
-#pragma unroll
-          for (int k = 0; k < 8; ++k)
-            if (k < nb) {
-              const float4 *p4 = (const float4 *)(o.x + 256 * (int64_t)cs[k] + 8 * lane);
-              a[k][0] = __ldcg(p4);
-              a[k][1] = __ldcg(p4 + 1);
-            }
-#pragma unroll
-          for (int k = 0; k < 8; ++k)
-            if (k < nb) {
-              const float v[8] = {a[k][0].x, a[k][0].y, a[k][0].z, a[k][0].w,
-                                  a[k][1].x, a[k][1].y, a[k][1].z, a[k][1].w};
-              tc_split_put(v, xb, xs, 256 * (int64_t)cs[k] + 8 * lane);
-            }
-          __syncwarp();
-          if (lane == 0)
-            for (int k = 0; k < nb; ++k)
-              lb_st_release_cta(&xf[par * 64 + cs[k]], i + 1);
-        }
-        left &= ~ready;
-      }
-    }
-    return;
-  }
-  if (warp >= NC) {
-    lb_produce<P, S, SB>(ops, n_ops, warp - NC, lane, sm, full, empty);
-    return;
-  }
-  const int g = warp / LB_CW, wg = warp % LB_CW;
-  const tc_role ro = tc_role_of(lane >> 2, lane & 3);
-  memra_pdl_enter();
-  /* the counts only grow: launch ep (done[1] + 1, advanced by the last block of the launch before)
-   * waits for ep times a chunk's tiles */
-  const unsigned ep = lb_ld_acquire(&done[1]) + 1;
-  uint64_t u = 0;
-  for (int i = 0; i < n_ops; ++i) {
-    const lb_op o = ops[i];
-    const int par = i & 1;
-    uint4 *xb = (uint4 *)(par ? xb1 : xa);
-    float2 *xs = (float2 *)(par ? xb1 + kp1 * 4 : xa + kp0 * 4);
-    const int64_t nsb = o.K / 256, ngrp = (nsb + SB - 1) / SB;
-    const int64_t tiles = (o.N + TC_ROWS - 1) / TC_ROWS;
-    for (int64_t t = blockIdx.x + (int64_t)g * gridDim.x; t < tiles; t += (int64_t)P * gridDim.x) {
-      float acc[1][2] = {{0.f, 0.f}};
-      for (int64_t gi = 0; gi < ngrp; ++gi, ++u) {
-        const int s = (int)(u % S);
-        const int64_t sb0 = SB * gi, nv = nsb - sb0 < SB ? nsb - sb0 : SB;
-        /* this warp's chunks of the stage, split by the block's x warp */
-        for (int j = wg; j < nv; j += LB_CW)
-          while (lb_ld_acquire_cta(&xf[par * 64 + sb0 + j]) != i + 1)
-            __nanosleep(32);
-        memra_mbar_wait(&full[g * S + s], (uint32_t)(u / S) & 1);
-        tc_stage_apply<MEMRA_TYPE_Q4_K, TC_NS_MM>(acc, sm + (uint64_t)(g * S + s) * STAGE,
-                                                  (int)nv * LB_SBB, nv, sb0, xb, xs, ro, wg);
-        __syncwarp();
-        if (lane == 0) memra_mbar_arrive(&empty[g * S + s]);
-      }
-      lb_tile_store<LB_CW>(acc, part + g * LB_CW * TC_ROWS, g, wg, lane, o.y, t * TC_ROWS, o.N);
-      if (wg == 0) {
-        __syncwarp();
-        if (lane == 0) {
-          __threadfence();
-          lb_red_release(&cnt[i * LB_CMAX + (t >> 4)], 1);
-        }
-      }
-      lb_bar<LB_CW * 32>(2 + g);
-    }
-    /* the group is past op i (its warps' reads of buffer par are done) */
-    if (wg == 0 && lane == 0) atomicAdd(&fin[par], 1);
-    if (rec && wg == 0 && lane == 0 && g == 0) rec[(i * gridDim.x + blockIdx.x) * 3 + 1] = lb_now();
-  }
-  lb_bar<NC * 32>(1);
-  if (threadIdx.x == 0) { /* the last block out resets the counts for the next launch */
-    __threadfence();
-    if (atomicAdd(&done[0], 1u) == gridDim.x - 1) {
-      done[0] = 0;
-      done[1] = ep;
       __threadfence();
     }
   }
@@ -437,28 +278,11 @@ __global__ void lb_to_double(const float *x, double *y, int64_t n) {
 }
 
 typedef void (*lb_kernel_t)(const lb_op *, int, int64_t, unsigned *, uint64_t *);
-typedef void (*lb_flow_t)(const lb_op *, int, int64_t, int64_t, unsigned *, unsigned *, uint64_t *);
 struct lb_cfg {
   const char *name;
   lb_kernel_t k;
-  lb_flow_t f; /* NULL: no flow form (CW 8) */
   int P, S, SB, CW;
 };
-static void lb_flow_launch(const lb_cfg &c, int grid, size_t smem, cudaStream_t st,
-                           const lb_op *ops, int n, const int64_t kpar[2], unsigned *done,
-                           unsigned *cnt) {
-  cudaLaunchConfig_t lc = {};
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  lc.gridDim = dim3(grid);
-  lc.blockDim = dim3(c.P * (LB_CW + 1) * 32 + 32);
-  lc.dynamicSmemBytes = smem;
-  lc.stream = st;
-  lc.attrs = at;
-  lc.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&lc, c.f, ops, n, kpar[0], kpar[1], done, cnt, (uint64_t *)NULL));
-}
 
 static void lb_launch(const lb_cfg &c, int grid, size_t smem, cudaStream_t st, const lb_op *ops,
                       int n, int64_t kmax, unsigned *done, uint64_t *rec = NULL) {
@@ -622,14 +446,14 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
 
   const lb_cfg cfgs[] = {
-      {"P2 S2 SB16", lb_chain_kernel<2, 2, 16, 4>, lb_flow_kernel<2, 2, 16>, 2, 2, 16, 4},
-      {"P1 S4 SB16", lb_chain_kernel<1, 4, 16, 4>, lb_flow_kernel<1, 4, 16>, 1, 4, 16, 4},
-      {"P3 S2 SB8", lb_chain_kernel<3, 2, 8, 4>, lb_flow_kernel<3, 2, 8>, 3, 2, 8, 4},
-      {"P4 S2 SB8", lb_chain_kernel<4, 2, 8, 4>, lb_flow_kernel<4, 2, 8>, 4, 2, 8, 4},
+      {"P2 S2 SB16", lb_chain_kernel<2, 2, 16, 4>, 2, 2, 16, 4},
+      {"P1 S4 SB16", lb_chain_kernel<1, 4, 16, 4>, 1, 4, 16, 4},
+      {"P3 S2 SB8", lb_chain_kernel<3, 2, 8, 4>, 3, 2, 8, 4},
+      {"P4 S2 SB8", lb_chain_kernel<4, 2, 8, 4>, 4, 2, 8, 4},
       /* eight warps a tile: other sums (not v11's bits), the tile's latency halved */
-      {"P1 S4 SB16 CW8", lb_chain_kernel<1, 4, 16, 8>, NULL, 1, 4, 16, 8},
-      {"P2 S2 SB16 CW8", lb_chain_kernel<2, 2, 16, 8>, NULL, 2, 2, 16, 8},
-      {"P2 S2 SB8 CW8", lb_chain_kernel<2, 2, 8, 8>, NULL, 2, 2, 8, 8},
+      {"P1 S4 SB16 CW8", lb_chain_kernel<1, 4, 16, 8>, 1, 4, 16, 8},
+      {"P2 S2 SB16 CW8", lb_chain_kernel<2, 2, 16, 8>, 2, 2, 16, 8},
+      {"P2 S2 SB8 CW8", lb_chain_kernel<2, 2, 8, 8>, 2, 2, 8, 8},
   };
   const char *mname[4] = {"launch", "layer", "step", "nowait"};
   float *last = (float *)malloc(NN[3] * sizeof(float)),
@@ -638,11 +462,6 @@ int main(int argc, char **argv) {
   bool have_last = false, have_last8 = false, all_same = true;
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  unsigned *fdone, *fcnt; /* flow's tickets and epochs, and its chunk counts, by mode */
-  CK(cudaMalloc(&fdone, 6 * sizeof(unsigned)));
-  CK(cudaMemset(fdone, 0, 6 * sizeof(unsigned)));
-  CK(cudaMalloc(&fcnt, (size_t)3 * LB_MAX_OPS * LB_CMAX * sizeof(unsigned)));
-  CK(cudaMemset(fcnt, 0, (size_t)3 * LB_MAX_OPS * LB_CMAX * sizeof(unsigned)));
   uint64_t *rec, *hrec = (uint64_t *)malloc(sizeof(uint64_t) * 3 * LB_MAX_OPS * 1024);
   CK(cudaMalloc(&rec, sizeof(uint64_t) * 3 * LB_MAX_OPS * 1024));
   cudaEvent_t e0, e1;
@@ -718,31 +537,6 @@ int main(int argc, char **argv) {
       CK(cudaStreamSynchronize(st));
       CK(cudaMemcpy(hrec, rec, sizeof(uint64_t) * 3 * LB_MAX_OPS * grid, cudaMemcpyDeviceToHost));
       lb_report(hrec, grid);
-      CK(cudaGraphDestroy(gr));
-    }
-    if (!c.f) continue;
-    /* flow, a launch a layer and one launch a step; the counts of each mode its own */
-    const int64_t kpar[2] = {14336, 4096}; /* o, down at even ops; gate/up, q/k/v at odd */
-    const size_t fsm = lb_flow_smem(c.P, c.S, c.SB, kpar);
-    const int fgrid = lb_grid((const void *)c.f, c.P * (LB_CW + 1) * 32 + 32, fsm, prop, c.name);
-    if (fgrid == 0) continue;
-    for (int m = 1; m < 3; ++m) {
-      const lb_op *po = dops + m * LB_MAX_OPS;
-      unsigned *fd = fdone + 2 * m, *fc = fcnt + (size_t)m * LB_MAX_OPS * LB_CMAX;
-      cudaGraph_t gr;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      if (m == 1)
-        for (int l = 0; l < LB_LAYERS; ++l)
-          lb_flow_launch(c, fgrid, fsm, st, po + l * LB_OPS, LB_OPS, kpar, fd, fc);
-      else
-        lb_flow_launch(c, fgrid, fsm, st, po, LB_MAX_OPS, kpar, fd, fc);
-      CK(cudaStreamEndCapture(st, &gr));
-      const double us = lb_replay_us(st, gr, reps, e0, e1);
-      CK(cudaMemcpy(got, y[3], NN[3] * sizeof(float), cudaMemcpyDeviceToHost));
-      const bool eq = have_last && memcmp(last, got, NN[3] * sizeof(float)) == 0;
-      all_same = all_same && eq;
-      printf("%s | flow-%s | %.1f | %.2f | %.0f | %s (grid %d)\n", c.name, mname[m], us,
-             us / LB_LAYERS, wbytes / us / 1e3, eq ? "same" : "DIFF", fgrid);
       CK(cudaGraphDestroy(gr));
     }
   }

@@ -20,14 +20,7 @@
 #include "plugins/cuda/mbarrier.cuh"
 #include "plugins/cuda/tensor_map.h"
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "ring_bench: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__);     \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "tools/device/bench_util.cuh"
 
 enum { MODE_ROWS, MODE_TILED, MODE_BOX };
 enum { CW = 4, MAX_ST = 8 };
