@@ -58,6 +58,12 @@ static_assert(MEMRA_T11_GRP >= 1 && MEMRA_T11_GRP <= TC_WARPS, "a group's tiles:
 #ifndef MEMRA_T11_SKIP
 #define MEMRA_T11_SKIP 0
 #endif
+/* EXPERIMENT, a timing probe only (1: WRONG results): v11's producer copies nothing, a stage's
+ * barrier completes on its arrival alone, so gemv_bench times the consumers by themselves: the
+ * limit of a Q4_K tile on the H200, measured on an H100 (the same SMs). Never shipped. */
+#ifndef MEMRA_T11_NOCOPY
+#define MEMRA_T11_NOCOPY 0
+#endif
 
 /* EXPERIMENT (a build define; 16: the default): super-blocks a stage of Q4_K rows of K <= 4096.
  * At 8 a block's ring is two half tiles (36.9 KB) and up to four blocks share an SM: twice the
@@ -167,15 +173,19 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
        * contiguous range, one copy; else a copy per row (rows past N: the last row) */
       const int64_t nrows = jb.N - n0 < TC_ROWS ? jb.N - n0 : TC_ROWS;
       const bool one = MEMRA_T11_PAD == 0 && nv == nsb && jb.w_nb1 == (uint64_t)rowb;
-      if (lane == 0) memra_mbar_expect(&full[s], (uint32_t)(one ? nrows : TC_ROWS) * rowb);
-      __syncwarp();
-      if (one) {
-        if (lane == 0)
-          memra_bulk_load(dst, jb.w + (uint64_t)n0 * jb.w_nb1, (uint32_t)nrows * rowb, &full[s]);
-      } else if (lane < TC_ROWS) {
-        const int64_t n = n0 + lane < jb.N ? n0 + lane : jb.N - 1;
-        memra_bulk_load(dst + lane * (rowb + MEMRA_T11_PAD),
-                        jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)sb0 * T11_SBB, rowb, &full[s]);
+      if (MEMRA_T11_NOCOPY) { /* the timing probe: the stage's arrival alone */
+        if (lane == 0) memra_mbar_arrive(&full[s]);
+      } else {
+        if (lane == 0) memra_mbar_expect(&full[s], (uint32_t)(one ? nrows : TC_ROWS) * rowb);
+        __syncwarp();
+        if (one) {
+          if (lane == 0)
+            memra_bulk_load(dst, jb.w + (uint64_t)n0 * jb.w_nb1, (uint32_t)nrows * rowb, &full[s]);
+        } else if (lane < TC_ROWS) {
+          const int64_t n = n0 + lane < jb.N ? n0 + lane : jb.N - 1;
+          memra_bulk_load(dst + lane * (rowb + MEMRA_T11_PAD),
+                          jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)sb0 * T11_SBB, rowb, &full[s]);
+        }
       }
       if (u == (dyn || units >= pre ? pre : units) - 1) memra_pdl_enter();
     }

@@ -18,6 +18,7 @@
  *   layer   a launch a layer (32 launches of four GEMVs)
  *   step    one launch of the 128 GEMVs (then with the count's forms, lb_bm)
  *   nowait  the step with no waits (wrong values: the ring's streaming bound)
+ *   consume nowait without the copies (wrong values: the consumers' own bound, lb_bm 8)
  * (A chunk-level dataflow form, 256-row counts instead of one a GEMV, lost in four variants and
  * was removed; docs/PERF.md, thirty-fifth session.)
  * Checks: every mode's last y bitwise equal to the launch mode's; layer 0's four GEMVs against a
@@ -68,7 +69,10 @@ template <int NT> __device__ __forceinline__ void lb_bar(int id) {
 /* The grid-wide count's form (bits; 0: the default): 1 the release alone, without a
  * __threadfence before it; 2 a 32 ns sleep between polls; 4 a producer issues an op's first copy
  * only once its group's consumers began their last tile of the op before (fewer bytes in flight
- * while the count travels). */
+ * while the count travels). 8 (a probe, with the nowait program: WRONG values) the producers
+ * copy nothing, each stage's barrier completes on their arrival alone: the consumers' own rate,
+ * the bound where they and not the bytes are the limit (the H200's Q4_K tiles; an H100 measures
+ * it for the H200, whose SMs are the same). */
 __device__ int lb_bm;
 
 /* Group g's producer: its tiles of every op into its S stages, in order, never waiting on data. */
@@ -94,6 +98,10 @@ __device__ __forceinline__ void lb_produce(const lb_op *__restrict__ ops, int n_
         const int64_t nrows = o.N - n0 < TC_ROWS ? o.N - n0 : TC_ROWS;
         const uint32_t rowb = (uint32_t)(nv * LB_SBB);
         uint8_t *dst = sm + (uint64_t)(g * S + s) * STAGE;
+        if (lb_bm & 8) { /* the consumers alone: a stage is its arrival, its bytes stale */
+          if (lane == 0) memra_mbar_arrive(&full[g * S + s]);
+          continue;
+        }
         const bool one = nv == nsb; /* the tile's rows are one contiguous range */
         if (lane == 0)
           memra_mbar_expect(&full[g * S + s], (uint32_t)(one ? nrows : TC_ROWS) * rowb);
@@ -425,8 +433,8 @@ int main(int argc, char **argv) {
   lb_op *dops;
   unsigned *done;
   CK(cudaMalloc(&dops, sizeof(h) * 3));
-  CK(cudaMalloc(&done, (LB_MAX_OPS + 1) * sizeof(unsigned) * 4));
-  CK(cudaMemset(done, 0, (LB_MAX_OPS + 1) * sizeof(unsigned) * 4));
+  CK(cudaMalloc(&done, (LB_MAX_OPS + 1) * sizeof(unsigned) * 5));
+  CK(cudaMemset(done, 0, (LB_MAX_OPS + 1) * sizeof(unsigned) * 5));
   /* three copies of the program, by mode: waits none (launch), within a layer (layer), all (step)
    */
   lb_op hm[3][LB_MAX_OPS];
@@ -455,7 +463,7 @@ int main(int argc, char **argv) {
       {"P2 S2 SB16 CW8", lb_chain_kernel<2, 2, 16, 8>, 2, 2, 16, 8},
       {"P2 S2 SB8 CW8", lb_chain_kernel<2, 2, 8, 8>, 2, 2, 8, 8},
   };
-  const char *mname[4] = {"launch", "layer", "step", "nowait"};
+  const char *mname[5] = {"launch", "layer", "step", "nowait", "consume"};
   float *last = (float *)malloc(NN[3] * sizeof(float)),
         *got = (float *)malloc(NN[3] * sizeof(float));
   float *last8 = (float *)malloc(NN[3] * sizeof(float)); /* CW 8's sums: their own bits */
@@ -492,10 +500,12 @@ int main(int argc, char **argv) {
     const size_t smem = lb_smem(c.P, c.S, c.SB, kmax, c.CW);
     const int grid = lb_grid((const void *)c.k, c.P * (c.CW + 1) * 32, smem, prop, c.name);
     if (grid == 0) continue;
-    for (int m = 0; m < 4; ++m) {
+    for (int m = 0; m < 5; ++m) {
       /* nowait: the step's launch with the launch mode's program (no op waits: wrong values, the
-       * bound of the stream with no dependencies) */
-      const lb_op *po = dops + (m == 3 ? 0 : m) * LB_MAX_OPS;
+       * bound of the stream with no dependencies); consume: nowait with no copies (lb_bm 8) */
+      const int bm = m == 4 ? 8 : 0;
+      CK(cudaMemcpyToSymbol(lb_bm, &bm, sizeof(int)));
+      const lb_op *po = dops + (m >= 3 ? 0 : m) * LB_MAX_OPS;
       unsigned *dn = done + m * (LB_MAX_OPS + 1);
       cudaGraph_t gr;
       CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -511,7 +521,7 @@ int main(int argc, char **argv) {
       const double us = lb_replay_us(st, gr, reps, e0, e1);
       CK(cudaMemcpy(got, y[3], NN[3] * sizeof(float), cudaMemcpyDeviceToHost));
       const char *same = "first";
-      if (m == 3) {
+      if (m >= 3) {
         same = "(no waits: not compared)";
       } else if (!(c.CW == 8 ? have_last8 : have_last)) {
         memcpy(c.CW == 8 ? last8 : last, got, NN[3] * sizeof(float));
@@ -539,6 +549,8 @@ int main(int argc, char **argv) {
       lb_report(hrec, grid);
       CK(cudaGraphDestroy(gr));
     }
+    const int zero = 0;
+    CK(cudaMemcpyToSymbol(lb_bm, &zero, sizeof(int)));
   }
   /* the count's forms, step mode */
   for (int ci : {2, 3, 4}) {
