@@ -54,6 +54,21 @@
 #define MEMRA_TC_WARPS 4
 #endif
 enum { TC_WARPS = MEMRA_TC_WARPS, TC_ROWS = 16 };
+/* EXPERIMENT (a build define; TC_WARPS by default): the warps a tile of the dense kernels, v7 and
+ * v11, for rows of K <= 4096 (matmul_id keeps TC_WARPS). A property of the matrix, so v7 and v11
+ * still agree on every row's bits. 8: twice the consumer warps an SM where the H200's Q4_K tiles
+ * wait on their consumers (q/k/v, o, gate/up, the output matrix) while the down projections keep
+ * four (with eight their x windows took 8-30% longer: thirty-fifth session's cw8). */
+#ifndef MEMRA_TC_WARPS_4K
+#define MEMRA_TC_WARPS_4K MEMRA_TC_WARPS
+#endif
+constexpr int TC_WARPS_4K = MEMRA_TC_WARPS_4K;
+static_assert(TC_WARPS_4K == 4 || TC_WARPS_4K == 8, "four or eight warps a tile");
+/* The warps a tile of v7 and v11 for rows of K columns (by the macros: nvcc's host pass makes
+ * enum constants of TC_WARPS_4K and TC_WARPS, which -Wenum-compare then refuses to mix). */
+__host__ __device__ constexpr int tc_dense_warps(int64_t K) {
+  return K <= 4096 ? MEMRA_TC_WARPS_4K : MEMRA_TC_WARPS;
+}
 /* tcq's key for Q6_K matrices of K <= 4096 (the output matrices, attn_v, the experts): the
  * integer-MMA form (matmul_tc6i.cuh); longer rows (the down projections, x by windows on v11)
  * keep the f16 form, tcq<MEMRA_TYPE_Q6_K>. A property of the matrix alone, so v11 (one row) and
@@ -387,13 +402,13 @@ __device__ __forceinline__ float tc_quad_sum(float v) {
 }
 
 /* One row of x (K elements) split into the prep layout in shared memory (xb, xs) by the block's
- * first TC_WARPS warps, XB loads in flight a thread (elements e, e + 1024, ...); K % 256 == 0,
+ * first CW warps, XB loads in flight a thread (elements e, e + 1024, ...); K % 256 == 0,
  * so whole warps leave together. The ring kernels (v11, matmul_id v3) call it after the PDL wait.
  */
-template <bool VEC, int XB, typename XS>
+template <bool VEC, int XB, typename XS, int CW = TC_WARPS>
 __device__ __forceinline__ void tc_split_row(const float *__restrict__ x, int64_t K, uint4 *xb,
                                              XS *xs) {
-  constexpr int STRIDE = 8 * TC_WARPS * 32;
+  constexpr int STRIDE = 8 * CW * 32;
   for (int64_t e0 = 8 * (int64_t)threadIdx.x; e0 < K; e0 += STRIDE * XB) {
     float v[XB][8];
 #pragma unroll
@@ -425,21 +440,21 @@ __device__ __forceinline__ void tc_sb_apply(float (&acc)[1][2], const uint8_t *s
 }
 
 /* A ring stage's nv super-blocks applied to one row of x (the ring kernels' consumer step); warp
- * w takes w, w + TC_WARPS, ...: v7's sequence, so the same bits as v7 for these rows (NS: the
+ * w takes w, w + CW, ...: v7's sequence, so the same bits as v7 for these rows (NS: the
  * caller's, TC_NS_MM or TC_NS_ID). */
-template <int T, int NS>
+template <int T, int NS, int CW = TC_WARPS>
 __device__ __forceinline__ void
 tc_stage_apply(float (&acc)[1][2], const uint8_t *stage, int rowb, int64_t nv, int64_t sb0,
                const uint4 *xb, const typename tcq<T>::xs_t *xs, const tc_role &ro, int warp) {
-  for (int j = warp; j < nv; j += TC_WARPS)
+  for (int j = warp; j < nv; j += CW)
     tc_sb_apply<T, NS>(acc, stage, rowb, j, sb0, xb, xs, ro);
 }
 
-template <int T, int M, bool VEC>
-__global__ void __launch_bounds__(TC_WARPS * 32)
+template <int T, int M, bool VEC, int CW>
+__global__ void __launch_bounds__(CW * 32)
     matmul_v7_kernel(const mm_jobs J, const uint8_t *__restrict__ ws, int64_t K, int64_t rows) {
   typedef tcq<T> Q;
-  __shared__ float part[TC_WARPS][M][TC_ROWS];
+  __shared__ float part[CW][M][TC_ROWS];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const mm_job jb = mm_pick(J);
@@ -464,8 +479,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
   if (sb < nsb) Q::template load<true>(cur, w0 + Q::SBB * sb, w1 + Q::SBB * sb, ro);
   for (int r = 0; r < TC_ROWS; ++r)
     if (n0 + r < N)
-      memra_prefetch_l2(jb.w + (uint64_t)(n0 + r) * jb.w_nb1, jb.w_nb1, threadIdx.x, TC_WARPS * 32,
-                        64);
+      memra_prefetch_l2(jb.w + (uint64_t)(n0 + r) * jb.w_nb1, jb.w_nb1, threadIdx.x, CW * 32, 64);
   memra_pdl_enter();
   if (sb < nsb) Q::load_x(xcur, TC_XB(0), TC_XS(0), sb, ro);
   float acc[M][2];
@@ -473,12 +487,12 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
   for (int m = 0; m < M; ++m)
     acc[m][0] = acc[m][1] = 0.f;
 
-  for (; sb < nsb; sb += TC_WARPS) {
+  for (; sb < nsb; sb += CW) {
     typename Q::raw nxt;
     typename Q::xin xnxt;
-    if (sb + TC_WARPS < nsb) {
-      Q::template load<true>(nxt, w0 + Q::SBB * (sb + TC_WARPS), w1 + Q::SBB * (sb + TC_WARPS), ro);
-      Q::load_x(xnxt, TC_XB(0), TC_XS(0), sb + TC_WARPS, ro);
+    if (sb + CW < nsb) {
+      Q::template load<true>(nxt, w0 + Q::SBB * (sb + CW), w1 + Q::SBB * (sb + CW), ro);
+      Q::load_x(xnxt, TC_XB(0), TC_XS(0), sb + CW, ro);
     }
     Q::template body<M, TC_NS_MM>(
         acc, cur, xcur,
@@ -503,8 +517,8 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
       if (t == 0) part[warp][m][g + 8 * r] = v;
     }
   __syncthreads();
-  mm_store_parts<TC_WARPS, M, TC_ROWS>(part, n0, N, m0, mrows, jb.y, jb.y_ld, jb.bias, mm_conv_in{},
-                                       false, J.acc ? MM_ACC_READ : MM_ACC_NONE);
+  mm_store_parts<CW, M, TC_ROWS>(part, n0, N, m0, mrows, jb.y, jb.y_ld, jb.bias, mm_conv_in{},
+                                 false, J.acc ? MM_ACC_READ : MM_ACC_NONE);
 }
 
 /* The prep kernel over x's rows, then the v7 grid over J (TC_ROWS rows per block, mt = 1, 2,
@@ -519,9 +533,13 @@ static bool mtc_launch(int mt, const memra_backend *be, mm_jobs J, const float *
                         dim3((unsigned)((K + 1023) / 1024), (unsigned)rows), dim3(128), 0, x, x_ld,
                         K, ws);
   const dim3 grid((unsigned)gx, (unsigned)((rows + mt - 1) / mt));
+  /* the warps a tile by K (tc_dense_warps: one instance where both are TC_WARPS) */
+  const bool w4k = MEMRA_TC_WARPS_4K != MEMRA_TC_WARPS && tc_dense_warps(K) == MEMRA_TC_WARPS_4K;
 #define MTC_GO(MM)                                                                                 \
-  (void)memra_cu_launch(be, matmul_v7_kernel<T, MM, VEC>, grid, dim3(TC_WARPS * 32), 0, J,         \
-                        (const uint8_t *)ws, K, rows)
+  (void)(w4k ? memra_cu_launch(be, matmul_v7_kernel<T, MM, VEC, TC_WARPS_4K>, grid,                \
+                               dim3(TC_WARPS_4K * 32), 0, J, (const uint8_t *)ws, K, rows)         \
+             : memra_cu_launch(be, matmul_v7_kernel<T, MM, VEC, TC_WARPS>, grid,                   \
+                               dim3(TC_WARPS * 32), 0, J, (const uint8_t *)ws, K, rows))
   switch (mt) {
   case 1: MTC_GO(1); break;
   case 2: MTC_GO(2); break;

@@ -26,13 +26,14 @@
 #include "plugins/cuda/mbarrier.cuh"
 
 enum {
-  T11_CW = TC_WARPS, /* consumer warps: v7's split of K */
-  T11_ST = 2,        /* stages in the ring */
-  T11_XB = 4,        /* x loads in flight per consumer thread (elements e, e + 1024, ...) */
-  T11_XW = 2048,     /* XW: elements of an x window (8 super-blocks, a stage) */
-  T11_XI = T11_XW / (8 * 32 * T11_CW) /* XW: groups of 8 elements a consumer thread a window */
+  T11_ST = 2,   /* stages in the ring */
+  T11_XB = 4,   /* x loads in flight per consumer thread (elements e, e + 1024, ...) */
+  T11_XW = 2048 /* XW: elements of an x window (8 super-blocks, a stage) */
 };
-static_assert(T11_XI >= 1 && T11_XW % (8 * 32 * T11_CW) == 0, "a window: whole groups a thread");
+/* The consumer warps of a block are v7's split of K for its rows (tc_dense_warps); XW: groups of
+ * 8 elements a consumer thread a window. */
+template <int CW> __host__ __device__ constexpr int t11_xi() { return T11_XW / (8 * 32 * CW); }
+static_assert(T11_XW % (8 * 32 * 8) == 0, "a window: whole groups a thread");
 
 /* Tiles a block stores together (G; a build define, -DMEMRA_T11_GRP=1 gives the one-tile
  * form). A block's consumer warps meet at two barriers a tile (the partials written, then read
@@ -89,7 +90,7 @@ template <int T> static inline uint64_t t11_smem(int64_t K, int SB, bool xw = fa
   return (uint64_t)T11_ST * TC_ROWS * (SB * tcq<T>::SBB + MEMRA_T11_PAD) +
          (xw ? 2 * tc_prep_bytes<typename tcq<T>::xs_t>(T11_XW)
              : tc_prep_bytes<typename tcq<T>::xs_t>(K)) +
-         sizeof(float) * MEMRA_T11_GRP * T11_CW * TC_ROWS + 16u * T11_ST;
+         sizeof(float) * MEMRA_T11_GRP * tc_dense_warps(K) * TC_ROWS + 16u * T11_ST;
 }
 
 /* XW (Q4_K and Q6_K of K > 4096: the down projections; Q6_K as matmul.cu mm_q6tc_for says): x's
@@ -104,29 +105,28 @@ template <int T> static inline uint64_t t11_smem(int64_t K, int SB, bool xw = fa
 template <typename XS> __device__ __forceinline__ uint8_t *t11_xw_at(uint4 *xb, int64_t k) {
   return (uint8_t *)xb + (k & 1) * tc_prep_bytes<XS>(T11_XW);
 }
-template <bool VEC>
-__device__ __forceinline__ void t11_xw_load(float (&v)[T11_XI][8], const float *__restrict__ x,
-                                            int64_t w) {
+template <bool VEC, int CW>
+__device__ __forceinline__ void t11_xw_load(float (&v)[t11_xi<CW>()][8],
+                                            const float *__restrict__ x, int64_t w) {
 #pragma unroll
-  for (int i = 0; i < T11_XI; ++i)
-    memra_ldg8<VEC>(x + T11_XW * w + 8 * threadIdx.x + 8 * 32 * T11_CW * i, v[i]);
+  for (int i = 0; i < t11_xi<CW>(); ++i)
+    memra_ldg8<VEC>(x + T11_XW * w + 8 * threadIdx.x + 8 * 32 * CW * i, v[i]);
 }
-template <typename XS>
-__device__ __forceinline__ void t11_xw_split(float (&v)[T11_XI][8], uint4 *xb, XS *xs) {
+template <int CW, typename XS>
+__device__ __forceinline__ void t11_xw_split(float (&v)[t11_xi<CW>()][8], uint4 *xb, XS *xs) {
 #pragma unroll
-  for (int i = 0; i < T11_XI; ++i)
-    tc_split_put(v[i], xb, xs, 8 * (int64_t)threadIdx.x + 8 * 32 * T11_CW * i);
+  for (int i = 0; i < t11_xi<CW>(); ++i)
+    tc_split_put(v[i], xb, xs, 8 * (int64_t)threadIdx.x + 8 * 32 * CW * i);
 }
-
-__device__ __forceinline__ void t11_consumers_sync() { mm_consumers_sync<T11_CW>(); }
 
 template <int T, bool VEC, int T11_SB, bool CV, bool NORM = false, bool XW = false,
-          bool TAIL = false, bool RK = false>
+          bool TAIL = false, bool RK = false, int T11_CW = TC_WARPS>
 __global__ void __launch_bounds__((T11_CW + 1) * 32)
     matmul_v11_kernel(const mm_jobs J, const float *__restrict__ x, int64_t K, int64_t n_tiles,
                       const mm_norm nm, int dslot) {
   typedef tcq<T> Q;
   static_assert(!XW || (T11_SB * 256 == T11_XW && !NORM), "an x window is one stage");
+  constexpr int T11_XI = t11_xi<T11_CW>();
   constexpr int T11_SBB = Q::SBB, T11_STAGE = TC_ROWS * (T11_SB * T11_SBB + MEMRA_T11_PAD);
   extern __shared__ __align__(128) uint8_t sm[];
   uint8_t *ring = sm;
@@ -210,13 +210,13 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
   if (NORM) {
     if (T11_CW == 4 || warp < 4) n11_norm_split<4>(nm, gw, xb, xs, shn, &ticket);
   } else if (XW) {
-    t11_xw_load<VEC>(xv, x, 0);
-    t11_xw_split(xv, xb, xs);
+    t11_xw_load<VEC, T11_CW>(xv, x, 0);
+    t11_xw_split<T11_CW>(xv, xb, xs);
   } else {
-    tc_split_row<VEC, T11_XB>(x, K, xb, xs);
+    tc_split_row<VEC, T11_XB, XS, T11_CW>(x, K, xb, xs);
   }
   if (T11_CW == 4) /* (more warps: another barrier than the norm head's bar 1 of 128 threads) */
-    t11_consumers_sync();
+    mm_consumers_sync<T11_CW>();
   else
     asm volatile("bar.sync 3, %0;" ::"n"(T11_CW * 32) : "memory");
   MEMRA_TRACE_MARK(1); /* the head done (trace builds only) */
@@ -244,23 +244,26 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
     float acc[1][2] = {{0.f, 0.f}};
     for (int64_t gi = 0; gi < ngrp; ++gi, ++u) {
       const int s = (int)(u % T11_ST);
-      if (XW) t11_xw_load<VEC>(xv, x, (u + 1) % ngrp); /* the next stage's window, in flight */
+      if (XW)
+        t11_xw_load<VEC, T11_CW>(xv, x, (u + 1) % ngrp); /* the next stage's window, in flight */
       memra_mbar_wait(&full[s], (uint32_t)(u / T11_ST) & 1);
       const int64_t sb0 = T11_SB * gi, nv = nsb - sb0 < T11_SB ? nsb - sb0 : T11_SB;
       const int rowb = (int)nv * T11_SBB + MEMRA_T11_PAD; /* a row's stride in the stage */
       if (XW) {
         const uint8_t *wb = t11_xw_at<XS>(xb, u);
-        tc_stage_apply<T, TC_NS_MM>(acc, ring + s * T11_STAGE, rowb, nv, 0, (const uint4 *)wb,
-                                    (const XS *)(wb + T11_XW * 4), ro, warp);
+        tc_stage_apply<T, TC_NS_MM, T11_CW>(acc, ring + s * T11_STAGE, rowb, nv, 0,
+                                            (const uint4 *)wb, (const XS *)(wb + T11_XW * 4), ro,
+                                            warp);
       } else if (!(MEMRA_T11_SKIP && T == MEMRA_TYPE_Q4_K)) {
-        tc_stage_apply<T, TC_NS_MM>(acc, ring + s * T11_STAGE, rowb, nv, sb0, xb, xs, ro, warp);
+        tc_stage_apply<T, TC_NS_MM, T11_CW>(acc, ring + s * T11_STAGE, rowb, nv, sb0, xb, xs, ro,
+                                            warp);
       }
       __syncwarp();
       if (lane == 0) memra_mbar_arrive(&empty[s]);
       if (XW) { /* every warp is past window u - 1 (the sync of the last stage), so refill it */
         uint8_t *wn = t11_xw_at<XS>(xb, u + 1);
-        t11_xw_split(xv, (uint4 *)wn, (XS *)(wn + T11_XW * 4));
-        t11_consumers_sync();
+        t11_xw_split<T11_CW>(xv, (uint4 *)wn, (XS *)(wn + T11_XW * 4));
+        mm_consumers_sync<T11_CW>();
       }
     }
 #pragma unroll
@@ -275,13 +278,13 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       }
       continue;
     }
-    t11_consumers_sync();
+    mm_consumers_sync<T11_CW>();
     if constexpr (RK)
       rkv_store<T11_CW, TC_ROWS>(part, J, jb, i, rks);
     else
       mm_store_parts<T11_CW, 1, TC_ROWS>(part, jb.b * TC_ROWS, jb.N, 0, 1, jb.y, jb.y_ld, jb.bias,
                                          ci, cj, J.acc ? MM_ACC_XO : MM_ACC_NONE, xo);
-    t11_consumers_sync();
+    mm_consumers_sync<T11_CW>();
   }
   if constexpr (G > 1) /* dynamic tiles end when the tickets do: the last group */
     if (np > 0) mm_group_store(partg, J, np, my_tile, my_xo, warp, lane);
@@ -303,6 +306,37 @@ template <int T> static inline bool m11_xw_ok(int64_t K) {
          t11_sb<T>(K) * 256 == T11_XW;
 }
 
+typedef void (*m11_kernel_t)(const mm_jobs, const float *, int64_t, int64_t, const mm_norm, int);
+/* The v11 instance for a launch of CW consumer warps (m11_launch checked the combination): J's
+ * conv (matmul_n_conv), the norm head (rmsnorm_matmul_n: Q4_K, K 4096, one stage a tile), the
+ * norm tail, x by windows and the rope stores each in instances of their own, so the plain
+ * kernels stay as they were; Q6_K has stages of 8 super-blocks (t11_sb). */
+template <int T, bool VEC, int CW>
+static m11_kernel_t m11_pick(int SB, bool cv, const mm_norm *nm, bool tail, bool xw, bool rk) {
+  constexpr int SB16 = T == MEMRA_TYPE_Q4_K ? MEMRA_T11_SB4K : 8;
+  m11_kernel_t kernel =
+      SB == 16 ? (cv ? matmul_v11_kernel<T, VEC, SB16, true, false, false, false, false, CW>
+                     : matmul_v11_kernel<T, VEC, SB16, false, false, false, false, false, CW>)
+               : (cv ? matmul_v11_kernel<T, VEC, 8, true, false, false, false, false, CW>
+                     : matmul_v11_kernel<T, VEC, 8, false, false, false, false, false, CW>);
+  if constexpr (T == MEMRA_TYPE_Q4_K && VEC) {
+    if (nm && !tail) kernel = matmul_v11_kernel<T, VEC, SB16, false, true, false, false, false, CW>;
+    if constexpr (CW == 4)
+      if (tail)
+        kernel = SB == 16 ? matmul_v11_kernel<T, VEC, SB16, false, false, false, true, false, CW>
+                          : matmul_v11_kernel<T, VEC, 8, false, false, false, true, false, CW>;
+  }
+  if constexpr (T == MEMRA_TYPE_Q6_K || T == MEMRA_TYPE_Q4_K) {
+    if (xw) kernel = matmul_v11_kernel<T, VEC, 8, false, false, true, false, false, CW>;
+  }
+  if constexpr (T == MEMRA_TYPE_Q4_K && CW == 4) {
+    if (rk)
+      kernel = SB == 16 ? matmul_v11_kernel<T, VEC, SB16, false, false, false, false, true, CW>
+                        : matmul_v11_kernel<T, VEC, 8, false, false, false, false, true, CW>;
+  }
+  return kernel;
+}
+
 /* The v11 grid over J's 16-row tiles for one row of x: blocks per SM from the shared memory
  * (at most 4), every block the same number of tiles. (One stage when every block has one
  * tile, 4 blocks an SM, was faster per kernel, q/o 5.7 -> 4.6 us, and slower in a decode step:
@@ -313,8 +347,9 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
                        cudaError_t *err, const mm_norm *nm = NULL, bool xw = false,
                        bool tail = false) {
   *err = cudaSuccess;
+  const int cw = xw ? MEMRA_TC_WARPS : tc_dense_warps(K); /* consumer warps (XW: K > 4096) */
   /* the tail and rope stores (opt-in) are written for four consumer warps */
-  if (T11_CW != 4 && (tail || J.rk.on)) return false;
+  if (cw != 4 && (tail || J.rk.on)) return false;
   const int64_t tiles = mm_jobs_layout(&J, TC_ROWS);
   if (tiles == 0) return false;
   const int SB = t11_sb<T>(K);
@@ -344,44 +379,23 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
       if (smem < lim) smem = lim;
     }
   }
-  /* Q6_K has stages of 8 super-blocks (t11_sb) */
-  /* J's conv (matmul_n_conv) in its own instantiations, so the plain kernels stay as they were */
-  constexpr int SB16 = T == MEMRA_TYPE_Q4_K ? MEMRA_T11_SB4K : 8;
-  /* the norm (rmsnorm_matmul_n: Q4_K, K 4096, one stage a tile, no conv) in its own
-   * instantiation too */
   const bool cv = J.cv.w != NULL;
   /* tail (ABI 1.15 matmul_rmsnorm, no conv): the norm after the row, by the last block */
   tail = tail && nm && !cv;
-  const int ki = nm ? 2 : cv;
-  void (*kernel)(const mm_jobs, const float *, int64_t, int64_t, const mm_norm, int) =
-      SB == 16
-          ? (cv ? matmul_v11_kernel<T, VEC, SB16, true> : matmul_v11_kernel<T, VEC, SB16, false>)
-          : (cv ? matmul_v11_kernel<T, VEC, 8, true> : matmul_v11_kernel<T, VEC, 8, false>);
-  if constexpr (T == MEMRA_TYPE_Q4_K && VEC) {
-    if (nm && !tail) kernel = matmul_v11_kernel<T, VEC, SB16, false, true>;
-    if (tail)
-      kernel = SB == 16 ? matmul_v11_kernel<T, VEC, SB16, false, false, false, true>
-                        : matmul_v11_kernel<T, VEC, 8, false, false, false, true>;
-  } else if (nm) {
-    return false; /* the caller takes Q4_K with 16-byte rows of x only */
-  }
-  if constexpr (T == MEMRA_TYPE_Q6_K || T == MEMRA_TYPE_Q4_K) {
-    if (xw) kernel = matmul_v11_kernel<T, VEC, 8, false, false, true>;
-  }
+  if (nm && !(T == MEMRA_TYPE_Q4_K && VEC)) return false; /* Q4_K, 16-byte rows of x only */
   /* J.rk.on (ABI 1.16 matmul_n_rope_kv, Q4_K, no conv or norm): rope and the cache stores at the
    * tiles' stores */
   const bool rk = T == MEMRA_TYPE_Q4_K && J.rk.on && !cv && !nm;
-  if constexpr (T == MEMRA_TYPE_Q4_K) {
-    if (rk)
-      kernel = SB == 16 ? matmul_v11_kernel<T, VEC, SB16, false, false, false, false, true>
-                        : matmul_v11_kernel<T, VEC, 8, false, false, false, false, true>;
-  }
   if (J.rk.on && !rk) return false; /* the caller passes rk for Q4_K alone */
+  const int ki = nm ? 2 : cv;
+  const m11_kernel_t kernel = cw == TC_WARPS
+                                  ? m11_pick<T, VEC, TC_WARPS>(SB, cv, nm, tail, xw, rk)
+                                  : m11_pick<T, VEC, TC_WARPS_4K>(SB, cv, nm, tail, xw, rk);
   /* the shared-memory limit is raised once per kernel, to all a block may have (a host call
    * per eager matmul otherwise) */
-  static bool raised[2][6];
+  static bool raised[2][2][6];
   const int kr = rk ? 5 : tail ? 4 : xw ? 3 : ki;
-  if (!raised[SB == 16][kr]) {
+  if (!raised[cw != TC_WARPS][SB == 16][kr]) {
     cudaFuncAttributes fa = {};
     *err = cudaFuncGetAttributes(&fa, kernel); /* the opt-in bounds static plus dynamic bytes */
     if (*err != cudaSuccess) return true;
@@ -389,10 +403,10 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
     *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 (int)(be->prop.sharedMemPerBlockOptin - st));
     if (*err != cudaSuccess) return true;
-    raised[SB == 16][kr] = true;
+    raised[cw != TC_WARPS][SB == 16][kr] = true;
   }
-  (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((T11_CW + 1) * 32), (size_t)smem, J,
-                        x, K, tiles, nm ? *nm : mm_norm{}, dslot);
+  (void)memra_cu_launch(be, kernel, dim3((unsigned)grid), dim3((cw + 1) * 32), (size_t)smem, J, x,
+                        K, tiles, nm ? *nm : mm_norm{}, dslot);
   return true;
 }
 

@@ -26,16 +26,27 @@ def kernels(path):
 
 def main():
     new, old = kernels(sys.argv[1]), kernels(sys.argv[2])
-    counts = {"same": 0, "DIFF": 0, "NEW": 0}
-    for n in sorted(new):
-        k = "NEW" if n not in old else "same" if new[n] == old[n] else "DIFF"
-        counts[k] += 1
-        if k != "same":
-            print(f"  {k} {n[:110]}")
     gone = sorted(set(old) - set(new))
+    # a kernel whose name changed (a template parameter more) but whose code is a gone one's
+    gone_code = {}
+    for n in gone:
+        gone_code.setdefault(old[n], []).append(n)
+    counts = {"same": 0, "DIFF": 0, "NEW": 0, "renamed": 0}
+    for n in sorted(new):
+        if n in old:
+            k = "same" if new[n] == old[n] else "DIFF"
+        elif gone_code.get(new[n]):
+            k = "renamed"
+            gone.remove(gone_code[new[n]].pop())
+        else:
+            k = "NEW"
+        counts[k] += 1
+        if k not in ("same", "renamed"):
+            print(f"  {k} {n[:110]}")
     for n in gone:
         print(f"  GONE {n[:110]}")
-    print(f"  {counts['same']} same, {counts['DIFF']} changed, {counts['NEW']} new, {len(gone)} gone")
+    print(f"  {counts['same']} same, {counts['DIFF']} changed, {counts['NEW']} new, {len(gone)} gone"
+          f", {counts['renamed']} renamed with the same code")
 
 
 if __name__ == "__main__":

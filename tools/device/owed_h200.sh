@@ -6,6 +6,7 @@
 #   pad64  -DMEMRA_T11_PAD=64: padded ring rows against the shared-memory bank conflicts
 #   sb8    -DMEMRA_T11_SB4K=8: half-tile stages, four v11 blocks an SM
 #   cw8    -DMEMRA_TC_WARPS=8 (matmul.cu moe.cu): eight warps a tile (other sums, own bits)
+#   cw4k8  -DMEMRA_TC_WARPS_4K=8 (matmul.cu): eight warps a tile for dense rows of K <= 4096 only
 #   v6n    MEMRA_V6_NORM=1 on the default plugin: the router's norm in its v6 head
 # Build here first (repo root): bash tools/device/pack.sh, then for each variant
 #   bash tools/device/build_variant.sh NAME "DEFINES" matmul.cu [moe.cu]
@@ -26,7 +27,7 @@ O=${OUT:-/tmp/o}
 W=/tmp/memra-models
 mkdir -p "$O" "$W"
 VARS=()
-for v in skip pad64 sb8 cw8; do
+for v in skip pad64 sb8 cw8 cw4k8; do
   [ -f "$D/var-$v/libmemra_sm90a.so.xz" ] || continue
   mkdir -p "/tmp/v-$v" && xz -dc "$D/var-$v/libmemra_sm90a.so.xz" >"/tmp/v-$v/libmemra_sm90a.so"
   VARS+=("$v")
@@ -59,7 +60,7 @@ AB=(main="$D")
 for v in "${VARS[@]}"; do AB+=("$v=/tmp/v-$v"); done
 [ "$(left)" -gt 200 ] && R=${RL:-2} D=$D timeout $(($(left) - 150)) bash tools/device/ab.sh llama31-8b:q4_k_m -- "${AB[@]}" 2>&1 | tail -$((${#AB[@]} + 1))
 AB2=(main="$D" v6n="$D:MEMRA_V6_NORM=1")
-for v in sb8 cw8; do [ -d "/tmp/v-$v" ] && AB2+=("$v=/tmp/v-$v"); done
+for v in sb8 cw8 cw4k8; do [ -d "/tmp/v-$v" ] && AB2+=("$v=/tmp/v-$v"); done
 [ "$(left)" -gt 60 ] && R=1 D=$D timeout $(($(left) - 40)) bash tools/device/ab.sh qwen3-30b-a3b:q4_k_m:8 qwen3next-80b-a3b:q4_k_m:4 -- "${AB2[@]}" 2>&1 | tail -$((2 * ${#AB2[@]} + 1))
 # 4. issue 4's row at HEAD, the floor from this run's copy
 [ "$(left)" -gt 30 ] && timeout $(($(left) - 5)) "$D/memra" bench --plugin-dir "$D" --backend sm90a \
