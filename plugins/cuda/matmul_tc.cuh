@@ -243,6 +243,13 @@ __device__ __forceinline__ tc_scl tc_chunk_scales(const tc_raw &r, int c, int js
   return s;
 }
 
+/* A timing probe only (1: WRONG results; layer_bench's consume mode): both B registers of every
+ * MMA take the thread's x word, so the loop has none of its 32 selects: what building each
+ * thread's B pair by its role costs the consumers. Never shipped. */
+#ifndef MEMRA_TC_PROBE_NOSEL
+#define MEMRA_TC_PROBE_NOSEL 0
+#endif
+
 /* MMA chains a chunk (NS) by caller: one (8 MMAs deep, the two chunks' chains interleaved) or
  * two (a chunk's MMAs split by h, 4 deep, added at the chunk's end). Other bits, so a matrix
  * keeps one NS in every kernel that may run it: v11 and v7 take two (H100, tg128 @ d512:
@@ -278,7 +285,7 @@ __device__ __forceinline__ void tc_chunks_mma(float (&cc)[2][4], const tc_raw &r
         const uint32_t ua = h ? wa >> 8 : wa, ub = h ? wb >> 8 : wb;
         const int k = NS == 1 ? 0 : h;
         tc_mma(ch[c][k], ua & 0x000F000Fu, ub & 0x000F000Fu, ua & 0x00F000F0u, ub & 0x00F000F0u,
-               lo_b ? bv : 0u, lo_b ? 0u : bv);
+               MEMRA_TC_PROBE_NOSEL || lo_b ? bv : 0u, MEMRA_TC_PROBE_NOSEL || !lo_b ? bv : 0u);
       }
 #pragma unroll
   for (int c = 0; c < 2; ++c)
