@@ -9,6 +9,9 @@
 #   bash tools/device/build_variant.sh nc "-DMEMRA_T11_NOCOPY=1" matmul.cu
 #   bash tools/device/build_variant.sh nc-cw8 "-DMEMRA_T11_NOCOPY=1 -DMEMRA_TC_WARPS=8" matmul.cu
 # and carry ["dist-carry"]. Prints the tables last.
+# STEP=1 adds the decode step with v11's GEMVs free of DRAM: `memra bench` (Llama-3.1-8B Q4_K_M, tg128
+# @ d512) on var-nc's plugin (WRONG values) beside the plugin's own: the step bound by the consumers and
+# the launches' structure alone, the H200's limit with today's kernels (there: 471 tok/s).
 set -u
 D=${D:-dist-carry}
 tar xJf "$D/gpu-plugins.tar.xz" -C "$D"
@@ -35,3 +38,14 @@ echo "gemv_bench us: type shape (N x K) | ${VARS[*]}"
 for v in "${VARS[@]}"; do awk -v v="$v" '{print v, $1, $2, $3, $4}' "$O/g-$v.txt"; done |
   awk '{k = $2 " " $3 " " $4; if (!(k in seen)) { seen[k] = 1; ord[n++] = k } t[k] = t[k] " | " $5}
        END { for (i = 0; i < n; ++i) print ord[i] t[ord[i]] }'
+if [ "${STEP:-0}" = 1 ] && [ -f "$D/var-nc/libmemra_sm90a.so.xz" ]; then
+  mkdir -p /tmp/step-nc /tmp/memra-models
+  xz -dc "$D/var-nc/libmemra_sm90a.so.xz" >/tmp/step-nc/libmemra_sm90a.so
+  L=/tmp/memra-models/llama31-8b-q4_k_m.gguf
+  [ -f "$L" ] || "$D/memra-synth" --preset llama31-8b --types q4_k_m --seed 1 -o "$L" >/dev/null 2>&1
+  for p in /tmp/step-nc "$D" /tmp/step-nc "$D"; do
+    echo "memra bench, plugin $p:"
+    timeout 90 "$D/memra" bench --plugin-dir "$p" --backend sm90a -m "$L" --bench-p 0 --bench-n 128 \
+      --bench-d 512 -r 2 2>&1 | tail -2
+  done
+fi
