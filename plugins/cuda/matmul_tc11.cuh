@@ -347,9 +347,15 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
                        cudaError_t *err, const mm_norm *nm = NULL, bool xw = false,
                        bool tail = false) {
   *err = cudaSuccess;
-  const int cw = xw ? MEMRA_TC_WARPS : tc_dense_warps(K); /* consumer warps (XW: K > 4096) */
+  const int cw = tc_dense_warps(K); /* consumer warps (XW rows are longer than 4096: TC_WARPS) */
   /* the tail and rope stores (opt-in) are written for four consumer warps */
   if (cw != 4 && (tail || J.rk.on)) return false;
+  const bool cv = J.cv.w != NULL;
+  if (nm && !(T == MEMRA_TYPE_Q4_K && VEC)) return false; /* Q4_K, 16-byte rows of x only */
+  /* J.rk.on (ABI 1.16 matmul_n_rope_kv, Q4_K, no conv or norm): rope and the cache stores at the
+   * tiles' stores */
+  const bool rk = T == MEMRA_TYPE_Q4_K && J.rk.on && !cv && !nm;
+  if (J.rk.on && !rk) return false; /* the caller passes rk for Q4_K alone */
   const int64_t tiles = mm_jobs_layout(&J, TC_ROWS);
   if (tiles == 0) return false;
   const int SB = t11_sb<T>(K);
@@ -379,14 +385,8 @@ static bool m11_launch(const memra_backend *be, mm_jobs J, const float *x, int64
       if (smem < lim) smem = lim;
     }
   }
-  const bool cv = J.cv.w != NULL;
   /* tail (ABI 1.15 matmul_rmsnorm, no conv): the norm after the row, by the last block */
   tail = tail && nm && !cv;
-  if (nm && !(T == MEMRA_TYPE_Q4_K && VEC)) return false; /* Q4_K, 16-byte rows of x only */
-  /* J.rk.on (ABI 1.16 matmul_n_rope_kv, Q4_K, no conv or norm): rope and the cache stores at the
-   * tiles' stores */
-  const bool rk = T == MEMRA_TYPE_Q4_K && J.rk.on && !cv && !nm;
-  if (J.rk.on && !rk) return false; /* the caller passes rk for Q4_K alone */
   const int ki = nm ? 2 : cv;
   const m11_kernel_t kernel = cw == TC_WARPS
                                   ? m11_pick<T, VEC, TC_WARPS>(SB, cv, nm, tail, xw, rk)
