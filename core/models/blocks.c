@@ -237,6 +237,17 @@ static memra_status matmuls(memra_ctx *c, const char *what, int n, const memra_t
   if (decode) { /* decode-only: matmul_n per type group */
     int grp[MEMRA_BLK_MATMULS_MAX];
     const int n_grp = memra_blk_same_type_groups(w, n, grp);
+    bool one_k = true;
+    for (int i = 1; i < n; ++i)
+      one_k = one_k && w[i].ne0 == w[0].ne0;
+    if (n_grp > 1 && n <= 4 && one_k && c->norm_defer.on && vt->rmsnorm_matmul_mixed) {
+      /* the deferred norm with every projection, whatever their types (ABI 1.23) */
+      c->norm_defer.on = false;
+      CALL(what, vt->rmsnorm_matmul_mixed(c->m->be, &c->norm_defer.xn, &c->norm_defer.x,
+                                          &c->norm_defer.res, &c->norm_defer.w, c->m->hp.eps, n, y,
+                                          w, bias));
+      return MEMRA_OK;
+    }
     for (int gi = 0; gi < n_grp; ++gi) {
       memra_tensor gy[4], gw[4], gb[4];
       int32_t gn = 0;

@@ -194,6 +194,33 @@ memra_status cpu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn, con
   return st ? st : matmul_group(be, "rmsnorm_matmul_n", n, y, xn, w, bias);
 }
 
+/* ABI 1.23 rmsnorm_matmul_mixed: the same composition with weights of several types (each of x's
+ * K): the norm, then matmul for each output (the oracle a mixed launch is compared with). */
+memra_status cpu_rmsnorm_matmul_mixed(memra_backend *be, const memra_tensor *xn,
+                                      const memra_tensor *x, const memra_tensor *res,
+                                      const memra_tensor *w_norm, float eps, int32_t n,
+                                      const memra_tensor *y, const memra_tensor *w,
+                                      const memra_tensor *bias) {
+  static const char op[] = "rmsnorm_matmul_mixed";
+  if (!xn || !x || !res || !w_norm || !y || !w)
+    return cpu_fail(be, MEMRA_E_INVALID, "%s: a tensor argument is NULL", op);
+  if (n < 1 || n > 4) return cpu_fail(be, MEMRA_E_INVALID, "%s: %d outputs (1..4)", op, n);
+  for (int32_t i = 0; i < n; ++i) {
+    if (w[i].ne0 != w[0].ne0)
+      return cpu_fail(be, MEMRA_E_INVALID, "%s: w[%d] has K %" PRId64 ", w[0] %" PRId64, op, i,
+                      w[i].ne0, w[0].ne0);
+    if (cpu_overlap(&y[i], xn) || cpu_overlap(&y[i], x) || cpu_overlap(&y[i], res))
+      return cpu_fail(be, MEMRA_E_INVALID, "%s: y[%d] overlaps xn, x or res", op, i);
+    for (int32_t j = 0; j < i; ++j)
+      if (cpu_overlap(&y[i], &y[j]))
+        return cpu_fail(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);
+  }
+  memra_status st = cpu_rmsnorm(be, xn, x, res, w_norm, eps);
+  for (int32_t i = 0; i < n && st == MEMRA_OK; ++i)
+    st = cpu_matmul(be, &y[i], xn, &w[i], bias ? &bias[i] : NULL);
+  return st;
+}
+
 memra_status cpu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
                                  const memra_tensor *res, const memra_tensor *w_norm, float eps,
                                  const memra_tensor *y, const memra_tensor *h,

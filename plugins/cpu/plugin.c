@@ -180,6 +180,9 @@ static const memra_backend_vt cpu_vt = {
 #if MEMRA_ABI_MINOR >= 22 /* a MoE layer's router with its route (moe.c) */
     .matmul_n_route = cpu_matmul_n_route,
 #endif
+#if MEMRA_ABI_MINOR >= 23 /* the norm with projections of several types (matmul.c) */
+    .rmsnorm_matmul_mixed = cpu_rmsnorm_matmul_mixed,
+#endif
 };
 
 MEMRA_PLUGIN_EXPORT const memra_plugin_info *memra_plugin_probe(void) {

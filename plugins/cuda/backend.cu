@@ -323,6 +323,13 @@ static const memra_backend_vt *cu_vtable(void) {
      * -0.8%: every block's fence and ticket, then one warp's route, cost more than the launch) */
     v.matmul_n_route = memra_cu_env_is("MEMRA_ROUTER_ROUTE", "1") ? memra_cu_matmul_n_route : NULL;
 #endif
+#if MEMRA_ABI_MINOR >= 23
+    /* ABI 1.23: q / k (Q4_K) and v (Q6_K) of one row in one v11 launch with the norm in its head
+     * (matmul_tc11mx.cuh), with the 1.14 slots: opt-in, MEMRA_QKV_MIXED=1, until measured */
+    v.rmsnorm_matmul_mixed = v.rmsnorm_matmul_n && memra_cu_env_is("MEMRA_QKV_MIXED", "1")
+                                 ? memra_cu_rmsnorm_matmul_mixed
+                                 : NULL;
+#endif
 #if MEMRA_ABI_MINOR >= 15
     /* ABI 1.15 (matmul.cu: for one row of 4096 and Q8_0 / Q4_K weights the norm at the end of
      * the v13 / v11 launch, by its last block; otherwise the composition): opt-in,

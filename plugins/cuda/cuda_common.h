@@ -218,6 +218,11 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
                                        const memra_tensor *w_norm, float eps, int32_t n,
                                        const memra_tensor *y, const memra_tensor *w,
                                        const memra_tensor *bias);
+memra_status memra_cu_rmsnorm_matmul_mixed(memra_backend *be, const memra_tensor *xn,
+                                           const memra_tensor *x, const memra_tensor *res,
+                                           const memra_tensor *w_norm, float eps, int32_t n,
+                                           const memra_tensor *y, const memra_tensor *w,
+                                           const memra_tensor *bias);
 memra_status memra_cu_rmsnorm_ffn_glu(memra_backend *be, const memra_tensor *xn,
                                       const memra_tensor *x, const memra_tensor *res,
                                       const memra_tensor *w_norm, float eps, const memra_tensor *y,

@@ -96,6 +96,7 @@
 #include "plugins/cuda/matmul_ffn13.cuh"
 #include "plugins/cuda/matmul_tc.cuh"
 #include "plugins/cuda/matmul_tc11.cuh"
+#include "plugins/cuda/matmul_tc11mx.cuh"
 #include "plugins/cuda/matmul_v6.cuh"
 #include "plugins/cuda/matmul_h12.cuh"
 
@@ -1002,6 +1003,93 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
   }
   memra_status st = memra_cu_rmsnorm(be, xn, x, res, w_norm, eps);
   return st != MEMRA_OK ? st : memra_cu_matmul_n(be, n, y, xn, w, bias);
+}
+
+/* ABI 1.23 rmsnorm_matmul_mixed: rmsnorm_matmul_n over weights of several types (each of x's K).
+ * One type: rmsnorm_matmul_n. Q4_K with Q6_K rows of 4096 (half a Q4_K_M file's q, k, v), the
+ * mixed form: one v11 launch over both with the norm in its head for one row (matmul_tc11mx.cuh),
+ * the norm and v7 launches for batches, the Q6_K on the tensor-core form either way (TC_Q6I, as the
+ * launch computes them), so a row's bits do not depend on its batch. Otherwise the norm, then
+ * matmul_n per type: each row as matmul gives it. */
+memra_status memra_cu_rmsnorm_matmul_mixed(memra_backend *be, const memra_tensor *xn,
+                                           const memra_tensor *x, const memra_tensor *res,
+                                           const memra_tensor *w_norm, float eps, int32_t n,
+                                           const memra_tensor *y, const memra_tensor *w,
+                                           const memra_tensor *bias) {
+  const char *op = "rmsnorm_matmul_mixed";
+  if (!xn || !x || !res || !w_norm || !y || !w)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: a tensor argument is NULL", op);
+  if (n < 1 || n > MM_MAX_JOBS)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %d outputs (1..%d)", op, n, MM_MAX_JOBS);
+  bool one_type = true;
+  for (int32_t i = 0; i < n; ++i) {
+    if (w[i].ne0 != w[0].ne0)
+      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: w[%d] has K %lld, w[0] %lld", op, i,
+                           (long long)w[i].ne0, (long long)w[0].ne0);
+    if (memra_cu_overlap(&y[i], xn) || memra_cu_overlap(&y[i], x) || memra_cu_overlap(&y[i], res))
+      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps xn, x or res", op, i);
+    for (int32_t j = 0; j < i; ++j)
+      if (memra_cu_overlap(&y[i], &y[j]))
+        return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);
+    one_type = one_type && w[i].type == w[0].type;
+  }
+  if (one_type) return memra_cu_rmsnorm_matmul_n(be, xn, x, res, w_norm, eps, n, y, w, bias);
+  /* The mixed form, by the matrices alone (never the batch): Q4_K and Q6_K rows of 4096, 16-byte
+   * aligned, v11 / v7 the default path; then the Q6_K take the tensor-core form at any M. */
+  mm_args a[MM_MAX_JOBS];
+  int nq4 = 0, nq6 = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    memra_status st = mm_check(be, &y[i], xn, &w[i], bias ? &bias[i] : NULL, &a[i]);
+    if (st != MEMRA_OK) return st;
+    const bool al = a[i].K == T11MX_K && memra_cu_align_of(a[i].w, w[i].nb1 * (a[i].N > 1)) >= 16;
+    nq4 += al && a[i].type == MEMRA_TYPE_Q4_K;
+    nq6 += al && a[i].type == MEMRA_TYPE_Q6_K;
+  }
+  const bool form = nq4 > 0 && nq6 > 0 && nq4 + nq6 == n && mm_gemv_mode() == MM_GEMV_DEFAULT;
+  for (int32_t i = 0; form && i < n; ++i)
+    a[i].path = MM_V11;
+  mm_norm nm;
+  if (form && a[0].M == 1 && a[0].xv16 && n13_fits(xn, x, res, w_norm, eps, &nm) &&
+      m11mx_fits(be)) {
+    mm_jobs J = {}; /* the Q4_K jobs' tiles first */
+    for (int pass = 0; pass < 2; ++pass)
+      for (int32_t i = 0; i < n; ++i)
+        if ((a[i].type == MEMRA_TYPE_Q4_K) == (pass == 0)) mm_job_add(&J, &a[i], w[i].nb1);
+    cudaError_t e = cudaSuccess;
+    const bool ok = m11mx_launch(be, J, nq4, &e, nm);
+    if (e != cudaSuccess)
+      return memra_cu_errf(be, MEMRA_E_DEVICE, "%s: the mixed kernel's launch setup: %s", op,
+                           cudaGetErrorString(e));
+    if (!ok) return memra_cu_errf(be, MEMRA_E_UNSUPPORTED, "%s: output too large", op);
+    MEMRA_CU_LAUNCHED();
+    return MEMRA_OK;
+  }
+  memra_status st = memra_cu_rmsnorm(be, xn, x, res, w_norm, eps);
+  for (int32_t i = 0; i < n && st == MEMRA_OK; ++i) { /* per type, in w's order */
+    bool first = true, same = true;
+    for (int32_t j = 0; j < n; ++j) {
+      first = first && !(j < i && w[j].type == w[i].type);
+      same = same && (w[j].type != w[i].type || a[j].path == a[i].path);
+    }
+    if (!first) continue;
+    mm_jobs J = {};
+    int64_t rows = 0;
+    for (int32_t j = i; j < n && st == MEMRA_OK; ++j) {
+      if (w[j].type != w[i].type) continue;
+      if (same && a[i].path != MM_V3) { /* one launch of the type's jobs, as matmul_n's */
+        mm_job_add(&J, &a[j], w[j].nb1);
+        rows += a[j].N;
+      } else if (a[j].path != MM_V3) { /* a launch each, on the path chosen above */
+        mm_jobs J1 = {};
+        mm_job_add(&J1, &a[j], w[j].nb1);
+        st = mm_launch_jobs(be, &a[j], J1, a[j].N);
+      } else {
+        st = memra_cu_matmul(be, &y[j], xn, &w[j], bias ? &bias[j] : NULL);
+      }
+    }
+    if (J.n > 0 && st == MEMRA_OK) st = mm_launch_jobs(be, &a[i], J, rows);
+  }
+  return st;
 }
 
 /* ABI 1.15 matmul_rmsnorm: for one row of 4096 outputs and Q8_0 weights that v13 takes (or Q4_K

@@ -22,6 +22,8 @@
 #ifndef MEMRA_CUDA_MATMUL_NORM13_CUH
 #define MEMRA_CUDA_MATMUL_NORM13_CUH
 
+#include <type_traits>
+
 #include "plugins/cuda/device_util.cuh"
 #include "plugins/cuda/launch.cuh"
 #include "plugins/cuda/matmul_q8b.cuh"
@@ -176,10 +178,12 @@ __device__ __forceinline__ void n11_load_w(const mm_norm &nm, float4 (&g)[N13_J]
 
 /* After the wait, by the 4 consumer warps (bar 1): the row's rms in rmsnorm_v2's order, then the
  * normed row split into v11's prep layout (tc_split8, tc_store_split: tc_split_row's values);
- * block 0 writes xn; *ticket as n13_norm_x's. */
-template <int NCW, typename XS>
+ * block 0 writes xn; *ticket as n13_norm_x's. XS2 (not void: matmul_tc11mx.cuh's jobs of two
+ * types) splits the same values into a second form at (xb2, xs2) too. */
+template <int NCW, typename XS, typename XS2 = void>
 __device__ __forceinline__ void n11_norm_split(const mm_norm &nm, const float4 (&g)[N13_J],
-                                               uint4 *xb, XS *xs, float *shn, unsigned *ticket) {
+                                               uint4 *xb, XS *xs, float *shn, unsigned *ticket,
+                                               uint4 *xb2 = nullptr, XS2 *xs2 = nullptr) {
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   float4 v[N13_J]; /* v[2 i + h]: float4 2 t + h + 256 i */
 #pragma unroll
@@ -225,6 +229,7 @@ __device__ __forceinline__ void n11_norm_split(const mm_norm &nm, const float4 (
       if (blockIdx.x == 0) ((float4 *)nm.xn)[2 * t + h + 256 * i] = o;
     }
     tc_split_put(e8, xb, xs, 8 * (int64_t)t + 1024 * i);
+    if constexpr (!std::is_void<XS2>::value) tc_split_put(e8, xb2, xs2, 8 * (int64_t)t + 1024 * i);
   }
 }
 

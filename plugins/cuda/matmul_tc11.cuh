@@ -119,6 +119,27 @@ __device__ __forceinline__ void t11_xw_split(float (&v)[t11_xi<CW>()][8], uint4 
     tc_split_put(v[i], xb, xs, 8 * (int64_t)threadIdx.x + 8 * 32 * CW * i);
 }
 
+/* A ring stage's copies by the producer warp: rowb bytes from byte off of the tile's rows n0 ..
+ * n0 + 15 (rows past N: the last row) into dst, rows MEMRA_T11_PAD apart, full expecting them. K
+ * within one stage (whole) and rows back to back (GGUF tensors): the tile's rows are one contiguous
+ * range, one copy; else a copy per row by lanes r < 16. */
+__device__ __forceinline__ void t11_stage_copy(uint8_t *dst, const mm_job &jb, int64_t n0,
+                                               uint64_t off, uint32_t rowb, bool whole,
+                                               uint64_t *full, int lane) {
+  const int64_t nrows = jb.N - n0 < TC_ROWS ? jb.N - n0 : TC_ROWS;
+  const bool one = MEMRA_T11_PAD == 0 && whole && jb.w_nb1 == (uint64_t)rowb;
+  if (lane == 0) memra_mbar_expect(full, (uint32_t)(one ? nrows : TC_ROWS) * rowb);
+  __syncwarp();
+  if (one) {
+    if (lane == 0)
+      memra_bulk_load(dst, jb.w + (uint64_t)n0 * jb.w_nb1, (uint32_t)nrows * rowb, full);
+  } else if (lane < TC_ROWS) {
+    const int64_t n = n0 + lane < jb.N ? n0 + lane : jb.N - 1;
+    memra_bulk_load(dst + lane * (rowb + MEMRA_T11_PAD), jb.w + (uint64_t)n * jb.w_nb1 + off, rowb,
+                    full);
+  }
+}
+
 template <int T, bool VEC, int T11_SB, bool CV, bool NORM = false, bool XW = false,
           bool TAIL = false, bool RK = false, int T11_CW = TC_WARPS>
 __global__ void __launch_bounds__((T11_CW + 1) * 32)
@@ -168,24 +189,11 @@ __global__ void __launch_bounds__((T11_CW + 1) * 32)
       const int64_t n0 = jb.b * TC_ROWS, sb0 = T11_SB * gi;
       const int64_t nv = nsb - sb0 < T11_SB ? nsb - sb0 : T11_SB;
       const uint32_t rowb = (uint32_t)(nv * T11_SBB); /* a row's bytes in this stage */
-      uint8_t *dst = ring + s * T11_STAGE;
-      /* K within one stage and rows back to back (GGUF tensors): the tile's rows are one
-       * contiguous range, one copy; else a copy per row (rows past N: the last row) */
-      const int64_t nrows = jb.N - n0 < TC_ROWS ? jb.N - n0 : TC_ROWS;
-      const bool one = MEMRA_T11_PAD == 0 && nv == nsb && jb.w_nb1 == (uint64_t)rowb;
       if (MEMRA_T11_NOCOPY) { /* the timing probe: the stage's arrival alone */
         if (lane == 0) memra_mbar_arrive(&full[s]);
       } else {
-        if (lane == 0) memra_mbar_expect(&full[s], (uint32_t)(one ? nrows : TC_ROWS) * rowb);
-        __syncwarp();
-        if (one) {
-          if (lane == 0)
-            memra_bulk_load(dst, jb.w + (uint64_t)n0 * jb.w_nb1, (uint32_t)nrows * rowb, &full[s]);
-        } else if (lane < TC_ROWS) {
-          const int64_t n = n0 + lane < jb.N ? n0 + lane : jb.N - 1;
-          memra_bulk_load(dst + lane * (rowb + MEMRA_T11_PAD),
-                          jb.w + (uint64_t)n * jb.w_nb1 + (uint64_t)sb0 * T11_SBB, rowb, &full[s]);
-        }
+        t11_stage_copy(ring + s * T11_STAGE, jb, n0, (uint64_t)sb0 * T11_SBB, rowb, nv == nsb,
+                       &full[s], lane);
       }
       if (u == (dyn || units >= pre ? pre : units) - 1) memra_pdl_enter();
     }

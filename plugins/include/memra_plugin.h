@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define MEMRA_ABI_MAJOR 1u
-#define MEMRA_ABI_MINOR 22u
+#define MEMRA_ABI_MINOR 23u
 
 typedef enum memra_status {
   MEMRA_OK = 0,
@@ -576,6 +576,19 @@ typedef struct memra_backend_vt {
                                  const memra_tensor *x, const memra_tensor *w,
                                  const memra_tensor *bias, const memra_tensor *ids,
                                  const memra_tensor *weights, int32_t normalize);
+  /* ABI 1.23. rmsnorm_matmul_mixed (optional: NULL = rmsnorm_matmul_n per group of same-type
+   * weights): rmsnorm_matmul_n's contract except that the w[i] may differ in type (each has x's
+   * K): a decode step's q, k and v in one call where v's type is not q's (half the layers of a
+   * Q4_K_M file). With one type it is rmsnorm_matmul_n. Otherwise each y[i] is within matmul's
+   * tolerance of x . w[i]^T and a function of x's row and w[i] alone, the same in every call of
+   * this slot at any batch size (the plugin may keep one kernel per matrix for these calls that
+   * matmul does not take, e.g. one launch over both types); the core calls it for decode-only
+   * batches, so a row's bits never depend on its batch. */
+  memra_status (*rmsnorm_matmul_mixed)(memra_backend *be, const memra_tensor *xn,
+                                       const memra_tensor *x, const memra_tensor *res,
+                                       const memra_tensor *w_norm, float eps, int32_t n,
+                                       const memra_tensor *y, const memra_tensor *w,
+                                       const memra_tensor *bias);
 } memra_backend_vt;
 
 typedef const memra_plugin_info *(*memra_plugin_probe_fn)(void);

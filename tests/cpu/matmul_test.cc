@@ -462,6 +462,42 @@ TEST(CpuMatmulAcc, EqualsMatmulThenAddBitForBit) {
   EXPECT_TRUE(bits_equal(y.get<float>(), y0));
 }
 
+// ABI 1.23 rmsnorm_matmul_mixed: the norm with projections of several types (a Q4_K_M layer's
+// Q4_K q / k and Q6_K v) equals rmsnorm followed by a matmul each, bit for bit in x, xn and every
+// output, at odd row counts; weights of another K are refused with the slot's name.
+TEST(CpuRmsnormProj, MixedTypesEqualTheCompositionBitForBit) {
+  Cpu c;
+  ASSERT_NE(nullptr, c.vt->rmsnorm_matmul_mixed);
+  std::mt19937 g(73);
+  const int64_t d = 256, m = 3;
+  const std::vector<float> x0 = randf(g, m * d, -2.f, 2.f), r0 = randf(g, m * d),
+                           wn0 = randf(g, d, 0.5f, 1.5f);
+  Dev x(c, MEMRA_TYPE_F32, d, m), x_ref(c, MEMRA_TYPE_F32, d, m), res(c, MEMRA_TYPE_F32, d, m),
+      wn(c, MEMRA_TYPE_F32, d, 1), xn(c, MEMRA_TYPE_F32, d, m), xn_ref(c, MEMRA_TYPE_F32, d, m);
+  x.put(x0);
+  x_ref.put(x0);
+  res.put(r0);
+  wn.put(wn0);
+  const int64_t nqk[2] = {48, 17}, nv[1] = {33};
+  Group qk(c, g, MEMRA_TYPE_Q4_K, 2, nqk, d, m), v(c, g, MEMRA_TYPE_Q6_K, 1, nv, d, m);
+  const memra_tensor ys[3] = {qk.ys[0], qk.ys[1], v.ys[0]}, ws[3] = {qk.ws[0], qk.ws[1], v.ws[0]},
+                     bs[3] = {qk.bs[0], qk.bs[1], v.bs[0]};
+  ASSERT_EQ(MEMRA_OK,
+            c.vt->rmsnorm_matmul_mixed(c.be, &xn.t, &x.t, &res.t, &wn.t, 1e-5f, 3, ys, ws, bs))
+      << c.err();
+  ASSERT_EQ(MEMRA_OK, c.vt->rmsnorm(c.be, &xn_ref.t, &x_ref.t, &res.t, &wn.t, 1e-5f)) << c.err();
+  EXPECT_TRUE(bits_equal(x.get<float>(), x_ref.get<float>())) << "x";
+  EXPECT_TRUE(bits_equal(xn.get<float>(), xn_ref.get<float>())) << "xn";
+  qk.expect_each_is_matmul(c, &xn_ref.t, true);
+  v.expect_each_is_matmul(c, &xn_ref.t, true);
+
+  Dev w512(c, MEMRA_TYPE_Q4_K, 512, 16), y16(c, MEMRA_TYPE_F32, 16, m);
+  const memra_tensor ys2[2] = {qk.ys[0], y16.t}, ws2[2] = {qk.ws[0], w512.t};
+  EXPECT_EQ(MEMRA_E_INVALID, c.vt->rmsnorm_matmul_mixed(c.be, &xn.t, &x.t, &res.t, &wn.t, 1e-5f, 2,
+                                                        ys2, ws2, nullptr));
+  EXPECT_EQ(0u, c.err().find("rmsnorm_matmul_mixed: w[1] has K 512, w[0] 256")) << c.err();
+}
+
 TEST(CpuRmsnormProj, RefusesBadArguments) {
   Cpu c;
   std::mt19937 g(71);

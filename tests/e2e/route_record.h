@@ -42,6 +42,13 @@ inline memra_status rec_norm_mm(memra_backend *be, const memra_tensor *xn, const
   g_log.push_back("rmsnorm_matmul_n " + std::to_string(n) + (res->buf ? " res" : ""));
   return g_real->rmsnorm_matmul_n(be, xn, x, res, wn, eps, n, y, w, b);
 }
+inline memra_status rec_norm_mixed(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
+                                   const memra_tensor *res, const memra_tensor *wn, float eps,
+                                   int32_t n, const memra_tensor *y, const memra_tensor *w,
+                                   const memra_tensor *b) {
+  g_log.push_back("rmsnorm_matmul_mixed " + std::to_string(n) + (res->buf ? " res" : ""));
+  return g_real->rmsnorm_matmul_mixed(be, xn, x, res, wn, eps, n, y, w, b);
+}
 inline memra_status rec_norm_ffn(memra_backend *be, const memra_tensor *xn, const memra_tensor *x,
                                  const memra_tensor *res, const memra_tensor *wn, float eps,
                                  const memra_tensor *y, const memra_tensor *h,
@@ -85,8 +92,11 @@ struct RoutePair {
 
   // Opens both on tests/e2e/fixtures/<fixture>.gguf with a context of params p.
   bool open(const std::string &fixture, const memra_ctx_params &p) {
-    name = fixture;
-    const std::string path = "tests/e2e/fixtures/" + fixture + ".gguf";
+    return open_path("tests/e2e/fixtures/" + fixture + ".gguf", p);
+  }
+  // The same on the GGUF at path (e.g. one memra-synth wrote).
+  bool open_path(const std::string &path, const memra_ctx_params &p) {
+    name = path;
     if (!with.open_with(path, p) || !without.open_with(path, p)) return false;
     vt_with = *with.bh.vt;
     vt_without = *without.bh.vt;

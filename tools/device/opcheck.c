@@ -2380,6 +2380,143 @@ static void check_errors(void) {
   ck_free(&d);
 }
 
+/* rmsnorm_matmul_mixed (ABI 1.23): a row of 4096 (+= res) normed with Q4_K q (4096 rows) and k
+ * (1024) and Q6_K v (1024: a Q4_K_M layer's), with and without res, v given first or last.
+ * Against the oracle; on the plugin under test x and xn bit-identical to rmsnorm's, q and k to
+ * rmsnorm_matmul_n's (their own type's launch), and every y the same bits in a second call and as
+ * row 0 of a 3-row call (which the GPU runs as the norm and v7 launches): a row's bits do not
+ * depend on its batch. */
+static void check_norm_mixed(void) {
+  const int64_t K = 4096, M3 = 3;
+  const char *op = "rmsnorm_matmul_mixed";
+  if (!P[1].vt->rmsnorm_matmul_mixed) {
+    ck_record(op, "Q4_K q, k + Q6_K v", INFINITY, 0, 0, "slot missing");
+    return;
+  }
+  for (int c = 0; c < 3; ++c) {
+    if (g_quick && c == 2) continue;
+    const int has_res = c != 1, vfirst = c == 2;
+    int64_t ns[3];
+    int32_t ty[3];
+    for (int j = 0; j < 3; ++j) {
+      const int v = vfirst ? j == 0 : j == 2;
+      ty[j] = v ? MEMRA_TYPE_Q6_K : MEMRA_TYPE_Q4_K;
+      ns[j] = v || j == (vfirst ? 2 : 1) ? K / 4 : K;
+    }
+    ck_buf dw[3], dy[3], dy2[3], dy3[3];
+    for (int j = 0; j < 3; ++j) {
+      uint64_t nb;
+      void *w = ck_rand_rows(ty[j], K, ns[j], &nb);
+      dw[j] = ck_new(nb, w);
+      free(w);
+      dy[j] = ck_new((uint64_t)ns[j] * 4, NULL);
+      dy2[j] = ck_new((uint64_t)ns[j] * 4, NULL);
+      dy3[j] = ck_new((uint64_t)ns[j] * 4 * M3, NULL);
+    }
+    float *x = ck_frand_vec(K * M3, -2, 2), *r = ck_frand_vec(K * M3, -1, 1),
+          *wn = ck_frand_vec(K, 0.5, 1.5);
+    ck_buf dx = ck_new((uint64_t)K * 4, x), dx2 = ck_new((uint64_t)K * 4, x),
+           dx3 = ck_new((uint64_t)K * 4 * M3, x), dr = ck_new((uint64_t)K * 4 * M3, r),
+           dwn = ck_new((uint64_t)K * 4, wn), dxn = ck_new((uint64_t)K * 4, NULL),
+           dxn2 = ck_new((uint64_t)K * 4, NULL), dxn3 = ck_new((uint64_t)K * 4 * M3, NULL);
+    char what[96], w2[160];
+    snprintf(what, sizeof what, "K=4096 %s%s", vfirst ? "v (Q6_K), q, k (Q4_K)" : "q, k, v",
+             has_res ? " +res" : "");
+    memra_tensor none = {0};
+    int ok_ = 1;
+    memra_tensor ws[2][3], ys[2][3];
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j) {
+        ws[i][j] = ck_t(&dw[j], i, ty[j], K, ns[j]);
+        ys[i][j] = ck_t(&dy[j], i, 0, ns[j], 1);
+      }
+    BOTH(op, what,
+         P[i].vt->rmsnorm_matmul_mixed(P[i].be, TP(&dxn, i, 0, K, 1), TP(&dx, i, 0, K, 1),
+                                       has_res ? TP(&dr, i, 0, K, 1) : &none, TP(&dwn, i, 0, K, 1),
+                                       1e-5f, 3, ys[i], ws[i], NULL));
+    if (ok_) {
+      compare_f32(op, "  x", &dx, K, 1e-6);
+      compare_f32(op, "  xn", &dxn, K, 1e-5);
+      for (int j = 0; j < 3; ++j)
+        compare_f32(op, j == 0 ? "  y[0]" : j == 1 ? "  y[1]" : "  y[2]", &dy[j], ns[j], 1e-5);
+      /* q and k as rmsnorm_matmul_n computes them, from the same x */
+      memra_tensor yq[2], wq[2];
+      int nq = 0;
+      for (int j = 0; j < 3; ++j)
+        if (ty[j] == MEMRA_TYPE_Q4_K) yq[nq] = ck_t(&dy2[j], 1, 0, ns[j], 1), wq[nq++] = ws[1][j];
+      memra_plug_must(&P[1],
+                      P[1].vt->rmsnorm_matmul_n(P[1].be, TP(&dxn2, 1, 0, K, 1),
+                                                TP(&dx2, 1, 0, K, 1),
+                                                has_res ? TP(&dr, 1, 0, K, 1) : &none,
+                                                TP(&dwn, 1, 0, K, 1), 1e-5f, nq, yq, wq, NULL),
+                      "rmsnorm_matmul_n");
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      snprintf(w2, sizeof w2, "%s: x == rmsnorm_matmul_n's", what);
+      record_bitwise(w2, &dx, &dx2, (uint64_t)K * 4);
+      snprintf(w2, sizeof w2, "%s: xn == rmsnorm_matmul_n's", what);
+      record_bitwise(w2, &dxn, &dxn2, (uint64_t)K * 4);
+      for (int j = 0; j < 3; ++j)
+        if (ty[j] == MEMRA_TYPE_Q4_K) {
+          snprintf(w2, sizeof w2, "%s: y[%d] (Q4_K) == rmsnorm_matmul_n's", what, j);
+          record_bitwise(w2, &dy2[j], &dy[j], (uint64_t)ns[j] * 4);
+        }
+      /* a second call from the same x (the GPU's launch left its norm's ticket count) */
+      ck_buf dxb = ck_new((uint64_t)K * 4, x), dxnb = ck_new((uint64_t)K * 4, NULL);
+      memra_tensor yb[3];
+      for (int j = 0; j < 3; ++j)
+        yb[j] = ck_t(&dy2[j], 1, 0, ns[j], 1);
+      memra_plug_must(
+          &P[1],
+          P[1].vt->rmsnorm_matmul_mixed(P[1].be, TP(&dxnb, 1, 0, K, 1), TP(&dxb, 1, 0, K, 1),
+                                        has_res ? TP(&dr, 1, 0, K, 1) : &none, TP(&dwn, 1, 0, K, 1),
+                                        1e-5f, 3, yb, ws[1], NULL),
+          op);
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      for (int j = 0; j < 3; ++j) {
+        snprintf(w2, sizeof w2, "%s: y[%d] the same in a second call", what, j);
+        record_bitwise(w2, &dy2[j], &dy[j], (uint64_t)ns[j] * 4);
+      }
+      snprintf(w2, sizeof w2, "%s: x the same in a second call", what);
+      record_bitwise(w2, &dxb, &dx, (uint64_t)K * 4);
+      ck_free(&dxb);
+      ck_free(&dxnb);
+    }
+    if (ok_) { /* three rows, row 0 the one above (its res too) */
+      memra_tensor y3[3];
+      for (int j = 0; j < 3; ++j)
+        y3[j] = ck_t(&dy3[j], 1, 0, ns[j], M3);
+      memra_plug_must(
+          &P[1],
+          P[1].vt->rmsnorm_matmul_mixed(P[1].be, TP(&dxn3, 1, 0, K, M3), TP(&dx3, 1, 0, K, M3),
+                                        has_res ? TP(&dr, 1, 0, K, M3) : &none,
+                                        TP(&dwn, 1, 0, K, 1), 1e-5f, 3, y3, ws[1], NULL),
+          op);
+      memra_plug_must(&P[1], P[1].vt->synchronize(P[1].be), "synchronize");
+      for (int j = 0; j < 3; ++j) {
+        snprintf(w2, sizeof w2, "%s: y[%d] row 0 of 3 == the row alone", what, j);
+        record_bitwise(w2, &dy3[j], &dy[j], (uint64_t)ns[j] * 4);
+      }
+    }
+    for (int j = 0; j < 3; ++j) {
+      ck_free(&dw[j]);
+      ck_free(&dy[j]);
+      ck_free(&dy2[j]);
+      ck_free(&dy3[j]);
+    }
+    ck_free(&dx);
+    ck_free(&dx2);
+    ck_free(&dx3);
+    ck_free(&dr);
+    ck_free(&dwn);
+    ck_free(&dxn);
+    ck_free(&dxn2);
+    ck_free(&dxn3);
+    free(x);
+    free(r);
+    free(wn);
+  }
+}
+
 int main(int argc, char **argv) {
   ck_table_style_set(&(ck_table_style){15, 95, 95, 10, 64, 10, 64, "rel err"});
   ck_rng = 0x9E3779B97F4A7C15ull; /* the default seed */
@@ -2390,6 +2527,7 @@ int main(int argc, char **argv) {
   setenv("MEMRA_MM_NORM", "1", 0);
   setenv("MEMRA_QKV_ROPE", "1", 0);
   setenv("MEMRA_ACC", "1", 0);
+  setenv("MEMRA_QKV_MIXED", "1", 0);
   const char *paths[2] = {NULL, NULL};
   if (ck_args(argc, argv, &g_quick, paths, 2) != 2) {
     fprintf(stderr, "usage: opcheck [--quick] [--seed N] REF.so TEST.so\n");
@@ -2404,6 +2542,7 @@ int main(int argc, char **argv) {
   check_matmul_n();
   check_ffn_glu();
   check_norm_proj();
+  check_norm_mixed();
   check_matmul_rmsnorm();
   check_matmul_acc();
   check_rmsnorm();

@@ -47,6 +47,8 @@ static const preset PRESETS[] = {
     {"tiny-llama", {"llama", 300, 64, 2, 4, 2, 16, 96, 10000.0f, false, true, DENSE}},
     {"tiny-qwen2", {"qwen2", 300, 64, 2, 4, 1, 16, 96, 1000000.0f, true, false, DENSE}},
     {"tiny-qwen3", {"qwen3", 300, 64, 2, 4, 2, 32, 96, 1000000.0f, false, false, DENSE}},
+    /* K-quant rows (256 wide): q4_k_m mixes Q6_K attn_v / ffn_down into its last layer */
+    {"tiny-llama-k", {"llama", 300, 256, 3, 4, 2, 64, 512, 10000.0f, false, true, DENSE}},
     {"llama31-8b", {"llama", 128256, 4096, 32, 32, 8, 128, 14336, 500000.0f, false, true, DENSE}},
     {"qwen3-8b", {"qwen3", 151936, 4096, 36, 32, 8, 128, 12288, 1000000.0f, false, false, DENSE}},
     {"smollm2-135m", {"llama", 49152, 576, 30, 9, 3, 64, 1536, 100000.0f, true, false, DENSE}},
