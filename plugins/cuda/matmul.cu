@@ -1051,12 +1051,12 @@ memra_status memra_cu_rmsnorm_matmul_mixed(memra_backend *be, const memra_tensor
   mm_norm nm;
   if (form && a[0].M == 1 && a[0].xv16 && n13_fits(xn, x, res, w_norm, eps, &nm) &&
       m11mx_fits(be)) {
-    mm_jobs J = {}; /* the Q4_K jobs' tiles first */
+    mm_jobs J = {}; /* the Q6_K jobs' tiles first */
     for (int pass = 0; pass < 2; ++pass)
       for (int32_t i = 0; i < n; ++i)
-        if ((a[i].type == MEMRA_TYPE_Q4_K) == (pass == 0)) mm_job_add(&J, &a[i], w[i].nb1);
+        if ((a[i].type == MEMRA_TYPE_Q6_K) == (pass == 0)) mm_job_add(&J, &a[i], w[i].nb1);
     cudaError_t e = cudaSuccess;
-    const bool ok = m11mx_launch(be, J, nq4, &e, nm);
+    const bool ok = m11mx_launch(be, J, nq6, &e, nm);
     if (e != cudaSuccess)
       return memra_cu_errf(be, MEMRA_E_DEVICE, "%s: the mixed kernel's launch setup: %s", op,
                            cudaGetErrorString(e));

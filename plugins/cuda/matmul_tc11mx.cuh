@@ -3,15 +3,15 @@
  *
  * Why (docs/PERF.md): in half the layers of a Q4_K_M file attn_v is Q6_K while q and k are Q4_K,
  * so a decode layer ran q / k (v11 with the norm head) and then v as a launch of its own (v5, the
- * H200 trace's 3.7 us a layer, 16 layers of Llama-3.1-8B). Here the Q4_K jobs' tiles come first and
- * the Q6_K jobs' after them, in one grid: the head normalizes x once and splits it into both
- * prep forms (Q4_K's f16 halves, TC_Q6I's byte digits), the producer sizes each tile's stages by
- * its type (16 Q4_K super-blocks a stage, as v11's K 4096 rows; 8 of Q6_K), and the consumers
- * apply each stage with its type's tc_stage_apply.
- * Bits: a Q4_K tile's sums are v11's (the norm-head kernel's), a Q6_K tile's are TC_Q6I's on
- * v11 / v7 (tcq<TC_Q6I>): the same for one row here and for a batch on v7, so every row of a
- * mixed call is a function of x's row and its matrix alone (the slot's contract). One row of
- * K 4096, 16-byte aligned; no conv, rope, tail or dynamic tiles; tiles stored one at a time. */
+ * H200 trace's 3.7 us a layer, 16 layers of Llama-3.1-8B). Here the Q6_K jobs' tiles come first and
+ * the Q4_K jobs' after them, in one grid (t11mx_tile_at's order): the head normalizes x once and
+ * splits it into both prep forms (Q4_K's f16 halves, TC_Q6I's byte digits), the producer sizes each
+ * tile's stages by its type (16 Q4_K super-blocks a stage, as v11's K 4096 rows; 8 of Q6_K), and
+ * the consumers apply each stage with its type's tc_stage_apply. Bits: a Q4_K tile's sums are v11's
+ * (the norm-head kernel's), a Q6_K tile's are TC_Q6I's on v11 / v7 (tcq<TC_Q6I>): the same for one
+ * row here and for a batch on v7, so every row of a mixed call is a function of x's row and its
+ * matrix alone (the slot's contract). One row of K 4096, 16-byte aligned; no conv, rope, tail or
+ * dynamic tiles; tiles stored one at a time. */
 #ifndef MEMRA_CUDA_MATMUL_TC11MX_CUH
 #define MEMRA_CUDA_MATMUL_TC11MX_CUH
 
@@ -31,22 +31,30 @@ template <int CW> static inline uint64_t t11mx_smem() {
          tc_prep_bytes<tc6i_xs>(T11MX_K) + sizeof(float) * CW * TC_ROWS + 16u * T11_ST;
 }
 
-/* A tile's job and type: tiles [0, tiles2) are Q4_K (the jobs before J's first Q6_K job), the rest
- * Q6_K; super-blocks a stage (sb) and bytes a super-block (sbb). */
+/* A tile's job and type: tiles [0, tiles6) are Q6_K (J's Q6_K jobs come first), the rest Q4_K;
+ * super-blocks a stage (sb) and bytes a super-block (sbb). */
 struct t11mx_tile {
   mm_job jb;
   bool q6;
   int sb, sbb;
 };
 __device__ __forceinline__ t11mx_tile t11mx_tile_of(const mm_jobs &J, int64_t tile,
-                                                    int64_t tiles2) {
-  const bool q6 = tile >= tiles2;
+                                                    int64_t tiles6) {
+  const bool q6 = tile < tiles6;
   return {mm_pick_at(J, tile), q6, q6 ? (int)T11MX_SB2 : MEMRA_T11_SB4K, q6 ? 210 : 144};
+}
+/* This block's i-th tile, -1 past its last: rounds of one tile a block, every other round in
+ * reverse block order, so the blocks that took a (larger) Q6_K tile in round 0 take their round-1
+ * tile last of all (Llama's q, k, v: 64 Q6_K + 320 Q4_K tiles on 264 blocks, none with two of
+ * them beside the Q6_K). */
+__device__ __forceinline__ int64_t t11mx_tile_at(int64_t i, int64_t n_tiles) {
+  const int64_t b = blockIdx.x, g = gridDim.x, tile = i * g + (i & 1 ? g - 1 - b : b);
+  return tile < n_tiles ? tile : -1;
 }
 
 template <int CW>
 __global__ void __launch_bounds__((CW + 1) * 32)
-    matmul_v11mx_kernel(const mm_jobs J, int64_t n_tiles, int64_t tiles2, const mm_norm nm) {
+    matmul_v11mx_kernel(const mm_jobs J, int64_t n_tiles, int64_t tiles6, const mm_norm nm) {
   constexpr int STAGE = t11mx_stage();
   extern __shared__ __align__(128) uint8_t sm[];
   uint8_t *ring = sm;
@@ -58,14 +66,13 @@ __global__ void __launch_bounds__((CW + 1) * 32)
       *(float(*)[CW][1][TC_ROWS])((uint8_t *)xb2 + tc_prep_bytes<tc6i_xs>(T11MX_K));
   uint64_t *full = (uint64_t *)(&part[CW - 1][0][TC_ROWS - 1] + 1), *empty = full + T11_ST;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t my_tiles = (n_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x;
   memra_ring_init(full, empty, T11_ST, CW);
 
   if (warp == CW) { /* producer: a tile's stages by its type */
     const int pre = mm_ring_pre_k(T11_ST, T11MX_K);
     int64_t u = 0;
-    for (int64_t i = 0; i < my_tiles; ++i) {
-      const t11mx_tile tl = t11mx_tile_of(J, blockIdx.x + i * gridDim.x, tiles2);
+    for (int64_t i = 0, tile; (tile = t11mx_tile_at(i, n_tiles)) >= 0; ++i) {
+      const t11mx_tile tl = t11mx_tile_of(J, tile, tiles6);
       const uint32_t rowb = (uint32_t)(tl.sb * tl.sbb); /* 4096 is whole stages of either type */
       for (int gi = 0; gi < T11MX_NSB / tl.sb; ++gi, ++u) {
         const int s = (int)(u % T11_ST);
@@ -96,8 +103,8 @@ __global__ void __launch_bounds__((CW + 1) * 32)
   const int g = lane >> 2, t = lane & 3;
   const tc_role ro = tc_role_of(g, t);
   int64_t u = 0;
-  for (int64_t i = 0; i < my_tiles; ++i) {
-    const t11mx_tile tl = t11mx_tile_of(J, blockIdx.x + i * gridDim.x, tiles2);
+  for (int64_t i = 0, tile; (tile = t11mx_tile_at(i, n_tiles)) >= 0; ++i) {
+    const t11mx_tile tl = t11mx_tile_of(J, tile, tiles6);
     const int sb = tl.sb;
     const mm_job &jb = tl.jb;
     float acc[1][2] = {{0.f, 0.f}};
@@ -127,16 +134,16 @@ __global__ void __launch_bounds__((CW + 1) * 32)
   if (CW == 4 || warp < 4) n13_finish<4>(nm, ticket, &n13_flag, warp, lane);
 }
 
-/* The mixed launch for J (its Q4_K jobs first, tiles [0, tiles2)), x of 4096 with the norm nm:
+/* The mixed launch for J (its n_q6 Q6_K jobs first), x of 4096 with the norm nm:
  * every block resident, at most ceil(grid / SMs) an SM (m11_launch's rule). False when the grid is
  * too large; *err: the attribute call's error (no launch then). */
-static bool m11mx_launch(const memra_backend *be, mm_jobs J, int n_q4, cudaError_t *err,
+static bool m11mx_launch(const memra_backend *be, mm_jobs J, int n_q6, cudaError_t *err,
                          const mm_norm &nm) {
   *err = cudaSuccess;
   constexpr int CW = tc_dense_warps(T11MX_K);
   const int64_t tiles = mm_jobs_layout(&J, TC_ROWS);
-  if (tiles == 0 || n_q4 < 1 || n_q4 >= J.n) return false;
-  const int64_t tiles2 = J.blk0[n_q4];
+  if (tiles == 0 || n_q6 < 1 || n_q6 >= J.n) return false;
+  const int64_t tiles6 = J.blk0[n_q6];
   int64_t smem = (int64_t)t11mx_smem<CW>();
   const int64_t slots = mm_block_slots(be, smem + 1024, 4);
   const int64_t per = (tiles + slots - 1) / slots, grid = (tiles + per - 1) / per;
@@ -160,7 +167,7 @@ static bool m11mx_launch(const memra_backend *be, mm_jobs J, int n_q4, cudaError
     raised = true;
   }
   (void)memra_cu_launch(be, matmul_v11mx_kernel<CW>, dim3((unsigned)grid), dim3((CW + 1) * 32),
-                        (size_t)smem, J, tiles, tiles2, nm);
+                        (size_t)smem, J, tiles, tiles6, nm);
   return true;
 }
 
