@@ -19,11 +19,18 @@
 #include "plugins/cuda/matmul_tc11.cuh"
 
 enum { T11MX_K = 4096, T11MX_NSB = T11MX_K / 256, T11MX_SB2 = 8 };
+/* EXPERIMENT (a build define; v11's MEMRA_T11_SB4K by default): super-blocks a stage of the Q4_K
+ * tiles here. 8: the ring's stages the Q6_K ones' size (26.9 KB), the block ~86 KB instead of
+ * ~110, so two blocks leave an SM the room v11's q / k launch left the kernels after it. */
+#ifndef MEMRA_T11MX_SB4
+#define MEMRA_T11MX_SB4 MEMRA_T11_SB4K
+#endif
+static_assert(MEMRA_T11MX_SB4 == 16 || MEMRA_T11MX_SB4 == 8, "a stage: a tile or half of one");
 
-/* A ring stage: the larger of a Q4_K stage (MEMRA_T11_SB4K super-blocks) and a Q6_K one. */
+/* A ring stage: the larger of a Q4_K stage (MEMRA_T11MX_SB4 super-blocks) and a Q6_K one. */
 __host__ __device__ constexpr int t11mx_stage() {
-  return TC_ROWS * (MEMRA_T11_SB4K * 144 > T11MX_SB2 * 210 ? MEMRA_T11_SB4K * 144 + MEMRA_T11_PAD
-                                                           : T11MX_SB2 * 210 + MEMRA_T11_PAD);
+  return TC_ROWS * (MEMRA_T11MX_SB4 * 144 > T11MX_SB2 * 210 ? MEMRA_T11MX_SB4 * 144 + MEMRA_T11_PAD
+                                                            : T11MX_SB2 * 210 + MEMRA_T11_PAD);
 }
 /* Shared memory: the ring, x in both prep forms, the warps' partials, the ring's barriers. */
 template <int CW> static inline uint64_t t11mx_smem() {
@@ -41,7 +48,7 @@ struct t11mx_tile {
 __device__ __forceinline__ t11mx_tile t11mx_tile_of(const mm_jobs &J, int64_t tile,
                                                     int64_t tiles6) {
   const bool q6 = tile < tiles6;
-  return {mm_pick_at(J, tile), q6, q6 ? (int)T11MX_SB2 : MEMRA_T11_SB4K, q6 ? 210 : 144};
+  return {mm_pick_at(J, tile), q6, q6 ? (int)T11MX_SB2 : MEMRA_T11MX_SB4, q6 ? 210 : 144};
 }
 /* This block's i-th tile, -1 past its last: rounds of one tile a block, every other round in
  * reverse block order, so the blocks that took a (larger) Q6_K tile in round 0 take their round-1

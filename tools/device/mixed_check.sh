@@ -29,6 +29,10 @@ echo "opcheck --quick: the mixed slot's rows, then the summary"
 grep -E "rmsnorm_matmul_mixed|K=4096 (q, k, v|v \(Q6_K\))" "$O/opcheck.txt" | cut -c1-150
 grep -E "FAIL|fail" "$O/opcheck.txt" | grep -v "^  " | tail -8
 tail -2 "$O/opcheck.txt"
+for v in ${VARS:-}; do # the variants' mixed rows too
+  timeout 240 "$D/opcheck" --quick "$D/libmemra_cpu.so" "/tmp/v-$v/libmemra_sm90a.so" >"$O/opcheck-$v.txt" 2>&1
+  echo "$v: $(grep -cE '^ok .*rmsnorm_matmul_mixed|PASS  bit-identical' "$O/opcheck-$v.txt") mixed rows ok; $(tail -1 "$O/opcheck-$v.txt")"
+done
 wait $SY
 MEMRA_QKV_MIXED=1 timeout 150 "$D/memra" gate graph --plugin-dir "$PL" --backend sm90a -m "$M" \
   --gate-p 200 -n 256 2>&1 | tail -3
