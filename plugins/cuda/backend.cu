@@ -325,8 +325,9 @@ static const memra_backend_vt *cu_vtable(void) {
 #endif
 #if MEMRA_ABI_MINOR >= 23
     /* ABI 1.23: q / k (Q4_K) and v (Q6_K) of one row in one v11 launch with the norm in its head
-     * (matmul_tc11mx.cuh), with the 1.14 slots: opt-in, MEMRA_QKV_MIXED=1, until measured */
-    v.rmsnorm_matmul_mixed = v.rmsnorm_matmul_n && memra_cu_env_is("MEMRA_QKV_MIXED", "1")
+     * (matmul_tc11mx.cuh), with the 1.14 slots; H100 Llama Q4_K_M tg128 @ d512 +1.6% (docs/PERF.md,
+     * thirty-seventh session). MEMRA_QKV_MIXED=0: off (q / k with the norm, v its own launch) */
+    v.rmsnorm_matmul_mixed = v.rmsnorm_matmul_n && !memra_cu_env_is("MEMRA_QKV_MIXED", "0")
                                  ? memra_cu_rmsnorm_matmul_mixed
                                  : NULL;
 #endif

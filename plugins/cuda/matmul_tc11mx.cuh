@@ -19,11 +19,12 @@
 #include "plugins/cuda/matmul_tc11.cuh"
 
 enum { T11MX_K = 4096, T11MX_NSB = T11MX_K / 256, T11MX_SB2 = 8 };
-/* EXPERIMENT (a build define; v11's MEMRA_T11_SB4K by default): super-blocks a stage of the Q4_K
- * tiles here. 8: the ring's stages the Q6_K ones' size (26.9 KB), the block ~86 KB instead of
- * ~110, so two blocks leave an SM the room v11's q / k launch left the kernels after it. */
+/* Super-blocks a stage of the Q4_K tiles here (a build define): 8, half a tile, so the ring's
+ * stages are the Q6_K ones' size (26.9 KB) and a block ~86 KB; at 16 (v11's) a block took ~110 KB,
+ * two filled an SM and the kernels after the launch could not become resident beside it (H100,
+ * thirty-seventh session: tg128 -1.2% at 16, +1.6% at 8 against the q / k and v launches). */
 #ifndef MEMRA_T11MX_SB4
-#define MEMRA_T11MX_SB4 MEMRA_T11_SB4K
+#define MEMRA_T11MX_SB4 8
 #endif
 static_assert(MEMRA_T11MX_SB4 == 16 || MEMRA_T11MX_SB4 == 8, "a stage: a tile or half of one");
 

@@ -1,8 +1,8 @@
 #!/bin/bash
-# mixed_check.sh — ABI 1.23's mixed q / k / v launch (matmul_tc11mx.cuh, opt-in MEMRA_QKV_MIXED=1)
-# on the GPU in one call (~5 minutes): opcheck --quick (its rmsnorm_matmul_mixed rows: against the
-# CPU, Q4_K rows == rmsnorm_matmul_n's, a second call and row 0 of three bit-identical), the graph
-# gate on Llama-3.1-8B Q4_K_M with the slot on, then ab.sh off / on (R rounds, tg128 @ d512).
+# mixed_check.sh — ABI 1.23's mixed q / k / v launch (matmul_tc11mx.cuh; MEMRA_QKV_MIXED=0 turns it
+# off) on the GPU in one call (~5 minutes): opcheck --quick (its rmsnorm_matmul_mixed rows: against
+# the CPU, Q4_K rows == rmsnorm_matmul_n's, a second call and row 0 of three bit-identical), the
+# graph gate on Llama-3.1-8B Q4_K_M with the slot on, then ab.sh off / on (R rounds, tg128 @ d512).
 # Build here first: bash tools/device/pack.sh; carry ["dist-carry"]. PL: the plugin's folder
 # ($D; a build_variant.sh plugin's var-NAME is unpacked into /tmp/v-NAME first); VARS: more
 # variants for the A/B (var-NAME in $D, each run with the slot on). Prints the table last.
@@ -15,8 +15,8 @@ unpack() { # var-NAME -> /tmp/v-NAME holding its plugin
 }
 PL=${PL:-$D}
 case "$PL" in var-*) unpack "${PL#var-}" && PL=/tmp/v-${PL#var-} ;; esac
-AB=(off="$PL" on="$PL:MEMRA_QKV_MIXED=1")
-for v in ${VARS:-}; do unpack "$v" && AB+=("$v=/tmp/v-$v:MEMRA_QKV_MIXED=1"); done
+AB=(off="$PL:MEMRA_QKV_MIXED=0" on="$PL")
+for v in ${VARS:-}; do unpack "$v" && AB+=("$v=/tmp/v-$v"); done
 O=${OUT:-/tmp/o}
 W=${WORK:-/tmp/memra-models}
 mkdir -p "$O" "$W"
@@ -34,6 +34,6 @@ for v in ${VARS:-}; do # the variants' mixed rows too
   echo "$v: $(grep -cE '^ok .*rmsnorm_matmul_mixed|PASS  bit-identical' "$O/opcheck-$v.txt") mixed rows ok; $(tail -1 "$O/opcheck-$v.txt")"
 done
 wait $SY
-MEMRA_QKV_MIXED=1 timeout 150 "$D/memra" gate graph --plugin-dir "$PL" --backend sm90a -m "$M" \
+timeout 150 "$D/memra" gate graph --plugin-dir "$PL" --backend sm90a -m "$M" \
   --gate-p 200 -n 256 2>&1 | tail -3
 R=${R:-2} WORK=$W D=$D bash tools/device/ab.sh llama31-8b:q4_k_m -- "${AB[@]}" | tail -6
