@@ -985,14 +985,18 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
         if (memra_cu_overlap(&y[i], &y[j]))
           return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);
     }
+    /* EXPERIMENT (MEMRA_T11MX_ALL=1, a build define): q, k, v of one type on the mixed kernel too
+     * (matmul_tc11mx.cuh: half-tile stages, a block ~86 KB against v11's ~92) */
+    const bool q11_mx = MEMRA_T11MX_ALL && q11 && n == 3 && m11mx_fits(be);
     if (v6 || q13 || q11) { /* v6 (F32), v13 (Q8_0) or v11 (Q4_K) with the norm */
       mm_jobs J = {};
       for (int32_t i = 0; i < n; ++i)
         mm_job_add(&J, &a[i], w[i].nb1);
       cudaError_t e = cudaSuccess;
-      const bool ok = v6    ? mv6_norm_launch(be, J, a[0].K, nm)
-                      : q13 ? m13_launch(be, J, a[0].x, a[0].K, &e, &nm)
-                            : m11_launch<MEMRA_TYPE_Q4_K, true>(be, J, a[0].x, a[0].K, &e, &nm);
+      const bool ok = v6       ? mv6_norm_launch(be, J, a[0].K, nm)
+                      : q13    ? m13_launch(be, J, a[0].x, a[0].K, &e, &nm)
+                      : q11_mx ? m11mx_launch(be, J, 0, &e, nm)
+                               : m11_launch<MEMRA_TYPE_Q4_K, true>(be, J, a[0].x, a[0].K, &e, &nm);
       if (e != cudaSuccess)
         return memra_cu_errf(be, MEMRA_E_DEVICE, "%s: %s kernel's launch setup: %s", op,
                              memra_type_info(w[0].type).name, cudaGetErrorString(e));

@@ -27,6 +27,11 @@ enum { T11MX_K = 4096, T11MX_NSB = T11MX_K / 256, T11MX_SB2 = 8 };
 #define MEMRA_T11MX_SB4 8
 #endif
 static_assert(MEMRA_T11MX_SB4 == 16 || MEMRA_T11MX_SB4 == 8, "a stage: a tile or half of one");
+/* EXPERIMENT (a build define, 0: off): rmsnorm_matmul_n's q, k, v of Q4_K alone on this kernel too
+ * (no Q6_K tiles), for the room its ~86 KB block leaves beside it (matmul.cu). */
+#ifndef MEMRA_T11MX_ALL
+#define MEMRA_T11MX_ALL 0
+#endif
 
 /* A ring stage: the larger of a Q4_K stage (MEMRA_T11MX_SB4 super-blocks) and a Q6_K one. */
 __host__ __device__ constexpr int t11mx_stage() {
@@ -142,7 +147,7 @@ __global__ void __launch_bounds__((CW + 1) * 32)
   if (CW == 4 || warp < 4) n13_finish<4>(nm, ticket, &n13_flag, warp, lane);
 }
 
-/* The mixed launch for J (its n_q6 Q6_K jobs first), x of 4096 with the norm nm:
+/* The mixed launch for J (its n_q6 >= 0 Q6_K jobs first), x of 4096 with the norm nm:
  * every block resident, at most ceil(grid / SMs) an SM (m11_launch's rule). False when the grid is
  * too large; *err: the attribute call's error (no launch then). */
 static bool m11mx_launch(const memra_backend *be, mm_jobs J, int n_q6, cudaError_t *err,
@@ -150,7 +155,7 @@ static bool m11mx_launch(const memra_backend *be, mm_jobs J, int n_q6, cudaError
   *err = cudaSuccess;
   constexpr int CW = tc_dense_warps(T11MX_K);
   const int64_t tiles = mm_jobs_layout(&J, TC_ROWS);
-  if (tiles == 0 || n_q6 < 1 || n_q6 >= J.n) return false;
+  if (tiles == 0 || n_q6 < 0 || n_q6 >= J.n) return false;
   const int64_t tiles6 = J.blk0[n_q6];
   int64_t smem = (int64_t)t11mx_smem<CW>();
   const int64_t slots = mm_block_slots(be, smem + 1024, 4);
