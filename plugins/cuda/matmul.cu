@@ -950,6 +950,22 @@ static bool n13_fits(const memra_tensor *xn, const memra_tensor *x, const memra_
   return true;
 }
 
+/* The ABI 1.14 / 1.23 norm slots' argument checks: tensors present, 1..MM_MAX_JOBS outputs, no y
+ * overlapping xn, x or res (op names the slot in the message). */
+static memra_status norm_mm_check(memra_backend *be, const char *op, const memra_tensor *xn,
+                                  const memra_tensor *x, const memra_tensor *res,
+                                  const memra_tensor *w_norm, int32_t n, const memra_tensor *y,
+                                  const memra_tensor *w) {
+  if (!xn || !x || !res || !w_norm || !y || !w)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: a tensor argument is NULL", op);
+  if (n < 1 || n > MM_MAX_JOBS)
+    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %d outputs (1..%d)", op, n, MM_MAX_JOBS);
+  for (int32_t i = 0; i < n; ++i)
+    if (memra_cu_overlap(&y[i], xn) || memra_cu_overlap(&y[i], x) || memra_cu_overlap(&y[i], res))
+      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps xn, x or res", op, i);
+  return MEMRA_OK;
+}
+
 /* ABI 1.14 rmsnorm_matmul_n: for one row of 4096 and Q8_0 weights that v13 takes (or Q4_K ones
  * v11 takes), the norm in that launch; for F32 weights on v6 (MEMRA_V6_NORM=1), the norm in v6's
  * head (the same bits as rmsnorm then matmul_n); otherwise the two calls. */
@@ -959,20 +975,15 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
                                        const memra_tensor *y, const memra_tensor *w,
                                        const memra_tensor *bias) {
   const char *op = "rmsnorm_matmul_n";
-  if (!xn || !x || !res || !w_norm || !y || !w)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: a tensor argument is NULL", op);
-  if (n < 1 || n > MM_MAX_JOBS)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %d outputs (1..%d)", op, n, MM_MAX_JOBS);
-  for (int32_t i = 0; i < n; ++i)
-    if (memra_cu_overlap(&y[i], xn) || memra_cu_overlap(&y[i], x) || memra_cu_overlap(&y[i], res))
-      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps xn, x or res", op, i);
+  memra_status st = norm_mm_check(be, op, xn, x, res, w_norm, n, y, w);
+  if (st != MEMRA_OK) return st;
   mm_norm nm;
   const bool v6_fits = n13_fits(xn, x, res, w_norm, eps, &nm, true);
   if (v6_fits || n13_fits(xn, x, res, w_norm, eps, &nm)) {
     mm_args a[MM_MAX_JOBS];
     bool q13 = mm_q8_mode() == MM_Q8_V13, q11 = m11_fits<MEMRA_TYPE_Q4_K>(be, 4096), v6 = v6_fits;
     for (int32_t i = 0; i < n; ++i) {
-      memra_status st = mm_check(be, &y[i], xn, &w[i], bias ? &bias[i] : NULL, &a[i]);
+      st = mm_check(be, &y[i], xn, &w[i], bias ? &bias[i] : NULL, &a[i]);
       if (st != MEMRA_OK) return st;
       v6 = v6 && a[i].path == MM_V6 && w[i].type == MEMRA_TYPE_F32 && a[i].M == 1 && a[i].xv16;
       /* v13's head without a residual (matmul_acc's route) measured slower than the norm's
@@ -1005,7 +1016,7 @@ memra_status memra_cu_rmsnorm_matmul_n(memra_backend *be, const memra_tensor *xn
       return MEMRA_OK;
     }
   }
-  memra_status st = memra_cu_rmsnorm(be, xn, x, res, w_norm, eps);
+  st = memra_cu_rmsnorm(be, xn, x, res, w_norm, eps);
   return st != MEMRA_OK ? st : memra_cu_matmul_n(be, n, y, xn, w, bias);
 }
 
@@ -1021,17 +1032,13 @@ memra_status memra_cu_rmsnorm_matmul_mixed(memra_backend *be, const memra_tensor
                                            const memra_tensor *y, const memra_tensor *w,
                                            const memra_tensor *bias) {
   const char *op = "rmsnorm_matmul_mixed";
-  if (!xn || !x || !res || !w_norm || !y || !w)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: a tensor argument is NULL", op);
-  if (n < 1 || n > MM_MAX_JOBS)
-    return memra_cu_errf(be, MEMRA_E_INVALID, "%s: %d outputs (1..%d)", op, n, MM_MAX_JOBS);
+  memra_status st = norm_mm_check(be, op, xn, x, res, w_norm, n, y, w);
+  if (st != MEMRA_OK) return st;
   bool one_type = true;
   for (int32_t i = 0; i < n; ++i) {
     if (w[i].ne0 != w[0].ne0)
       return memra_cu_errf(be, MEMRA_E_INVALID, "%s: w[%d] has K %lld, w[0] %lld", op, i,
                            (long long)w[i].ne0, (long long)w[0].ne0);
-    if (memra_cu_overlap(&y[i], xn) || memra_cu_overlap(&y[i], x) || memra_cu_overlap(&y[i], res))
-      return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps xn, x or res", op, i);
     for (int32_t j = 0; j < i; ++j)
       if (memra_cu_overlap(&y[i], &y[j]))
         return memra_cu_errf(be, MEMRA_E_INVALID, "%s: y[%d] overlaps y[%d]", op, i, j);
@@ -1043,7 +1050,7 @@ memra_status memra_cu_rmsnorm_matmul_mixed(memra_backend *be, const memra_tensor
   mm_args a[MM_MAX_JOBS];
   int nq4 = 0, nq6 = 0;
   for (int32_t i = 0; i < n; ++i) {
-    memra_status st = mm_check(be, &y[i], xn, &w[i], bias ? &bias[i] : NULL, &a[i]);
+    st = mm_check(be, &y[i], xn, &w[i], bias ? &bias[i] : NULL, &a[i]);
     if (st != MEMRA_OK) return st;
     const bool al = a[i].K == T11MX_K && memra_cu_align_of(a[i].w, w[i].nb1 * (a[i].N > 1)) >= 16;
     nq4 += al && a[i].type == MEMRA_TYPE_Q4_K;
@@ -1068,7 +1075,7 @@ memra_status memra_cu_rmsnorm_matmul_mixed(memra_backend *be, const memra_tensor
     MEMRA_CU_LAUNCHED();
     return MEMRA_OK;
   }
-  memra_status st = memra_cu_rmsnorm(be, xn, x, res, w_norm, eps);
+  st = memra_cu_rmsnorm(be, xn, x, res, w_norm, eps);
   for (int32_t i = 0; i < n && st == MEMRA_OK; ++i) { /* per type, in w's order */
     bool first = true, same = true;
     for (int32_t j = 0; j < n; ++j) {

@@ -8,6 +8,8 @@
 #   cw8    -DMEMRA_TC_WARPS=8 (matmul.cu moe.cu): eight warps a tile (other sums, own bits)
 #   cw4k8  -DMEMRA_TC_WARPS_4K=8 (matmul.cu): eight warps a tile for dense rows of K <= 4096 only
 #   v6n    MEMRA_V6_NORM=1 on the default plugin: the router's norm in its v6 head
+#   mixed0 MEMRA_QKV_MIXED=0 on the default plugin: the q / k launch and v's own (the thirty-seventh
+#          session's default, ABI 1.23's mixed launch, +1.3-1.6% on the H100)
 # Build here first (repo root): bash tools/device/pack.sh, then for each variant
 #   bash tools/device/build_variant.sh NAME "DEFINES" matmul.cu [moe.cu]
 # and carry ["dist-carry"] (the tree plus dist-carry stay under 64 MiB with these four variants).
@@ -56,7 +58,7 @@ done
 paste -d' ' <(awk '{print $1, $2, $3, "|", $4}' "$O/g-main.txt") $(for v in "${VARS[@]}"; do echo "$O/g-$v.cmp"; done)
 wait $SY
 # 3. the step: Llama Q4_K_M with every variant; the MoE and the hybrid with those meant for them
-AB=(main="$D")
+AB=(main="$D" mixed0="$D:MEMRA_QKV_MIXED=0") # mixed0: v's own launch again (ABI 1.23 off)
 for v in "${VARS[@]}"; do AB+=("$v=/tmp/v-$v"); done
 [ "$(left)" -gt 200 ] && R=${RL:-2} D=$D timeout $(($(left) - 150)) bash tools/device/ab.sh llama31-8b:q4_k_m -- "${AB[@]}" 2>&1 | tail -$((${#AB[@]} + 1))
 AB2=(main="$D" v6n="$D:MEMRA_V6_NORM=1")
