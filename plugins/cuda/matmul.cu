@@ -1076,29 +1076,24 @@ memra_status memra_cu_rmsnorm_matmul_mixed(memra_backend *be, const memra_tensor
     return MEMRA_OK;
   }
   st = memra_cu_rmsnorm(be, xn, x, res, w_norm, eps);
-  for (int32_t i = 0; i < n && st == MEMRA_OK; ++i) { /* per type, in w's order */
-    bool first = true, same = true;
-    for (int32_t j = 0; j < n; ++j) {
-      first = first && !(j < i && w[j].type == w[i].type);
-      same = same && (w[j].type != w[i].type || a[j].path == a[i].path);
-    }
+  for (int32_t i = 0; i < n && st == MEMRA_OK; ++i) { /* a call per type, in w's order */
+    bool first = true;
+    for (int32_t j = 0; j < i; ++j)
+      first = first && w[j].type != w[i].type;
     if (!first) continue;
     mm_jobs J = {};
+    memra_tensor gy[MM_MAX_JOBS], gw[MM_MAX_JOBS], gb[MM_MAX_JOBS];
+    int32_t gn = 0;
     int64_t rows = 0;
-    for (int32_t j = i; j < n && st == MEMRA_OK; ++j) {
-      if (w[j].type != w[i].type) continue;
-      if (same && a[i].path != MM_V3) { /* one launch of the type's jobs, as matmul_n's */
+    for (int32_t j = i; j < n; ++j)
+      if (w[j].type == w[i].type) {
         mm_job_add(&J, &a[j], w[j].nb1);
         rows += a[j].N;
-      } else if (a[j].path != MM_V3) { /* a launch each, on the path chosen above */
-        mm_jobs J1 = {};
-        mm_job_add(&J1, &a[j], w[j].nb1);
-        st = mm_launch_jobs(be, &a[j], J1, a[j].N);
-      } else {
-        st = memra_cu_matmul(be, &y[j], xn, &w[j], bias ? &bias[j] : NULL);
+        gy[gn] = y[j], gw[gn] = w[j], gb[gn++] = bias ? bias[j] : memra_tensor{};
       }
-    }
-    if (J.n > 0 && st == MEMRA_OK) st = mm_launch_jobs(be, &a[i], J, rows);
+    /* the mixed form's paths (all v11 / v7) as chosen above; otherwise matmul_n's own */
+    st = form ? mm_launch_jobs(be, &a[i], J, rows)
+              : memra_cu_matmul_n(be, gn, gy, xn, gw, bias ? gb : NULL);
   }
   return st;
 }
