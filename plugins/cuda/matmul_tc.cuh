@@ -69,6 +69,11 @@ static_assert(TC_WARPS_4K == 4 || TC_WARPS_4K == 8, "four or eight warps a tile"
 __host__ __device__ constexpr int tc_dense_warps(int64_t K) {
   return K <= 4096 ? MEMRA_TC_WARPS_4K : MEMRA_TC_WARPS;
 }
+/* EXPERIMENT (a build define; 0: the default): Q4_K on the integer MMA (matmul_tc4i.cuh) in every
+ * tensor-core kernel instead of the f16 form: other bits, the same in v7, v11 and matmul_id. */
+#ifndef MEMRA_TC_Q4I
+#define MEMRA_TC_Q4I 0
+#endif
 /* tcq's key for Q6_K matrices of K <= 4096 (the output matrices, attn_v, the experts): the
  * integer-MMA form (matmul_tc6i.cuh); longer rows (the down projections, x by windows on v11)
  * keep the f16 form, tcq<MEMRA_TYPE_Q6_K>. A property of the matrix alone, so v11 (one row) and
@@ -180,6 +185,8 @@ __device__ __forceinline__ void tc_store_split(uint4 *xb, XS *xs, int64_t e, uin
 
 struct tc6i_xs; /* matmul_tc6i.cuh: its form's tc_split_put, declared before the template */
 __device__ __forceinline__ void tc_split_put(const float v[8], uint4 *xb, tc6i_xs *xs, int64_t e);
+struct tc4i_xs; /* matmul_tc4i.cuh (MEMRA_TC_Q4I) likewise */
+__device__ __forceinline__ void tc_split_put(const float v[8], uint4 *xb, tc4i_xs *xs, int64_t e);
 /* A lane quad's share of x split and stored in the prep form XS (matmul_tc6i.cuh overloads it
  * for its own form). */
 template <typename XS>
@@ -336,6 +343,7 @@ __device__ __forceinline__ tc_role tc_role_of(int g, int t) {
  * (xin), and the body that applies one super-block to M rows of x in the fixed order every
  * v7 / v11 row takes (xload(m) gives row m's xin, m >= 1). */
 template <int T> struct tcq;
+#if !MEMRA_TC_Q4I /* else matmul_tc4i.cuh's integer form */
 template <> struct tcq<MEMRA_TYPE_Q4_K> {
   static constexpr int SBB = 144;
   typedef tc_raw raw;
@@ -371,6 +379,7 @@ template <> struct tcq<MEMRA_TYPE_Q4_K> {
     }
   }
 };
+#endif
 template <> struct tcq<MEMRA_TYPE_Q6_K> {
   static constexpr int SBB = 210;
   typedef tc6_raw raw;
@@ -401,6 +410,11 @@ template <> struct tcq<MEMRA_TYPE_Q6_K> {
 };
 
 #include "plugins/cuda/matmul_tc6i.cuh"
+#if MEMRA_TC_Q4I
+#include "plugins/cuda/matmul_tc4i.cuh"
+#endif
+/* Q4_K's prep form per group (the mixed kernel holds it beside TC_Q6I's) */
+typedef tcq<MEMRA_TYPE_Q4_K>::xs_t tc4_xs_t;
 
 /* A row's sum over the lane quad t = 0..3 (butterfly: all four lanes get the same bits). */
 __device__ __forceinline__ float tc_quad_sum(float v) {

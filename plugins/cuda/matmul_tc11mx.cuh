@@ -40,7 +40,7 @@ __host__ __device__ constexpr int t11mx_stage() {
 }
 /* Shared memory: the ring, x in both prep forms, the warps' partials, the ring's barriers. */
 template <int CW> static inline uint64_t t11mx_smem() {
-  return (uint64_t)T11_ST * t11mx_stage() + tc_prep_bytes<float2>(T11MX_K) +
+  return (uint64_t)T11_ST * t11mx_stage() + tc_prep_bytes<tc4_xs_t>(T11MX_K) +
          tc_prep_bytes<tc6i_xs>(T11MX_K) + sizeof(float) * CW * TC_ROWS + 16u * T11_ST;
 }
 
@@ -72,8 +72,8 @@ __global__ void __launch_bounds__((CW + 1) * 32)
   extern __shared__ __align__(128) uint8_t sm[];
   uint8_t *ring = sm;
   uint4 *xb = (uint4 *)(sm + (uint64_t)T11_ST * STAGE);
-  float2 *xs = (float2 *)((uint8_t *)xb + T11MX_K * 4);
-  uint4 *xb2 = (uint4 *)((uint8_t *)xb + tc_prep_bytes<float2>(T11MX_K));
+  tc4_xs_t *xs = (tc4_xs_t *)((uint8_t *)xb + T11MX_K * 4);
+  uint4 *xb2 = (uint4 *)((uint8_t *)xb + tc_prep_bytes<tc4_xs_t>(T11MX_K));
   tc6i_xs *xs2 = (tc6i_xs *)((uint8_t *)xb2 + T11MX_K * 4);
   float(&part)[CW][1][TC_ROWS] =
       *(float(*)[CW][1][TC_ROWS])((uint8_t *)xb2 + tc_prep_bytes<tc6i_xs>(T11MX_K));
@@ -107,7 +107,7 @@ __global__ void __launch_bounds__((CW + 1) * 32)
   if (CW == 4 || warp < 4) n11_load_w(nm, gw);
   memra_pdl_enter();
   if (CW == 4 || warp < 4)
-    n11_norm_split<4, float2, tc6i_xs>(nm, gw, xb, xs, shn, &ticket, xb2, xs2);
+    n11_norm_split<4, tc4_xs_t, tc6i_xs>(nm, gw, xb, xs, shn, &ticket, xb2, xs2);
   if (CW == 4)
     mm_consumers_sync<CW>();
   else
