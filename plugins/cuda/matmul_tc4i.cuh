@@ -69,19 +69,20 @@ __device__ __forceinline__ void tc_split_put(const float v[8], uint4 *xb, tc4i_x
 #pragma unroll
   for (int i = 0; i < 8; ++i) { /* rint by the 1.5 2^23 shift; then the balanced digits' bytes */
     const uint32_t bits = __float_as_uint(__fmaf_rn(__fmul_rn(v[i], sa), sb, 12582912.f));
-    w[i] = (bits + (0x8080u - 0x4B400000u)) ^ 0x8080u;
+    w[i] = bits + (0x8080u - 0x4B400000u); /* v + 0x8080: digits 0, 1 XOR 0x80 */
   }
   const int64_t grp = e >> 5;
-  const int q = (int)(e >> 3) & 3;
-  uint8_t *base = (uint8_t *)xb + grp * 128;
+  /* chunk 4 p + q at 4 p + (q ^ flip) (tc4i_chunk: the flip is bit 0 only) */
+  uint8_t *base = (uint8_t *)xb + grp * 128 + 8 * tc4i_chunk(grp, (int)(e >> 3) & 3);
 #pragma unroll
   for (int p = 0; p < 3; ++p) { /* byte p of each element's word, elements in order */
     const uint32_t s = (uint32_t)p | (uint32_t)(p + 4) << 4; /* byte p of x, then of y */
     const uint32_t lo = __byte_perm(__byte_perm(w[0], w[1], s), __byte_perm(w[2], w[3], s), 0x5410);
     const uint32_t hi = __byte_perm(__byte_perm(w[4], w[5], s), __byte_perm(w[6], w[7], s), 0x5410);
-    *(uint2 *)(base + 8 * tc4i_chunk(grp, 4 * p + q)) = make_uint2(lo, hi);
+    const uint32_t fl = p < 2 ? 0x80808080u : 0u; /* the balanced digits' bytes */
+    *(uint2 *)(base + 32 * p) = make_uint2(lo ^ fl, hi ^ fl);
   }
-  *(uint2 *)(base + 8 * tc4i_chunk(grp, 12 + q)) = make_uint2(0u, 0u);
+  *(uint2 *)(base + 96) = make_uint2(0u, 0u);
   float p4[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i)

@@ -8,7 +8,8 @@
 #   bash tools/device/build_variant.sh q4i "-DMEMRA_TC_Q4I=1" matmul.cu moe.cu
 #   bash tools/device/build_variant.sh nc "-DMEMRA_T11_NOCOPY=1" matmul.cu
 #   bash tools/device/build_variant.sh ncq4i "-DMEMRA_TC_Q4I=1 -DMEMRA_T11_NOCOPY=1" matmul.cu
-# and carry ["dist-carry"]. Prints the tables last.
+# and carry ["dist-carry"]. VARS: more var-NAME builds timed beside them with MEMRA_QKV_MIXED=0 (e.g.
+# "skip ncskip" of structure_probe.sh). Prints the tables last.
 set -u
 D=${D:-dist-carry}
 tar xJf "$D/gpu-plugins.tar.xz" -C "$D"
@@ -17,13 +18,13 @@ O=${OUT:-/tmp/o}
 W=/tmp/memra-models
 mkdir -p "$O" "$W"
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-for v in q4i nc ncq4i; do
+for v in q4i nc ncq4i ${VARS:-}; do
   mkdir -p "/tmp/v-$v" && xz -dc "$D/var-$v/libmemra_sm90a.so.xz" >"/tmp/v-$v/libmemra_sm90a.so"
 done
 M=$W/llama31-8b-q4_k_m.gguf
 [ -s "$M" ] || "$D/memra-synth" --preset llama31-8b --types q4_k_m --seed 1 -o "$M" >"$O/synth.log" 2>&1 &
 SY=$!
-timeout 200 "$D/opcheck" --quick "$D/libmemra_cpu.so" /tmp/v-q4i/libmemra_sm90a.so >"$O/opcheck.txt" 2>&1
+timeout 150 "$D/opcheck" --quick "$D/libmemra_cpu.so" /tmp/v-q4i/libmemra_sm90a.so >"$O/opcheck.txt" 2>&1
 echo "opcheck --quick q4i: Q4_K rows (worst 6 by error), failures, summary"
 grep -E "^(ok|FAIL) .*Q4_K" "$O/opcheck.txt" |
   awk '{for (i = 1; i < NF; ++i) if ($i == "err") print $(i + 1), $0}' | sort -g | tail -6 | cut -d' ' -f2- | cut -c1-160
@@ -41,5 +42,9 @@ echo "gemv_bench Q4_K us: shape | main q4i nc ncq4i"
 for p in main q4i nc ncq4i; do awk -v v="$p" '{print v, $1, $2, $3, $4}' "$O/g-$p.txt"; done |
   awk '{k = $2 " " $3 " " $4; if (!(k in seen)) { seen[k] = 1; ord[n++] = k } t[k] = t[k] " | " $5}
        END { for (i = 0; i < n; ++i) print ord[i] t[ord[i]] }'
-R=${R:-2} D=$D bash tools/device/ab.sh llama31-8b:q4_k_m -- main="$D" q4i=/tmp/v-q4i \
-  nc=/tmp/v-nc:MEMRA_QKV_MIXED=0 ncq4i=/tmp/v-ncq4i:MEMRA_QKV_MIXED=0 | tail -6
+AB=(main="$D" q4i=/tmp/v-q4i nc=/tmp/v-nc:MEMRA_QKV_MIXED=0 ncq4i=/tmp/v-ncq4i:MEMRA_QKV_MIXED=0)
+for v in ${VARS:-}; do AB+=("$v=/tmp/v-$v:MEMRA_QKV_MIXED=0"); done
+case "$(nvidia-smi --query-gpu=name --format=csv,noheader)" in # ABI 1.23's A/B, owed on an H200
+*H200*) AB+=(mixed0="$D:MEMRA_QKV_MIXED=0") ;;
+esac
+R=${R:-2} D=$D bash tools/device/ab.sh llama31-8b:q4_k_m -- "${AB[@]}" | tail -$((${#AB[@]} + 2))

@@ -128,7 +128,7 @@ static void split_put_quad(const float *x, int64_t e0, uint8_t *xb, uint8_t *xs)
     for (int i = 0; i < 8; ++i) {
       const float s1 = v[i] * sa; // __fmul_rn
       const uint32_t bits = f2u(std::fma(s1, sb, 12582912.f));
-      w[i] = (bits + (0x8080u - 0x4B400000u)) ^ 0x8080u;
+      w[i] = bits + (0x8080u - 0x4B400000u); /* v + 0x8080: digits 0, 1 XOR 0x80 */
     }
     const int64_t grp = e >> 5;
     const int qq = (int)(e >> 3) & 3;
@@ -137,7 +137,8 @@ static void split_put_quad(const float *x, int64_t e0, uint8_t *xb, uint8_t *xs)
       const uint32_t s = (uint32_t)p | (uint32_t)(p + 4) << 4;
       const uint32_t lo = byte_perm(byte_perm(w[0], w[1], s), byte_perm(w[2], w[3], s), 0x5410);
       const uint32_t hi = byte_perm(byte_perm(w[4], w[5], s), byte_perm(w[6], w[7], s), 0x5410);
-      const uint32_t pr[2] = {lo, hi};
+      const uint32_t fl = p < 2 ? 0x80808080u : 0u;
+      const uint32_t pr[2] = {lo ^ fl, hi ^ fl};
       memcpy(base + 8 * tc4i_chunk(grp, 4 * p + qq), pr, 8);
     }
     const uint32_t z[2] = {0u, 0u};
