@@ -42,8 +42,11 @@ wait $SY
 AB=(main="$D" q4i=/tmp/v-q4i nc=/tmp/v-nc:MEMRA_QKV_MIXED=0 ncq4i=/tmp/v-ncq4i:MEMRA_QKV_MIXED=0)
 for v in ${VARS:-}; do AB+=("$v=/tmp/v-$v:MEMRA_QKV_MIXED=0"); done
 case "$GPU" in *H200*) AB+=(mixed0="$D:MEMRA_QKV_MIXED=0") ;; esac
-R=${R:-2} D=$D timeout $(($(left) - 130)) bash tools/device/ab.sh llama31-8b:q4_k_m -- "${AB[@]}" |
+KEEP=130 # the gate's and opcheck's share; a short call (LIM < 300) gives it all to the A/B
+[ "$LIM" -lt 300 ] && KEEP=5
+R=${R:-2} D=$D timeout $(($(left) - KEEP)) bash tools/device/ab.sh llama31-8b:q4_k_m -- "${AB[@]}" |
   tail -$((${#AB[@]} + 2))
+[ "$(left)" -gt 60 ] || exit 0
 timeout 50 "$D/memra" gate graph --plugin-dir /tmp/v-q4i --backend sm90a -m "$M" \
   --gate-p 200 -n 256 2>&1 | tail -2
 timeout $(($(left) - 5)) "$D/opcheck" --quick "$D/libmemra_cpu.so" /tmp/v-q4i/libmemra_sm90a.so \
