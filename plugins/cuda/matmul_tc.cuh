@@ -343,6 +343,19 @@ __device__ __forceinline__ tc_role tc_role_of(int g, int t) {
  * (xin), and the body that applies one super-block to M rows of x in the fixed order every
  * v7 / v11 row takes (xload(m) gives row m's xin, m >= 1). */
 template <int T> struct tcq;
+/* Rows g, g + 8 of a Q4_K super-block as thread (g, t) holds them in both Q4_K forms: the 16-byte
+ * header and q bytes 64 c + 16 t .. + 15 of each (c = 0, 1). */
+template <bool G>
+__device__ __forceinline__ void tc_load_q4k(tc_raw &r, const uint8_t *b0, const uint8_t *b1,
+                                            int t) {
+  r.hd0 = tc_ld<G>((const uint4 *)b0);
+  r.hd1 = tc_ld<G>((const uint4 *)b1);
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    r.q0[c] = tc_ld<G>((const uint4 *)(b0 + 16 + 64 * c + 16 * t));
+    r.q1[c] = tc_ld<G>((const uint4 *)(b1 + 16 + 64 * c + 16 * t));
+  }
+}
 #if !MEMRA_TC_Q4I /* else matmul_tc4i.cuh's integer form */
 template <> struct tcq<MEMRA_TYPE_Q4_K> {
   static constexpr int SBB = 144;
@@ -352,13 +365,7 @@ template <> struct tcq<MEMRA_TYPE_Q4_K> {
   template <bool G>
   static __device__ __forceinline__ void load(raw &r, const uint8_t *b0, const uint8_t *b1,
                                               const tc_role &ro) {
-    r.hd0 = tc_ld<G>((const uint4 *)b0);
-    r.hd1 = tc_ld<G>((const uint4 *)b1);
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      r.q0[c] = tc_ld<G>((const uint4 *)(b0 + 16 + 64 * c + 16 * ro.t));
-      r.q1[c] = tc_ld<G>((const uint4 *)(b1 + 16 + 64 * c + 16 * ro.t));
-    }
+    tc_load_q4k<G>(r, b0, b1, ro.t);
   }
   static __device__ __forceinline__ void load_x(xin &x, const uint4 *xb, const float2 *xs,
                                                 int64_t sb, const tc_role &ro) {

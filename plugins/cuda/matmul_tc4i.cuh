@@ -53,24 +53,11 @@ __device__ __forceinline__ int tc4i_chunk(int64_t grp, int L) { return L ^ (int)
  * the three digit chunks of its eight elements, zero chunk 12 + q and, from lane 0 of the quad,
  * the group's xs. Overloads tc_split_put (matmul_tc.cuh) for XS = tc4i_xs. */
 __device__ __forceinline__ void tc_split_put(const float v[8], uint4 *xb, tc4i_xs *xs, int64_t e) {
-  uint32_t mx = 0;
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    mx = max(mx, __float_as_uint(v[i]) & 0x7FFFFFFFu);
-  mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-  mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-  const int E = (int)(mx >> 23);
-  /* max < 2^(E - 126): es = 148 - E puts it below 2^22 (E 0: zero or subnormal, as E 1; inf and
-   * NaN keep es 0, their digits meaningless: the F32 sum carries them into the result) */
-  const int es = E == 255 ? 0 : 148 - (E == 0 ? 1 : E);
-  const int ea = es / 2, eb = es - ea; /* 2^es in two exact steps, each within float range */
-  const float sa = tc_pow2(ea), sb = tc_pow2(eb);
   uint32_t w[8];
+  const int es = tc_digit_scale<22>(v, w); /* 1.5 2^23 + v: below 2^22, the binade holds */
 #pragma unroll
-  for (int i = 0; i < 8; ++i) { /* rint by the 1.5 2^23 shift; then the balanced digits' bytes */
-    const uint32_t bits = __float_as_uint(__fmaf_rn(__fmul_rn(v[i], sa), sb, 12582912.f));
-    w[i] = bits + (0x8080u - 0x4B400000u); /* v + 0x8080: digits 0, 1 XOR 0x80 */
-  }
+  for (int i = 0; i < 8; ++i) /* v + 0x8080: the balanced digits 0, 1 are its bytes XOR 0x80 */
+    w[i] += 0x8080u - 0x4B400000u;
   const int64_t grp = e >> 5;
   /* chunk 4 p + q at 4 p + (q ^ flip) (tc4i_chunk: the flip is bit 0 only) */
   uint8_t *base = (uint8_t *)xb + grp * 128 + 8 * tc4i_chunk(grp, (int)(e >> 3) & 3);
@@ -182,13 +169,7 @@ template <> struct tcq<MEMRA_TYPE_Q4_K> {
   template <bool G>
   static __device__ __forceinline__ void load(raw &r, const uint8_t *b0, const uint8_t *b1,
                                               const tc_role &ro) {
-    r.hd0 = tc_ld<G>((const uint4 *)b0);
-    r.hd1 = tc_ld<G>((const uint4 *)b1);
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      r.q0[c] = tc_ld<G>((const uint4 *)(b0 + 16 + 64 * c + 16 * ro.t));
-      r.q1[c] = tc_ld<G>((const uint4 *)(b1 + 16 + 64 * c + 16 * ro.t));
-    }
+    tc_load_q4k<G>(r, b0, b1, ro.t);
   }
   static __device__ __forceinline__ void load_x(xin &x, const uint4 *xb, const tc4i_xs *xs,
                                                 int64_t sb, const tc_role &ro) {

@@ -51,7 +51,10 @@ __device__ __forceinline__ float tc6i_pow2neg(int e) {
  * u = rint(x 2^es) + 2^22 is the low 23 bits of the float (2^23 + 2^22) + x 2^es, rounded once
  * by an FFMA (x 2^ea exact, |x 2^es| < 2^21 keeps the sum's exponent): two instructions an
  * element, then seven byte permutes a 4 elements' three digit words. */
-__device__ __forceinline__ void tc_split_put(const float v[8], uint4 *xb, tc6i_xs *xs, int64_t e) {
+/* The integer digit forms' scaling of a 32-group (this form with TOP 21, matmul_tc4i.cuh's with
+ * 22): es puts the group's largest |x| (over the lane quad) in [2^(TOP - 1), 2^TOP), and u[i] = the
+ * bits of 1.5 2^23 + rint(x_i 2^es), rounded once by an FFMA (x 2^ea exact). Returns es. */
+template <int TOP> __device__ __forceinline__ int tc_digit_scale(const float v[8], uint32_t u[8]) {
   uint32_t mx = 0;
 #pragma unroll
   for (int i = 0; i < 8; ++i)
@@ -59,15 +62,20 @@ __device__ __forceinline__ void tc_split_put(const float v[8], uint4 *xb, tc6i_x
   mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
   mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
   const int E = (int)(mx >> 23);
-  /* max < 2^(E - 126): es = 147 - E puts it below 2^21 (E 0: zero or subnormal, as E 1; inf and
-   * NaN keep es 0, their digits meaningless: the F32 sums carry them into the result) */
-  const int es = E == 255 ? 0 : 147 - (E == 0 ? 1 : E);
+  /* max < 2^(E - 126): es = 126 + TOP - E puts it below 2^TOP (E 0: zero or subnormal, as E 1; inf
+   * and NaN keep es 0, their digits meaningless: the F32 sums carry them into the result) */
+  const int es = E == 255 ? 0 : 126 + TOP - (E == 0 ? 1 : E);
   const int ea = es / 2, eb = es - ea; /* 2^es in two exact steps, each within float range */
   const float sa = tc_pow2(ea), sb = tc_pow2(eb);
-  uint32_t u[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i)
     u[i] = __float_as_uint(__fmaf_rn(__fmul_rn(v[i], sa), sb, 12582912.f));
+  return es;
+}
+
+__device__ __forceinline__ void tc_split_put(const float v[8], uint4 *xb, tc6i_xs *xs, int64_t e) {
+  uint32_t u[8];
+  const int es = tc_digit_scale<21>(v, u);
   uint32_t w[3][2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) { /* bytes p of u[4h .. 4h + 3] into w[p][h] */
