@@ -11,7 +11,7 @@
 // the B pair it loads holds the digits of the x elements its k rows' A bytes weigh (the mapping
 // traced through the loads), zeros for a zero column, and that no int32 sum overflows.
 // Not built by Bazel:
-//   g++ -O2 -std=c++17 -Wall -Wextra -o /tmp/tc4i_emu tools/device/tc4i_emu.cc && /tmp/tc4i_emu
+//   g++ -O2 -std=c++17 -Wall -Wextra -I. -o /tmp/tc4i_emu tools/device/tc4i_emu.cc && /tmp/tc4i_emu
 //   (exit 0: every trial below 1e-5 relative L2, the mapping checks clean)
 // It checks the mapping under that reading of the PTX layout, not the GPU: opcheck does.
 #include <cmath>
@@ -20,14 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 
-static uint64_t rs = 88172645463325252ull;
-static uint32_t rnd() {
-  rs ^= rs << 13;
-  rs ^= rs >> 7;
-  rs ^= rs << 17;
-  return (uint32_t)rs;
-}
-static float frand() { return (rnd() & 0xFFFFFF) / 16777216.0f * 2 - 1; }
+#include "tools/device/emu_util.h"
 
 // ---- host forms of the CUDA intrinsics the .cuh uses ----
 static uint32_t f2u(float f) {
@@ -39,17 +32,6 @@ static float u2f(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);
   return f;
-}
-static float h2f(uint16_t h) { // __half2float (exact)
-  uint32_t s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023;
-  float v;
-  if (e == 0)
-    v = ldexpf((float)m, -24);
-  else if (e == 31)
-    v = m ? NAN : INFINITY;
-  else
-    v = ldexpf((float)(m | 1024), (int)e - 25);
-  return s ? -v : v;
 }
 // __byte_perm(x, y, s): result byte k = byte ((s >> 4k) & 7) of the 8 bytes {x bytes 0-3, y 4-7}
 static uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {

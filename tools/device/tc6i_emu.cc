@@ -4,30 +4,17 @@
 // fragment layout (A rows g / g + 8 at k 4t.. and 16 + 4t..; B k 4t.. / 16 + 4t.. of column g; C
 // columns 2t, 2t + 1), the epilogue and the quad sum, against ggml's dequantization in double
 // (relative L2 over the 16 rows, 200 trials, x at three magnitude mixes). Not built by Bazel:
-//   g++ -O2 -o /tmp/tc6i_emu tools/device/tc6i_emu.cc && /tmp/tc6i_emu     (exit 0: all below 1e-4)
+//   g++ -O2 -I. -o /tmp/tc6i_emu tools/device/tc6i_emu.cc && /tmp/tc6i_emu     (exit 0: all below
+//   1e-4)
 // It checks the mapping under that reading of the PTX layout, not the GPU: opcheck does.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-static uint64_t rs = 88172645463325252ull;
-static uint32_t rnd() {
-  rs ^= rs << 13;
-  rs ^= rs >> 7;
-  rs ^= rs << 17;
-  return (uint32_t)rs;
-}
-static float frand() { return (rnd() & 0xFFFFFF) / 16777216.0f * 2 - 1; }
-static float h2f(uint16_t h) { // f16 -> f32
-  uint32_t s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023;
-  float v;
-  if (e == 0)
-    v = ldexpf((float)m, -24);
-  else
-    v = ldexpf((float)(m | 1024), (int)e - 25);
-  return s ? -v : v;
-}
+
+#include "tools/device/emu_util.h"
+
 static float pow2(int e) { return ldexpf(1.f, e); }
 int main() {
   int fails = 0;
